@@ -1,0 +1,160 @@
+//! The OCF agents: each maps OCF actions onto `vip/` (and later `lease/`, `service/`).
+//! This module owns the one mapping from errors to OCF exit codes, and the entry point that
+//! turns an invocation into an exit code without ever letting a panic decide it.
+
+pub mod vip;
+
+use std::panic::{self, AssertUnwindSafe};
+
+use crate::ocf::metadata::{self, AgentInfo};
+use crate::ocf::{reason, Action, OcfEnv, OcfExit, Outcome};
+use crate::params::ConfigError;
+use crate::vip::VipError;
+
+/// An OCF agent: its description and its action handler.
+pub struct AgentDef {
+    pub info: &'static AgentInfo,
+    pub actions: &'static [Action],
+    pub run: fn(Action, &OcfEnv) -> Outcome,
+}
+
+pub fn by_name(name: &str) -> Option<&'static AgentDef> {
+    match name {
+        "vip" => Some(&vip::AGENT),
+        _ => None,
+    }
+}
+
+pub fn usage(agent: &AgentDef) -> String {
+    let names: Vec<&str> = agent.actions.iter().map(|a| a.name()).collect();
+    format!("usage: {} {{{}}}", agent.info.name, names.join("|"))
+}
+
+/// Runs one OCF invocation and returns the process exit code.
+pub fn run_ocf(agent: &AgentDef, action: Option<&str>) -> i32 {
+    let env = OcfEnv::from_process();
+    let outcome = dispatch(agent, action, &env);
+    if let Some(why) = &outcome.reason {
+        if outcome.exit != OcfExit::Success {
+            log::error!("{} {}: {why}", agent.info.name, action.unwrap_or(""));
+        }
+        reason::print_reason(&env.exit_reason_prefix, why);
+    }
+    outcome.exit.code()
+}
+
+pub fn dispatch(agent: &AgentDef, action: Option<&str>, env: &OcfEnv) -> Outcome {
+    let parsed = action
+        .and_then(Action::parse)
+        .filter(|a| agent.actions.contains(a) || *a == Action::Usage);
+    let Some(action) = parsed else {
+        eprintln!("{}", usage(agent));
+        let why = match action {
+            None => "no action given".to_string(),
+            Some(a) => format!("action {a:?} is not implemented by {}", agent.info.name),
+        };
+        return Outcome::with_reason(OcfExit::ErrUnimplemented, why);
+    };
+    match action {
+        Action::MetaData => {
+            print!("{}", metadata::render(agent.info));
+            Outcome::ok()
+        }
+        Action::Usage => {
+            println!("{}", usage(agent));
+            Outcome::ok()
+        }
+        _ => guarded(|| (agent.run)(action, env)),
+    }
+}
+
+/// Runs `f`; a panic becomes OCF_ERR_GENERIC with its message as the reason.
+pub fn guarded(f: impl FnOnce() -> Outcome) -> Outcome {
+    let previous = panic::take_hook();
+    panic::set_hook(Box::new(|_| {}));
+    let result = panic::catch_unwind(AssertUnwindSafe(f));
+    panic::set_hook(previous);
+    result.unwrap_or_else(|payload| {
+        let msg = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".into());
+        Outcome::with_reason(
+            OcfExit::ErrGeneric,
+            format!("internal error (please report): {msg}"),
+        )
+    })
+}
+
+impl From<ConfigError> for Outcome {
+    fn from(e: ConfigError) -> Outcome {
+        Outcome::with_reason(OcfExit::ErrConfigured, e.to_string())
+    }
+}
+
+/// The one place where VIP failures become exit codes.
+impl From<VipError> for Outcome {
+    fn from(e: VipError) -> Outcome {
+        let exit = match &e {
+            VipError::Config(_) => OcfExit::ErrConfigured,
+            VipError::LinkDown { .. } => OcfExit::ErrInstalled,
+            VipError::Netlink(n) if n.is_permission() => OcfExit::ErrPerm,
+            VipError::Announce(a) if a.is_permission() => OcfExit::ErrPerm,
+            VipError::Netlink(_)
+            | VipError::Announce(_)
+            | VipError::Conflict { .. }
+            | VipError::Duplicate { .. }
+            | VipError::DadFailed { .. }
+            | VipError::DadTimeout { .. } => OcfExit::ErrGeneric,
+        };
+        let why = if exit == OcfExit::ErrPerm {
+            format!("insufficient privileges (needs root): {e}")
+        } else {
+            e.to_string()
+        };
+        Outcome::with_reason(exit, why)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_becomes_generic_error_with_reason() {
+        let out = guarded(|| panic!("boom"));
+        assert_eq!(out.exit, OcfExit::ErrGeneric);
+        assert_eq!(
+            out.reason.as_deref(),
+            Some("internal error (please report): boom")
+        );
+        assert_eq!(guarded(Outcome::ok).exit, OcfExit::Success);
+    }
+
+    #[test]
+    fn unknown_or_missing_action_is_unimplemented() {
+        let env = OcfEnv::default();
+        let agent = by_name("vip").unwrap();
+        let out = dispatch(agent, Some("reload"), &env);
+        assert_eq!(out.exit, OcfExit::ErrUnimplemented);
+        assert!(out.reason.unwrap().contains("\"reload\""));
+        assert_eq!(dispatch(agent, None, &env).exit, OcfExit::ErrUnimplemented);
+        assert_eq!(
+            dispatch(agent, Some("promote"), &env).exit,
+            OcfExit::ErrUnimplemented,
+            "vip is not promotable"
+        );
+    }
+
+    #[test]
+    fn permission_errors_map_to_err_perm() {
+        let e = VipError::Netlink(crate::vip::netlink::NetlinkError::Io {
+            op: "add address",
+            source: std::io::Error::from_raw_os_error(libc::EPERM),
+        });
+        let out = Outcome::from(e);
+        assert_eq!(out.exit, OcfExit::ErrPerm);
+        assert!(out.reason.unwrap().starts_with("insufficient privileges"));
+    }
+}

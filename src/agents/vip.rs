@@ -1,0 +1,245 @@
+//! `ocf:hamaster:vip`: a floating IPv4/IPv6 address, drop-in for `ocf:heartbeat:IPaddr2`.
+//! Maps start/stop/monitor/validate-all onto `crate::vip`.
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use crate::ocf::metadata::{ActionSpec, AgentInfo};
+use crate::ocf::{Action, OcfEnv, OcfExit, Outcome};
+use crate::params::vip::VIP_AGENT;
+use crate::params::Values;
+use crate::vip::announce::Announcer;
+use crate::vip::burst::{self, BurstRequest};
+use crate::vip::{Target, Vip, VipConfig, VipError};
+
+pub static ACTIONS: [ActionSpec; 5] = [
+    ActionSpec::new("start", "20s"),
+    ActionSpec::new("stop", "20s"),
+    ActionSpec {
+        interval: Some("10s"),
+        depth: Some("0"),
+        ..ActionSpec::new("monitor", "20s")
+    },
+    ActionSpec::new("validate-all", "20s"),
+    ActionSpec::new("meta-data", "5s"),
+];
+
+pub static INFO: AgentInfo = AgentInfo {
+    name: "vip",
+    shortdesc: "Floating IPv4/IPv6 address (IPaddr2 drop-in)",
+    longdesc: "Manages a floating IPv4 or IPv6 address on this host, like ocf:heartbeat:IPaddr2 \
+        and with the same parameter names: it adds and removes the address through netlink \
+        and announces it in-process with gratuitous ARP (request, reply, or both alternating) \
+        or unsolicited IPv6 Neighbor Advertisements. Part of hamaster.",
+    params: &VIP_AGENT,
+    actions: &ACTIONS,
+};
+
+pub static AGENT: super::AgentDef = super::AgentDef {
+    info: &INFO,
+    actions: &[
+        Action::Start,
+        Action::Stop,
+        Action::Monitor,
+        Action::ValidateAll,
+        Action::MetaData,
+        Action::Usage,
+    ],
+    run,
+};
+
+/// How long IPv6 DAD may take when the caller gave no timeout.
+const DEFAULT_DAD_WAIT: Duration = Duration::from_secs(10);
+
+fn run(action: Action, env: &OcfEnv) -> Outcome {
+    let values = Values::from_ocf(&VIP_AGENT, env);
+    let result = match action {
+        Action::Start => VipConfig::from_values(&values)
+            .map_err(VipError::from)
+            .and_then(|c| start(c, env)),
+        Action::Stop => stop(&values),
+        Action::Monitor => monitor(&values, env),
+        Action::ValidateAll => VipConfig::from_values(&values)
+            .map_err(VipError::from)
+            .and_then(|c| Vip::new(c)?.resolve().map(|_| Outcome::ok())),
+        _ => Ok(Outcome::new(OcfExit::ErrUnimplemented)),
+    };
+    result.unwrap_or_else(Outcome::from)
+}
+
+fn start(config: VipConfig, env: &OcfEnv) -> Result<Outcome, VipError> {
+    let run_dir = burst::run_dir();
+    burst::cancel(&run_dir, config.ip);
+    let mut vip = Vip::new(config)?;
+    let target = vip.resolve()?;
+    if !target.link.is_up() {
+        return Err(VipError::LinkDown {
+            nic: target.link.name.clone(),
+        });
+    }
+    let c = vip.config.clone();
+    match vip.find_any()? {
+        Some(a) if a.index == target.link.index && a.prefix == target.prefix => {
+            log::info!(
+                "{}/{} is already on {}",
+                c.ip,
+                target.prefix,
+                target.link.name
+            );
+        }
+        Some(a) => {
+            let nic = vip
+                .link(a.index)?
+                .map_or_else(|| a.index.to_string(), |l| l.name);
+            return Err(VipError::Conflict {
+                ip: c.ip,
+                nic,
+                prefix: a.prefix,
+            });
+        }
+        None => {
+            if c.run_arping && c.ip.is_ipv4() {
+                check_no_duplicate(&target, c.ip)?;
+            }
+            vip.add(&target)?;
+            log::info!("added {}/{} to {}", c.ip, target.prefix, target.link.name);
+        }
+    }
+    if c.ip.is_ipv6() && !c.nodad {
+        let limit = env.timeout_ms().map_or(DEFAULT_DAD_WAIT, |t| {
+            Duration::from_millis(t.saturating_sub(2000).max(1000))
+        });
+        if let Err(e) = vip.wait_dad(&target, limit) {
+            // Leave nothing half-done: a tentative or duplicate address is not ours to keep.
+            let _ = vip.remove();
+            return Err(e);
+        }
+    }
+    announce(&target, &c, c.arp_count, &run_dir);
+    Ok(Outcome::ok())
+}
+
+/// Refuses an IPv4 address that another host already answers for (`run_arping`).
+fn check_no_duplicate(target: &Target, ip: IpAddr) -> Result<(), VipError> {
+    if target.link.mac.is_none() {
+        return Ok(());
+    }
+    let mut announcer = Announcer::open(&target.link, ip, crate::vip::announce::ArpMode::Request)?;
+    match announcer.probe_duplicate(2, Duration::from_millis(200), Duration::from_millis(400))? {
+        Some(mac) => Err(VipError::Duplicate {
+            ip,
+            nic: target.link.name.clone(),
+            mac: mac.to_string(),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Sends the first frame now and hands the rest to a detached burst. Announcement trouble
+/// never fails the action: the address is up, and peers will resolve it when caches expire.
+fn announce(target: &Target, c: &VipConfig, count: u32, run_dir: &std::path::Path) {
+    if count == 0 {
+        return;
+    }
+    if target.link.mac.is_none() {
+        log::info!(
+            "{} has no link-layer address: nothing to announce",
+            target.link.name
+        );
+        return;
+    }
+    let first = Announcer::open(&target.link, c.ip, c.arp_mode).and_then(|mut a| a.send(0));
+    if let Err(e) = first {
+        log::warn!("announcing {}: {e}", c.ip);
+        return;
+    }
+    if count > 1 {
+        let req = BurstRequest {
+            nic: target.link.name.clone(),
+            ip: c.ip,
+            first: 1,
+            count: count - 1,
+            interval: c.arp_interval,
+            mode: c.arp_mode,
+        };
+        if let Err(e) = burst::spawn(&req, run_dir) {
+            log::warn!("cannot start the announcement burst for {}: {e}", c.ip);
+        }
+    }
+}
+
+fn stop(values: &Values) -> Result<Outcome, VipError> {
+    let config = match VipConfig::from_values(values) {
+        Ok(c) => c,
+        Err(e) => match VipConfig::for_cleanup(values) {
+            Some(c) => c,
+            // Without a usable ip nothing of ours can be on this host.
+            None => {
+                log::warn!("stop with unusable configuration ({e}): nothing to remove");
+                return Ok(Outcome::ok());
+            }
+        },
+    };
+    burst::cancel(&burst::run_dir(), config.ip);
+    let mut vip = Vip::new(config)?;
+    let removed = vip.remove()?;
+    if removed > 0 {
+        log::info!("removed {}", vip.config.ip);
+    }
+    Ok(Outcome::ok())
+}
+
+fn monitor(values: &Values, env: &OcfEnv) -> Result<Outcome, VipError> {
+    let config = match VipConfig::from_values(values) {
+        Ok(c) => c,
+        // A probe on a host where the resource was never configured must say "not running".
+        Err(_) if env.is_probe() => return Ok(Outcome::new(OcfExit::NotRunning)),
+        Err(e) => return Err(e.into()),
+    };
+    let mut vip = Vip::new(config)?;
+    let ip = vip.config.ip;
+    let Some(addr) = vip.find()? else {
+        return Ok(not_running(
+            env,
+            format!("{ip} is not configured on this host"),
+        ));
+    };
+    let link = vip.link(addr.index)?;
+    let Some(link) = link.filter(|l| l.is_up()) else {
+        let nic = vip
+            .link(addr.index)?
+            .map_or_else(|| addr.index.to_string(), |l| l.name);
+        return Ok(not_running(
+            env,
+            format!("{ip} is on {nic}, but {nic} is down"),
+        ));
+    };
+    if addr
+        .flags
+        .contains(netlink_packet_route::address::AddressFlags::Dadfailed)
+    {
+        return Ok(not_running(
+            env,
+            format!("{ip} on {} failed duplicate address detection", link.name),
+        ));
+    }
+    let c = &vip.config;
+    if !env.is_probe() && c.arp_count_refresh > 0 {
+        burst::cancel(&burst::run_dir(), ip);
+        let target = Target {
+            link,
+            prefix: addr.prefix,
+        };
+        announce(&target, c, c.arp_count_refresh, &burst::run_dir());
+    }
+    Ok(Outcome::ok())
+}
+
+/// 7, with a reason for recurring monitors (a probe finding nothing is not news).
+fn not_running(env: &OcfEnv, why: String) -> Outcome {
+    if env.is_probe() {
+        Outcome::new(OcfExit::NotRunning)
+    } else {
+        Outcome::with_reason(OcfExit::NotRunning, why)
+    }
+}

@@ -1,0 +1,66 @@
+//! The operator side: clap commands. `hamaster ocf AGENT ACTION` is the spelled-out form of
+//! an agent call; `announce` sends announcements for an address this host holds.
+
+pub mod announce;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "hamaster",
+    version,
+    about = "Active-passive HA master with a floating IP and an etcd leader lease"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run an OCF agent action, as Pacemaker does through /usr/lib/ocf/resource.d/hamaster/AGENT.
+    Ocf {
+        /// The agent: vip.
+        agent: String,
+        /// The OCF action (start, stop, monitor, validate-all, meta-data, ...).
+        action: Option<String>,
+    },
+    /// Announce an address this host holds: gratuitous ARP (IPv4) or unsolicited NA (IPv6).
+    Announce(announce::AnnounceArgs),
+}
+
+/// Runs the operator CLI and returns the exit code.
+pub fn main(args: Vec<String>) -> i32 {
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                crate::ocf::OcfExit::ErrArgs.code()
+            } else {
+                0
+            };
+        }
+    };
+    match cli.command {
+        Command::Ocf { agent, action } => match crate::agents::by_name(&agent) {
+            Some(def) => {
+                crate::logging::init(&format!("hamaster-{agent}"));
+                crate::agents::run_ocf(def, action.as_deref())
+            }
+            None => {
+                let prefix = std::env::var("OCF_EXIT_REASON_PREFIX")
+                    .unwrap_or_else(|_| crate::ocf::reason::DEFAULT_PREFIX.into());
+                crate::ocf::reason::print_reason(
+                    &prefix,
+                    &format!("no such agent {agent:?} (known: vip)"),
+                );
+                crate::ocf::OcfExit::ErrInstalled.code()
+            }
+        },
+        Command::Announce(a) => {
+            crate::logging::init("hamaster-announce");
+            announce::run(&a)
+        }
+    }
+}

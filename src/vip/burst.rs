@@ -1,0 +1,130 @@
+//! The background part of an announcement burst: a detached `hamaster announce` process
+//! that sends the frames after the first, so `start` need not wait for them. One per
+//! address, found again through a pidfile so that a later stop or start can cancel it.
+
+use std::fs;
+use std::net::IpAddr;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::announce::ArpMode;
+
+/// Where hamaster keeps runtime state: `HAMASTER_RUN_DIR`, or `/run/hamaster`.
+pub fn run_dir() -> PathBuf {
+    std::env::var_os("HAMASTER_RUN_DIR")
+        .map_or_else(|| PathBuf::from("/run/hamaster"), PathBuf::from)
+}
+
+pub fn pidfile(run_dir: &Path, ip: IpAddr) -> PathBuf {
+    run_dir.join("announce").join(format!("{ip}.pid"))
+}
+
+/// What the detached process is asked to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BurstRequest {
+    pub nic: String,
+    pub ip: IpAddr,
+    /// Index of the first frame to send (frames before it were sent in the foreground).
+    pub first: u32,
+    pub count: u32,
+    pub interval: Duration,
+    pub mode: ArpMode,
+}
+
+impl BurstRequest {
+    pub fn args(&self) -> Vec<String> {
+        vec![
+            "announce".into(),
+            "--nic".into(),
+            self.nic.clone(),
+            "--ip".into(),
+            self.ip.to_string(),
+            "--count".into(),
+            self.count.to_string(),
+            "--interval-ms".into(),
+            self.interval.as_millis().to_string(),
+            "--mode".into(),
+            self.mode.name().into(),
+            "--first".into(),
+            self.first.to_string(),
+            "--pidfile".into(),
+        ]
+    }
+}
+
+/// Starts the burst in a new session with no inherited descriptors, so that pacemaker-execd
+/// (which waits for the agent's stdout/stderr to close) is not held by it.
+pub fn spawn(req: &BurstRequest, run_dir: &Path) -> std::io::Result<u32> {
+    let pidfile = pidfile(run_dir, req.ip);
+    if let Some(dir) = pidfile.parent() {
+        fs::create_dir_all(dir)?;
+    }
+    let mut cmd = Command::new("/proc/self/exe");
+    cmd.arg0("hamaster").args(req.args()).arg(&pidfile);
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // SAFETY: between fork and exec we only call async-signal-safe functions.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32);
+            Ok(())
+        });
+    }
+    let child = cmd.spawn()?;
+    let pid = child.id();
+    fs::write(&pidfile, format!("{pid}\n"))?;
+    Ok(pid)
+}
+
+/// Stops a running burst for `ip`, if any, and waits (bounded) until it is gone. Returns
+/// whether one was running.
+pub fn cancel(run_dir: &Path, ip: IpAddr) -> bool {
+    let path = pidfile(run_dir, ip);
+    let Some(pid) = fs::read_to_string(&path)
+        .ok()
+        .and_then(|s| s.trim().parse::<i32>().ok())
+    else {
+        return false;
+    };
+    let _ = fs::remove_file(&path);
+    if !is_burst_for(pid, ip) {
+        return false;
+    }
+    // SAFETY: plain kill(2) on a pid we just verified to be our announcer.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let deadline = Instant::now() + Duration::from_millis(500);
+    while is_burst_for(pid, ip) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    true
+}
+
+/// Removes the pidfile when it still names this process (called by the burst on exit).
+pub fn release_pidfile(path: &Path) {
+    let me = std::process::id().to_string();
+    if fs::read_to_string(path).is_ok_and(|s| s.trim() == me) {
+        let _ = fs::remove_file(path);
+    }
+}
+
+/// A live (not zombie) `hamaster announce` process for this address: guards against pid reuse.
+fn is_burst_for(pid: i32, ip: IpAddr) -> bool {
+    let Ok(cmdline) = fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+    let ip = ip.to_string();
+    let ours = args.contains(&&b"announce"[..]) && args.contains(&ip.as_bytes());
+    let zombie = fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(true);
+    ours && !zombie
+}

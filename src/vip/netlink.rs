@@ -1,0 +1,397 @@
+//! A small synchronous rtnetlink client: list links, addresses and routes; add and delete one
+//! address. It speaks to the kernel of the network namespace the calling thread is in, and
+//! never runs `ip`.
+
+use std::io;
+use std::net::IpAddr;
+use std::os::fd::AsRawFd;
+use std::time::Duration;
+
+use netlink_packet_core::{
+    NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL,
+    NLM_F_REQUEST,
+};
+use netlink_packet_route::address::{AddressAttribute, AddressFlags, AddressMessage, CacheInfo};
+use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
+use netlink_packet_route::route::{
+    RouteAddress, RouteAttribute, RouteHeader, RouteMessage, RouteType,
+};
+use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
+use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
+
+/// The kernel answers rtnetlink at once; this bound only guards against the impossible.
+const REPLY_TIMEOUT: Duration = Duration::from_secs(5);
+
+#[derive(Debug, thiserror::Error)]
+pub enum NetlinkError {
+    #[error("netlink {op}: {source}")]
+    Io { op: &'static str, source: io::Error },
+    #[error("netlink {op}: undecodable reply: {detail}")]
+    Decode { op: &'static str, detail: String },
+}
+
+impl NetlinkError {
+    pub fn errno(&self) -> Option<i32> {
+        match self {
+            NetlinkError::Io { source, .. } => source.raw_os_error(),
+            NetlinkError::Decode { .. } => None,
+        }
+    }
+
+    pub fn is_permission(&self) -> bool {
+        matches!(self.errno(), Some(libc::EPERM) | Some(libc::EACCES))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Link {
+    pub index: u32,
+    pub name: String,
+    pub mac: Option<[u8; 6]>,
+    /// Administratively up (IFF_UP).
+    pub admin_up: bool,
+    /// Carrier present (IFF_LOWER_UP).
+    pub carrier: bool,
+}
+
+impl Link {
+    pub fn is_up(&self) -> bool {
+        self.admin_up && self.carrier
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Addr {
+    pub index: u32,
+    pub ip: IpAddr,
+    pub prefix: u8,
+    pub flags: AddressFlags,
+    pub label: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    pub dst: IpAddr,
+    pub prefix: u8,
+    pub oif: Option<u32>,
+    pub metric: u32,
+    pub table: u32,
+    pub kind: RouteType,
+}
+
+/// What to add: the address and the flags IPaddr2's parameters map to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewAddr {
+    pub index: u32,
+    pub ip: IpAddr,
+    pub prefix: u8,
+    pub label: Option<String>,
+    pub nodad: bool,
+    pub noprefixroute: bool,
+    /// Seconds; None = forever.
+    pub preferred_lft: Option<u32>,
+}
+
+pub struct Rtnl {
+    socket: Socket,
+    seq: u32,
+    buf: Vec<u8>,
+}
+
+impl Rtnl {
+    pub fn open() -> Result<Rtnl, NetlinkError> {
+        let io = |source| NetlinkError::Io { op: "open", source };
+        let mut socket = Socket::new(NETLINK_ROUTE).map_err(io)?;
+        socket.bind_auto().map_err(io)?;
+        socket.connect(&SocketAddr::new(0, 0)).map_err(io)?;
+        set_recv_timeout(&socket, REPLY_TIMEOUT).map_err(io)?;
+        Ok(Rtnl {
+            socket,
+            seq: 0,
+            buf: vec![0; 64 * 1024],
+        })
+    }
+
+    pub fn links(&mut self) -> Result<Vec<Link>, NetlinkError> {
+        let replies = self.exchange(
+            "list links",
+            RouteNetlinkMessage::GetLink(LinkMessage::default()),
+            NLM_F_DUMP,
+        )?;
+        Ok(replies
+            .into_iter()
+            .filter_map(|m| match m {
+                RouteNetlinkMessage::NewLink(l) => Some(link_from(l)),
+                _ => None,
+            })
+            .collect())
+    }
+
+    pub fn link_by_name(&mut self, name: &str) -> Result<Option<Link>, NetlinkError> {
+        Ok(self.links()?.into_iter().find(|l| l.name == name))
+    }
+
+    pub fn link_by_index(&mut self, index: u32) -> Result<Option<Link>, NetlinkError> {
+        let mut msg = LinkMessage::default();
+        msg.header.index = index;
+        match self.exchange("get link", RouteNetlinkMessage::GetLink(msg), 0) {
+            Ok(replies) => Ok(replies.into_iter().find_map(|m| match m {
+                RouteNetlinkMessage::NewLink(l) => Some(link_from(l)),
+                _ => None,
+            })),
+            Err(e) if e.errno() == Some(libc::ENODEV) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Addresses of one family (IPv4 or IPv6) on every interface.
+    pub fn addresses(&mut self, ipv6: bool) -> Result<Vec<Addr>, NetlinkError> {
+        let mut msg = AddressMessage::default();
+        msg.header.family = family(ipv6);
+        let replies = self.exchange(
+            "list addresses",
+            RouteNetlinkMessage::GetAddress(msg),
+            NLM_F_DUMP,
+        )?;
+        Ok(replies
+            .into_iter()
+            .filter_map(|m| match m {
+                RouteNetlinkMessage::NewAddress(a) => addr_from(a),
+                _ => None,
+            })
+            .collect())
+    }
+
+    pub fn routes(&mut self, ipv6: bool) -> Result<Vec<Route>, NetlinkError> {
+        let mut msg = RouteMessage::default();
+        msg.header.address_family = family(ipv6);
+        let replies = self.exchange(
+            "list routes",
+            RouteNetlinkMessage::GetRoute(msg),
+            NLM_F_DUMP,
+        )?;
+        Ok(replies
+            .into_iter()
+            .filter_map(|m| match m {
+                RouteNetlinkMessage::NewRoute(r) => route_from(r),
+                _ => None,
+            })
+            .collect())
+    }
+
+    /// Adds the address; `EEXIST` is an error here, so the caller decides what it means.
+    pub fn add_address(&mut self, new: &NewAddr) -> Result<(), NetlinkError> {
+        let mut msg = AddressMessage::default();
+        msg.header.family = family(new.ip.is_ipv6());
+        msg.header.prefix_len = new.prefix;
+        msg.header.index = new.index;
+        msg.attributes.push(AddressAttribute::Local(new.ip));
+        msg.attributes.push(AddressAttribute::Address(new.ip));
+        if let (true, Some(label)) = (new.ip.is_ipv4(), &new.label) {
+            msg.attributes.push(AddressAttribute::Label(label.clone()));
+        }
+        let mut flags = AddressFlags::empty();
+        flags.set(AddressFlags::Nodad, new.nodad);
+        flags.set(AddressFlags::Noprefixroute, new.noprefixroute);
+        if !flags.is_empty() {
+            msg.attributes.push(AddressAttribute::Flags(flags));
+        }
+        if let Some(preferred) = new.preferred_lft {
+            let mut info = CacheInfo::default();
+            info.ifa_preferred = preferred;
+            info.ifa_valid = u32::MAX;
+            msg.attributes.push(AddressAttribute::CacheInfo(info));
+        }
+        self.exchange(
+            "add address",
+            RouteNetlinkMessage::NewAddress(msg),
+            NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL,
+        )
+        .map(drop)
+    }
+
+    pub fn del_address(&mut self, addr: &Addr) -> Result<(), NetlinkError> {
+        let mut msg = AddressMessage::default();
+        msg.header.family = family(addr.ip.is_ipv6());
+        msg.header.prefix_len = addr.prefix;
+        msg.header.index = addr.index;
+        msg.attributes.push(AddressAttribute::Local(addr.ip));
+        msg.attributes.push(AddressAttribute::Address(addr.ip));
+        self.exchange(
+            "delete address",
+            RouteNetlinkMessage::DelAddress(msg),
+            NLM_F_ACK,
+        )
+        .map(drop)
+    }
+
+    fn exchange(
+        &mut self,
+        op: &'static str,
+        request: RouteNetlinkMessage,
+        flags: u16,
+    ) -> Result<Vec<RouteNetlinkMessage>, NetlinkError> {
+        self.seq = self.seq.wrapping_add(1);
+        let mut header = NetlinkHeader::default();
+        header.flags = NLM_F_REQUEST | flags;
+        header.sequence_number = self.seq;
+        let mut packet = NetlinkMessage::new(header, NetlinkPayload::from(request));
+        packet.finalize();
+        let mut out = vec![0; packet.buffer_len()];
+        packet.serialize(&mut out);
+        self.socket
+            .send(&out, 0)
+            .map_err(|source| NetlinkError::Io { op, source })?;
+
+        let dump = flags & NLM_F_DUMP == NLM_F_DUMP;
+        let mut replies = Vec::new();
+        loop {
+            let size = self
+                .socket
+                .recv(&mut &mut self.buf[..], 0)
+                .map_err(|source| NetlinkError::Io { op, source })?;
+            let mut offset = 0;
+            while offset < size {
+                let msg =
+                    NetlinkMessage::<RouteNetlinkMessage>::deserialize(&self.buf[offset..size])
+                        .map_err(|e| NetlinkError::Decode {
+                            op,
+                            detail: e.to_string(),
+                        })?;
+                let len = msg.header.length as usize;
+                if msg.header.sequence_number == self.seq {
+                    match msg.payload {
+                        NetlinkPayload::Done(_) => return Ok(replies),
+                        NetlinkPayload::Error(err) => match err.code {
+                            None => return Ok(replies),
+                            Some(code) => {
+                                let source = io::Error::from_raw_os_error(-code.get());
+                                return Err(NetlinkError::Io { op, source });
+                            }
+                        },
+                        NetlinkPayload::InnerMessage(inner) => {
+                            replies.push(inner);
+                            if !dump {
+                                return Ok(replies);
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                if len == 0 {
+                    break;
+                }
+                offset += len;
+            }
+        }
+    }
+}
+
+fn family(ipv6: bool) -> AddressFamily {
+    if ipv6 {
+        AddressFamily::Inet6
+    } else {
+        AddressFamily::Inet
+    }
+}
+
+fn set_recv_timeout(socket: &Socket, timeout: Duration) -> io::Result<()> {
+    let tv = libc::timeval {
+        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_usec: timeout.subsec_micros() as libc::suseconds_t,
+    };
+    // SAFETY: setsockopt reads a timeval of the given size from a valid pointer.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVTIMEO,
+            (&tv as *const libc::timeval).cast(),
+            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+fn link_from(l: LinkMessage) -> Link {
+    let mut link = Link {
+        index: l.header.index,
+        name: String::new(),
+        mac: None,
+        admin_up: l.header.flags.contains(LinkFlags::Up),
+        carrier: l.header.flags.contains(LinkFlags::LowerUp),
+    };
+    for attr in l.attributes {
+        match attr {
+            LinkAttribute::IfName(n) => link.name = n,
+            LinkAttribute::Address(a) if a.len() == 6 => {
+                let mut mac = [0; 6];
+                mac.copy_from_slice(&a);
+                link.mac = Some(mac);
+            }
+            _ => {}
+        }
+    }
+    link
+}
+
+fn addr_from(a: AddressMessage) -> Option<Addr> {
+    let mut local = None;
+    let mut address = None;
+    let mut flags = AddressFlags::from_bits_retain(u32::from(a.header.flags.bits()));
+    let mut label = None;
+    for attr in a.attributes {
+        match attr {
+            AddressAttribute::Local(ip) => local = Some(ip),
+            AddressAttribute::Address(ip) => address = Some(ip),
+            // IFA_FLAGS carries all 32 bits; the header only the low 8.
+            AddressAttribute::Flags(f) => flags = f,
+            AddressAttribute::Label(l) => label = Some(l),
+            _ => {}
+        }
+    }
+    // On point-to-point links IFA_ADDRESS is the peer; IFA_LOCAL is always ours.
+    let ip = local.or(address)?;
+    Some(Addr {
+        index: a.header.index,
+        ip,
+        prefix: a.header.prefix_len,
+        flags,
+        label,
+    })
+}
+
+fn route_from(r: RouteMessage) -> Option<Route> {
+    let RouteHeader {
+        destination_prefix_length,
+        table,
+        kind,
+        ..
+    } = r.header;
+    let mut route = Route {
+        dst: match r.header.address_family {
+            AddressFamily::Inet6 => IpAddr::from([0u16; 8]),
+            _ => IpAddr::from([0u8; 4]),
+        },
+        prefix: destination_prefix_length,
+        oif: None,
+        metric: 0,
+        table: u32::from(table),
+        kind,
+    };
+    for attr in r.attributes {
+        match attr {
+            RouteAttribute::Destination(RouteAddress::Inet(ip)) => route.dst = ip.into(),
+            RouteAttribute::Destination(RouteAddress::Inet6(ip)) => route.dst = ip.into(),
+            RouteAttribute::Oif(i) => route.oif = Some(i),
+            RouteAttribute::Priority(p) => route.metric = p,
+            RouteAttribute::Table(t) => route.table = t,
+            _ => {}
+        }
+    }
+    Some(route)
+}
