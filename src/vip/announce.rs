@@ -254,8 +254,9 @@ impl Announcer {
         }
     }
 
-    /// Sends frames `first..first+count`, `interval` apart, while `still_ours()` holds: a
-    /// burst must stop the moment the address is no longer on this host.
+    /// Sends frames `first..first+count` while `still_ours()` holds: a burst must stop the
+    /// moment the address is no longer on this host. Every frame but frame 0 waits `interval`
+    /// first, so a burst continued in another process keeps the spacing.
     pub fn burst(
         &mut self,
         first: u32,
@@ -265,7 +266,7 @@ impl Announcer {
     ) -> Result<u32, AnnounceError> {
         let mut sent = 0;
         for n in first..first.saturating_add(count) {
-            if n > first {
+            if n > 0 {
                 std::thread::sleep(interval);
             }
             if !still_ours() {

@@ -1,0 +1,361 @@
+//! Test harness: network namespaces with veth pairs (never the host's interfaces), the built
+//! agent laid out as an OCF directory, agent runs inside a namespace, and frame capture on
+//! the peer end of a veth. Everything a test creates is removed when its guard drops, also
+//! when the test fails.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{mpsc, Arc, OnceLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// A name unique to this process and call, short enough for interface names too.
+pub fn unique(tag: &str) -> String {
+    let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+    format!("hmt-{tag}-{}-{n}", std::process::id() % 100_000)
+}
+
+pub fn sh(cmd: &str, args: &[&str]) -> Output {
+    let out = Command::new(cmd).args(args).output().unwrap_or_else(|e| panic!("{cmd}: {e}"));
+    out
+}
+
+pub fn must(cmd: &str, args: &[&str]) -> String {
+    let out = sh(cmd, args);
+    assert!(out.status.success(), "{cmd} {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A network namespace, deleted (with every process in it) on drop.
+pub struct Netns {
+    pub name: String,
+}
+
+impl Netns {
+    pub fn new(tag: &str) -> Netns {
+        let name = unique(tag);
+        must("ip", &["netns", "add", &name]);
+        let ns = Netns { name };
+        ns.ip(&["link", "set", "lo", "up"]);
+        ns
+    }
+
+    /// `ip -n NS ARGS...`, asserting success.
+    pub fn ip(&self, args: &[&str]) -> String {
+        let mut full = vec!["-n", self.name.as_str()];
+        full.extend_from_slice(args);
+        must("ip", &full)
+    }
+
+    /// Addresses (`ip/prefix`) on `dev` in this namespace.
+    pub fn addresses(&self, dev: &str) -> Vec<String> {
+        let out = sh("ip", &["-n", &self.name, "-o", "addr", "show", "dev", dev]);
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| {
+                let mut words = l.split_whitespace();
+                words.find(|w| *w == "inet" || *w == "inet6")?;
+                words.next().map(str::to_string)
+            })
+            .collect()
+    }
+
+    /// Full `ip -o addr` lines for `dev` (flags, labels).
+    pub fn address_lines(&self, dev: &str) -> String {
+        self.ip(&["-o", "addr", "show", "dev", dev])
+    }
+
+    pub fn mac(&self, dev: &str) -> [u8; 6] {
+        let out = self.ip(&["-o", "link", "show", "dev", dev]);
+        let hex = out.split("link/ether ").nth(1).and_then(|s| s.split_whitespace().next()).expect("link/ether");
+        let mut mac = [0u8; 6];
+        for (i, part) in hex.split(':').enumerate() {
+            mac[i] = u8::from_str_radix(part, 16).unwrap();
+        }
+        mac
+    }
+
+    /// Any address anywhere in the namespace equal to `ip`?
+    pub fn holds(&self, ip: &str) -> bool {
+        let out = sh("ip", &["-n", &self.name, "-o", "addr", "show"]);
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .any(|l| l.split_whitespace().any(|w| w.split('/').next() == Some(ip)))
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let pids = sh("ip", &["netns", "pids", &self.name]);
+        for pid in String::from_utf8_lossy(&pids.stdout).split_whitespace() {
+            let _ = sh("kill", &["-9", pid]);
+        }
+        let _ = sh("ip", &["netns", "del", &self.name]);
+    }
+}
+
+/// Two namespaces joined by a veth: `node` (where the agent runs, interface `vip0`) and
+/// `peer` (interface `peer0`, where frames are captured).
+pub struct Pair {
+    pub node: Netns,
+    pub peer: Netns,
+}
+
+pub const NODE_IF: &str = "vip0";
+pub const PEER_IF: &str = "peer0";
+
+impl Pair {
+    pub fn new(tag: &str) -> Pair {
+        let node = Netns::new(&format!("{tag}n"));
+        let peer = Netns::new(&format!("{tag}p"));
+        // Created directly inside the namespaces: nothing ever appears in the host's.
+        must(
+            "ip",
+            &["-n", &node.name, "link", "add", NODE_IF, "type", "veth", "peer", "name", PEER_IF, "netns", &peer.name],
+        );
+        node.ip(&["link", "set", NODE_IF, "up"]);
+        peer.ip(&["link", "set", PEER_IF, "up"]);
+        node.ip(&["addr", "add", "192.0.2.1/24", "dev", NODE_IF]);
+        node.ip(&["addr", "add", "2001:db8::1/64", "dev", NODE_IF, "nodad"]);
+        peer.ip(&["addr", "add", "192.0.2.2/24", "dev", PEER_IF]);
+        peer.ip(&["addr", "add", "2001:db8::2/64", "dev", PEER_IF, "nodad"]);
+        Pair { node, peer }
+    }
+}
+
+/// The built binary laid out as an OCF provider directory, in a world-readable place so
+/// that ocf-tester's "meta-data as nobody" check can execute it.
+pub struct OcfDir {
+    pub root: PathBuf,
+}
+
+impl OcfDir {
+    pub fn get() -> &'static OcfDir {
+        static DIR: OnceLock<OcfDir> = OnceLock::new();
+        DIR.get_or_init(|| {
+            let root = std::env::temp_dir().join(format!("hamaster-tests-{}", std::process::id()));
+            let provider = root.join("resource.d/hamaster");
+            fs::create_dir_all(&provider).unwrap();
+            let bin = root.join("hamaster");
+            fs::copy(env!("CARGO_BIN_EXE_hamaster"), &bin).unwrap();
+            for agent in ["vip", "master"] {
+                let link = provider.join(agent);
+                let _ = fs::remove_file(&link);
+                std::os::unix::fs::symlink("../../hamaster", &link).unwrap();
+            }
+            must("chmod", &["-R", "a+rX", root.to_str().unwrap()]);
+            OcfDir { root }
+        })
+    }
+
+    pub fn provider(&self) -> PathBuf {
+        self.root.join("resource.d/hamaster")
+    }
+
+    pub fn agent(&self, name: &str) -> PathBuf {
+        self.provider().join(name)
+    }
+}
+
+/// Removes this test process's OCF directory copy; called by tests that run last is not
+/// possible, so each process cleans up copies left by processes that are gone.
+pub fn clean_stale_ocf_dirs() {
+    let Ok(entries) = fs::read_dir(std::env::temp_dir()) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if let Some(pid) = name.strip_prefix("hamaster-tests-").and_then(|p| p.parse::<u32>().ok()) {
+            if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+                let _ = fs::remove_dir_all(e.path());
+            }
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+    pub elapsed: Duration,
+}
+
+impl Run {
+    /// The `ocf-exit-reason:` lines on stderr.
+    pub fn reasons(&self) -> Vec<&str> {
+        self.stderr.lines().filter_map(|l| l.strip_prefix("ocf-exit-reason:")).collect()
+    }
+
+    /// Asserts the exit code and exactly one reason line containing `needle`.
+    pub fn expect(&self, code: i32, needle: &str) {
+        assert_eq!(self.code, code, "exit code; stderr:\n{}", self.stderr);
+        let reasons = self.reasons();
+        assert_eq!(reasons.len(), 1, "want exactly one reason line; stderr:\n{}", self.stderr);
+        assert!(reasons[0].contains(needle), "reason {:?} should contain {needle:?}", reasons[0]);
+    }
+}
+
+/// An agent invocation context: namespace, parameters, and a private run directory.
+pub struct Agent<'a> {
+    pub ns: &'a Netns,
+    pub name: &'static str,
+    pub params: BTreeMap<String, String>,
+    pub extra_env: BTreeMap<String, String>,
+    pub run_dir: PathBuf,
+}
+
+impl<'a> Agent<'a> {
+    pub fn new(ns: &'a Netns, name: &'static str, params: &[(&str, &str)]) -> Agent<'a> {
+        let run_dir = std::env::temp_dir().join(format!("hamaster-run-{}", ns.name));
+        Agent {
+            ns,
+            name,
+            params: params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            extra_env: BTreeMap::new(),
+            run_dir,
+        }
+    }
+
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.extra_env.insert(key.into(), value.into());
+        self
+    }
+
+    pub fn command(&self, action: &str, interval_ms: u64) -> Command {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &self.ns.name]).arg(OcfDir::get().agent(self.name)).arg(action);
+        cmd.env_clear();
+        cmd.env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin");
+        cmd.env("OCF_ROOT", "/usr/lib/ocf");
+        cmd.env("OCF_RESOURCE_INSTANCE", "test-vip");
+        cmd.env("HAMASTER_RUN_DIR", &self.run_dir);
+        cmd.env("OCF_RESKEY_CRM_meta_interval", interval_ms.to_string());
+        cmd.env("OCF_RESKEY_CRM_meta_timeout", "20000");
+        for (k, v) in &self.params {
+            cmd.env(format!("OCF_RESKEY_{k}"), v);
+        }
+        for (k, v) in &self.extra_env {
+            cmd.env(k, v);
+        }
+        cmd.stdin(Stdio::null());
+        cmd
+    }
+
+    /// Runs an action as a recurring operation (interval 10 s), which is what most actions are.
+    pub fn run(&self, action: &str) -> Run {
+        self.run_with_interval(action, 10_000)
+    }
+
+    /// A probe: monitor with interval 0.
+    pub fn probe(&self) -> Run {
+        self.run_with_interval("monitor", 0)
+    }
+
+    pub fn run_with_interval(&self, action: &str, interval_ms: u64) -> Run {
+        run_command(self.command(action, interval_ms))
+    }
+}
+
+impl Drop for Agent<'_> {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.run_dir);
+    }
+}
+
+pub fn run_command(mut cmd: Command) -> Run {
+    let started = Instant::now();
+    let out = cmd.output().expect("spawn agent");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        elapsed: started.elapsed(),
+    }
+}
+
+/// Moves the calling thread into the named network namespace.
+pub fn enter_netns(name: &str) {
+    let f = fs::File::open(format!("/run/netns/{name}")).expect("open netns");
+    // SAFETY: setns on a valid namespace fd; affects only this thread.
+    let rc = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
+    assert_eq!(rc, 0, "setns {name}: {}", std::io::Error::last_os_error());
+}
+
+/// One captured frame with the time it was seen.
+#[derive(Debug, Clone)]
+pub struct Frame {
+    pub at: Instant,
+    pub bytes: Vec<u8>,
+}
+
+/// A capture of every frame arriving on an interface in a namespace, from a thread of this
+/// test process (AF_PACKET through pnet, not promiscuous: broadcast and multicast suffice).
+pub struct Capture {
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<Vec<Frame>>>,
+}
+
+impl Capture {
+    pub fn start(ns: &Netns, dev: &str) -> Capture {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let (ns_name, dev, stop2) = (ns.name.clone(), dev.to_string(), stop.clone());
+        let handle = std::thread::spawn(move || {
+            enter_netns(&ns_name);
+            let iface = pnet_datalink::interfaces().into_iter().find(|i| i.name == dev).expect("capture interface");
+            let config = pnet_datalink::Config {
+                read_timeout: Some(Duration::from_millis(10)),
+                promiscuous: false,
+                ..Default::default()
+            };
+            let pnet_datalink::Channel::Ethernet(_tx, mut rx) = pnet_datalink::channel(&iface, config).expect("channel") else {
+                panic!("not ethernet")
+            };
+            ready_tx.send(()).unwrap();
+            let mut frames = Vec::new();
+            let hard_stop = Instant::now() + Duration::from_secs(120);
+            while !stop2.load(Ordering::SeqCst) && Instant::now() < hard_stop {
+                if let Ok(bytes) = rx.next() {
+                    frames.push(Frame { at: Instant::now(), bytes: bytes.to_vec() });
+                }
+            }
+            frames
+        });
+        ready_rx.recv_timeout(Duration::from_secs(10)).expect("capture ready");
+        Capture { stop, handle: Some(handle) }
+    }
+
+    pub fn finish(mut self) -> Vec<Frame> {
+        self.stop.store(true, Ordering::SeqCst);
+        self.handle.take().unwrap().join().expect("capture thread")
+    }
+}
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// Polls `cond` every 10 ms until it holds or `limit` passes.
+pub fn wait_for(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
