@@ -57,12 +57,15 @@ pub fn level_word(level: Level) -> &'static str {
 
 impl Log for HaLogger {
     fn enabled(&self, m: &Metadata) -> bool {
-        m.level()
-            <= if self.sinks.debug {
-                Level::Debug
-            } else {
-                Level::Info
-            }
+        // Libraries' chatter (netlink-packet-route warns about every newer kernel attribute)
+        // is not the administrator's business; only hamaster's own lines are logged.
+        let ours = m.target().starts_with("hamaster");
+        let max = if self.sinks.debug {
+            Level::Debug
+        } else {
+            Level::Info
+        };
+        ours && m.level() <= max
     }
 
     fn log(&self, record: &Record) {

@@ -17,7 +17,10 @@ const VIP4: &str = "192.0.2.10";
 const VIP6: &str = "2001:db8::10";
 
 /// Gratuitous ARP frames for `ip`: (time, operation, sender MAC, sender IP, target IP).
-fn arp_frames(frames: &[Frame], ip: &str) -> Vec<(std::time::Instant, u16, [u8; 6], String, String)> {
+fn arp_frames(
+    frames: &[Frame],
+    ip: &str,
+) -> Vec<(std::time::Instant, u16, [u8; 6], String, String)> {
     frames
         .iter()
         .filter_map(|f| {
@@ -28,7 +31,13 @@ fn arp_frames(frames: &[Frame], ip: &str) -> Vec<(std::time::Instant, u16, [u8; 
             let arp = ArpPacket::new(eth.payload())?;
             let spa = arp.get_sender_proto_addr().to_string();
             (spa == ip).then(|| {
-                (f.at, arp.get_operation().0, arp.get_sender_hw_addr().octets(), spa, arp.get_target_proto_addr().to_string())
+                (
+                    f.at,
+                    arp.get_operation().0,
+                    arp.get_sender_hw_addr().octets(),
+                    spa,
+                    arp.get_target_proto_addr().to_string(),
+                )
             })
         })
         .collect()
@@ -54,13 +63,29 @@ fn na_frames(frames: &[Frame], ip: &str) -> Vec<(std::time::Instant, [u8; 6])> {
             if na.get_target_addr() != target {
                 return None;
             }
-            assert_eq!(eth.get_destination().octets(), [0x33, 0x33, 0, 0, 0, 1], "NA goes to all-nodes MAC");
+            assert_eq!(
+                eth.get_destination().octets(),
+                [0x33, 0x33, 0, 0, 0, 1],
+                "NA goes to all-nodes MAC"
+            );
             assert_eq!(ip6.get_destination().to_string(), "ff02::1");
             assert_eq!(ip6.get_hop_limit(), 255);
-            assert_eq!(na.get_flags(), 0x20, "Override only, not Solicited or Router");
-            assert_eq!(icmpv6::checksum(&icmp, &ip6.get_source(), &ip6.get_destination()), icmp.get_checksum(), "checksum");
+            assert_eq!(
+                na.get_flags(),
+                0x20,
+                "Override only, not Solicited or Router"
+            );
+            assert_eq!(
+                icmpv6::checksum(&icmp, &ip6.get_source(), &ip6.get_destination()),
+                icmp.get_checksum(),
+                "checksum"
+            );
             let tlla = &ip6.payload()[24..32];
-            assert_eq!((tlla[0], tlla[1]), (2, 1), "target link-layer address option");
+            assert_eq!(
+                (tlla[0], tlla[1]),
+                (2, 1),
+                "target link-layer address option"
+            );
             assert_eq!(&tlla[2..8], &eth.get_source().octets());
             Some((f.at, eth.get_source().octets()))
         })
@@ -68,30 +93,51 @@ fn na_frames(frames: &[Frame], ip: &str) -> Vec<(std::time::Instant, [u8; 6])> {
 }
 
 fn gaps_ms(times: &[std::time::Instant]) -> Vec<u128> {
-    times.windows(2).map(|w| (w[1] - w[0]).as_millis()).collect()
+    times
+        .windows(2)
+        .map(|w| (w[1] - w[0]).as_millis())
+        .collect()
 }
 
 #[test]
 fn ipv4_start_adds_the_address_and_sends_five_alternating_gratuitous_arps() {
     let pair = Pair::new("v4");
-    let agent = Agent::new(&pair.node, "vip", &[("ip", VIP4), ("cidr_netmask", "24"), ("nic", NODE_IF)]);
+    let agent = Agent::new(
+        &pair.node,
+        "vip",
+        &[("ip", VIP4), ("cidr_netmask", "24"), ("nic", NODE_IF)],
+    );
     let cap = Capture::start(&pair.peer, PEER_IF);
     let run = agent.run("start");
     assert_eq!(run.code, 0, "start: {}", run.stderr);
-    assert!(pair.node.addresses(NODE_IF).contains(&"192.0.2.10/24".to_string()));
+    assert!(pair
+        .node
+        .addresses(NODE_IF)
+        .contains(&"192.0.2.10/24".to_string()));
     std::thread::sleep(Duration::from_millis(1300));
     let frames = cap.finish();
     let arps = arp_frames(&frames, VIP4);
     let mac = pair.node.mac(NODE_IF);
     assert_eq!(arps.len(), 5, "arp_count default is 5: {arps:?}");
     let ops: Vec<u16> = arps.iter().map(|a| a.1).collect();
-    assert_eq!(ops, [1, 2, 1, 2, 1], "both mode alternates request (1) and reply (2)");
+    assert_eq!(
+        ops,
+        [1, 2, 1, 2, 1],
+        "both mode alternates request (1) and reply (2)"
+    );
     for a in &arps {
         assert_eq!(a.2, mac, "sender MAC is the interface's");
-        assert_eq!((a.3.as_str(), a.4.as_str()), (VIP4, VIP4), "sender IP = target IP = VIP");
+        assert_eq!(
+            (a.3.as_str(), a.4.as_str()),
+            (VIP4, VIP4),
+            "sender IP = target IP = VIP"
+        );
     }
     for gap in gaps_ms(&arps.iter().map(|a| a.0).collect::<Vec<_>>()) {
-        assert!((170..=450).contains(&gap), "arp_interval 200 ms, got gaps {gap}");
+        assert!(
+            (170..=450).contains(&gap),
+            "arp_interval 200 ms, got gaps {gap}"
+        );
     }
 }
 
@@ -103,7 +149,14 @@ fn ipv4_start_and_stop_are_idempotent_and_monitor_follows() {
     assert_eq!(agent.probe().code, 7);
     assert_eq!(agent.run("start").code, 0);
     assert_eq!(agent.run("start").code, 0, "start on a started resource");
-    assert_eq!(pair.node.addresses(NODE_IF).iter().filter(|a| a.starts_with(VIP4)).count(), 1);
+    assert_eq!(
+        pair.node
+            .addresses(NODE_IF)
+            .iter()
+            .filter(|a| a.starts_with(VIP4))
+            .count(),
+        1
+    );
     assert_eq!(agent.run("monitor").code, 0);
     assert_eq!(agent.probe().code, 0);
     assert_eq!(agent.run("stop").code, 0);
@@ -111,19 +164,36 @@ fn ipv4_start_and_stop_are_idempotent_and_monitor_follows() {
     assert_eq!(agent.run("stop").code, 0, "stop on a stopped resource");
     let mon = agent.run("monitor");
     mon.expect(7, "192.0.2.10 is not configured");
-    assert!(pair.node.holds("192.0.2.1"), "the node's own address is untouched");
+    assert!(
+        pair.node.holds("192.0.2.1"),
+        "the node's own address is untouched"
+    );
 }
 
 #[test]
 fn ipv6_start_waits_out_dad_then_sends_unsolicited_neighbor_advertisements() {
     let pair = Pair::new("v6");
-    let agent = Agent::new(&pair.node, "vip", &[("ip", "2001:DB8:0:0::10"), ("cidr_netmask", "64"), ("arp_count", "3")]);
+    let agent = Agent::new(
+        &pair.node,
+        "vip",
+        &[
+            ("ip", "2001:DB8:0:0::10"),
+            ("cidr_netmask", "64"),
+            ("arp_count", "3"),
+        ],
+    );
     let cap = Capture::start(&pair.peer, PEER_IF);
     let run = agent.run("start");
     assert_eq!(run.code, 0, "start: {}", run.stderr);
     let lines = pair.node.address_lines(NODE_IF);
-    let line = lines.lines().find(|l| l.contains("2001:db8::10/64")).expect("VIP present");
-    assert!(!line.contains("tentative"), "start returns after DAD: {line}");
+    let line = lines
+        .lines()
+        .find(|l| l.contains("2001:db8::10/64"))
+        .expect("VIP present");
+    assert!(
+        !line.contains("tentative"),
+        "start returns after DAD: {line}"
+    );
     std::thread::sleep(Duration::from_millis(800));
     let frames = cap.finish();
     let nas = na_frames(&frames, VIP6);
@@ -132,7 +202,11 @@ fn ipv6_start_waits_out_dad_then_sends_unsolicited_neighbor_advertisements() {
     for gap in gaps_ms(&nas.iter().map(|n| n.0).collect::<Vec<_>>()) {
         assert!((170..=450).contains(&gap), "gap {gap}");
     }
-    assert_eq!(agent.run("monitor").code, 0, "non-canonical spelling still monitors");
+    assert_eq!(
+        agent.run("monitor").code,
+        0,
+        "non-canonical spelling still monitors"
+    );
     assert_eq!(agent.run("stop").code, 0);
     assert!(!pair.node.holds(VIP6));
 }
@@ -140,26 +214,49 @@ fn ipv6_start_waits_out_dad_then_sends_unsolicited_neighbor_advertisements() {
 #[test]
 fn ipv6_nodad_adds_the_address_usable_at_once() {
     let pair = Pair::new("nodad");
-    let agent = Agent::new(&pair.node, "vip", &[("ip", VIP6), ("nodad", "true"), ("arp_count", "1"), ("preferred_lft", "0")]);
+    let agent = Agent::new(
+        &pair.node,
+        "vip",
+        &[
+            ("ip", VIP6),
+            ("nodad", "true"),
+            ("arp_count", "1"),
+            ("preferred_lft", "0"),
+        ],
+    );
     let cap = Capture::start(&pair.peer, PEER_IF);
     let run = agent.run("start");
     assert_eq!(run.code, 0, "{}", run.stderr);
     let frames = cap.finish();
-    assert_eq!(na_frames(&frames, VIP6).len(), 1, "the first NA is on the wire when start returns");
+    assert_eq!(
+        na_frames(&frames, VIP6).len(),
+        1,
+        "the first NA is on the wire when start returns"
+    );
     let lines = pair.node.address_lines(NODE_IF);
-    let line = lines.lines().find(|l| l.contains("2001:db8::10/64")).expect("VIP with the route's /64");
-    assert!(line.contains("nodad") && line.contains("deprecated"), "nodad and preferred_lft 0: {line}");
+    let line = lines
+        .lines()
+        .find(|l| l.contains("2001:db8::10/64"))
+        .expect("VIP with the route's /64");
+    assert!(
+        line.contains("nodad") && line.contains("deprecated"),
+        "nodad and preferred_lft 0: {line}"
+    );
     assert_eq!(agent.run("stop").code, 0);
 }
 
 #[test]
 fn ipv6_duplicate_address_fails_start_and_leaves_nothing() {
     let pair = Pair::new("dad");
-    pair.peer.ip(&["addr", "add", "2001:db8::10/64", "dev", PEER_IF, "nodad"]);
+    pair.peer
+        .ip(&["addr", "add", "2001:db8::10/64", "dev", PEER_IF, "nodad"]);
     let agent = Agent::new(&pair.node, "vip", &[("ip", VIP6)]);
     let run = agent.run("start");
     run.expect(1, "dadfailed");
-    assert!(!pair.node.holds(VIP6), "a failed start removes the duplicate address");
+    assert!(
+        !pair.node.holds(VIP6),
+        "a failed start removes the duplicate address"
+    );
 }
 
 #[test]
@@ -167,22 +264,62 @@ fn interface_lookup_picks_longest_prefix_route_and_its_mask() {
     let pair = Pair::new("find");
     // A second interface whose /25 is more specific than vip0's /24; and a default route.
     let other = support::Netns::new("findo");
-    support::must("ip", &["-n", &pair.node.name, "link", "add", "vip1", "type", "veth", "peer", "name", "o0", "netns", &other.name]);
+    support::must(
+        "ip",
+        &[
+            "-n",
+            &pair.node.name,
+            "link",
+            "add",
+            "vip1",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "o0",
+            "netns",
+            &other.name,
+        ],
+    );
     pair.node.ip(&["link", "set", "vip1", "up"]);
     other.ip(&["link", "set", "o0", "up"]);
-    pair.node.ip(&["addr", "add", "198.51.100.1/24", "dev", "vip1"]);
-    pair.node.ip(&["route", "add", "192.0.2.0/25", "dev", "vip1", "metric", "10"]);
-    pair.node.ip(&["route", "add", "default", "via", "192.0.2.2"]);
+    pair.node
+        .ip(&["addr", "add", "198.51.100.1/24", "dev", "vip1"]);
+    pair.node.ip(&[
+        "route",
+        "add",
+        "192.0.2.0/25",
+        "dev",
+        "vip1",
+        "metric",
+        "10",
+    ]);
+    pair.node
+        .ip(&["route", "add", "default", "via", "192.0.2.2"]);
 
     let low = Agent::new(&pair.node, "vip", &[("ip", VIP4), ("arp_count", "0")]);
     assert_eq!(low.run("start").code, 0);
-    assert!(pair.node.addresses("vip1").contains(&"192.0.2.10/25".to_string()), "{:?}", pair.node.addresses("vip1"));
-    let high = Agent::new(&pair.node, "vip", &[("ip", "192.0.2.200"), ("arp_count", "0")]);
+    assert!(
+        pair.node
+            .addresses("vip1")
+            .contains(&"192.0.2.10/25".to_string()),
+        "{:?}",
+        pair.node.addresses("vip1")
+    );
+    let high = Agent::new(
+        &pair.node,
+        "vip",
+        &[("ip", "192.0.2.200"), ("arp_count", "0")],
+    );
     assert_eq!(high.run("start").code, 0);
-    assert!(pair.node.addresses(NODE_IF).contains(&"192.0.2.200/24".to_string()));
+    assert!(pair
+        .node
+        .addresses(NODE_IF)
+        .contains(&"192.0.2.200/24".to_string()));
     // Only the default route matches: findif refuses, so do we.
     let none = Agent::new(&pair.node, "vip", &[("ip", "203.0.113.5")]);
-    none.run("validate-all").expect(6, "ip=\"203.0.113.5\" matches no route");
+    none.run("validate-all")
+        .expect(6, "ip=\"203.0.113.5\" matches no route");
     assert_eq!(low.run("stop").code, 0);
     assert_eq!(high.run("stop").code, 0);
 }
@@ -190,10 +327,17 @@ fn interface_lookup_picks_longest_prefix_route_and_its_mask() {
 #[test]
 fn link_down_makes_monitor_not_running_and_start_not_installed() {
     let pair = Pair::new("down");
-    let agent = Agent::new(&pair.node, "vip", &[("ip", VIP4), ("nic", NODE_IF), ("arp_count", "0")]);
+    let agent = Agent::new(
+        &pair.node,
+        "vip",
+        &[("ip", VIP4), ("nic", NODE_IF), ("arp_count", "0")],
+    );
     assert_eq!(agent.run("start").code, 0);
     pair.peer.ip(&["link", "set", PEER_IF, "down"]);
-    assert!(support::wait_for(Duration::from_secs(5), || !pair.node.ip(&["link", "show", NODE_IF]).contains("LOWER_UP")));
+    assert!(support::wait_for(Duration::from_secs(5), || !pair
+        .node
+        .ip(&["link", "show", NODE_IF])
+        .contains("LOWER_UP")));
     agent.run("monitor").expect(7, "vip0 is down");
     assert_eq!(agent.run("stop").code, 0);
     agent.run("start").expect(5, "interface vip0 is down");
@@ -203,15 +347,21 @@ fn link_down_makes_monitor_not_running_and_start_not_installed() {
 #[test]
 fn run_arping_refuses_an_address_another_host_answers_for() {
     let pair = Pair::new("dup");
-    pair.peer.ip(&["addr", "add", "192.0.2.10/24", "dev", PEER_IF]);
+    pair.peer
+        .ip(&["addr", "add", "192.0.2.10/24", "dev", PEER_IF]);
     let peer_mac = pair.peer.mac(PEER_IF);
     let agent = Agent::new(&pair.node, "vip", &[("ip", VIP4), ("run_arping", "yes")]);
     let run = agent.run("start");
-    let mac = peer_mac.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":");
+    let mac = peer_mac
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":");
     run.expect(1, &format!("already in use by {mac}"));
     assert!(!pair.node.holds(VIP4));
     // With nobody else on it, the same start goes through.
-    pair.peer.ip(&["addr", "del", "192.0.2.10/24", "dev", PEER_IF]);
+    pair.peer
+        .ip(&["addr", "del", "192.0.2.10/24", "dev", PEER_IF]);
     assert_eq!(agent.run("start").code, 0);
     assert!(pair.node.holds(VIP4));
 }
@@ -219,7 +369,11 @@ fn run_arping_refuses_an_address_another_host_answers_for() {
 #[test]
 fn stop_cancels_a_running_burst() {
     let pair = Pair::new("cancel");
-    let agent = Agent::new(&pair.node, "vip", &[("ip", VIP4), ("arp_count", "50"), ("arp_interval", "50")]);
+    let agent = Agent::new(
+        &pair.node,
+        "vip",
+        &[("ip", VIP4), ("arp_count", "50"), ("arp_interval", "50")],
+    );
     let cap = Capture::start(&pair.peer, PEER_IF);
     assert_eq!(agent.run("start").code, 0);
     std::thread::sleep(Duration::from_millis(300));
@@ -230,13 +384,20 @@ fn stop_cancels_a_running_burst() {
     let arps = arp_frames(&frames, VIP4);
     assert!(arps.len() >= 3, "burst was running: {}", arps.len());
     assert!(arps.len() < 20, "burst was cut short: {}", arps.len());
-    assert!(arps.iter().all(|a| a.0 <= stopped), "no frame after stop returned");
+    assert!(
+        arps.iter().all(|a| a.0 <= stopped),
+        "no frame after stop returned"
+    );
 }
 
 #[test]
 fn a_restart_replaces_the_running_burst_instead_of_adding_one() {
     let pair = Pair::new("restart");
-    let agent = Agent::new(&pair.node, "vip", &[("ip", VIP4), ("arp_count", "6"), ("arp_interval", "100")]);
+    let agent = Agent::new(
+        &pair.node,
+        "vip",
+        &[("ip", VIP4), ("arp_count", "6"), ("arp_interval", "100")],
+    );
     let cap = Capture::start(&pair.peer, PEER_IF);
     assert_eq!(agent.run("start").code, 0);
     std::thread::sleep(Duration::from_millis(150));
@@ -244,7 +405,11 @@ fn a_restart_replaces_the_running_burst_instead_of_adding_one() {
     std::thread::sleep(Duration::from_millis(1000));
     let arps = arp_frames(&cap.finish(), VIP4);
     // First burst: frames 0 and 1 (at 0 and 100 ms); second: all six.
-    assert!((7..=8).contains(&arps.len()), "one burst at a time: {}", arps.len());
+    assert!(
+        (7..=8).contains(&arps.len()),
+        "one burst at a time: {}",
+        arps.len()
+    );
     assert_eq!(agent.run("stop").code, 0);
 }
 
@@ -252,19 +417,41 @@ fn a_restart_replaces_the_running_burst_instead_of_adding_one() {
 fn arp_mode_request_or_reply_sends_only_that_kind() {
     for (mode, op) in [("request", 1u16), ("reply", 2)] {
         let pair = Pair::new("mode");
-        let agent = Agent::new(&pair.node, "vip", &[("ip", VIP4), ("arp_mode", mode), ("arp_count", "3"), ("arp_interval", "50")]);
+        let agent = Agent::new(
+            &pair.node,
+            "vip",
+            &[
+                ("ip", VIP4),
+                ("arp_mode", mode),
+                ("arp_count", "3"),
+                ("arp_interval", "50"),
+            ],
+        );
         let cap = Capture::start(&pair.peer, PEER_IF);
         assert_eq!(agent.run("start").code, 0);
         std::thread::sleep(Duration::from_millis(400));
         let arps = arp_frames(&cap.finish(), VIP4);
-        assert_eq!(arps.iter().map(|a| a.1).collect::<Vec<_>>(), vec![op; 3], "mode {mode}");
+        assert_eq!(
+            arps.iter().map(|a| a.1).collect::<Vec<_>>(),
+            vec![op; 3],
+            "mode {mode}"
+        );
     }
 }
 
 #[test]
 fn arp_count_refresh_reannounces_on_recurring_monitors_only() {
     let pair = Pair::new("refresh");
-    let agent = Agent::new(&pair.node, "vip", &[("ip", VIP4), ("arp_count", "0"), ("arp_count_refresh", "2"), ("arp_interval", "50")]);
+    let agent = Agent::new(
+        &pair.node,
+        "vip",
+        &[
+            ("ip", VIP4),
+            ("arp_count", "0"),
+            ("arp_count_refresh", "2"),
+            ("arp_interval", "50"),
+        ],
+    );
     assert_eq!(agent.run("start").code, 0);
     let cap = Capture::start(&pair.peer, PEER_IF);
     assert_eq!(agent.probe().code, 0);
@@ -272,7 +459,11 @@ fn arp_count_refresh_reannounces_on_recurring_monitors_only() {
     assert_eq!(agent.run("monitor").code, 0);
     std::thread::sleep(Duration::from_millis(300));
     let arps = arp_frames(&cap.finish(), VIP4);
-    assert_eq!(arps.len(), 2, "two frames from the recurring monitor, none from the probe");
+    assert_eq!(
+        arps.len(),
+        2,
+        "two frames from the recurring monitor, none from the probe"
+    );
 }
 
 #[test]
@@ -281,22 +472,52 @@ fn iflabel_and_noprefixroute_reach_the_kernel() {
     let agent = Agent::new(
         &pair.node,
         "vip",
-        &[("ip", "192.0.2.50"), ("cidr_netmask", "32"), ("nic", NODE_IF), ("iflabel", "api"), ("noprefixroute", "1"), ("arp_count", "0")],
+        &[
+            ("ip", "192.0.2.50"),
+            ("cidr_netmask", "32"),
+            ("nic", NODE_IF),
+            ("iflabel", "api"),
+            ("noprefixroute", "1"),
+            ("arp_count", "0"),
+        ],
     );
     assert_eq!(agent.run("start").code, 0);
     let lines = pair.node.address_lines(NODE_IF);
-    let line = lines.lines().find(|l| l.contains("192.0.2.50/32")).expect("present");
-    assert!(line.contains("vip0:api") && line.contains("noprefixroute"), "{line}");
-    let long = Agent::new(&pair.node, "vip", &[("ip", "192.0.2.51"), ("nic", NODE_IF), ("iflabel", "muchtoolong1")]);
-    long.run("validate-all").expect(6, "iflabel=\"muchtoolong1\"");
+    let line = lines
+        .lines()
+        .find(|l| l.contains("192.0.2.50/32"))
+        .expect("present");
+    assert!(
+        line.contains("vip0:api") && line.contains("noprefixroute"),
+        "{line}"
+    );
+    let long = Agent::new(
+        &pair.node,
+        "vip",
+        &[
+            ("ip", "192.0.2.51"),
+            ("nic", NODE_IF),
+            ("iflabel", "muchtoolong1"),
+        ],
+    );
+    long.run("validate-all")
+        .expect(6, "iflabel=\"muchtoolong1\"");
 }
 
 #[test]
 fn an_address_held_with_another_prefix_is_not_taken_over_or_removed() {
     let pair = Pair::new("foreign");
-    pair.node.ip(&["addr", "add", "192.0.2.10/32", "dev", NODE_IF]);
+    pair.node
+        .ip(&["addr", "add", "192.0.2.10/32", "dev", NODE_IF]);
     let agent = Agent::new(&pair.node, "vip", &[("ip", VIP4), ("cidr_netmask", "24")]);
-    agent.run("start").expect(1, "already configured on vip0 as 192.0.2.10/32");
+    agent
+        .run("start")
+        .expect(1, "already configured on vip0 as 192.0.2.10/32");
     assert_eq!(agent.run("stop").code, 0);
-    assert!(pair.node.addresses(NODE_IF).contains(&"192.0.2.10/32".to_string()), "not ours: left alone");
+    assert!(
+        pair.node
+            .addresses(NODE_IF)
+            .contains(&"192.0.2.10/32".to_string()),
+        "not ours: left alone"
+    );
 }

@@ -8,7 +8,7 @@ use crate::ocf::metadata::{ActionSpec, AgentInfo};
 use crate::ocf::{Action, OcfEnv, OcfExit, Outcome};
 use crate::params::vip::VIP_AGENT;
 use crate::params::Values;
-use crate::vip::announce::Announcer;
+use crate::vip::announce::{Announcer, MonotonicNs};
 use crate::vip::burst::{self, BurstRequest};
 use crate::vip::{Target, Vip, VipConfig, VipError};
 
@@ -148,11 +148,14 @@ fn announce(target: &Target, c: &VipConfig, count: u32, run_dir: &std::path::Pat
         );
         return;
     }
-    let first = Announcer::open(&target.link, c.ip, c.arp_mode).and_then(|mut a| a.send(0));
-    if let Err(e) = first {
-        log::warn!("announcing {}: {e}", c.ip);
-        return;
+    let mut announcer = match Announcer::open(&target.link, c.ip, c.arp_mode) {
+        Ok(a) => a,
+        Err(e) => return log::warn!("announcing {}: {e}", c.ip),
+    };
+    if let Err(e) = announcer.send(0) {
+        return log::warn!("announcing {}: {e}", c.ip);
     }
+    let epoch = MonotonicNs::now();
     if count > 1 {
         let req = BurstRequest {
             nic: target.link.name.clone(),
@@ -161,8 +164,9 @@ fn announce(target: &Target, c: &VipConfig, count: u32, run_dir: &std::path::Pat
             count: count - 1,
             interval: c.arp_interval,
             mode: c.arp_mode,
+            epoch,
         };
-        if let Err(e) = burst::spawn(&req, run_dir) {
+        if let Err(e) = burst::spawn(&req, run_dir, Some(announcer.raw_fd())) {
             log::warn!("cannot start the announcement burst for {}: {e}", c.ip);
         }
     }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::vip::announce::{Announcer, ArpMode};
+use crate::vip::announce::{Announcer, ArpMode, MonotonicNs};
 use crate::vip::burst;
 use crate::vip::netlink::Rtnl;
 
@@ -31,6 +31,12 @@ pub struct AnnounceArgs {
     /// Index of the first frame (decides where request/reply alternation starts).
     #[arg(long, default_value_t = 0, hide = true)]
     pub first: u32,
+    /// Monotonic time (ns) at which frame 0 left; defaults to "frame FIRST is due now".
+    #[arg(long = "epoch-ns", hide = true)]
+    pub epoch_ns: Option<u64>,
+    /// Packet socket inherited from the agent that started the burst.
+    #[arg(long = "socket-fd", hide = true)]
+    pub socket_fd: Option<i32>,
     /// Pidfile to remove on exit when it names this process.
     #[arg(long, hide = true)]
     pub pidfile: Option<PathBuf>,
@@ -59,18 +65,21 @@ fn announce(a: &AnnounceArgs) -> Result<u32, Box<dyn std::error::Error>> {
     let link = rtnl
         .link_by_name(&a.nic)?
         .ok_or_else(|| format!("no interface {}", a.nic))?;
-    let mut announcer = Announcer::open(&link, a.ip, mode)?;
+    let mut announcer = match a.socket_fd {
+        Some(fd) => Announcer::open_inherited(&link, a.ip, mode, fd)?,
+        None => Announcer::open(&link, a.ip, mode)?,
+    };
     // Never announce an address this host does not hold: stop may have removed it meanwhile.
     let mut still_ours = || {
         rtnl.addresses(a.ip.is_ipv6())
             .map(|addrs| addrs.iter().any(|x| x.ip == a.ip && x.index == link.index))
             .unwrap_or(false)
     };
-    let sent = announcer.burst(
-        a.first,
-        a.count,
-        Duration::from_millis(a.interval_ms),
-        &mut still_ours,
-    )?;
+    let interval = Duration::from_millis(a.interval_ms);
+    let epoch = a.epoch_ns.map(MonotonicNs).unwrap_or_else(|| {
+        let now = MonotonicNs::now().0;
+        MonotonicNs(now.saturating_sub(interval.as_nanos() as u64 * u64::from(a.first)))
+    });
+    let sent = announcer.burst(a.first, a.count, interval, epoch, &mut still_ours)?;
     Ok(sent)
 }

@@ -4,6 +4,7 @@
 //! It never decides which interface to use: callers hand it the resolved link.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
 use pnet_datalink::{Channel, Config, DataLinkReceiver, DataLinkSender, MacAddr, NetworkInterface};
@@ -26,6 +27,23 @@ pub const NA_FRAME_LEN: usize = ETH_HEADER_LEN + 40 + 24 + 8;
 pub const NA_FLAG_OVERRIDE: u8 = 0x20;
 const ALL_NODES: Ipv6Addr = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1);
 const ALL_NODES_MAC: MacAddr = MacAddr(0x33, 0x33, 0, 0, 0, 1);
+
+/// CLOCK_MONOTONIC in nanoseconds: shared by all processes of the host, so a burst started
+/// by one process can be continued on schedule by another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct MonotonicNs(pub u64);
+
+impl MonotonicNs {
+    pub fn now() -> MonotonicNs {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime writes a timespec we own.
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+        MonotonicNs(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+    }
+}
 
 /// Which gratuitous ARP frames to send (`arp_mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -187,16 +205,55 @@ pub struct Announcer {
     mac: MacAddr,
     ip: IpAddr,
     mode: ArpMode,
+    fd: RawFd,
     tx: Box<dyn DataLinkSender>,
     rx: Box<dyn DataLinkReceiver>,
 }
 
 impl Announcer {
     pub fn open(link: &Link, ip: IpAddr, mode: ArpMode) -> Result<Announcer, AnnounceError> {
+        Announcer::open_on(link, ip, mode, None)
+    }
+
+    /// On a packet socket inherited from the process that started the burst.
+    pub fn open_inherited(
+        link: &Link,
+        ip: IpAddr,
+        mode: ArpMode,
+        fd: RawFd,
+    ) -> Result<Announcer, AnnounceError> {
+        Announcer::open_on(link, ip, mode, Some(fd))
+    }
+
+    fn open_on(
+        link: &Link,
+        ip: IpAddr,
+        mode: ArpMode,
+        inherited: Option<RawFd>,
+    ) -> Result<Announcer, AnnounceError> {
         let mac = link.mac.ok_or_else(|| AnnounceError::NoMac {
             nic: link.name.clone(),
         })?;
         let mac = MacAddr::from(mac);
+        let open_err = |source| AnnounceError::Open {
+            nic: link.name.clone(),
+            source,
+        };
+        let fd = match inherited {
+            Some(fd) => fd,
+            None => {
+                // Protocol 0: the socket receives nothing until pnet binds it. Created with a
+                // protocol, the bind would first unhook it and wait an RCU grace period.
+                // SAFETY: plain socket(2); the fd is handed to pnet, which closes it.
+                let fd = unsafe {
+                    libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0)
+                };
+                if fd < 0 {
+                    return Err(open_err(std::io::Error::last_os_error()));
+                }
+                fd
+            }
+        };
         let iface = NetworkInterface {
             name: link.name.clone(),
             description: String::new(),
@@ -209,11 +266,8 @@ impl Announcer {
             promiscuous: false,
             read_timeout: Some(Duration::from_millis(20)),
             write_timeout: Some(Duration::from_millis(500)),
+            socket_fd: Some(fd),
             ..Config::default()
-        };
-        let open_err = |source| AnnounceError::Open {
-            nic: link.name.clone(),
-            source,
         };
         match pnet_datalink::channel(&iface, config) {
             Ok(Channel::Ethernet(tx, rx)) => Ok(Announcer {
@@ -221,12 +275,20 @@ impl Announcer {
                 mac,
                 ip,
                 mode,
+                fd,
                 tx,
                 rx,
             }),
             Ok(_) => Err(open_err(std::io::Error::other("not an Ethernet channel"))),
             Err(e) => Err(open_err(e)),
         }
+    }
+
+    /// The packet socket, for a detached burst to inherit. Closing the last reference to an
+    /// AF_PACKET socket waits for an RCU grace period (tens of ms): handing it on keeps that
+    /// wait out of `start`.
+    pub fn raw_fd(&self) -> RawFd {
+        self.fd
     }
 
     /// The `n`th frame of a burst (counted from 0).
@@ -255,19 +317,24 @@ impl Announcer {
     }
 
     /// Sends frames `first..first+count` while `still_ours()` holds: a burst must stop the
-    /// moment the address is no longer on this host. Every frame but frame 0 waits `interval`
-    /// first, so a burst continued in another process keeps the spacing.
+    /// moment the address is no longer on this host. Frame `n` leaves at `epoch + n·interval`
+    /// on the monotonic clock, so a burst continued in another process keeps its spacing.
     pub fn burst(
         &mut self,
         first: u32,
         count: u32,
         interval: Duration,
+        epoch: MonotonicNs,
         mut still_ours: impl FnMut() -> bool,
     ) -> Result<u32, AnnounceError> {
         let mut sent = 0;
         for n in first..first.saturating_add(count) {
-            if n > 0 {
-                std::thread::sleep(interval);
+            let due = epoch
+                .0
+                .saturating_add(interval.as_nanos() as u64 * u64::from(n));
+            let now = MonotonicNs::now().0;
+            if due > now {
+                std::thread::sleep(Duration::from_nanos(due - now));
             }
             if !still_ours() {
                 break;

@@ -4,12 +4,13 @@
 
 use std::fs;
 use std::net::IpAddr;
+use std::os::fd::RawFd;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::announce::ArpMode;
+use super::announce::{ArpMode, MonotonicNs};
 
 /// Where hamaster keeps runtime state: `HAMASTER_RUN_DIR`, or `/run/hamaster`.
 pub fn run_dir() -> PathBuf {
@@ -31,6 +32,8 @@ pub struct BurstRequest {
     pub count: u32,
     pub interval: Duration,
     pub mode: ArpMode,
+    /// When frame 0 left: frame `n` is due at `epoch + n·interval`.
+    pub epoch: MonotonicNs,
 }
 
 impl BurstRequest {
@@ -49,28 +52,47 @@ impl BurstRequest {
             self.mode.name().into(),
             "--first".into(),
             self.first.to_string(),
+            "--epoch-ns".into(),
+            self.epoch.0.to_string(),
             "--pidfile".into(),
         ]
     }
 }
 
-/// Starts the burst in a new session with no inherited descriptors, so that pacemaker-execd
-/// (which waits for the agent's stdout/stderr to close) is not held by it.
-pub fn spawn(req: &BurstRequest, run_dir: &Path) -> std::io::Result<u32> {
+/// The descriptor number under which the burst receives the packet socket.
+pub const INHERITED_SOCKET_FD: RawFd = 3;
+
+/// Starts the burst in a new session with no inherited descriptors but `socket` (as fd 3), so
+/// that pacemaker-execd (which waits for the agent's stdout/stderr to close) is not held by it.
+pub fn spawn(req: &BurstRequest, run_dir: &Path, socket: Option<RawFd>) -> std::io::Result<u32> {
     let pidfile = pidfile(run_dir, req.ip);
     if let Some(dir) = pidfile.parent() {
         fs::create_dir_all(dir)?;
     }
     let mut cmd = Command::new("/proc/self/exe");
     cmd.arg0("hamaster").args(req.args()).arg(&pidfile);
+    if socket.is_some() {
+        cmd.args(["--socket-fd", &INHERITED_SOCKET_FD.to_string()]);
+    }
     cmd.stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     // SAFETY: between fork and exec we only call async-signal-safe functions.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             libc::setsid();
-            libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32);
+            let keep = match socket {
+                // dup2 onto itself would keep close-on-exec set.
+                Some(fd) if fd == INHERITED_SOCKET_FD => libc::fcntl(fd, libc::F_SETFD, 0) == 0,
+                Some(fd) => libc::dup2(fd, INHERITED_SOCKET_FD) == INHERITED_SOCKET_FD,
+                None => false,
+            };
+            let first_closed = if keep {
+                INHERITED_SOCKET_FD + 1
+            } else {
+                INHERITED_SOCKET_FD
+            };
+            libc::syscall(libc::SYS_close_range, first_closed as u32, u32::MAX, 0u32);
             Ok(())
         });
     }

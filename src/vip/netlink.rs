@@ -127,13 +127,20 @@ impl Rtnl {
             .collect())
     }
 
+    /// One link by name: a single RTM_GETLINK, not a dump (monitor runs this every 10 s).
     pub fn link_by_name(&mut self, name: &str) -> Result<Option<Link>, NetlinkError> {
-        Ok(self.links()?.into_iter().find(|l| l.name == name))
+        let mut msg = LinkMessage::default();
+        msg.attributes.push(LinkAttribute::IfName(name.to_string()));
+        self.get_link(msg)
     }
 
     pub fn link_by_index(&mut self, index: u32) -> Result<Option<Link>, NetlinkError> {
         let mut msg = LinkMessage::default();
         msg.header.index = index;
+        self.get_link(msg)
+    }
+
+    fn get_link(&mut self, msg: LinkMessage) -> Result<Option<Link>, NetlinkError> {
         match self.exchange("get link", RouteNetlinkMessage::GetLink(msg), 0) {
             Ok(replies) => Ok(replies.into_iter().find_map(|m| match m {
                 RouteNetlinkMessage::NewLink(l) => Some(link_from(l)),

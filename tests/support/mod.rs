@@ -23,13 +23,20 @@ pub fn unique(tag: &str) -> String {
 }
 
 pub fn sh(cmd: &str, args: &[&str]) -> Output {
-    let out = Command::new(cmd).args(args).output().unwrap_or_else(|e| panic!("{cmd}: {e}"));
+    let out = Command::new(cmd)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{cmd}: {e}"));
     out
 }
 
 pub fn must(cmd: &str, args: &[&str]) -> String {
     let out = sh(cmd, args);
-    assert!(out.status.success(), "{cmd} {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{cmd} {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -74,7 +81,11 @@ impl Netns {
 
     pub fn mac(&self, dev: &str) -> [u8; 6] {
         let out = self.ip(&["-o", "link", "show", "dev", dev]);
-        let hex = out.split("link/ether ").nth(1).and_then(|s| s.split_whitespace().next()).expect("link/ether");
+        let hex = out
+            .split("link/ether ")
+            .nth(1)
+            .and_then(|s| s.split_whitespace().next())
+            .expect("link/ether");
         let mut mac = [0u8; 6];
         for (i, part) in hex.split(':').enumerate() {
             mac[i] = u8::from_str_radix(part, 16).unwrap();
@@ -85,9 +96,10 @@ impl Netns {
     /// Any address anywhere in the namespace equal to `ip`?
     pub fn holds(&self, ip: &str) -> bool {
         let out = sh("ip", &["-n", &self.name, "-o", "addr", "show"]);
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .any(|l| l.split_whitespace().any(|w| w.split('/').next() == Some(ip)))
+        String::from_utf8_lossy(&out.stdout).lines().any(|l| {
+            l.split_whitespace()
+                .any(|w| w.split('/').next() == Some(ip))
+        })
     }
 }
 
@@ -118,7 +130,10 @@ impl Pair {
         // Created directly inside the namespaces: nothing ever appears in the host's.
         must(
             "ip",
-            &["-n", &node.name, "link", "add", NODE_IF, "type", "veth", "peer", "name", PEER_IF, "netns", &peer.name],
+            &[
+                "-n", &node.name, "link", "add", NODE_IF, "type", "veth", "peer", "name", PEER_IF,
+                "netns", &peer.name,
+            ],
         );
         node.ip(&["link", "set", NODE_IF, "up"]);
         peer.ip(&["link", "set", PEER_IF, "up"]);
@@ -140,6 +155,7 @@ impl OcfDir {
     pub fn get() -> &'static OcfDir {
         static DIR: OnceLock<OcfDir> = OnceLock::new();
         DIR.get_or_init(|| {
+            clean_stale_ocf_dirs();
             let root = std::env::temp_dir().join(format!("hamaster-tests-{}", std::process::id()));
             let provider = root.join("resource.d/hamaster");
             fs::create_dir_all(&provider).unwrap();
@@ -148,7 +164,9 @@ impl OcfDir {
             for agent in ["vip", "master"] {
                 let link = provider.join(agent);
                 let _ = fs::remove_file(&link);
-                std::os::unix::fs::symlink("../../hamaster", &link).unwrap();
+                // Absolute: the directory is bind-mounted elsewhere, where a relative
+                // target would point nowhere.
+                std::os::unix::fs::symlink(&bin, &link).unwrap();
             }
             must("chmod", &["-R", "a+rX", root.to_str().unwrap()]);
             OcfDir { root }
@@ -164,13 +182,18 @@ impl OcfDir {
     }
 }
 
-/// Removes this test process's OCF directory copy; called by tests that run last is not
-/// possible, so each process cleans up copies left by processes that are gone.
+/// A test process cannot clean up after its last test, so each one removes the copies left
+/// by test processes that are gone.
 pub fn clean_stale_ocf_dirs() {
-    let Ok(entries) = fs::read_dir(std::env::temp_dir()) else { return };
+    let Ok(entries) = fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        if let Some(pid) = name.strip_prefix("hamaster-tests-").and_then(|p| p.parse::<u32>().ok()) {
+        if let Some(pid) = name
+            .strip_prefix("hamaster-tests-")
+            .and_then(|p| p.parse::<u32>().ok())
+        {
             if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
                 let _ = fs::remove_dir_all(e.path());
             }
@@ -189,15 +212,27 @@ pub struct Run {
 impl Run {
     /// The `ocf-exit-reason:` lines on stderr.
     pub fn reasons(&self) -> Vec<&str> {
-        self.stderr.lines().filter_map(|l| l.strip_prefix("ocf-exit-reason:")).collect()
+        self.stderr
+            .lines()
+            .filter_map(|l| l.strip_prefix("ocf-exit-reason:"))
+            .collect()
     }
 
     /// Asserts the exit code and exactly one reason line containing `needle`.
     pub fn expect(&self, code: i32, needle: &str) {
         assert_eq!(self.code, code, "exit code; stderr:\n{}", self.stderr);
         let reasons = self.reasons();
-        assert_eq!(reasons.len(), 1, "want exactly one reason line; stderr:\n{}", self.stderr);
-        assert!(reasons[0].contains(needle), "reason {:?} should contain {needle:?}", reasons[0]);
+        assert_eq!(
+            reasons.len(),
+            1,
+            "want exactly one reason line; stderr:\n{}",
+            self.stderr
+        );
+        assert!(
+            reasons[0].contains(needle),
+            "reason {:?} should contain {needle:?}",
+            reasons[0]
+        );
     }
 }
 
@@ -216,7 +251,10 @@ impl<'a> Agent<'a> {
         Agent {
             ns,
             name,
-            params: params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            params: params
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
             extra_env: BTreeMap::new(),
             run_dir,
         }
@@ -229,7 +267,9 @@ impl<'a> Agent<'a> {
 
     pub fn command(&self, action: &str, interval_ms: u64) -> Command {
         let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", &self.ns.name]).arg(OcfDir::get().agent(self.name)).arg(action);
+        cmd.args(["netns", "exec", &self.ns.name])
+            .arg(OcfDir::get().agent(self.name))
+            .arg(action);
         cmd.env_clear();
         cmd.env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin");
         cmd.env("OCF_ROOT", "/usr/lib/ocf");
@@ -308,13 +348,18 @@ impl Capture {
         let (ns_name, dev, stop2) = (ns.name.clone(), dev.to_string(), stop.clone());
         let handle = std::thread::spawn(move || {
             enter_netns(&ns_name);
-            let iface = pnet_datalink::interfaces().into_iter().find(|i| i.name == dev).expect("capture interface");
+            let iface = pnet_datalink::interfaces()
+                .into_iter()
+                .find(|i| i.name == dev)
+                .expect("capture interface");
             let config = pnet_datalink::Config {
                 read_timeout: Some(Duration::from_millis(10)),
                 promiscuous: false,
                 ..Default::default()
             };
-            let pnet_datalink::Channel::Ethernet(_tx, mut rx) = pnet_datalink::channel(&iface, config).expect("channel") else {
+            let pnet_datalink::Channel::Ethernet(_tx, mut rx) =
+                pnet_datalink::channel(&iface, config).expect("channel")
+            else {
                 panic!("not ethernet")
             };
             ready_tx.send(()).unwrap();
@@ -322,13 +367,21 @@ impl Capture {
             let hard_stop = Instant::now() + Duration::from_secs(120);
             while !stop2.load(Ordering::SeqCst) && Instant::now() < hard_stop {
                 if let Ok(bytes) = rx.next() {
-                    frames.push(Frame { at: Instant::now(), bytes: bytes.to_vec() });
+                    frames.push(Frame {
+                        at: Instant::now(),
+                        bytes: bytes.to_vec(),
+                    });
                 }
             }
             frames
         });
-        ready_rx.recv_timeout(Duration::from_secs(10)).expect("capture ready");
-        Capture { stop, handle: Some(handle) }
+        ready_rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("capture ready");
+        Capture {
+            stop,
+            handle: Some(handle),
+        }
     }
 
     pub fn finish(mut self) -> Vec<Frame> {

@@ -1,0 +1,265 @@
+//! `make bench`: the vip agent against ocf:heartbeat:IPaddr2, alternating, in the same pair
+//! of namespaces and the same run. Measures wall and CPU time of start, monitor and stop, and
+//! the time from invoking start to the first announcement seen on the peer end of the veth.
+//! Writes its table into docs/benchmarks.md. Not a test: these machines are noisy, so it
+//! reports ratios measured side by side rather than asserting absolute times.
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use pnet_packet::arp::ArpPacket;
+use pnet_packet::ethernet::{EtherTypes, EthernetPacket};
+use pnet_packet::Packet;
+use support::{Capture, OcfDir, Pair, NODE_IF, PEER_IF};
+
+const IPADDR2: &str = "/usr/lib/ocf/resource.d/heartbeat/IPaddr2";
+const OURS_VIP: &str = "192.0.2.10";
+const PEER_VIP: &str = "192.0.2.11";
+const MARK_START: &str = "<!-- bench:vip:start -->";
+const MARK_END: &str = "<!-- bench:vip:end -->";
+
+fn main() {
+    if std::env::args().any(|a| a == "--inner") {
+        return inner();
+    }
+    support::clean_stale_ocf_dirs();
+    let iterations: u32 = std::env::var("BENCH_ITERS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(30);
+    let pair = Pair::new("bench");
+    let agent = OcfDir::get().agent("vip");
+    // The measuring loop itself runs inside the node namespace, so that neither agent pays
+    // for `ip netns exec` in its figures.
+    let status = Command::new("ip")
+        .args(["netns", "exec", &pair.node.name])
+        .arg(std::env::current_exe().unwrap())
+        .arg("--inner")
+        .env("BENCH_PEER_NS", &pair.peer.name)
+        .env("BENCH_AGENT", &agent)
+        .env("BENCH_ITERS", iterations.to_string())
+        .status()
+        .expect("run inner bench");
+    drop(pair);
+    std::process::exit(status.code().unwrap_or(1));
+}
+
+/// Wall and CPU (user + system, including waited-for children) of one agent call.
+struct Measured {
+    code: i32,
+    wall: Duration,
+    cpu: Duration,
+}
+
+// The child is reaped by wait4 below, which also returns its resource usage.
+#[allow(clippy::zombie_processes)]
+fn measured(mut cmd: Command) -> Measured {
+    let started = Instant::now();
+    let child = cmd.spawn().expect("spawn");
+    let mut status = 0;
+    // SAFETY: rusage is plain data; wait4 fills it for our own child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = child.id() as libc::pid_t;
+    let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    let wall = started.elapsed();
+    assert_eq!(rc, pid, "wait4");
+    let tv = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+    };
+    let code = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        -1
+    };
+    Measured {
+        code,
+        wall,
+        cpu: tv(usage.ru_utime) + tv(usage.ru_stime),
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Which {
+    Ours,
+    Ipaddr2,
+}
+
+fn agent_cmd(which: Which, action: &str, interval_ms: u64) -> Command {
+    let (path, ip) = match which {
+        Which::Ours => (std::env::var("BENCH_AGENT").unwrap(), OURS_VIP),
+        Which::Ipaddr2 => (IPADDR2.to_string(), PEER_VIP),
+    };
+    let mut cmd = Command::new(path);
+    cmd.arg(action)
+        .env_clear()
+        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+        .env("OCF_ROOT", "/usr/lib/ocf")
+        .env("OCF_RESOURCE_INSTANCE", "bench-vip")
+        .env(
+            "HAMASTER_RUN_DIR",
+            std::env::temp_dir().join("hamaster-bench-run"),
+        )
+        .env("OCF_RESKEY_CRM_meta_interval", interval_ms.to_string())
+        .env("OCF_RESKEY_CRM_meta_timeout", "20000")
+        .env("OCF_RESKEY_ip", ip)
+        .env("OCF_RESKEY_cidr_netmask", "24")
+        .env("OCF_RESKEY_nic", NODE_IF)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    cmd
+}
+
+#[derive(Default)]
+struct Samples {
+    start_wall: Vec<f64>,
+    start_cpu: Vec<f64>,
+    first_frame: Vec<f64>,
+    monitor_wall: Vec<f64>,
+    monitor_cpu: Vec<f64>,
+    stop_wall: Vec<f64>,
+    stop_cpu: Vec<f64>,
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn first_arp_after(frames: &[support::Frame], ip: &str, t0: Instant) -> Option<Duration> {
+    frames.iter().find_map(|f| {
+        let eth = EthernetPacket::new(&f.bytes)?;
+        if eth.get_ethertype() != EtherTypes::Arp || f.at < t0 {
+            return None;
+        }
+        let arp = ArpPacket::new(eth.payload())?;
+        (arp.get_sender_proto_addr().to_string() == ip).then(|| f.at - t0)
+    })
+}
+
+fn one_round(which: Which, peer: &support::Netns, s: &mut Samples) {
+    let ip = if which == Which::Ours {
+        OURS_VIP
+    } else {
+        PEER_VIP
+    };
+    let cap = Capture::start(peer, PEER_IF);
+    let t0 = Instant::now();
+    let start = measured(agent_cmd(which, "start", 0));
+    assert_eq!(start.code, 0, "start failed");
+    // The first frame must be seen; give a slow agent up to a second.
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while Instant::now() < deadline && !support::wait_for(Duration::from_millis(50), || false) {}
+    let frames = cap.finish();
+    let first = first_arp_after(&frames, ip, t0).expect("no announcement seen");
+    s.start_wall.push(ms(start.wall));
+    s.start_cpu.push(ms(start.cpu));
+    s.first_frame.push(ms(first));
+    for _ in 0..5 {
+        let m = measured(agent_cmd(which, "monitor", 10_000));
+        assert_eq!(m.code, 0, "monitor failed");
+        s.monitor_wall.push(ms(m.wall));
+        s.monitor_cpu.push(ms(m.cpu));
+    }
+    let stop = measured(agent_cmd(which, "stop", 0));
+    assert_eq!(stop.code, 0, "stop failed");
+    s.stop_wall.push(ms(stop.wall));
+    s.stop_cpu.push(ms(stop.cpu));
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn p90(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[(v.len() * 9 / 10).min(v.len() - 1)]
+}
+
+fn inner() {
+    let iterations: u32 = std::env::var("BENCH_ITERS").unwrap().parse().unwrap();
+    let peer = support::Netns {
+        name: std::env::var("BENCH_PEER_NS").unwrap(),
+    };
+    let (mut ours, mut theirs) = (Samples::default(), Samples::default());
+    for i in 0..iterations {
+        // Alternate who goes first, so drift on the machine hits both alike.
+        if i % 2 == 0 {
+            one_round(Which::Ours, &peer, &mut ours);
+            one_round(Which::Ipaddr2, &peer, &mut theirs);
+        } else {
+            one_round(Which::Ipaddr2, &peer, &mut theirs);
+            one_round(Which::Ours, &peer, &mut ours);
+        }
+    }
+    // The peer namespace belongs to the outer process; do not delete it from here.
+    std::mem::forget(peer);
+
+    let rows = [
+        ("monitor, wall", &ours.monitor_wall, &theirs.monitor_wall),
+        ("monitor, CPU", &ours.monitor_cpu, &theirs.monitor_cpu),
+        ("start, wall", &ours.start_wall, &theirs.start_wall),
+        ("start, CPU", &ours.start_cpu, &theirs.start_cpu),
+        ("stop, wall", &ours.stop_wall, &theirs.stop_wall),
+        ("stop, CPU", &ours.stop_cpu, &theirs.stop_cpu),
+        (
+            "start invoked → first announcement on the peer",
+            &ours.first_frame,
+            &theirs.first_frame,
+        ),
+    ];
+    let mut table = String::new();
+    table.push_str(&format!(
+        "{MARK_START}\n## vip agent vs IPaddr2\n\nCommand: `make bench` (BENCH_ITERS={iterations}: {iterations} rounds per agent, alternating, \
+         5 monitors per round; release build; one pair of namespaces joined by a veth).\n\
+         Measured {} on this machine ({} cores).\n\n\
+         | measure (ms) | hamaster vip median | p90 | IPaddr2 median | p90 | IPaddr2 / vip (medians) |\n|---|---|---|---|---|---|\n",
+        now_utc(),
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0)
+    ));
+    for (name, a, b) in rows {
+        table.push_str(&format!(
+            "| {name} | {:.2} | {:.2} | {:.2} | {:.2} | {:.1}× |\n",
+            median(a),
+            p90(a),
+            median(b),
+            p90(b),
+            median(b) / median(a)
+        ));
+    }
+    let monitor_ratio = median(&theirs.monitor_wall) / median(&ours.monitor_wall);
+    let first = median(&ours.first_frame);
+    table.push_str(&format!(
+        "\nTargets: monitor at most 1/15 of IPaddr2's wall time — measured 1/{monitor_ratio:.0} ({}); \
+         first announcement within 5 ms of invoking start — measured {first:.2} ms median, {:.2} ms p90 ({}).\n{MARK_END}\n",
+        if monitor_ratio >= 15.0 { "met" } else { "NOT met" },
+        p90(&ours.first_frame),
+        if first <= 5.0 { "met" } else { "NOT met" },
+    ));
+    print!("{table}");
+    write_section(&table);
+}
+
+fn now_utc() -> String {
+    let out = Command::new("date")
+        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
+        .output()
+        .ok();
+    out.map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
+}
+
+/// Replaces this benchmark's section of docs/benchmarks.md, leaving the others alone.
+fn write_section(section: &str) {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/benchmarks.md");
+    let old = std::fs::read_to_string(path).unwrap_or_else(|_| "# Benchmarks\n\n".into());
+    let new = match (old.find(MARK_START), old.find(MARK_END)) {
+        (Some(a), Some(b)) => format!("{}{}{}", &old[..a], section, &old[b + MARK_END.len() + 1..]),
+        _ => format!("{old}\n{section}"),
+    };
+    std::fs::write(path, new).expect("write docs/benchmarks.md");
+}
