@@ -1,0 +1,43 @@
+# hamaster — the two commands a new user needs are `make demo` and `make check`.
+CARGO ?= cargo
+BIN := target/debug/hamaster
+
+.PHONY: all build deps ocf golden check lint test check-cluster demo bench clean
+
+all: build
+
+deps:
+	scripts/install-deps
+
+build:
+	$(CARGO) build
+
+# The OCF provider directory for tests and bind mounts: target/ocf/resource.d/hamaster/vip.
+ocf: build
+	mkdir -p target/ocf/resource.d/hamaster
+	ln -sfn $(abspath $(BIN)) target/ocf/resource.d/hamaster/vip
+
+# Regenerates the golden meta-data copies that tests compare against.
+golden: build
+	$(BIN) ocf vip meta-data > ocf/vip.xml
+
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --all-targets -- -D warnings
+
+test:
+	$(CARGO) test
+
+check: deps lint test check-cluster
+
+check-cluster: deps
+	@echo "check-cluster: no cluster scenarios yet"
+
+demo: deps build
+	scripts/demo-vip $(BIN)
+
+bench: deps
+	$(CARGO) bench --bench vip_vs_ipaddr2
+
+clean:
+	$(CARGO) clean
