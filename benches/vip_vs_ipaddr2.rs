@@ -256,7 +256,7 @@ fn now_utc() -> String {
 /// Replaces this benchmark's section of docs/benchmarks.md, leaving the others alone.
 fn write_section(section: &str) {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/benchmarks.md");
-    let old = std::fs::read_to_string(path).unwrap_or_else(|_| "# Benchmarks\n\n".into());
+    let old = std::fs::read_to_string(path).unwrap_or_else(|_| "# Benchmarks\n".into());
     let new = match (old.find(MARK_START), old.find(MARK_END)) {
         (Some(a), Some(b)) => format!("{}{}{}", &old[..a], section, &old[b + MARK_END.len() + 1..]),
         _ => format!("{old}\n{section}"),
