@@ -46,7 +46,6 @@ fn ocf_tester_passes_for_ipv6() {
         &[
             ("ip", "2001:db8::10"),
             ("cidr_netmask", "64"),
-            ("nodad", "true"),
         ],
     );
     assert_eq!(run.code, 0, "ocf-tester:\n{}{}", run.stdout, run.stderr);
