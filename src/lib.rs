@@ -3,10 +3,13 @@
 //! benchmarks can use it.
 
 pub mod agents;
+pub mod causes;
 pub mod cli;
+pub mod lease;
 pub mod logging;
 pub mod ocf;
 pub mod params;
+pub mod service;
 pub mod vip;
 
 /// Entry point for the whole binary: dispatch on argv[0] (`vip` as Pacemaker calls it through

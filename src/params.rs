@@ -201,6 +201,7 @@ pub fn parse_bool(v: &str) -> Option<bool> {
     }
 }
 
+pub mod master;
 pub mod vip;
 
 #[cfg(test)]

@@ -43,10 +43,7 @@ fn ocf_tester_passes_for_ipv6() {
     let run = ocf_tester(
         &pair.node,
         "api-vip6",
-        &[
-            ("ip", "2001:db8::10"),
-            ("cidr_netmask", "64"),
-        ],
+        &[("ip", "2001:db8::10"), ("cidr_netmask", "64")],
     );
     assert_eq!(run.code, 0, "ocf-tester:\n{}{}", run.stdout, run.stderr);
     assert!(run.stdout.contains("passed all tests"), "{}", run.stdout);

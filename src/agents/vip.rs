@@ -1,16 +1,14 @@
 //! `ocf:hamaster:vip`: a floating IPv4/IPv6 address, drop-in for `ocf:heartbeat:IPaddr2`.
 //! Maps start/stop/monitor/validate-all onto `crate::vip`.
 
-use std::net::IpAddr;
 use std::time::Duration;
 
 use crate::ocf::metadata::{ActionSpec, AgentInfo};
 use crate::ocf::{Action, OcfEnv, OcfExit, Outcome};
 use crate::params::vip::VIP_AGENT;
 use crate::params::Values;
-use crate::vip::announce::{Announcer, MonotonicNs};
-use crate::vip::burst::{self, BurstRequest};
-use crate::vip::{Target, Vip, VipConfig, VipError};
+use crate::vip::burst;
+use crate::vip::{up, Target, Vip, VipConfig, VipError};
 
 pub static ACTIONS: [ActionSpec; 5] = [
     ActionSpec::new("start", "20s"),
@@ -68,108 +66,10 @@ fn run(action: Action, env: &OcfEnv) -> Outcome {
 }
 
 fn start(config: VipConfig, env: &OcfEnv) -> Result<Outcome, VipError> {
-    let run_dir = burst::run_dir();
-    burst::cancel(&run_dir, config.ip);
-    let mut vip = Vip::new(config)?;
-    let target = vip.resolve()?;
-    if !target.link.is_up() {
-        return Err(VipError::LinkDown {
-            nic: target.link.name.clone(),
-        });
-    }
-    let c = vip.config.clone();
-    match vip.find_any()? {
-        Some(a) if a.index == target.link.index && a.prefix == target.prefix => {
-            log::info!(
-                "{}/{} is already on {}",
-                c.ip,
-                target.prefix,
-                target.link.name
-            );
-        }
-        Some(a) => {
-            let nic = vip
-                .link(a.index)?
-                .map_or_else(|| a.index.to_string(), |l| l.name);
-            return Err(VipError::Conflict {
-                ip: c.ip,
-                nic,
-                prefix: a.prefix,
-            });
-        }
-        None => {
-            if c.run_arping && c.ip.is_ipv4() {
-                check_no_duplicate(&target, c.ip)?;
-            }
-            vip.add(&target)?;
-            log::info!("added {}/{} to {}", c.ip, target.prefix, target.link.name);
-        }
-    }
-    if c.ip.is_ipv6() && !c.nodad {
-        let limit = env.timeout_ms().map_or(DEFAULT_DAD_WAIT, |t| {
-            Duration::from_millis(t.saturating_sub(2000).max(1000))
-        });
-        if let Err(e) = vip.wait_dad(&target, limit) {
-            // Leave nothing half-done: a tentative or duplicate address is not ours to keep.
-            let _ = vip.remove();
-            return Err(e);
-        }
-    }
-    announce(&target, &c, c.arp_count, &run_dir);
-    Ok(Outcome::ok())
-}
-
-/// Refuses an IPv4 address that another host already answers for (`run_arping`).
-fn check_no_duplicate(target: &Target, ip: IpAddr) -> Result<(), VipError> {
-    if target.link.mac.is_none() {
-        return Ok(());
-    }
-    let mut announcer = Announcer::open(&target.link, ip, crate::vip::announce::ArpMode::Request)?;
-    match announcer.probe_duplicate(2, Duration::from_millis(200), Duration::from_millis(400))? {
-        Some(mac) => Err(VipError::Duplicate {
-            ip,
-            nic: target.link.name.clone(),
-            mac: mac.to_string(),
-        }),
-        None => Ok(()),
-    }
-}
-
-/// Sends the first frame now and hands the rest to a detached burst. Announcement trouble
-/// never fails the action: the address is up, and peers will resolve it when caches expire.
-fn announce(target: &Target, c: &VipConfig, count: u32, run_dir: &std::path::Path) {
-    if count == 0 {
-        return;
-    }
-    if target.link.mac.is_none() {
-        log::info!(
-            "{} has no link-layer address: nothing to announce",
-            target.link.name
-        );
-        return;
-    }
-    let mut announcer = match Announcer::open(&target.link, c.ip, c.arp_mode) {
-        Ok(a) => a,
-        Err(e) => return log::warn!("announcing {}: {e}", c.ip),
-    };
-    if let Err(e) = announcer.send(0) {
-        return log::warn!("announcing {}: {e}", c.ip);
-    }
-    let epoch = MonotonicNs::now();
-    if count > 1 {
-        let req = BurstRequest {
-            nic: target.link.name.clone(),
-            ip: c.ip,
-            first: 1,
-            count: count - 1,
-            interval: c.arp_interval,
-            mode: c.arp_mode,
-            epoch,
-        };
-        if let Err(e) = burst::spawn(&req, run_dir, Some(announcer.raw_fd())) {
-            log::warn!("cannot start the announcement burst for {}: {e}", c.ip);
-        }
-    }
+    let dad_wait = env.timeout_ms().map_or(DEFAULT_DAD_WAIT, |t| {
+        Duration::from_millis(t.saturating_sub(2000).max(1000))
+    });
+    up::bring_up(config, dad_wait, &burst::run_dir()).map(|_| Outcome::ok())
 }
 
 fn stop(values: &Values) -> Result<Outcome, VipError> {
@@ -184,13 +84,7 @@ fn stop(values: &Values) -> Result<Outcome, VipError> {
             }
         },
     };
-    burst::cancel(&burst::run_dir(), config.ip);
-    let mut vip = Vip::new(config)?;
-    let removed = vip.remove()?;
-    if removed > 0 {
-        log::info!("removed {}", vip.config.ip);
-    }
-    Ok(Outcome::ok())
+    up::take_down(config, &burst::run_dir()).map(|_| Outcome::ok())
 }
 
 fn monitor(values: &Values, env: &OcfEnv) -> Result<Outcome, VipError> {
@@ -234,7 +128,7 @@ fn monitor(values: &Values, env: &OcfEnv) -> Result<Outcome, VipError> {
             link,
             prefix: addr.prefix,
         };
-        announce(&target, c, c.arp_count_refresh, &burst::run_dir());
+        up::announce(&target, c, c.arp_count_refresh, &burst::run_dir());
     }
     Ok(Outcome::ok())
 }

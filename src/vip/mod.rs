@@ -6,6 +6,7 @@ pub mod announce;
 pub mod burst;
 pub mod findif;
 pub mod netlink;
+pub mod up;
 
 use std::net::IpAddr;
 use std::time::{Duration, Instant};

@@ -1,0 +1,69 @@
+//! The guard's timing rule, as pure arithmetic. A lease renewed by a keepalive request sent at
+//! `t` lives at etcd until at least `t + ttl` (etcd can only extend it, e.g. across its own
+//! leader changes). The guard treats it as lost at `t + ttl - margin`, so that fencing is
+//! complete before any other node can take the key. Send time, not reply time: a reply that
+//! arrives late says nothing about when etcd renewed.
+
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseClock {
+    pub ttl: Duration,
+    pub margin: Duration,
+}
+
+impl LeaseClock {
+    /// Keepalives go out every TTL/3, like etcd's Go client.
+    pub fn keepalive_interval(&self) -> Duration {
+        self.ttl / 3
+    }
+
+    /// The moment to self-fence, given a keepalive sent at `sent` that etcd answered with
+    /// `granted` TTL. A granted TTL at or below the margin means "fence now".
+    pub fn deadline(&self, sent: Instant, granted: Duration) -> Instant {
+        sent + granted.saturating_sub(self.margin)
+    }
+
+    /// How long the lease may still live at etcd, seen from here: the deadline plus margin.
+    pub fn ttl_left(&self, deadline: Instant, now: Instant) -> Duration {
+        (deadline + self.margin).saturating_duration_since(now)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CLOCK: LeaseClock = LeaseClock {
+        ttl: Duration::from_secs(3),
+        margin: Duration::from_secs(1),
+    };
+
+    #[test]
+    fn deadline_counts_from_the_send_time_minus_the_margin() {
+        let sent = Instant::now();
+        assert_eq!(
+            CLOCK.deadline(sent, Duration::from_secs(3)),
+            sent + Duration::from_secs(2)
+        );
+        assert_eq!(CLOCK.keepalive_interval(), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn a_granted_ttl_within_the_margin_fences_at_once() {
+        let sent = Instant::now();
+        assert_eq!(CLOCK.deadline(sent, Duration::from_millis(800)), sent);
+        assert_eq!(CLOCK.deadline(sent, Duration::ZERO), sent);
+    }
+
+    #[test]
+    fn ttl_left_adds_the_margin_back() {
+        let now = Instant::now();
+        let deadline = now + Duration::from_millis(1500);
+        assert_eq!(CLOCK.ttl_left(deadline, now), Duration::from_millis(2500));
+        assert_eq!(
+            CLOCK.ttl_left(now, now + Duration::from_secs(5)),
+            Duration::ZERO
+        );
+    }
+}

@@ -1,0 +1,234 @@
+//! etcd connection settings from the parameter table: endpoints, TLS files, lease timing.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::params::master as p;
+use crate::params::{ConfigError, Values};
+
+/// etcd refuses leases shorter than its minimum (1.5 × election timeout, 2 s by default).
+pub const MIN_TTL_SECS: u64 = 2;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EtcdConfig {
+    pub endpoints: Vec<String>,
+    pub prefix: String,
+    pub tls: bool,
+    pub cacert: Option<PathBuf>,
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
+    pub ttl: Duration,
+    pub margin: Duration,
+}
+
+impl EtcdConfig {
+    pub fn from_values(v: &Values) -> Result<EtcdConfig, ConfigError> {
+        let raw = v.required(&p::ETCD_ENDPOINTS)?;
+        let endpoints: Vec<String> = raw
+            .split(',')
+            .map(str::trim)
+            .filter(|e| !e.is_empty())
+            .map(String::from)
+            .collect();
+        if endpoints.is_empty() {
+            return Err(ConfigError::invalid(
+                &p::ETCD_ENDPOINTS,
+                raw,
+                "lists no endpoint",
+            ));
+        }
+        let mut schemes = Vec::new();
+        for e in &endpoints {
+            schemes.push(check_endpoint(e).map_err(|why| {
+                ConfigError::invalid(&p::ETCD_ENDPOINTS, raw, format!("{e}: {why}"))
+            })?);
+        }
+        schemes.dedup();
+        if schemes.len() > 1 {
+            return Err(ConfigError::invalid(
+                &p::ETCD_ENDPOINTS,
+                raw,
+                "mixes http and https",
+            ));
+        }
+        let tls = schemes[0] == "https";
+        let path = |param| v.get(param).map(PathBuf::from);
+        let (cacert, cert, key) = (
+            path(&p::ETCD_CACERT),
+            path(&p::ETCD_CERT),
+            path(&p::ETCD_KEY),
+        );
+        if tls && cacert.is_none() {
+            return Err(ConfigError::invalid(
+                &p::ETCD_ENDPOINTS,
+                raw,
+                "uses https, which needs etcd_cacert",
+            ));
+        }
+        match (&cert, &key) {
+            (Some(c), None) => {
+                return Err(ConfigError::invalid(
+                    &p::ETCD_CERT,
+                    &c.display().to_string(),
+                    "needs etcd_key too",
+                ))
+            }
+            (None, Some(k)) => {
+                return Err(ConfigError::invalid(
+                    &p::ETCD_KEY,
+                    &k.display().to_string(),
+                    "needs etcd_cert too",
+                ))
+            }
+            _ => {}
+        }
+        if !tls && (cacert.is_some() || cert.is_some()) {
+            return Err(ConfigError::invalid(
+                &p::ETCD_ENDPOINTS,
+                raw,
+                "uses http, but TLS files are set: use https:// endpoints",
+            ));
+        }
+        let ttl: u64 = v.integer(&p::LEASE_TTL)?.unwrap_or(10);
+        if !(MIN_TTL_SECS..=3600).contains(&ttl) {
+            return Err(ConfigError::invalid(&p::LEASE_TTL, &ttl.to_string(), format!("is out of range {MIN_TTL_SECS}..3600 (etcd's minimum lease is {MIN_TTL_SECS} s)")));
+        }
+        let margin: u64 = v.integer(&p::LEASE_MARGIN)?.unwrap_or(2);
+        // The deadline (ttl - margin after a keepalive) must come after the next keepalive
+        // (ttl/3), or every renewal would arrive too late.
+        if margin < 1 || 3 * margin >= 2 * ttl {
+            return Err(ConfigError::invalid(
+                &p::LEASE_MARGIN,
+                &margin.to_string(),
+                format!("must be at least 1 and less than 2/3 of lease_ttl={ttl}"),
+            ));
+        }
+        Ok(EtcdConfig {
+            endpoints,
+            prefix: v.get(&p::ETCD_PREFIX).unwrap_or("/hamaster").to_string(),
+            tls,
+            cacert,
+            cert,
+            key,
+            ttl: Duration::from_secs(ttl),
+            margin: Duration::from_secs(margin),
+        })
+    }
+
+    pub fn clock(&self) -> super::LeaseClock {
+        super::LeaseClock {
+            ttl: self.ttl,
+            margin: self.margin,
+        }
+    }
+}
+
+/// Returns the scheme of `http(s)://host:port`.
+fn check_endpoint(e: &str) -> Result<&'static str, String> {
+    let (scheme, rest) = if let Some(r) = e.strip_prefix("https://") {
+        ("https", r)
+    } else if let Some(r) = e.strip_prefix("http://") {
+        ("http", r)
+    } else {
+        return Err("is not an http:// or https:// URL".into());
+    };
+    let hostport = rest.trim_end_matches('/');
+    let uri: hyper::Uri = format!("{scheme}://{hostport}")
+        .parse()
+        .map_err(|_| "is not a valid URL".to_string())?;
+    if uri.host().is_none_or(str::is_empty) || uri.port_u16().is_none() || hostport.contains('/') {
+        return Err("needs host:port and no path".into());
+    }
+    Ok(scheme)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ocf::OcfEnv;
+    use crate::params::master::MASTER_AGENT;
+
+    fn config(vars: &[(&str, &str)]) -> Result<EtcdConfig, ConfigError> {
+        let env = OcfEnv::from_vars(
+            vars.iter()
+                .map(|(k, v)| (format!("OCF_RESKEY_{k}"), v.to_string())),
+        );
+        EtcdConfig::from_values(&Values::from_ocf(&MASTER_AGENT, &env))
+    }
+
+    #[test]
+    fn endpoints_split_and_defaults_apply() {
+        let c = config(&[(
+            "etcd_endpoints",
+            "http://192.0.2.1:2379, http://[2001:db8::1]:2379",
+        )])
+        .unwrap();
+        assert_eq!(
+            c.endpoints,
+            ["http://192.0.2.1:2379", "http://[2001:db8::1]:2379"]
+        );
+        assert_eq!(
+            (c.ttl, c.margin, c.prefix.as_str(), c.tls),
+            (
+                Duration::from_secs(10),
+                Duration::from_secs(2),
+                "/hamaster",
+                false
+            )
+        );
+    }
+
+    #[test]
+    fn bad_settings_name_parameter_and_value() {
+        let ep = ("etcd_endpoints", "http://192.0.2.1:2379");
+        let cases: &[(&[(&str, &str)], &str)] = &[
+            (&[], "required parameter etcd_endpoints is not set"),
+            (
+                &[("etcd_endpoints", "192.0.2.1")],
+                "etcd_endpoints=\"192.0.2.1\" 192.0.2.1: is not an http:// or https:// URL",
+            ),
+            (&[("etcd_endpoints", "http://192.0.2.1")], "needs host:port"),
+            (
+                &[("etcd_endpoints", "http://a:1,https://b:2")],
+                "mixes http and https",
+            ),
+            (&[("etcd_endpoints", "https://a:1")], "needs etcd_cacert"),
+            (
+                &[ep, ("lease_ttl", "ten")],
+                "lease_ttl=\"ten\" is not a non-negative integer",
+            ),
+            (
+                &[ep, ("lease_ttl", "1")],
+                "lease_ttl=\"1\" is out of range 2..3600",
+            ),
+            (
+                &[ep, ("lease_ttl", "3"), ("lease_margin", "2")],
+                "lease_margin=\"2\" must be at least 1 and less than 2/3",
+            ),
+            (&[ep, ("lease_margin", "0")], "lease_margin=\"0\""),
+            (
+                &[
+                    ("etcd_endpoints", "https://a:1"),
+                    ("etcd_cacert", "/ca"),
+                    ("etcd_cert", "/c"),
+                ],
+                "etcd_cert=\"/c\" needs etcd_key",
+            ),
+        ];
+        for (vars, want) in cases {
+            let got = config(vars).unwrap_err().to_string();
+            assert!(got.contains(want), "{vars:?}: {got:?} lacks {want:?}");
+        }
+    }
+
+    #[test]
+    fn shortest_allowed_timing_is_ttl_3_margin_1() {
+        let c = config(&[
+            ("etcd_endpoints", "http://a:1"),
+            ("lease_ttl", "3"),
+            ("lease_margin", "1"),
+        ])
+        .unwrap();
+        assert_eq!(c.clock().keepalive_interval(), Duration::from_secs(1));
+    }
+}

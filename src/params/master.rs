@@ -1,0 +1,183 @@
+//! Parameters of `ocf:hamaster:master` (and of `hamaster takeover`/`status` config files):
+//! the etcd leader lease, the master service, its health check, and the optional VIP, whose
+//! parameters are the vip agent's own.
+
+use super::{Kind, Param};
+
+const BASE: Param = Param {
+    name: "",
+    kind: Kind::String,
+    default: None,
+    required: false,
+    unique: false,
+    shortdesc: "",
+    longdesc: "",
+};
+
+pub const ETCD_ENDPOINTS: Param = Param {
+    name: "etcd_endpoints",
+    required: true,
+    shortdesc: "etcd client URLs",
+    longdesc: "Comma-separated etcd client URLs (http://192.0.2.21:2379,http://192.0.2.22:2379). \
+        All of them use the same scheme; https needs etcd_cacert.",
+    ..BASE
+};
+
+pub const ETCD_PREFIX: Param = Param {
+    name: "etcd_prefix",
+    default: Some("/hamaster"),
+    shortdesc: "Key prefix in etcd",
+    longdesc: "The leader key is {etcd_prefix}/{resource}/leader, where resource is the resource \
+        name without a clone suffix. Its value is the holder's node name; its create revision is \
+        the fencing token.",
+    ..BASE
+};
+
+pub const ETCD_CACERT: Param = Param {
+    name: "etcd_cacert",
+    shortdesc: "CA certificate for etcd (PEM)",
+    longdesc: "Path of the PEM CA certificate that signed the etcd servers' certificates. Needed \
+        for https endpoints.",
+    ..BASE
+};
+
+pub const ETCD_CERT: Param = Param {
+    name: "etcd_cert",
+    shortdesc: "Client certificate for etcd (PEM)",
+    longdesc: "Path of the PEM client certificate for etcd clusters that require client \
+        certificates (--client-cert-auth). Needs etcd_key.",
+    ..BASE
+};
+
+pub const ETCD_KEY: Param = Param {
+    name: "etcd_key",
+    shortdesc: "Client key for etcd (PEM)",
+    longdesc: "Path of the PEM private key of etcd_cert.",
+    ..BASE
+};
+
+pub const LEASE_TTL: Param = Param {
+    name: "lease_ttl",
+    kind: Kind::Integer,
+    default: Some("10"),
+    shortdesc: "Leader lease TTL (seconds)",
+    longdesc: "Time to live of the etcd lease that holds the leader key, in seconds (at least 2, \
+        etcd's minimum). The guard renews it every lease_ttl/3. A crashed holder's key expires \
+        at most lease_ttl after its last renewal, so promote timeouts must exceed it.",
+    ..BASE
+};
+
+pub const LEASE_MARGIN: Param = Param {
+    name: "lease_margin",
+    kind: Kind::Integer,
+    default: Some("2"),
+    shortdesc: "Self-fencing margin (seconds)",
+    longdesc: "The guard self-fences (removes the VIP, stops the service) lease_margin seconds \
+        before the lease could expire at etcd: its deadline is the send time of the last \
+        successful keepalive + lease_ttl - lease_margin. At least 1, and less than 2/3 of \
+        lease_ttl. It must exceed the worst clock drift and the time fencing takes.",
+    ..BASE
+};
+
+pub const SERVICE: Param = Param {
+    name: "service",
+    shortdesc: "systemd unit of the master service",
+    longdesc: "The master service as a systemd unit, started and stopped with systemctl. The \
+        unit can read the fencing token from /run/hamaster/{resource}/service.env \
+        (EnvironmentFile=). Exactly one of service and command must be set.",
+    ..BASE
+};
+
+pub const COMMAND: Param = Param {
+    name: "command",
+    shortdesc: "Program of the master service",
+    longdesc: "The master service as a program run and supervised by the guard (absolute path). \
+        It gets HAMASTER_FENCING_TOKEN and HAMASTER_RESOURCE in its environment and dies with \
+        the guard. Exactly one of service and command must be set.",
+    ..BASE
+};
+
+pub const ARGS: Param = Param {
+    name: "args",
+    shortdesc: "Arguments of command",
+    longdesc: "Arguments of command, split the way a shell splits words (quotes honoured), but no \
+        shell is run.",
+    ..BASE
+};
+
+pub const WORKDIR: Param = Param {
+    name: "workdir",
+    shortdesc: "Working directory of command",
+    longdesc: "Working directory of command (default /).",
+    ..BASE
+};
+
+pub const USER: Param = Param {
+    name: "user",
+    shortdesc: "User to run command as",
+    longdesc: "User name to run command as (its primary group and supplementary groups too). \
+        Default: root.",
+    ..BASE
+};
+
+pub const HEALTH_URL: Param = Param {
+    name: "health_url",
+    shortdesc: "Health URL of the master service",
+    longdesc: "http:// or https:// URL that answers 2xx while the service is healthy. Promote \
+        waits for it; a failing check makes monitor report a failed promoted instance. Without \
+        it, a running process (or an active unit) counts as healthy.",
+    ..BASE
+};
+
+pub const HEALTH_CACERT: Param = Param {
+    name: "health_cacert",
+    shortdesc: "CA certificate for health_url (PEM)",
+    longdesc: "PEM CA certificate that signed the service's certificate, for https health URLs.",
+    ..BASE
+};
+
+pub const HEALTH_TIMEOUT: Param = Param {
+    name: "health_timeout",
+    kind: Kind::Integer,
+    default: Some("2000"),
+    shortdesc: "Health check timeout (ms)",
+    longdesc: "Timeout of one health check, in milliseconds.",
+    ..BASE
+};
+
+/// The master's own parameters, without the VIP.
+pub const OWN: [Param; 15] = [
+    ETCD_ENDPOINTS,
+    ETCD_PREFIX,
+    ETCD_CACERT,
+    ETCD_CERT,
+    ETCD_KEY,
+    LEASE_TTL,
+    LEASE_MARGIN,
+    SERVICE,
+    COMMAND,
+    ARGS,
+    WORKDIR,
+    USER,
+    HEALTH_URL,
+    HEALTH_CACERT,
+    HEALTH_TIMEOUT,
+];
+
+const N_VIP: usize = super::vip::ALL.len();
+
+/// `ocf:hamaster:master`'s table: its own parameters, then the VIP's (all optional: without
+/// `ip` no VIP is managed).
+pub static MASTER_AGENT: [Param; OWN.len() + N_VIP] = {
+    let mut table = [BASE; OWN.len() + N_VIP];
+    let mut i = 0;
+    while i < OWN.len() {
+        table[i] = OWN[i];
+        i += 1;
+    }
+    while i < OWN.len() + N_VIP {
+        table[i] = super::vip::ALL[i - OWN.len()];
+        i += 1;
+    }
+    table
+};

@@ -1,0 +1,110 @@
+//! The service's health probe: one GET of `health_url` (http or https, with its own CA), 2xx
+//! means healthy. One client per guard, so connections are kept alive between checks.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http_body_util::Empty;
+use hyper::body::Bytes;
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+
+use super::{HealthSpec, ServiceError};
+use crate::causes::causes;
+
+/// System CA bundles of Debian and RHEL, used for https when health_cacert is not set.
+const SYSTEM_BUNDLES: [&str; 2] = [
+    "/etc/ssl/certs/ca-certificates.crt",
+    "/etc/pki/tls/certs/ca-bundle.crt",
+];
+
+pub struct HealthProbe {
+    client: Client<HttpsConnector<HttpConnector>, Empty<Bytes>>,
+    url: hyper::Uri,
+    timeout: Duration,
+}
+
+pub fn roots_from_pem(
+    param: &str,
+    path: &std::path::Path,
+) -> Result<rustls::RootCertStore, ServiceError> {
+    let pem = std::fs::read(path).map_err(|e| {
+        ServiceError::NotInstalled(format!(
+            "parameter {param}=\"{}\" cannot be read: {e}",
+            path.display()
+        ))
+    })?;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pemfile::certs(&mut pem.as_slice()).flatten() {
+        let _ = roots.add(cert);
+    }
+    if roots.is_empty() {
+        return Err(ServiceError::Failed(format!(
+            "parameter {param}=\"{}\" holds no PEM certificate",
+            path.display()
+        )));
+    }
+    Ok(roots)
+}
+
+pub fn client_config(roots: rustls::RootCertStore) -> rustls::ClientConfig {
+    rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .expect("ring supports the default protocol versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth()
+}
+
+impl HealthProbe {
+    /// None when the spec has no URL.
+    pub fn new(spec: &HealthSpec) -> Result<Option<HealthProbe>, ServiceError> {
+        let Some(url) = spec.url.clone() else {
+            return Ok(None);
+        };
+        let roots = match (&spec.cacert, url.scheme_str()) {
+            (Some(path), _) => roots_from_pem("health_cacert", path)?,
+            (None, Some("https")) => SYSTEM_BUNDLES
+                .iter()
+                .map(std::path::Path::new)
+                .find(|p| p.exists())
+                .map(|p| roots_from_pem("health_cacert", p))
+                .transpose()?
+                .unwrap_or_else(rustls::RootCertStore::empty),
+            (None, _) => rustls::RootCertStore::empty(),
+        };
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_connect_timeout(Some(spec.timeout));
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(client_config(roots))
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(http);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(30))
+            .build(https);
+        Ok(Some(HealthProbe {
+            client,
+            url,
+            timeout: spec.timeout,
+        }))
+    }
+
+    /// Ok(status) for an answer in time (healthy when 2xx), Err(why) otherwise.
+    pub async fn check(&self) -> Result<u16, String> {
+        let req = hyper::Request::get(self.url.clone())
+            .body(Empty::new())
+            .map_err(|e| e.to_string())?;
+        match tokio::time::timeout(self.timeout, self.client.request(req)).await {
+            Ok(Ok(resp)) => Ok(resp.status().as_u16()),
+            Ok(Err(e)) => Err(causes(&e)),
+            Err(_) => Err(format!("no answer within {} ms", self.timeout.as_millis())),
+        }
+    }
+
+    pub fn url(&self) -> &hyper::Uri {
+        &self.url
+    }
+}

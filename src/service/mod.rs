@@ -1,0 +1,264 @@
+//! The master service: its configuration (a supervised command or a systemd unit), starting,
+//! stopping (TERM, then KILL) and watching it, and its HTTP(S) health probe.
+//! It knows nothing of etcd or addresses.
+
+pub mod health;
+pub mod process;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::params::master as p;
+use crate::params::{ConfigError, Values};
+
+pub use health::HealthProbe;
+pub use process::Running;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServiceSpec {
+    Command {
+        program: PathBuf,
+        args: Vec<String>,
+        workdir: PathBuf,
+        user: Option<String>,
+    },
+    Systemd {
+        unit: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthSpec {
+    pub url: Option<hyper::Uri>,
+    pub cacert: Option<PathBuf>,
+    pub timeout: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    /// Something this node lacks (a program, a user, a file): OCF_ERR_INSTALLED.
+    #[error("{0}")]
+    NotInstalled(String),
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl ServiceSpec {
+    pub fn from_values(v: &Values) -> Result<ServiceSpec, ConfigError> {
+        match (v.get(&p::SERVICE), v.get(&p::COMMAND)) {
+            (Some(s), Some(_)) => Err(ConfigError::invalid(
+                &p::SERVICE,
+                s,
+                "and command are both set; set exactly one",
+            )),
+            (None, None) => Err(ConfigError::Missing {
+                param: "service or command",
+            }),
+            (Some(unit), None) => {
+                let ok = !unit.is_empty()
+                    && unit
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || ":-_.\\@".contains(c));
+                if !ok {
+                    return Err(ConfigError::invalid(
+                        &p::SERVICE,
+                        unit,
+                        "is not a systemd unit name",
+                    ));
+                }
+                Ok(ServiceSpec::Systemd {
+                    unit: unit.to_string(),
+                })
+            }
+            (None, Some(cmd)) => {
+                if !cmd.starts_with('/') {
+                    return Err(ConfigError::invalid(
+                        &p::COMMAND,
+                        cmd,
+                        "is not an absolute path",
+                    ));
+                }
+                let args = match v.get(&p::ARGS) {
+                    None => Vec::new(),
+                    Some(a) => shell_words::split(a).map_err(|e| {
+                        ConfigError::invalid(
+                            &p::ARGS,
+                            a,
+                            format!("cannot be split into words: {e}"),
+                        )
+                    })?,
+                };
+                let workdir = PathBuf::from(v.get(&p::WORKDIR).unwrap_or("/"));
+                if !workdir.is_absolute() {
+                    return Err(ConfigError::invalid(
+                        &p::WORKDIR,
+                        &workdir.display().to_string(),
+                        "is not an absolute path",
+                    ));
+                }
+                Ok(ServiceSpec::Command {
+                    program: PathBuf::from(cmd),
+                    args,
+                    workdir,
+                    user: v.get(&p::USER).map(String::from),
+                })
+            }
+        }
+    }
+
+    /// What must exist on this node for the service to run here.
+    pub fn check_installed(&self) -> Result<(), ServiceError> {
+        match self {
+            ServiceSpec::Command {
+                program,
+                workdir,
+                user,
+                ..
+            } => {
+                if !is_executable(program) {
+                    return Err(ServiceError::NotInstalled(format!(
+                        "parameter command=\"{}\" is not an executable file on this node",
+                        program.display()
+                    )));
+                }
+                if !workdir.is_dir() {
+                    return Err(ServiceError::NotInstalled(format!(
+                        "parameter workdir=\"{}\" is not a directory on this node",
+                        workdir.display()
+                    )));
+                }
+                if let Some(u) = user {
+                    process::lookup_user(u).map_err(ServiceError::NotInstalled)?;
+                }
+                Ok(())
+            }
+            ServiceSpec::Systemd { .. } => {
+                if find_in_path("systemctl").is_none() {
+                    return Err(ServiceError::NotInstalled(
+                        "parameter service is set, but systemctl is not installed".into(),
+                    ));
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl HealthSpec {
+    pub fn from_values(v: &Values) -> Result<HealthSpec, ConfigError> {
+        let url = match v.get(&p::HEALTH_URL) {
+            None => None,
+            Some(text) => {
+                let uri: hyper::Uri = text
+                    .parse()
+                    .map_err(|_| ConfigError::invalid(&p::HEALTH_URL, text, "is not a URL"))?;
+                if !matches!(uri.scheme_str(), Some("http") | Some("https"))
+                    || uri.host().is_none_or(str::is_empty)
+                {
+                    return Err(ConfigError::invalid(
+                        &p::HEALTH_URL,
+                        text,
+                        "is not an http:// or https:// URL with a host",
+                    ));
+                }
+                Some(uri)
+            }
+        };
+        let timeout = Duration::from_millis(
+            v.integer_in(&p::HEALTH_TIMEOUT, 1..=600_000u64)?
+                .unwrap_or(2000),
+        );
+        Ok(HealthSpec {
+            url,
+            cacert: v.get(&p::HEALTH_CACERT).map(PathBuf::from),
+            timeout,
+        })
+    }
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    path.metadata()
+        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+pub fn find_in_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/sbin:/usr/bin:/sbin:/bin".into());
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| is_executable(p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ocf::OcfEnv;
+    use crate::params::master::MASTER_AGENT;
+
+    fn values(vars: &[(&str, &str)]) -> Values {
+        let env = OcfEnv::from_vars(
+            vars.iter()
+                .map(|(k, v)| (format!("OCF_RESKEY_{k}"), v.to_string())),
+        );
+        Values::from_ocf(&MASTER_AGENT, &env)
+    }
+
+    #[test]
+    fn args_are_split_like_a_shell_without_running_one() {
+        let s = ServiceSpec::from_values(&values(&[
+            ("command", "/bin/echo"),
+            ("args", r#"--name "api server" 'a b' $HOME;x"#),
+        ]))
+        .unwrap();
+        let ServiceSpec::Command { args, .. } = s else {
+            panic!()
+        };
+        assert_eq!(args, ["--name", "api server", "a b", "$HOME;x"]);
+    }
+
+    #[test]
+    fn exactly_one_of_service_and_command() {
+        let both = ServiceSpec::from_values(&values(&[
+            ("command", "/bin/true"),
+            ("service", "api.service"),
+        ]))
+        .unwrap_err();
+        assert!(
+            both.to_string()
+                .contains("service=\"api.service\" and command are both set"),
+            "{both}"
+        );
+        let neither = ServiceSpec::from_values(&values(&[])).unwrap_err();
+        assert_eq!(
+            neither.to_string(),
+            "required parameter service or command is not set"
+        );
+        assert!(ServiceSpec::from_values(&values(&[("command", "bin/x")])).is_err());
+        assert!(
+            ServiceSpec::from_values(&values(&[("command", "/bin/x"), ("args", "\"open")]))
+                .unwrap_err()
+                .to_string()
+                .contains("args=\"\\\"open\"")
+        );
+    }
+
+    #[test]
+    fn health_url_must_be_http_or_https_with_a_host() {
+        assert!(HealthSpec::from_values(&values(&[(
+            "health_url",
+            "https://192.0.2.10:8443/healthz"
+        )]))
+        .unwrap()
+        .url
+        .is_some());
+        for bad in ["ftp://x/healthz", "not a url", "/healthz", "http://"] {
+            let err = HealthSpec::from_values(&values(&[("health_url", bad)]))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains(&format!("health_url=\"{bad}\"")),
+                "{bad}: {err}"
+            );
+        }
+    }
+}
