@@ -5,10 +5,12 @@
 pub mod agents;
 pub mod causes;
 pub mod cli;
+pub mod guard;
 pub mod lease;
 pub mod logging;
 pub mod ocf;
 pub mod params;
+pub mod procfs;
 pub mod service;
 pub mod vip;
 

@@ -2,6 +2,7 @@
 //! This module owns the one mapping from errors to OCF exit codes, and the entry point that
 //! turns an invocation into an exit code without ever letting a panic decide it.
 
+pub mod master;
 pub mod vip;
 
 use std::panic::{self, AssertUnwindSafe};
@@ -21,6 +22,7 @@ pub struct AgentDef {
 pub fn by_name(name: &str) -> Option<&'static AgentDef> {
     match name {
         "vip" => Some(&vip::AGENT),
+        "master" => Some(&master::AGENT),
         _ => None,
     }
 }
@@ -114,6 +116,24 @@ impl From<VipError> for Outcome {
             e.to_string()
         };
         Outcome::with_reason(exit, why)
+    }
+}
+
+/// The one place where a node's missing pieces become exit codes: unreadable files and
+/// missing programs are this node's lack (5), malformed contents a configuration error (6).
+impl From<crate::guard::config::InstallError> for Outcome {
+    fn from(e: crate::guard::config::InstallError) -> Outcome {
+        use crate::guard::config::InstallError;
+        use crate::lease::LeaseError;
+        use crate::service::ServiceError;
+        let exit = match &e {
+            InstallError::Lease(LeaseError::Unreadable { .. })
+            | InstallError::Service(ServiceError::NotInstalled(_)) => OcfExit::ErrInstalled,
+            InstallError::Lease(LeaseError::BadPem { .. })
+            | InstallError::Service(ServiceError::Failed(_)) => OcfExit::ErrConfigured,
+            InstallError::Lease(_) => OcfExit::ErrGeneric,
+        };
+        Outcome::with_reason(exit, e.to_string())
     }
 }
 

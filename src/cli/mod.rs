@@ -2,6 +2,7 @@
 //! an agent call; `announce` sends announcements for an address this host holds.
 
 pub mod announce;
+pub mod guard;
 
 use clap::{Parser, Subcommand};
 
@@ -27,6 +28,10 @@ pub enum Command {
     },
     /// Announce an address this host holds: gratuitous ARP (IPv4) or unsolicited NA (IPv6).
     Announce(announce::AnnounceArgs),
+    /// The per-resource guard (spawned by the master agent's promote): holds the etcd lease,
+    /// owns the VIP, supervises the service, fences itself. Parameters come from the OCF
+    /// environment (OCF_RESKEY_*).
+    Guard(guard::GuardCmd),
 }
 
 /// Runs the operator CLI and returns the exit code.
@@ -53,11 +58,15 @@ pub fn main(args: Vec<String>) -> i32 {
                     .unwrap_or_else(|_| crate::ocf::reason::DEFAULT_PREFIX.into());
                 crate::ocf::reason::print_reason(
                     &prefix,
-                    &format!("no such agent {agent:?} (known: vip)"),
+                    &format!("no such agent {agent:?} (known: vip, master)"),
                 );
                 crate::ocf::OcfExit::ErrInstalled.code()
             }
         },
+        Command::Guard(g) => {
+            crate::logging::init(&format!("hamaster-guard({})", g.resource));
+            guard::run(&g)
+        }
         Command::Announce(a) => {
             crate::logging::init("hamaster-announce");
             announce::run(&a)

@@ -50,6 +50,13 @@ async fn systemctl(args: &[&str]) -> Result<std::process::ExitStatus, ServiceErr
     }
 }
 
+/// `systemctl is-active --quiet UNIT`.
+pub async fn unit_active(unit: &str) -> bool {
+    systemctl(&["is-active", "--quiet", unit])
+        .await
+        .is_ok_and(|s| s.success())
+}
+
 impl ServiceSpec {
     /// Starts the service with `env` added to its environment.
     pub async fn start(&self, env: &[(String, String)]) -> Result<Running, ServiceError> {

@@ -133,20 +133,7 @@ pub fn release_pidfile(path: &Path) {
     }
 }
 
-/// A live (not zombie) `hamaster announce` process for this address: guards against pid reuse.
+/// A live `hamaster announce` process for this address: guards against pid reuse.
 fn is_burst_for(pid: i32, ip: IpAddr) -> bool {
-    let Ok(cmdline) = fs::read(format!("/proc/{pid}/cmdline")) else {
-        return false;
-    };
-    let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
-    let ip = ip.to_string();
-    let ours = args.contains(&&b"announce"[..]) && args.contains(&ip.as_bytes());
-    let zombie = fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            s.rsplit_once(')')
-                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
-        })
-        .unwrap_or(true);
-    ours && !zombie
+    pid > 0 && crate::procfs::live_with_args(pid as u32, &["announce", &ip.to_string()])
 }

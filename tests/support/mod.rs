@@ -4,6 +4,9 @@
 //! when the test fails.
 #![allow(dead_code)]
 
+pub mod etcd;
+pub mod master;
+
 use std::collections::BTreeMap;
 use std::fs;
 use std::os::fd::AsRawFd;
@@ -243,6 +246,9 @@ pub struct Agent<'a> {
     pub params: BTreeMap<String, String>,
     pub extra_env: BTreeMap<String, String>,
     pub run_dir: PathBuf,
+    pub instance: String,
+    /// Run in a UTS namespace with this host name (the node name the agent sees).
+    pub hostname: Option<String>,
 }
 
 impl<'a> Agent<'a> {
@@ -257,7 +263,24 @@ impl<'a> Agent<'a> {
                 .collect(),
             extra_env: BTreeMap::new(),
             run_dir,
+            instance: format!("test-{name}"),
+            hostname: None,
         }
+    }
+
+    pub fn hostname(mut self, name: &str) -> Self {
+        self.hostname = Some(name.into());
+        self
+    }
+
+    pub fn instance(mut self, name: &str) -> Self {
+        self.instance = name.into();
+        self
+    }
+
+    pub fn param(mut self, key: &str, value: &str) -> Self {
+        self.params.insert(key.into(), value.into());
+        self
     }
 
     pub fn env(mut self, key: &str, value: &str) -> Self {
@@ -267,13 +290,22 @@ impl<'a> Agent<'a> {
 
     pub fn command(&self, action: &str, interval_ms: u64) -> Command {
         let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", &self.ns.name])
-            .arg(OcfDir::get().agent(self.name))
-            .arg(action);
+        cmd.args(["netns", "exec", &self.ns.name]);
+        if let Some(h) = &self.hostname {
+            cmd.args([
+                "unshare",
+                "--uts",
+                "sh",
+                "-c",
+                "hostname \"$0\" && exec \"$@\"",
+                h,
+            ]);
+        }
+        cmd.arg(OcfDir::get().agent(self.name)).arg(action);
         cmd.env_clear();
         cmd.env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin");
         cmd.env("OCF_ROOT", "/usr/lib/ocf");
-        cmd.env("OCF_RESOURCE_INSTANCE", "test-vip");
+        cmd.env("OCF_RESOURCE_INSTANCE", &self.instance);
         cmd.env("HAMASTER_RUN_DIR", &self.run_dir);
         cmd.env("OCF_RESKEY_CRM_meta_interval", interval_ms.to_string());
         cmd.env("OCF_RESKEY_CRM_meta_timeout", "20000");

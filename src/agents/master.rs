@@ -1,0 +1,534 @@
+//! `ocf:hamaster:master`: a promotable master service with its VIP, guarded by an etcd leader
+//! lease. Start/stop only mark the instance (unpromoted instances run nothing); promote
+//! spawns the guard and waits until it leads with VIP and healthy service; monitor asks the
+//! guard; demote has the guard step down, or does its steps itself when the guard is gone.
+
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::guard::config::MasterConfig;
+use crate::guard::paths::ResourceDir;
+use crate::guard::status::{self, GuardStatus};
+use crate::lease::{leader_key, Etcd, LeaseId};
+use crate::ocf::metadata::{ActionSpec, AgentInfo};
+use crate::ocf::{Action, OcfEnv, OcfExit, Outcome};
+use crate::params::master::MASTER_AGENT;
+use crate::params::Values;
+use crate::service::process::stop_orphan;
+use crate::service::ServiceSpec;
+use crate::vip::{burst, up, VipConfig};
+
+pub static ACTIONS: [ActionSpec; 10] = [
+    ActionSpec::new("start", "20s"),
+    ActionSpec::new("stop", "40s"),
+    ActionSpec {
+        interval: Some("11s"),
+        role: Some("Unpromoted"),
+        ..ActionSpec::new("monitor", "20s")
+    },
+    ActionSpec {
+        interval: Some("10s"),
+        role: Some("Promoted"),
+        ..ActionSpec::new("monitor", "20s")
+    },
+    // Must outwait a crashed holder's lease (lease_ttl, default 10 s) plus service start.
+    ActionSpec::new("promote", "60s"),
+    ActionSpec::new("demote", "40s"),
+    ActionSpec::new("notify", "5s"),
+    ActionSpec::new("validate-all", "20s"),
+    ActionSpec::new("meta-data", "5s"),
+    ActionSpec::new("usage", "5s"),
+];
+
+pub static INFO: AgentInfo = AgentInfo {
+    name: "master",
+    shortdesc: "Active-passive master service with VIP and etcd leader lease",
+    longdesc: "Runs a master service on the promoted instance only, with an optional floating IP \
+        (the parameters of ocf:hamaster:vip), and holds an etcd leader key under a lease while \
+        it does. A node that cannot renew the lease removes the VIP and stops the service by \
+        itself before the lease can expire, so two nodes never serve as master at once, even \
+        when Pacemaker itself is split. Configure as a promotable clone with promoted-max=1. \
+        The promote timeout must exceed lease_ttl plus the service's start time.",
+    params: &MASTER_AGENT,
+    actions: &ACTIONS,
+};
+
+pub static AGENT: super::AgentDef = super::AgentDef {
+    info: &INFO,
+    actions: &[
+        Action::Start,
+        Action::Stop,
+        Action::Monitor,
+        Action::Promote,
+        Action::Demote,
+        Action::Notify,
+        Action::ValidateAll,
+        Action::MetaData,
+        Action::Usage,
+    ],
+    run,
+};
+
+/// Promote's timeout when the caller gave none (ocf-tester, crm_resource --force-promote).
+const DEFAULT_PROMOTE_TIMEOUT: Duration = Duration::from_secs(60);
+const SCORE_HOLDER: i32 = 100;
+const SCORE_CANDIDATE: i32 = 10;
+
+struct Ctx<'a> {
+    env: &'a OcfEnv,
+    values: Values,
+    resource: String,
+    node: String,
+    dir: ResourceDir,
+}
+
+fn run(action: Action, env: &OcfEnv) -> Outcome {
+    let values = Values::from_ocf(&MASTER_AGENT, env);
+    let Some(resource) = env.resource().map(String::from) else {
+        if action == Action::Monitor && env.is_probe() {
+            return Outcome::new(OcfExit::NotRunning);
+        }
+        return Outcome::with_reason(
+            OcfExit::ErrConfigured,
+            "OCF_RESOURCE_INSTANCE is not set: the resource needs a name",
+        );
+    };
+    let ctx = Ctx {
+        env,
+        values,
+        dir: ResourceDir::new(&burst::run_dir(), &resource),
+        node: node_name(env),
+        resource,
+    };
+    match action {
+        Action::Start => start(&ctx),
+        Action::Stop => stop(&ctx),
+        Action::Monitor => monitor(&ctx),
+        Action::Promote => promote(&ctx),
+        Action::Demote => demote(&ctx),
+        Action::Notify => Outcome::ok(),
+        Action::ValidateAll => config(&ctx).map(|_| Outcome::ok()).unwrap_or_else(|o| o),
+        _ => Outcome::new(OcfExit::ErrUnimplemented),
+    }
+}
+
+/// This node's name: Pacemaker's, or the kernel's (per UTS namespace).
+pub fn node_name(env: &OcfEnv) -> String {
+    env.meta
+        .get("on_node")
+        .cloned()
+        .or_else(|| {
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .ok()
+                .map(|h| h.trim().to_string())
+        })
+        .unwrap_or_else(|| "localhost".into())
+}
+
+/// The configuration, checked: 6 for what is wrong everywhere, 5 for what this node lacks.
+fn config(ctx: &Ctx) -> Result<MasterConfig, Outcome> {
+    let cfg = MasterConfig::from_values(&ctx.values).map_err(Outcome::from)?;
+    cfg.check_installed().map_err(Outcome::from)?;
+    Ok(cfg)
+}
+
+fn start(ctx: &Ctx) -> Outcome {
+    let cfg = match config(ctx) {
+        Ok(c) => c,
+        Err(o) => return o,
+    };
+    if let Err(e) = ctx.dir.mark(ctx.dir.started()) {
+        return Outcome::with_reason(
+            OcfExit::ErrGeneric,
+            format!("cannot write {}: {e}", ctx.dir.started().display()),
+        );
+    }
+    update_score(ctx, &cfg);
+    Outcome::ok()
+}
+
+fn stop(ctx: &Ctx) -> Outcome {
+    if is_promoted_here(ctx) {
+        let out = demote(ctx);
+        if out.exit != OcfExit::Success {
+            return out;
+        }
+    }
+    ctx.dir.unmark(ctx.dir.started());
+    set_score(ctx, None);
+    Outcome::ok()
+}
+
+fn is_promoted_here(ctx: &Ctx) -> bool {
+    ctx.dir.promoted().exists() || ctx.dir.live_guard().is_some() || ctx.dir.state().exists()
+}
+
+fn status_timeout(env: &OcfEnv) -> Duration {
+    env.timeout_ms().map_or(Duration::from_secs(2), |t| {
+        Duration::from_millis(t / 2).min(Duration::from_secs(2))
+    })
+}
+
+fn monitor(ctx: &Ctx) -> Outcome {
+    let started = ctx.dir.started().exists();
+    if !started && !is_promoted_here(ctx) {
+        return Outcome::new(OcfExit::NotRunning);
+    }
+    if !is_promoted_here(ctx) {
+        if let Ok(cfg) = MasterConfig::from_values(&ctx.values) {
+            update_score(ctx, &cfg);
+        }
+        return Outcome::ok();
+    }
+    let st = match status::block_on(status::get_status(
+        &ctx.dir.socket(),
+        status_timeout(ctx.env),
+    )) {
+        Ok(s) => s,
+        Err(e) => {
+            return Outcome::with_reason(
+                OcfExit::FailedPromoted,
+                format!("promoted, but the guard is gone: {e}"),
+            )
+        }
+    };
+    if !st.is_healthy_leader() {
+        return Outcome::with_reason(OcfExit::FailedPromoted, st.trouble());
+    }
+    if ctx.env.check_level >= 20 {
+        if let Err(why) = verify_key_in_etcd(ctx, &st) {
+            return Outcome::with_reason(OcfExit::FailedPromoted, why);
+        }
+    }
+    Outcome::new(OcfExit::RunningPromoted)
+}
+
+/// OCF_CHECK_LEVEL=20: read the leader key from etcd ourselves, not through the guard.
+fn verify_key_in_etcd(ctx: &Ctx, st: &GuardStatus) -> Result<(), String> {
+    let cfg = MasterConfig::from_values(&ctx.values).map_err(|e| e.to_string())?;
+    let key = leader_key(&cfg.etcd.prefix, &ctx.resource);
+    let holder = status::block_on(async {
+        let etcd = Etcd::connect(&cfg.etcd, status_timeout(ctx.env)).await?;
+        etcd.holder(&key).await
+    })
+    .map_err(|e| format!("check level 20: {e}"))?;
+    match holder {
+        Some(h) if h.node == ctx.node && Some(h.lease.to_string()) == st.lease_id => Ok(()),
+        Some(h) => Err(format!(
+            "check level 20: {h}, not by this guard (lease {})",
+            st.lease_id.as_deref().unwrap_or("?")
+        )),
+        None => Err(format!(
+            "check level 20: leader key {key} does not exist in etcd"
+        )),
+    }
+}
+
+fn promote(ctx: &Ctx) -> Outcome {
+    let cfg = match config(ctx) {
+        Ok(c) => c,
+        Err(o) => return o,
+    };
+    let timeout = ctx
+        .env
+        .timeout_ms()
+        .map_or(DEFAULT_PROMOTE_TIMEOUT, Duration::from_millis);
+    let until = Instant::now() + timeout.saturating_sub(Duration::from_secs(2));
+    if ctx.dir.live_guard().is_some() {
+        match status::block_on(status::get_status(
+            &ctx.dir.socket(),
+            Duration::from_secs(2),
+        )) {
+            Ok(s) if s.is_healthy_leader() => {
+                let _ = ctx.dir.mark(ctx.dir.promoted());
+                set_score(ctx, Some(SCORE_HOLDER));
+                return Outcome::ok();
+            }
+            // A fenced or failed guard from before: clean it away, then start afresh.
+            _ => {
+                let out = demote(ctx);
+                if out.exit != OcfExit::Success {
+                    return out;
+                }
+            }
+        }
+    }
+    if let Err(e) = ctx.dir.create() {
+        return Outcome::with_reason(
+            OcfExit::ErrGeneric,
+            format!("cannot create {}: {e}", ctx.dir.root.display()),
+        );
+    }
+    let acquire_for = timeout
+        .saturating_sub(Duration::from_secs(4))
+        .max(Duration::from_secs(1));
+    let mut guard = match spawn_guard(ctx, acquire_for) {
+        Ok(child) => child,
+        Err(e) => {
+            return Outcome::with_reason(
+                OcfExit::ErrGeneric,
+                format!("cannot start the guard: {e}"),
+            )
+        }
+    };
+    let mut last: Option<GuardStatus> = None;
+    let why = loop {
+        if Instant::now() >= until {
+            break format!(
+                "not promoted within {} s: {}",
+                timeout.as_secs(),
+                last.as_ref()
+                    .map_or("guard did not answer".into(), GuardStatus::trouble)
+            );
+        }
+        // Our own child until we exit: try_wait, not /proc (which shows our argv until it execs).
+        if let Ok(Some(exit)) = guard.try_wait() {
+            break format!(
+                "guard exited ({exit}): {}",
+                last.as_ref()
+                    .map_or("before it answered".into(), GuardStatus::trouble)
+            );
+        }
+        if let Ok(s) = status::block_on(status::get_status(
+            &ctx.dir.socket(),
+            Duration::from_millis(500),
+        )) {
+            if s.is_healthy_leader() {
+                let _ = ctx.dir.mark(ctx.dir.promoted());
+                set_score(ctx, Some(SCORE_HOLDER));
+                log::info!(
+                    "promoted {} on {}: fencing token {}",
+                    ctx.resource,
+                    ctx.node,
+                    s.fencing_token.unwrap_or_default()
+                );
+                return Outcome::ok();
+            }
+            if s.role == status::Role::Failed {
+                break s.trouble();
+            }
+            last = Some(s);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // Undo: nothing half-promoted stays behind.
+    let _ = demote_steps(ctx, &cfg);
+    Outcome::with_reason(OcfExit::ErrGeneric, why)
+}
+
+fn spawn_guard(ctx: &Ctx, acquire_for: Duration) -> std::io::Result<std::process::Child> {
+    let mut cmd = Command::new("/proc/self/exe");
+    cmd.arg0("hamaster")
+        .args([
+            "guard",
+            "--resource",
+            &ctx.resource,
+            "--node",
+            &ctx.node,
+            "--acquire-timeout-ms",
+        ])
+        .arg(acquire_for.as_millis().to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32);
+            Ok(())
+        });
+    }
+    cmd.spawn()
+}
+
+fn demote(ctx: &Ctx) -> Outcome {
+    let cfg = MasterConfig::from_values(&ctx.values).ok();
+    let out = match &cfg {
+        Some(c) => demote_steps(ctx, c),
+        None => demote_without_config(ctx),
+    };
+    if out.exit == OcfExit::Success {
+        ctx.dir.unmark(ctx.dir.promoted());
+        if let Some(c) = &cfg {
+            update_score(ctx, c);
+        }
+    }
+    out
+}
+
+/// Guard steps down; if it cannot, kill it and do its steps here.
+fn demote_steps(ctx: &Ctx, cfg: &MasterConfig) -> Outcome {
+    let timeout = ctx
+        .env
+        .timeout_ms()
+        .map_or(Duration::from_secs(30), Duration::from_millis);
+    if let Some(pid) = ctx.dir.live_guard() {
+        let asked = status::block_on(status::step_down(
+            &ctx.dir.socket(),
+            timeout.saturating_sub(Duration::from_secs(5)),
+        ));
+        if asked.is_ok() && wait_gone(pid, &ctx.resource, Duration::from_secs(3)) {
+            ctx.dir.unmark(ctx.dir.promoted());
+            return Outcome::ok();
+        }
+        log::warn!(
+            "guard {pid} did not step down ({:?}); cleaning up after it",
+            asked.err().map(|e| e.to_string())
+        );
+        // SAFETY: kill(2) on the pid we verified to be this resource's guard.
+        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        wait_gone(pid, &ctx.resource, Duration::from_secs(2));
+    }
+    cleanup_after_guard(ctx, Some(cfg))
+}
+
+fn demote_without_config(ctx: &Ctx) -> Outcome {
+    if let Some(pid) = ctx.dir.live_guard() {
+        if status::block_on(status::step_down(
+            &ctx.dir.socket(),
+            Duration::from_secs(20),
+        ))
+        .is_ok()
+            && wait_gone(pid, &ctx.resource, Duration::from_secs(3))
+        {
+            return Outcome::ok();
+        }
+        // SAFETY: kill(2) on the pid we verified to be this resource's guard.
+        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        wait_gone(pid, &ctx.resource, Duration::from_secs(2));
+    }
+    cleanup_after_guard(ctx, None)
+}
+
+fn wait_gone(pid: u32, resource: &str, limit: Duration) -> bool {
+    let until = Instant::now() + limit;
+    while crate::procfs::live_with_args(pid, &["guard", resource]) {
+        if Instant::now() >= until {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    true
+}
+
+/// The guard's step-down done by the agent: service, VIP, key, lease; every step is tried
+/// and every failure reported.
+fn cleanup_after_guard(ctx: &Ctx, cfg: Option<&MasterConfig>) -> Outcome {
+    let state = ctx.dir.load();
+    let mut failures = Vec::new();
+    match cfg.map(|c| &c.service) {
+        Some(ServiceSpec::Systemd { unit }) => {
+            let ok = Command::new("systemctl")
+                .args(["stop", unit])
+                .status()
+                .is_ok_and(|s| s.success());
+            if !ok {
+                failures.push(format!("systemctl stop {unit} failed"));
+            }
+        }
+        _ => {
+            if let Some(pid) = state.as_ref().and_then(|s| s.service_pid) {
+                stop_orphan(pid, Duration::from_secs(5));
+            }
+        }
+    }
+    let vip = cfg
+        .and_then(|c| c.vip.clone())
+        .or_else(|| VipConfig::for_cleanup(&ctx.values));
+    if let Some(v) = vip {
+        if let Err(e) = up::take_down(v, &burst::run_dir()) {
+            failures.push(format!("removing the VIP: {e}"));
+        }
+    }
+    if let (Some(c), Some(lease)) = (cfg, state.as_ref().and_then(|s| s.lease_id)) {
+        let key = leader_key(&c.etcd.prefix, &ctx.resource);
+        let released = status::block_on(async {
+            let etcd = Etcd::connect(&c.etcd, Duration::from_secs(2)).await?;
+            etcd.release(&key, LeaseId(lease)).await
+        });
+        if let Err(e) = released {
+            // VIP and service are down: an unreleased key only delays the next leader until
+            // the lease expires.
+            log::warn!(
+                "could not release {key}: {e}; it expires with lease {}",
+                LeaseId(lease)
+            );
+        }
+    }
+    for p in [
+        ctx.dir.socket(),
+        ctx.dir.pidfile(),
+        ctx.dir.state(),
+        ctx.dir.service_env(),
+    ] {
+        let _ = std::fs::remove_file(p);
+    }
+    if failures.is_empty() {
+        ctx.dir.unmark(ctx.dir.promoted());
+        Outcome::ok()
+    } else {
+        Outcome::with_reason(OcfExit::ErrGeneric, failures.join("; "))
+    }
+}
+
+/// Promotion scores exist only under a cluster (Pacemaker passes CRM_meta_on_node);
+/// ocf-tester and crm_resource --force-* run without.
+fn in_cluster(env: &OcfEnv) -> bool {
+    env.meta.contains_key("on_node")
+}
+
+/// Holder of the key: 100; any node that reaches etcd: 10; a node that cannot: no score, so
+/// it cannot be promoted.
+fn update_score(ctx: &Ctx, cfg: &MasterConfig) {
+    if !in_cluster(ctx.env) {
+        return;
+    }
+    let key = leader_key(&cfg.etcd.prefix, &ctx.resource);
+    let holder = status::block_on(async {
+        let etcd = Etcd::connect(&cfg.etcd, Duration::from_secs(1)).await?;
+        etcd.holder(&key).await
+    });
+    let score = match holder {
+        Ok(Some(h)) if h.node == ctx.node => Some(SCORE_HOLDER),
+        Ok(_) => Some(SCORE_CANDIDATE),
+        Err(e) => {
+            log::warn!("etcd unreachable, no promotion score: {e}");
+            None
+        }
+    };
+    set_score(ctx, score);
+}
+
+/// Calls crm_attribute only when the score changes (it costs a process and a CIB update).
+fn set_score(ctx: &Ctx, score: Option<i32>) {
+    if !in_cluster(ctx.env) {
+        return;
+    }
+    let text = score.map_or("none".to_string(), |s| s.to_string());
+    if std::fs::read_to_string(ctx.dir.score()).is_ok_and(|t| t == text) {
+        return;
+    }
+    let mut cmd = Command::new("crm_attribute");
+    cmd.args(["--promotion", "--lifetime", "reboot"]);
+    match score {
+        Some(s) => cmd.args(["--update", &s.to_string()]),
+        None => cmd.arg("--delete"),
+    };
+    match cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+    {
+        Ok(s) if s.success() => {
+            let _ = ctx
+                .dir
+                .create()
+                .and_then(|_| std::fs::write(ctx.dir.score(), text));
+        }
+        Ok(s) => log::warn!("crm_attribute --promotion ({text}) failed: {s}"),
+        Err(e) => log::warn!("crm_attribute: {e}"),
+    }
+}

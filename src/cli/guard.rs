@@ -1,0 +1,43 @@
+//! `hamaster guard`: runs a guard in the foreground with parameters from the OCF environment.
+
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::guard::config::MasterConfig;
+use crate::guard::{self as g, GuardArgs};
+use crate::ocf::OcfEnv;
+use crate::params::master::MASTER_AGENT;
+use crate::params::Values;
+use crate::vip::burst;
+
+#[derive(Debug, Args)]
+pub struct GuardCmd {
+    /// Resource name (without clone suffix).
+    #[arg(long)]
+    pub resource: String,
+    /// This node's name, written into the leader key.
+    #[arg(long)]
+    pub node: String,
+    /// How long to wait for the leader key before giving up.
+    #[arg(long = "acquire-timeout-ms", default_value_t = 60_000)]
+    pub acquire_timeout_ms: u64,
+}
+
+pub fn run(cmd: &GuardCmd) -> i32 {
+    let values = Values::from_ocf(&MASTER_AGENT, &OcfEnv::from_process());
+    let config = match MasterConfig::from_values(&values) {
+        Ok(c) => c,
+        Err(e) => {
+            log::error!("guard {}: {e}", cmd.resource);
+            return crate::ocf::OcfExit::ErrConfigured.code();
+        }
+    };
+    g::run(GuardArgs {
+        resource: cmd.resource.clone(),
+        node: cmd.node.clone(),
+        config,
+        acquire_for: Duration::from_millis(cmd.acquire_timeout_ms),
+        run_dir: burst::run_dir(),
+    })
+}

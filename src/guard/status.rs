@@ -1,0 +1,240 @@
+//! The guard's status: what it serves as JSON on its unix socket (`GET /status`), how it is
+//! asked to step down (`POST /stepdown`), and the client the agent and `hamaster status` use.
+//! HTTP/1 over a 0600 unix socket: only root on this node can ask or command.
+
+use std::convert::Infallible;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Empty, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde::{Deserialize, Serialize};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::{mpsc, oneshot};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Role {
+    /// Connecting to etcd and trying the key.
+    #[default]
+    Acquiring,
+    /// Another node holds the key; watching for its deletion.
+    Waiting,
+    /// Holds the key; VIP and service raised (health may still be pending).
+    Leader,
+    /// Lost (or could not renew) the lease: VIP removed, service stopped.
+    Fenced,
+    SteppingDown,
+    /// Gave up (acquire timeout, unusable configuration); exits soon.
+    Failed,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GuardStatus {
+    pub resource: String,
+    pub node: String,
+    pub pid: u32,
+    pub role: Role,
+    /// Node named in the leader key, as last seen.
+    pub holder: Option<String>,
+    pub lease_id: Option<String>,
+    /// Lease time left as this guard reckons it (deadline + margin − now).
+    pub lease_ttl_left_ms: Option<u64>,
+    pub fencing_token: Option<i64>,
+    pub vip: Option<String>,
+    pub vip_present: Option<bool>,
+    pub service_running: bool,
+    pub service_healthy: bool,
+    pub service_detail: String,
+    pub last_renewal_unix_ms: Option<u64>,
+    pub fenced_at_unix_ms: Option<u64>,
+    /// Why the guard is not (yet) a healthy leader, in words for the exit reason.
+    pub problem: Option<String>,
+}
+
+impl GuardStatus {
+    /// All is well: the key is ours, the VIP (if any) is up and the service is healthy.
+    pub fn is_healthy_leader(&self) -> bool {
+        self.role == Role::Leader
+            && self.vip_present != Some(false)
+            && self.service_running
+            && self.service_healthy
+    }
+
+    /// Why this is not a healthy leader, for an `ocf-exit-reason:` line.
+    pub fn trouble(&self) -> String {
+        if let Some(p) = &self.problem {
+            return p.clone();
+        }
+        match self.role {
+            Role::Leader if self.vip_present == Some(false) => {
+                format!(
+                    "VIP {} is missing from this node",
+                    self.vip.as_deref().unwrap_or("?")
+                )
+            }
+            Role::Leader if !self.service_running => {
+                format!("service not running: {}", self.service_detail)
+            }
+            Role::Leader if !self.service_healthy => {
+                format!("service unhealthy: {}", self.service_detail)
+            }
+            role => format!(
+                "guard is {}",
+                serde_json::to_string(&role)
+                    .unwrap_or_default()
+                    .trim_matches('"')
+            ),
+        }
+    }
+}
+
+/// The guard's view, shared between its main loop and its status server. `live` fills in
+/// what must be looked up at request time (VIP presence, TTL left).
+#[derive(Clone)]
+pub struct Shared {
+    pub status: Arc<Mutex<GuardStatus>>,
+    pub live: Arc<dyn Fn(&mut GuardStatus) + Send + Sync>,
+}
+
+impl Shared {
+    pub fn update(&self, f: impl FnOnce(&mut GuardStatus)) {
+        if let Ok(mut s) = self.status.lock() {
+            f(&mut s);
+        }
+    }
+
+    pub fn snapshot(&self) -> GuardStatus {
+        let mut s = self.status.lock().map(|s| s.clone()).unwrap_or_default();
+        (self.live)(&mut s);
+        s
+    }
+}
+
+/// A step-down request: the reply comes once the guard has released everything.
+pub type StepDown = oneshot::Sender<GuardStatus>;
+
+fn json(status: StatusCode, body: &GuardStatus) -> Response<Full<Bytes>> {
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(bytes)))
+        .expect("static response parts are valid")
+}
+
+async fn handle(
+    req: Request<Incoming>,
+    shared: Shared,
+    stepdown: mpsc::Sender<StepDown>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    Ok(match (req.method(), req.uri().path()) {
+        (&Method::GET, "/status") => json(StatusCode::OK, &shared.snapshot()),
+        (&Method::POST, "/stepdown") => {
+            let (tx, rx) = oneshot::channel();
+            if stepdown.send(tx).await.is_err() {
+                return Ok(json(StatusCode::SERVICE_UNAVAILABLE, &shared.snapshot()));
+            }
+            match rx.await {
+                Ok(done) => json(StatusCode::OK, &done),
+                Err(_) => json(StatusCode::INTERNAL_SERVER_ERROR, &shared.snapshot()),
+            }
+        }
+        _ => Response::builder()
+            .status(StatusCode::NOT_FOUND)
+            .body(Full::new(Bytes::new()))
+            .expect("valid"),
+    })
+}
+
+/// Binds the socket (replacing a stale one), mode 0600.
+pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
+    use std::os::unix::fs::PermissionsExt;
+    let _ = std::fs::remove_file(path);
+    let listener = UnixListener::bind(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    Ok(listener)
+}
+
+/// Serves status and step-down requests until the task is dropped.
+pub async fn serve(listener: UnixListener, shared: Shared, stepdown: mpsc::Sender<StepDown>) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let (shared, stepdown) = (shared.clone(), stepdown.clone());
+        tokio::spawn(async move {
+            let svc = hyper::service::service_fn(move |req| {
+                handle(req, shared.clone(), stepdown.clone())
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), svc)
+                .await;
+        });
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("guard socket {path}: {detail}")]
+    Unreachable { path: PathBuf, detail: String },
+    #[error("guard did not answer within {0} ms")]
+    Timeout(u128),
+}
+
+async fn request(path: &Path, method: Method, uri: &str) -> Result<GuardStatus, ClientError> {
+    let unreachable = |detail: String| ClientError::Unreachable {
+        path: path.to_path_buf(),
+        detail,
+    };
+    let stream = UnixStream::connect(path)
+        .await
+        .map_err(|e| unreachable(e.to_string()))?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| unreachable(e.to_string()))?;
+    tokio::spawn(conn);
+    let req = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("host", "guard")
+        .body(Empty::<Bytes>::new())
+        .expect("valid request");
+    let resp = sender
+        .send_request(req)
+        .await
+        .map_err(|e| unreachable(e.to_string()))?;
+    let body = resp
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| unreachable(e.to_string()))?
+        .to_bytes();
+    serde_json::from_slice(&body).map_err(|e| unreachable(format!("bad status JSON: {e}")))
+}
+
+/// Asks the guard for its status, within `timeout`.
+pub async fn get_status(path: &Path, timeout: Duration) -> Result<GuardStatus, ClientError> {
+    tokio::time::timeout(timeout, request(path, Method::GET, "/status"))
+        .await
+        .map_err(|_| ClientError::Timeout(timeout.as_millis()))?
+}
+
+/// Tells the guard to step down and waits (within `timeout`) until it has.
+pub async fn step_down(path: &Path, timeout: Duration) -> Result<GuardStatus, ClientError> {
+    tokio::time::timeout(timeout, request(path, Method::POST, "/stepdown"))
+        .await
+        .map_err(|_| ClientError::Timeout(timeout.as_millis()))?
+}
+
+/// A single-threaded runtime for the agent's short calls.
+pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+        .block_on(f)
+}

@@ -1,0 +1,276 @@
+//! A real etcd cluster (Debian's etcd-server) of three members, each in its own namespace on a
+//! bridge, plus "node" namespaces on the same bridge for agents; a test CA for TLS; the
+//! HTTPS health service. All removed on drop.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use super::{must, unique, wait_for, Netns};
+
+pub const NET: &str = "198.51.100";
+
+/// A test certificate authority made with openssl, with server and client certificates.
+pub struct TestCa {
+    pub dir: PathBuf,
+}
+
+impl TestCa {
+    pub fn new(dir: &Path, name: &str, server_ips: &[&str]) -> TestCa {
+        let dir = dir.join(name);
+        fs::create_dir_all(&dir).unwrap();
+        let d = dir.to_str().unwrap();
+        let run = |args: &str| {
+            let out = Command::new("sh")
+                .arg("-c")
+                .arg(format!("cd {d} && {args}"))
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "openssl: {args}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        run("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj /CN=hamaster-test-ca -keyout ca.key -out ca.crt 2>/dev/null");
+        let sans: Vec<String> = server_ips.iter().map(|ip| format!("IP:{ip}")).collect();
+        fs::write(
+            dir.join("server.ext"),
+            format!(
+                "subjectAltName={}\nextendedKeyUsage=serverAuth,clientAuth\n",
+                sans.join(",")
+            ),
+        )
+        .unwrap();
+        fs::write(dir.join("client.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
+        for (who, ext) in [("server", "server.ext"), ("client", "client.ext")] {
+            run(&format!(
+                "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN={who} -keyout {who}.key -out {who}.csr 2>/dev/null && \
+                 openssl x509 -req -in {who}.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -extfile {ext} -out {who}.crt 2>/dev/null"
+            ));
+        }
+        TestCa { dir }
+    }
+
+    pub fn path(&self, file: &str) -> String {
+        self.dir.join(file).display().to_string()
+    }
+}
+
+struct Member {
+    ns: Netns,
+    ip: String,
+    name: String,
+    child: Option<Child>,
+}
+
+/// Three etcd members and a bridge; nodes attach to the same bridge.
+pub struct EtcdCluster {
+    members: Vec<Member>,
+    nodes: Vec<String>,
+    pub switch: Netns,
+    pub dir: PathBuf,
+    pub tls: Option<TestCa>,
+    initial: String,
+    next_host: u8,
+}
+
+impl EtcdCluster {
+    pub fn new(tag: &str) -> EtcdCluster {
+        EtcdCluster::build(tag, false)
+    }
+
+    /// Client URLs over https, client certificates required.
+    pub fn new_tls(tag: &str) -> EtcdCluster {
+        EtcdCluster::build(tag, true)
+    }
+
+    fn build(tag: &str, tls: bool) -> EtcdCluster {
+        let switch = Netns::new(&format!("{tag}sw"));
+        switch.ip(&["link", "add", "br0", "type", "bridge"]);
+        switch.ip(&["link", "set", "br0", "up"]);
+        let dir = std::env::temp_dir().join(unique(&format!("etcd-{tag}")));
+        fs::create_dir_all(&dir).unwrap();
+        let ips: Vec<String> = (1..=3).map(|i| format!("{NET}.{}", 10 + i)).collect();
+        let ca = tls.then(|| {
+            let mut sans: Vec<&str> = ips.iter().map(String::as_str).collect();
+            sans.push("127.0.0.1");
+            TestCa::new(&dir, "etcd-ca", &sans)
+        });
+        let mut cluster = EtcdCluster {
+            members: Vec::new(),
+            nodes: Vec::new(),
+            switch,
+            dir,
+            tls: ca,
+            initial: String::new(),
+            next_host: 20,
+        };
+        let names: Vec<String> = (1..=3).map(|i| format!("e{i}")).collect();
+        cluster.initial = names
+            .iter()
+            .zip(&ips)
+            .map(|(n, ip)| format!("{n}=http://{ip}:2380"))
+            .collect::<Vec<_>>()
+            .join(",");
+        for (name, ip) in names.iter().zip(&ips) {
+            let ns = cluster.attach(&format!("{tag}{name}"), ip);
+            cluster.members.push(Member {
+                ns,
+                ip: ip.clone(),
+                name: name.clone(),
+                child: None,
+            });
+        }
+        for i in 0..3 {
+            cluster.start_member(i);
+        }
+        assert!(
+            cluster.wait_healthy(Duration::from_secs(30)),
+            "etcd cluster did not become healthy"
+        );
+        cluster
+    }
+
+    /// A namespace on the bridge with address `ip`/24 on interface `lan0`.
+    fn attach(&self, tag: &str, ip: &str) -> Netns {
+        let ns = Netns::new(tag);
+        let port = format!("p{}", ip.rsplit('.').next().unwrap());
+        must(
+            "ip",
+            &[
+                "-n",
+                &ns.name,
+                "link",
+                "add",
+                "lan0",
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &port,
+                "netns",
+                &self.switch.name,
+            ],
+        );
+        self.switch
+            .ip(&["link", "set", &port, "master", "br0", "up"]);
+        ns.ip(&["link", "set", "lan0", "up"]);
+        ns.ip(&["addr", "add", &format!("{ip}/24"), "dev", "lan0"]);
+        ns
+    }
+
+    /// A node namespace for agents, on the same bridge.
+    pub fn node(&mut self, tag: &str) -> Netns {
+        self.next_host += 1;
+        let ip = format!("{NET}.{}", self.next_host);
+        let ns = self.attach(tag, &ip);
+        self.nodes.push(ns.name.clone());
+        ns
+    }
+
+    pub fn endpoints(&self) -> String {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        self.members
+            .iter()
+            .map(|m| format!("{scheme}://{}:2379", m.ip))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    pub fn start_member(&mut self, i: usize) {
+        let m = &self.members[i];
+        let data = self.dir.join(&m.name);
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &m.ns.name, "etcd"])
+            .arg(format!("--name={}", m.name))
+            .arg(format!("--data-dir={}", data.display()))
+            .arg(format!(
+                "--listen-client-urls={scheme}://{}:2379,{scheme}://127.0.0.1:2379",
+                m.ip
+            ))
+            .arg(format!("--advertise-client-urls={scheme}://{}:2379", m.ip))
+            .arg(format!("--listen-peer-urls=http://{}:2380", m.ip))
+            .arg(format!(
+                "--initial-advertise-peer-urls=http://{}:2380",
+                m.ip
+            ))
+            .arg(format!("--initial-cluster={}", self.initial))
+            .arg("--initial-cluster-state=new")
+            .arg("--initial-cluster-token=hamaster-test")
+            .arg("--heartbeat-interval=100")
+            .arg("--election-timeout=1000")
+            .arg("--log-level=error")
+            .arg("--logger=zap");
+        if let Some(ca) = &self.tls {
+            cmd.arg(format!("--cert-file={}", ca.path("server.crt")))
+                .arg(format!("--key-file={}", ca.path("server.key")))
+                .arg(format!("--trusted-ca-file={}", ca.path("ca.crt")))
+                .arg("--client-cert-auth");
+        }
+        let log = fs::File::create(self.dir.join(format!("{}.log", m.name))).unwrap();
+        cmd.stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log);
+        let child = cmd.spawn().expect("etcd");
+        self.members[i].child = Some(child);
+    }
+
+    /// Stops member `i` hard (SIGKILL), as a crash or a cut-off host would.
+    pub fn stop_member(&mut self, i: usize) {
+        if let Some(mut c) = self.members[i].child.take() {
+            // `ip netns exec` execs etcd, so the child is etcd itself.
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    pub fn etcdctl(&self, args: &[&str]) -> std::process::Output {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &self.members[0].ns.name, "etcdctl"]);
+        cmd.env("ETCDCTL_API", "3");
+        cmd.arg(format!("--endpoints={}", self.endpoints()))
+            .arg("--command-timeout=3s");
+        if let Some(ca) = &self.tls {
+            cmd.arg(format!("--cacert={}", ca.path("ca.crt")))
+                .arg(format!("--cert={}", ca.path("client.crt")))
+                .arg(format!("--key={}", ca.path("client.key")));
+        }
+        cmd.args(args).output().unwrap()
+    }
+
+    pub fn wait_healthy(&self, limit: Duration) -> bool {
+        wait_for(limit, || {
+            self.etcdctl(&["endpoint", "health"]).status.success()
+        })
+    }
+
+    /// Value, lease (hex, as etcdctl prints it) and create revision of a key, from etcdctl.
+    pub fn get(&self, key: &str) -> Option<(String, String, i64)> {
+        let out = self.etcdctl(&["get", key, "-w", "fields"]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let field = |name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(&format!("\"{name}\" : ")))
+                .map(|v| v.trim().trim_matches('"').to_string())
+        };
+        let value = field("Value")?;
+        let lease: i64 = field("Lease")?.parse().ok()?;
+        Some((
+            value,
+            format!("0x{lease:x}"),
+            field("CreateRevision")?.parse().ok()?,
+        ))
+    }
+}
+
+impl Drop for EtcdCluster {
+    fn drop(&mut self) {
+        for i in 0..self.members.len() {
+            self.stop_member(i);
+        }
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}

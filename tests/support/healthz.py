@@ -1,0 +1,38 @@
+#!/usr/bin/env python3
+"""A small master service for tests: serves GET /healthz over HTTPS (or HTTP) with its own
+test certificate. 200 while STATE_DIR/unhealthy does not exist, 503 while it does. Records the
+fencing token it was started with in STATE_DIR/token (one line per start)."""
+import http.server
+import os
+import ssl
+import sys
+
+port, state = int(sys.argv[1]), sys.argv[2]
+cert = sys.argv[3] if len(sys.argv) > 3 else None
+key = sys.argv[4] if len(sys.argv) > 4 else None
+
+with open(os.path.join(state, "token"), "a") as f:
+    f.write("%s %d\n" % (os.environ.get("HAMASTER_FENCING_TOKEN", "none"), os.getpid()))
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self):
+        ok = self.path == "/healthz" and not os.path.exists(os.path.join(state, "unhealthy"))
+        body = b"ok\n" if ok else b"unhealthy\n"
+        self.send_response(200 if ok else 503)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+server = http.server.ThreadingHTTPServer(("0.0.0.0", port), Handler)
+if cert:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    server.socket = ctx.wrap_socket(server.socket, server_side=True)
+server.serve_forever()

@@ -1,0 +1,219 @@
+//! A node running the master agent against an etcd cluster: its namespace, the test service
+//! (tests/support/healthz.py over HTTPS with its own CA), and the agent's parameters.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use super::etcd::{EtcdCluster, TestCa, NET};
+use super::{Agent, Netns};
+
+pub const VIP: &str = "198.51.100.100";
+pub const RESOURCE: &str = "api";
+pub const HEALTH_PORT: &str = "8443";
+
+pub struct Node {
+    pub ns: Netns,
+    pub state: PathBuf,
+    pub ca: TestCa,
+    pub name: String,
+}
+
+impl Node {
+    pub fn new(cluster: &mut EtcdCluster, name: &str) -> Node {
+        let ns = cluster.node(name);
+        let state = cluster.dir.join(format!("svc-{name}"));
+        std::fs::create_dir_all(&state).unwrap();
+        let ca = TestCa::new(&state, "svc-ca", &["127.0.0.1"]);
+        Node {
+            ns,
+            state,
+            ca,
+            name: name.to_string(),
+        }
+    }
+
+    /// The master agent with the test service, a VIP on lan0, TTL 3 s and margin 1 s.
+    pub fn agent(&self, cluster: &EtcdCluster) -> Agent<'_> {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/healthz.py");
+        let args = format!(
+            "{script} {HEALTH_PORT} {} {} {}",
+            self.state.display(),
+            self.ca.path("server.crt"),
+            self.ca.path("server.key")
+        );
+        let mut a = Agent::new(&self.ns, "master", &[])
+            .instance(RESOURCE)
+            .param("etcd_endpoints", &cluster.endpoints())
+            .param("lease_ttl", "3")
+            .param("lease_margin", "1")
+            .param("command", "/usr/bin/python3")
+            .param("args", &args)
+            .param(
+                "health_url",
+                &format!("https://127.0.0.1:{HEALTH_PORT}/healthz"),
+            )
+            .param("health_cacert", &self.ca.path("ca.crt"))
+            .param("ip", VIP)
+            .param("cidr_netmask", "24")
+            .param("arp_count", "1")
+            .env(
+                "HA_LOGFILE",
+                &self.state.join("agent.log").display().to_string(),
+            )
+            .hostname(&self.name);
+        if let Some(ca) = &cluster.tls {
+            a = a
+                .param("etcd_cacert", &ca.path("ca.crt"))
+                .param("etcd_cert", &ca.path("client.crt"))
+                .param("etcd_key", &ca.path("client.key"));
+        }
+        a
+    }
+
+    pub fn holds_vip(&self) -> bool {
+        self.ns.holds(VIP)
+    }
+
+    /// Pids of the test service running in this node (from /proc, by its state dir).
+    pub fn service_pids(&self) -> Vec<u32> {
+        let needle = self.state.display().to_string();
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|pid| {
+                std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .map(|c| {
+                        String::from_utf8_lossy(&c).contains("healthz.py")
+                            && String::from_utf8_lossy(&c).contains(&needle)
+                    })
+                    .unwrap_or(false)
+            })
+            .collect()
+    }
+
+    /// Fencing tokens the service was started with, in order.
+    pub fn tokens(&self) -> Vec<i64> {
+        std::fs::read_to_string(self.state.join("token"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+            .collect()
+    }
+
+    pub fn set_unhealthy(&self, bad: bool) {
+        let f = self.state.join("unhealthy");
+        if bad {
+            std::fs::write(f, "").unwrap();
+        } else {
+            let _ = std::fs::remove_file(f);
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.state.join("agent.log")).unwrap_or_default()
+    }
+}
+
+/// Samples which nodes hold the VIP every few milliseconds, from its own threads (one per
+/// namespace, each entered with setns and reading addresses over netlink).
+pub struct VipObserver {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    handles: Vec<std::thread::JoinHandle<Vec<(Instant, bool)>>>,
+}
+
+impl VipObserver {
+    pub fn start(nodes: &[&Node]) -> VipObserver {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let ip: std::net::IpAddr = VIP.parse().unwrap();
+        let handles = nodes
+            .iter()
+            .map(|n| {
+                let (ns, stop) = (n.ns.name.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    super::enter_netns(&ns);
+                    let mut rtnl = hamaster::vip::netlink::Rtnl::open().unwrap();
+                    let mut samples = Vec::new();
+                    let limit = Instant::now() + Duration::from_secs(300);
+                    while !stop.load(std::sync::atomic::Ordering::SeqCst) && Instant::now() < limit
+                    {
+                        let held = rtnl
+                            .addresses(false)
+                            .map(|a| a.iter().any(|x| x.ip == ip))
+                            .unwrap_or(false);
+                        samples.push((Instant::now(), held));
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    samples
+                })
+            })
+            .collect();
+        VipObserver { stop, handles }
+    }
+
+    /// Stops sampling; returns the samples per node and the longest gap between samples.
+    pub fn finish(self) -> ObservedVip {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        let per_node: Vec<Vec<(Instant, bool)>> = self
+            .handles
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .collect();
+        ObservedVip { per_node }
+    }
+}
+
+pub struct ObservedVip {
+    pub per_node: Vec<Vec<(Instant, bool)>>,
+}
+
+impl ObservedVip {
+    /// Longest interval between two samples of one node.
+    pub fn max_gap(&self) -> Duration {
+        self.per_node
+            .iter()
+            .flat_map(|s| s.windows(2).map(|w| w[1].0 - w[0].0))
+            .max()
+            .unwrap_or_default()
+    }
+
+    /// Total time during which two or more nodes were seen holding the VIP: each node's
+    /// sample counts for the span up to its next sample.
+    pub fn overlap(&self) -> Duration {
+        let mut edges: Vec<(Instant, i32)> = Vec::new();
+        for samples in &self.per_node {
+            for w in samples.windows(2) {
+                if w[0].1 {
+                    edges.push((w[0].0, 1));
+                    edges.push((w[1].0, -1));
+                }
+            }
+        }
+        edges.sort();
+        let (mut depth, mut total, mut since) = (0, Duration::ZERO, None);
+        for (t, d) in edges {
+            let before = depth;
+            depth += d;
+            if before < 2 && depth >= 2 {
+                since = Some(t);
+            } else if before >= 2 && depth < 2 {
+                total += t - since.take().unwrap_or(t);
+            }
+        }
+        total
+    }
+
+    /// When node `i` was last seen holding the VIP.
+    pub fn last_held(&self, i: usize) -> Option<Instant> {
+        self.per_node[i].iter().rev().find(|s| s.1).map(|s| s.0)
+    }
+
+    pub fn ever_held(&self, i: usize) -> bool {
+        self.per_node[i].iter().any(|s| s.1)
+    }
+}
+
+#[allow(dead_code)]
+pub fn net() -> &'static str {
+    NET
+}
