@@ -1,14 +1,25 @@
-//! The master agent against a real three-member etcd cluster in namespaces, with a real
-//! HTTPS service in command mode and the VIP on a veth.
+//! The master agent against a real three-member etcd cluster (Debian's etcd-server) in
+//! namespaces, with a real HTTPS service in command mode (tests/support/healthz.py) and the
+//! VIP on a veth. Faults are real too: etcd members killed, the guard SIGKILLed, the service
+//! made unhealthy, the VIP removed by hand, a node crashed.
 
 mod support;
 
 use std::time::{Duration, Instant};
 
 use support::etcd::EtcdCluster;
-use support::master::{Node, VipObserver, RESOURCE, VIP};
+use support::master::{Node, VipObserver, VIP};
+use support::Run;
 
 const KEY: &str = "/hamaster/api/leader";
+
+/// Parameters to set (Some) or remove (None) from a working configuration.
+type Changes = Vec<(&'static str, Option<&'static str>)>;
+const TTL_MS: u64 = 3000;
+
+fn promoted(run: Run, node: &Node) {
+    assert_eq!(run.code, 0, "promote: {}\nlog:\n{}", run.stderr, node.log());
+}
 
 #[test]
 fn promote_monitor_demote_on_one_node() {
@@ -18,29 +29,452 @@ fn promote_monitor_demote_on_one_node() {
     assert_eq!(agent.probe().code, 7);
     assert_eq!(agent.run("start").code, 0);
     assert_eq!(agent.run("monitor").code, 0, "started, unpromoted");
-    let t = Instant::now();
-    let run = agent.run("promote");
-    assert_eq!(run.code, 0, "promote: {}\n{}", run.stderr, a.log());
-    eprintln!("promote took {:?}", t.elapsed());
+    assert!(
+        !a.holds_vip() && a.service_pids().is_empty(),
+        "an unpromoted instance runs nothing"
+    );
+    promoted(agent.run("promote"), &a);
     assert!(a.holds_vip());
-    let (holder, _lease, token) = etcd.get(KEY).expect("leader key");
+    let (holder, lease, token) = etcd.get(KEY).expect("leader key");
     assert_eq!(holder, "na");
     assert_eq!(a.tokens(), vec![token], "the service got the fencing token");
+    let on_disk = std::fs::read_to_string(agent.run_dir.join("api/fencing-token")).unwrap();
+    assert_eq!(on_disk.trim(), token.to_string());
+    let st = a.guard_status(&agent).unwrap();
+    assert_eq!(st.lease_id.as_deref(), Some(lease.as_str()));
+    assert_eq!(agent.run("monitor").code, 8);
+    assert_eq!(agent.run("promote").code, 0, "promote when promoted");
+    assert_eq!(agent.run_with_interval("monitor", 10_000).code, 8);
+    let deep = agent.env("OCF_CHECK_LEVEL", "20");
     assert_eq!(
-        agent.run("monitor").code,
+        deep.run("monitor").code,
         8,
-        "{}",
-        agent.run("monitor").stderr
+        "check level 20 reads etcd itself"
     );
-    assert_eq!(agent.run("demote").code, 0);
+    assert_eq!(deep.run("demote").code, 0);
     assert!(!a.holds_vip());
     assert!(a.service_pids().is_empty());
     assert!(etcd.get(KEY).is_none(), "key released");
+    assert_eq!(deep.run("demote").code, 0, "demote when unpromoted");
+    assert_eq!(deep.run("monitor").code, 0);
+    assert_eq!(deep.run("stop").code, 0);
+    assert_eq!(deep.run("monitor").code, 7);
+    assert_eq!(deep.run("stop").code, 0);
+}
+
+#[test]
+fn ocf_tester_passes_on_the_master_agent() {
+    let mut etcd = EtcdCluster::new("mot");
+    let a = Node::new(&mut etcd, "na");
+    let agent = a.agent(&etcd);
+    let mut cmd = std::process::Command::new("ip");
+    cmd.args(["netns", "exec", &a.ns.name, "ocf-tester", "-n", "api"]);
+    for (k, v) in &agent.params {
+        cmd.arg("-o").arg(format!("{k}={v}"));
+    }
+    cmd.arg(support::OcfDir::get().agent("master"));
+    cmd.env("HAMASTER_RUN_DIR", &agent.run_dir);
+    let run = support::run_command(cmd);
+    assert_eq!(
+        run.code,
+        0,
+        "ocf-tester:\n{}{}\n{}",
+        run.stdout,
+        run.stderr,
+        a.log()
+    );
+    assert!(run.stdout.contains("passed all tests"), "{}", run.stdout);
+    assert!(
+        !a.holds_vip() && a.service_pids().is_empty() && etcd.get(KEY).is_none(),
+        "ocf-tester ends stopped"
+    );
+}
+
+#[test]
+fn two_nodes_never_hold_the_vip_at_once_and_the_token_increases() {
+    let mut etcd = EtcdCluster::new("m2");
+    let a = Node::new(&mut etcd, "na");
+    let b = Node::new(&mut etcd, "nb");
+    let (agent_a, agent_b) = (
+        a.agent(&etcd),
+        b.agent(&etcd).env("OCF_RESKEY_CRM_meta_timeout", "6000"),
+    );
+    let observer = VipObserver::start(&[&a, &b]);
+    for ag in [&agent_a, &agent_b] {
+        assert_eq!(ag.run("start").code, 0);
+    }
+    promoted(agent_a.run("promote"), &a);
+    let token_a = etcd.get(KEY).unwrap().2;
+    let refused = agent_b.run("promote");
+    refused.expect(1, "leader key held by na (lease 0x");
+    assert!(
+        !b.holds_vip() && b.service_pids().is_empty(),
+        "a refused promote leaves nothing behind"
+    );
+    assert_eq!(
+        agent_b.run("monitor").code,
+        0,
+        "b is still a healthy unpromoted instance"
+    );
+    assert_eq!(agent_a.run("monitor").code, 8);
+    assert_eq!(agent_a.run("demote").code, 0);
+    promoted(agent_b.run("promote"), &b);
+    let (holder, _, token_b) = etcd.get(KEY).unwrap();
+    assert_eq!(holder, "nb");
+    assert!(token_b > token_a, "fencing token {token_b} > {token_a}");
+    assert_eq!(b.tokens(), vec![token_b]);
+    assert_eq!(agent_b.run("demote").code, 0);
+    let seen = observer.finish();
+    assert!(
+        seen.ever_held(0) && seen.ever_held(1),
+        "both held the VIP in turn"
+    );
+    assert_eq!(seen.overlap(), Duration::ZERO, "never both at once");
+    assert!(
+        seen.max_gap() <= Duration::from_millis(20),
+        "sampled every ≤ 20 ms, worst gap {:?}",
+        seen.max_gap()
+    );
+}
+
+#[test]
+fn etcd_quorum_loss_fences_before_the_lease_can_expire() {
+    let mut etcd = EtcdCluster::new("mq");
+    let a = Node::new(&mut etcd, "na");
+    let agent = a.agent(&etcd);
+    assert_eq!(agent.run("start").code, 0);
+    promoted(agent.run("promote"), &a);
+    let observer = VipObserver::start(&[&a]);
+    std::thread::sleep(Duration::from_millis(300));
+    etcd.stop_member(1);
+    etcd.stop_member(2);
+    let stopped = hamaster::guard::unix_ms();
+    assert!(
+        support::wait_for(Duration::from_secs(10), || !a.holds_vip()),
+        "VIP removed"
+    );
+    let seen = observer.finish();
+    let st = a
+        .guard_status(&agent)
+        .expect("a fenced guard still answers");
+    let last_renewal = st.last_renewal_unix_ms.unwrap();
+    let gone = seen.unix_ms(seen.first_loss(0).expect("VIP seen going"));
+    assert!(
+        gone < last_renewal + TTL_MS,
+        "VIP gone at {gone}, before the lease could expire at {}",
+        last_renewal + TTL_MS
+    );
+    assert!(
+        st.fenced_at_unix_ms.unwrap() < last_renewal + TTL_MS,
+        "fencing complete before expiry"
+    );
+    assert!(a.service_pids().is_empty(), "service stopped");
+    assert!(
+        gone - stopped < TTL_MS,
+        "VIP gone {} ms into the outage, within the TTL",
+        gone - stopped
+    );
+    agent
+        .run("monitor")
+        .expect(9, "fenced: lease not renewed in time");
+    etcd.start_member(1);
+    etcd.start_member(2);
+    assert!(etcd.wait_healthy(Duration::from_secs(30)));
+    assert_eq!(agent.run("demote").code, 0);
+    assert!(
+        support::wait_for(Duration::from_secs(10), || etcd.get(KEY).is_none()),
+        "key gone once etcd is back"
+    );
+    promoted(agent.run("promote"), &a);
+    assert_eq!(
+        agent.run("monitor").code,
+        8,
+        "promotes again when etcd is back"
+    );
+    assert_eq!(agent.run("demote").code, 0);
+}
+
+#[test]
+fn losing_one_etcd_member_changes_nothing() {
+    let mut etcd = EtcdCluster::new("m1l");
+    let a = Node::new(&mut etcd, "na");
+    // The timing rule: lease_ttl - lease_margin - lease_ttl/3 must exceed an etcd leader
+    // election (up to 2 x election-timeout = 2 s here): TTL 6, margin 2 leaves 2 s.
+    let agent = a
+        .agent(&etcd)
+        .param("lease_ttl", "6")
+        .param("lease_margin", "2");
+    assert_eq!(agent.run("start").code, 0);
+    promoted(agent.run("promote"), &a);
+    let token = etcd.get(KEY).unwrap().2;
+    let observer = VipObserver::start(&[&a]);
+    let leader = etcd.leader().expect("an etcd leader");
+    let follower = (leader + 1) % 3;
+    for member in [leader, follower] {
+        etcd.stop_member(member);
+        std::thread::sleep(Duration::from_millis(9000));
+        assert_eq!(
+            agent.run("monitor").code,
+            8,
+            "still promoted with member {member} down: {}",
+            agent.run("monitor").stderr
+        );
+        etcd.start_member(member);
+        assert!(etcd.wait_healthy(Duration::from_secs(30)));
+    }
+    let seen = observer.finish();
+    assert!(seen.first_loss(0).is_none(), "the VIP never went");
+    assert_eq!(
+        etcd.get(KEY).unwrap().2,
+        token,
+        "same leader key throughout"
+    );
+    assert_eq!(agent.run("demote").code, 0);
+}
+
+#[test]
+fn a_killed_guard_takes_the_service_with_it_and_demote_cleans_up() {
+    let mut etcd = EtcdCluster::new("mk");
+    let a = Node::new(&mut etcd, "na");
+    let agent = a.agent(&etcd);
+    assert_eq!(agent.run("start").code, 0);
+    promoted(agent.run("promote"), &a);
+    let pid = a.guard_status(&agent).unwrap().pid;
+    support::must("kill", &["-9", &pid.to_string()]);
+    assert!(
+        support::wait_for(Duration::from_secs(5), || a.service_pids().is_empty()),
+        "service dies with its guard"
+    );
+    agent.run("monitor").expect(9, "the guard is gone");
+    assert!(
+        a.holds_vip(),
+        "the documented residual risk: a SIGKILLed guard leaves the VIP until demote"
+    );
+    assert_eq!(agent.run("demote").code, 0);
+    assert!(!a.holds_vip(), "demote removed the VIP itself");
+    assert!(etcd.get(KEY).is_none(), "demote released the key itself");
+    assert_eq!(agent.run("monitor").code, 0);
+}
+
+#[test]
+fn a_failing_health_check_makes_monitor_report_failed_promoted() {
+    let mut etcd = EtcdCluster::new("mh");
+    let a = Node::new(&mut etcd, "na");
+    let agent = a.agent(&etcd);
+    assert_eq!(agent.run("start").code, 0);
+    promoted(agent.run("promote"), &a);
+    a.set_unhealthy(true);
+    assert!(support::wait_for(Duration::from_secs(5), || agent
+        .run("monitor")
+        .code
+        == 9));
+    agent.run("monitor").expect(
+        9,
+        "service unhealthy: https://127.0.0.1:8443/healthz answered 503",
+    );
+    a.set_unhealthy(false);
+    assert!(
+        support::wait_for(Duration::from_secs(5), || agent.run("monitor").code == 8),
+        "recovers when healthy again"
+    );
+    assert_eq!(agent.run("demote").code, 0);
+}
+
+#[test]
+fn a_vip_removed_by_hand_makes_monitor_report_failed_promoted() {
+    let mut etcd = EtcdCluster::new("mv");
+    let a = Node::new(&mut etcd, "na");
+    let agent = a.agent(&etcd);
+    assert_eq!(agent.run("start").code, 0);
+    promoted(agent.run("promote"), &a);
+    a.ns.ip(&["addr", "del", &format!("{VIP}/24"), "dev", "lan0"]);
+    agent
+        .run("monitor")
+        .expect(9, "VIP 198.51.100.100 is missing");
+    assert_eq!(agent.run("demote").code, 0);
+    assert!(etcd.get(KEY).is_none());
+}
+
+#[test]
+fn after_a_holder_crash_the_other_node_promotes_once_the_lease_expired_and_not_before() {
+    let mut etcd = EtcdCluster::new("mc");
+    let a = Node::new(&mut etcd, "na");
+    let b = Node::new(&mut etcd, "nb");
+    let (agent_a, agent_b) = (a.agent(&etcd), b.agent(&etcd));
+    assert_eq!(agent_a.run("start").code, 0);
+    assert_eq!(agent_b.run("start").code, 0);
+    promoted(agent_a.run("promote"), &a);
+    let lease_a = etcd.get(KEY).unwrap().1;
+    std::thread::sleep(Duration::from_millis(500));
+    let renewed = a
+        .guard_status(&agent_a)
+        .unwrap()
+        .last_renewal_unix_ms
+        .unwrap();
+    a.crash();
+    let t = Instant::now();
+    promoted(agent_b.run("promote"), &b);
+    let st = b.guard_status(&agent_b).unwrap();
+    let since = st.leader_since_unix_ms.unwrap();
+    // A's last renewal may have come after we read it: the lease lives at least TTL past it.
+    assert!(
+        since >= renewed + TTL_MS,
+        "b led at {since}, a's lease lived until ≥ {}",
+        renewed + TTL_MS
+    );
+    assert!(
+        t.elapsed() < Duration::from_millis(TTL_MS + 3000),
+        "and b did not wait much longer: {:?}",
+        t.elapsed()
+    );
+    let (holder, lease_b, _) = etcd.get(KEY).unwrap();
+    assert_eq!(holder, "nb");
+    assert_ne!(lease_b, lease_a);
+    assert_eq!(agent_b.run("demote").code, 0);
+}
+
+#[test]
+fn mutual_tls_to_etcd_works_and_a_wrong_ca_fails_cleanly() {
+    let mut etcd = EtcdCluster::new_tls("mt");
+    let a = Node::new(&mut etcd, "na");
+    let agent = a.agent(&etcd);
+    assert!(etcd.endpoints().starts_with("https://"));
+    assert_eq!(agent.run("start").code, 0);
+    promoted(agent.run("promote"), &a);
+    assert_eq!(agent.run("monitor").code, 8);
+    assert_eq!(agent.env("OCF_CHECK_LEVEL", "20").run("monitor").code, 8);
+    let agent = a.agent(&etcd);
+    assert_eq!(agent.run("demote").code, 0);
+    assert!(
+        etcd.get(KEY).is_none(),
+        "{}\n{}",
+        a.log(),
+        std::fs::read_to_string(agent.run_dir.join("api/guard.stderr")).unwrap_or_default()
+    );
+    // The service's CA is not etcd's: TLS verification fails, and nothing is left behind.
+    let wrong = a
+        .agent(&etcd)
+        .param("etcd_cacert", &a.ca.path("ca.crt"))
+        .env("OCF_RESKEY_CRM_meta_timeout", "8000");
+    let run = wrong.run("promote");
+    run.expect(1, "etcd unreachable");
+    assert!(
+        run.reasons()[0].contains("certificate") || run.reasons()[0].contains("UnknownIssuer"),
+        "{}",
+        run.reasons()[0]
+    );
+    assert!(!a.holds_vip() && a.service_pids().is_empty() && etcd.get(KEY).is_none());
+    // Without a client certificate etcd refuses us.
+    let anonymous = a.agent(&etcd).env("OCF_RESKEY_CRM_meta_timeout", "8000");
+    let mut anonymous = anonymous;
+    anonymous.params.remove("etcd_cert");
+    anonymous.params.remove("etcd_key");
+    assert_eq!(anonymous.run("promote").code, 1);
+    assert!(etcd.get(KEY).is_none());
+}
+
+#[test]
+fn bad_input_gets_the_right_code_and_names_the_parameter() {
+    let mut etcd = EtcdCluster::new("mb");
+    let a = Node::new(&mut etcd, "na");
+    let cases: Vec<(Changes, i32, &str)> = vec![
+        (
+            vec![("etcd_endpoints", None)],
+            6,
+            "required parameter etcd_endpoints is not set",
+        ),
+        (
+            vec![("etcd_endpoints", Some("etcd1:2379"))],
+            6,
+            "etcd_endpoints=\"etcd1:2379\"",
+        ),
+        (
+            vec![("lease_ttl", Some("ten"))],
+            6,
+            "lease_ttl=\"ten\" is not a non-negative integer",
+        ),
+        (
+            vec![("lease_ttl", Some("1"))],
+            6,
+            "lease_ttl=\"1\" is out of range 2..3600 (etcd's minimum lease is 2 s)",
+        ),
+        (
+            vec![("service", Some("api.service"))],
+            6,
+            "service=\"api.service\" and command are both set",
+        ),
+        (
+            vec![("command", None)],
+            6,
+            "required parameter service or command is not set",
+        ),
+        (
+            vec![("health_url", Some("htp:/x"))],
+            6,
+            "health_url=\"htp:/x\"",
+        ),
+        (
+            vec![("health_cacert", Some("/nonexistent/ca.pem"))],
+            5,
+            "health_cacert=\"/nonexistent/ca.pem\" cannot be read",
+        ),
+        (
+            vec![("command", Some("/nonexistent/api-server"))],
+            5,
+            "command=\"/nonexistent/api-server\" is not an executable file",
+        ),
+        (
+            vec![
+                ("etcd_endpoints", Some("https://198.51.100.11:2379")),
+                ("etcd_cacert", Some("/nonexistent/etcd-ca.pem")),
+            ],
+            5,
+            "etcd_cacert=\"/nonexistent/etcd-ca.pem\" cannot be read",
+        ),
+    ];
+    for (changes, code, needle) in cases {
+        let mut agent = a.agent(&etcd);
+        for (k, v) in &changes {
+            match v {
+                Some(v) => {
+                    agent.params.insert(k.to_string(), v.to_string());
+                }
+                None => {
+                    agent.params.remove(*k);
+                }
+            }
+        }
+        for action in ["validate-all", "start", "promote"] {
+            let run = agent.run(action);
+            assert_eq!(run.code, code, "{action} {changes:?}: {}", run.stderr);
+            assert_eq!(
+                run.reasons().len(),
+                1,
+                "{action} {changes:?}: {}",
+                run.stderr
+            );
+            assert!(
+                run.reasons()[0].contains(needle),
+                "{action} {changes:?}: {:?} lacks {needle:?}",
+                run.reasons()[0]
+            );
+        }
+        assert_eq!(
+            agent.probe().code,
+            7,
+            "a probe on a clean host stays 7 for {changes:?}"
+        );
+    }
+    // Unreachable etcd: a valid configuration, so validate-all passes; promote fails with the
+    // reason, leaving nothing behind.
+    let agent = a
+        .agent(&etcd)
+        .param("etcd_endpoints", "http://198.51.100.99:2379")
+        .env("OCF_RESKEY_CRM_meta_timeout", "6000");
+    assert_eq!(agent.run("validate-all").code, 0);
+    assert_eq!(agent.run("start").code, 0);
+    agent.run("promote").expect(1, "etcd unreachable");
+    assert!(!a.holds_vip() && a.service_pids().is_empty());
     assert_eq!(agent.run("monitor").code, 0);
     assert_eq!(agent.run("stop").code, 0);
-    assert_eq!(agent.run("monitor").code, 7);
-    let _ = RESOURCE;
-    let _ = VIP;
-    let _ = VipObserver::start(&[]).finish();
-    let _ = Duration::ZERO;
 }

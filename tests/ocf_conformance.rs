@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use support::{must, Agent, Netns, OcfDir, Pair, NODE_IF};
 
 fn ocf_tester(ns: &Netns, name: &str, options: &[(&str, &str)]) -> support::Run {
-    let run_dir = std::env::temp_dir().join(format!("hamaster-run-{}", ns.name));
+    let run_dir = ns.run_dir();
     let mut cmd = Command::new("ip");
     cmd.args(["netns", "exec", &ns.name, "ocf-tester", "-n", name]);
     for (k, v) in options {

@@ -330,8 +330,12 @@ fn spawn_guard(ctx: &Ctx, acquire_for: Duration) -> std::io::Result<std::process
         ])
         .arg(acquire_for.as_millis().to_string())
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+        .stdout(Stdio::null());
+    // Whatever the guard cannot log (a crash of the runtime itself) is kept here.
+    match std::fs::File::create(ctx.dir.root.join("guard.stderr")) {
+        Ok(f) => cmd.stderr(f),
+        Err(_) => cmd.stderr(Stdio::null()),
+    };
     // SAFETY: only async-signal-safe calls between fork and exec.
     unsafe {
         cmd.pre_exec(|| {
@@ -365,6 +369,7 @@ fn demote_steps(ctx: &Ctx, cfg: &MasterConfig) -> Outcome {
         .timeout_ms()
         .map_or(Duration::from_secs(30), Duration::from_millis);
     if let Some(pid) = ctx.dir.live_guard() {
+        log::info!("asking guard {pid} of {} to step down", ctx.resource);
         let asked = status::block_on(status::step_down(
             &ctx.dir.socket(),
             timeout.saturating_sub(Duration::from_secs(5)),
@@ -417,6 +422,10 @@ fn wait_gone(pid: u32, resource: &str, limit: Duration) -> bool {
 /// and every failure reported.
 fn cleanup_after_guard(ctx: &Ctx, cfg: Option<&MasterConfig>) -> Outcome {
     let state = ctx.dir.load();
+    log::info!(
+        "cleaning up after the guard of {} (recorded state: {state:?})",
+        ctx.resource
+    );
     let mut failures = Vec::new();
     match cfg.map(|c| &c.service) {
         Some(ServiceSpec::Systemd { unit }) => {

@@ -46,6 +46,11 @@ pub fn unix_ms() -> u64 {
 /// Runs a guard to its end; returns the process exit code.
 pub fn run(args: GuardArgs) -> i32 {
     let _ = rustls::crypto::ring::default_provider().install_default();
+    let resource = args.resource.clone();
+    std::panic::set_hook(Box::new(move |info| {
+        log::error!("guard {resource}: internal error (please report): {info}");
+        eprintln!("guard {resource}: internal error: {info}");
+    }));
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -357,6 +362,7 @@ impl Guard {
             s.lease_id = Some(a.lease.to_string());
             s.fencing_token = Some(a.token);
             s.last_renewal_unix_ms = Some(unix_ms());
+            s.leader_since_unix_ms = Some(unix_ms());
             s.problem = Some("raising VIP and service".into());
         });
         let keepalive = tokio::spawn(keep_alive(

@@ -50,6 +50,8 @@ pub struct GuardStatus {
     pub service_healthy: bool,
     pub service_detail: String,
     pub last_renewal_unix_ms: Option<u64>,
+    /// When this guard took the leader key.
+    pub leader_since_unix_ms: Option<u64>,
     pub fenced_at_unix_ms: Option<u64>,
     /// Why the guard is not (yet) a healthy leader, in words for the exit reason.
     pub problem: Option<String>,

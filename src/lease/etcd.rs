@@ -1,9 +1,13 @@
 //! etcd requests of the guard: grant, acquire in one transaction, verify, keep alive, watch,
-//! release. Every request is bounded by a timeout; errors carry the endpoints and the full
-//! cause chain, because "transport error" alone helps nobody at 3 a.m.
+//! release. One client per endpoint, used in turn: a request that fails or times out on one
+//! member is tried on the next, and the member that answered is used first next time (a
+//! single balanced channel kept sending to a dead member). Every attempt is bounded; errors
+//! carry the endpoint and the full cause chain.
 
 use std::fs;
 use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use etcd_client::{
@@ -30,14 +34,8 @@ pub enum LeaseError {
         path: String,
         what: &'static str,
     },
-    #[error("etcd {endpoints}: {detail}")]
-    Etcd { endpoints: String, detail: String },
-    #[error("etcd {endpoints}: no answer within {ms} ms to {op}")]
-    Timeout {
-        endpoints: String,
-        op: &'static str,
-        ms: u128,
-    },
+    #[error("etcd unreachable: {op}: {detail}")]
+    Etcd { op: &'static str, detail: String },
 }
 
 /// The current holder of the leader key.
@@ -84,8 +82,8 @@ pub enum KeyEvent {
 
 #[derive(Clone)]
 pub struct Etcd {
-    client: Client,
-    endpoints: String,
+    members: Arc<Vec<(String, Client)>>,
+    current: Arc<AtomicUsize>,
     timeout: Duration,
 }
 
@@ -145,10 +143,11 @@ pub fn tls_options(cfg: &EtcdConfig) -> Result<Option<TlsOptions>, LeaseError> {
 }
 
 impl Etcd {
-    /// Prepares a client; the connection itself is made by the first request. `timeout`
-    /// bounds every unary request.
+    /// Prepares one client per endpoint; connections are made by the first requests.
+    /// `timeout` bounds every attempt on one member.
     pub async fn connect(cfg: &EtcdConfig, timeout: Duration) -> Result<Etcd, LeaseError> {
-        let endpoints = cfg.endpoints.join(",");
+        // tonic's TLS needs a process-wide crypto provider; ring is our only one.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let mut opts = ConnectOptions::new()
             .with_connect_timeout(timeout)
             .with_keep_alive(Duration::from_secs(1), timeout)
@@ -156,52 +155,76 @@ impl Etcd {
         if let Some(tls) = tls_options(cfg)? {
             opts = opts.with_tls(tls);
         }
-        let client = Client::connect(&cfg.endpoints, Some(opts))
-            .await
-            .map_err(|e| LeaseError::Etcd {
-                endpoints: endpoints.clone(),
-                detail: causes(&e),
-            })?;
+        let mut members = Vec::new();
+        for e in &cfg.endpoints {
+            let client = Client::connect([e.as_str()], Some(opts.clone()))
+                .await
+                .map_err(|err| LeaseError::Etcd {
+                    op: "connect",
+                    detail: format!("{e}: {}", causes(&err)),
+                })?;
+            members.push((e.clone(), client));
+        }
         Ok(Etcd {
-            client,
-            endpoints,
+            members: Arc::new(members),
+            current: Arc::new(AtomicUsize::new(0)),
             timeout,
         })
     }
 
-    pub fn endpoints(&self) -> &str {
-        &self.endpoints
+    /// Runs `f` on the current member, then on each other one, until one answers.
+    async fn call<T, F, Fut>(&self, op: &'static str, f: F) -> Result<T, LeaseError>
+    where
+        F: Fn(Client) -> Fut,
+        Fut: Future<Output = Result<T, etcd_client::Error>>,
+    {
+        let n = self.members.len();
+        let start = self.current.load(Ordering::Relaxed);
+        let mut errors = Vec::new();
+        for k in 0..n {
+            let i = (start + k) % n;
+            let (endpoint, client) = &self.members[i];
+            match tokio::time::timeout(self.timeout, f(client.clone())).await {
+                Ok(Ok(v)) => {
+                    self.current.store(i, Ordering::Relaxed);
+                    return Ok(v);
+                }
+                Ok(Err(e)) => errors.push(format!("{endpoint}: {}", causes(&e))),
+                Err(_) => errors.push(format!(
+                    "{endpoint}: no answer within {} ms",
+                    self.timeout.as_millis()
+                )),
+            }
+        }
+        Err(LeaseError::Etcd {
+            op,
+            detail: errors.join("; "),
+        })
     }
 
-    async fn bounded<T>(
-        &self,
-        op: &'static str,
-        f: impl Future<Output = Result<T, etcd_client::Error>>,
-    ) -> Result<T, LeaseError> {
-        match tokio::time::timeout(self.timeout, f).await {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => Err(LeaseError::Etcd {
-                endpoints: self.endpoints.clone(),
-                detail: format!("{op}: {}", causes(&e)),
-            }),
-            Err(_) => Err(LeaseError::Timeout {
-                endpoints: self.endpoints.clone(),
-                op,
-                ms: self.timeout.as_millis(),
-            }),
-        }
+    fn rotate(&self) {
+        let n = self.members.len().max(1);
+        let _ = self
+            .current
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| Some((c + 1) % n));
+    }
+
+    fn member(&self) -> (String, Client) {
+        self.members[self.current.load(Ordering::Relaxed) % self.members.len()].clone()
     }
 
     pub async fn grant(&self, ttl: Duration) -> Result<(LeaseId, Duration), LeaseError> {
-        let mut c = self.client.clone();
+        let secs = ttl.as_secs() as i64;
         let r = self
-            .bounded("lease grant", c.lease_grant(ttl.as_secs() as i64, None))
+            .call("lease grant", |mut c| async move {
+                c.lease_grant(secs, None).await
+            })
             .await?;
         Ok((LeaseId(r.id()), Duration::from_secs(r.ttl().max(0) as u64)))
     }
 
     /// Creates the key under our lease if nobody holds it, in one transaction; else reads the
-    /// holder.
+    /// holder. Safe to retry: a retried transaction that finds our own lease on the key won.
     pub async fn try_acquire(
         &self,
         key: &str,
@@ -216,8 +239,12 @@ impl Etcd {
                 Some(PutOptions::new().with_lease(lease.0)),
             )])
             .or_else([TxnOp::get(key, None)]);
-        let mut c = self.client.clone();
-        let r = self.bounded("acquire transaction", c.txn(txn)).await?;
+        let r = self
+            .call("acquire transaction", |mut c| {
+                let t = txn.clone();
+                async move { c.txn(t).await }
+            })
+            .await?;
         let revision = r.header().map_or(0, |h| h.revision());
         if r.succeeded() {
             return Ok(Acquire::Won { token: revision });
@@ -227,13 +254,15 @@ impl Etcd {
             _ => None,
         });
         match kv {
+            Some(kv) if kv.lease() == lease.0 => Ok(Acquire::Won {
+                token: kv.create_revision(),
+            }),
             Some(kv) => {
-                let lease = LeaseId(kv.lease());
-                let node = String::from_utf8_lossy(kv.value()).into_owned();
-                let ttl_left = self.ttl_left(lease).await.ok().flatten();
+                let holder_lease = LeaseId(kv.lease());
+                let ttl_left = self.ttl_left(holder_lease).await.ok().flatten();
                 Ok(Acquire::Held(Holder {
-                    node,
-                    lease,
+                    node: String::from_utf8_lossy(kv.value()).into_owned(),
+                    lease: holder_lease,
                     token: kv.create_revision(),
                     ttl_left,
                     revision,
@@ -252,8 +281,13 @@ impl Etcd {
 
     /// The key's holder, if any.
     pub async fn holder(&self, key: &str) -> Result<Option<Holder>, LeaseError> {
-        let mut c = self.client.clone();
-        let r = self.bounded("get leader key", c.get(key, None)).await?;
+        let k = key.to_string();
+        let r = self
+            .call("get leader key", |mut c| {
+                let k = k.clone();
+                async move { c.get(k, None).await }
+            })
+            .await?;
         let revision = r.header().map_or(0, |h| h.revision());
         let Some(kv) = r.kvs().first().cloned() else {
             return Ok(None);
@@ -274,9 +308,10 @@ impl Etcd {
         if lease.0 == 0 {
             return Ok(None);
         }
-        let mut c = self.client.clone();
         let r = self
-            .bounded("lease time-to-live", c.lease_time_to_live(lease.0, None))
+            .call("lease time-to-live", |mut c| async move {
+                c.lease_time_to_live(lease.0, None).await
+            })
             .await?;
         Ok((r.ttl() > 0).then(|| Duration::from_secs(r.ttl() as u64)))
     }
@@ -287,13 +322,15 @@ impl Etcd {
         let txn = Txn::new()
             .when([Compare::lease(key, CompareOp::Equal, lease.0)])
             .and_then([TxnOp::delete(key, None)]);
-        let mut c = self.client.clone();
         let deleted = self
-            .bounded("release transaction", c.txn(txn))
+            .call("release transaction", |mut c| {
+                let t = txn.clone();
+                async move { c.txn(t).await }
+            })
             .await?
             .succeeded();
-        match self.bounded("lease revoke", c.lease_revoke(lease.0)).await {
-            Ok(_) => Ok(deleted),
+        match self.revoke(lease).await {
+            Ok(()) => Ok(deleted),
             // Already gone (expired or revoked): nothing left to release.
             Err(LeaseError::Etcd { detail, .. }) if detail.contains("lease not found") => {
                 Ok(deleted)
@@ -303,25 +340,26 @@ impl Etcd {
     }
 
     pub async fn revoke(&self, lease: LeaseId) -> Result<(), LeaseError> {
-        let mut c = self.client.clone();
-        self.bounded("lease revoke", c.lease_revoke(lease.0))
-            .await
-            .map(drop)
+        self.call("lease revoke", |mut c| async move {
+            c.lease_revoke(lease.0).await
+        })
+        .await
+        .map(drop)
     }
 
     /// Watches the key from `revision` on.
     pub async fn watch(&self, key: &str, revision: i64) -> Result<KeyWatch, LeaseError> {
-        let mut c = self.client.clone();
+        let k = key.to_string();
         let stream = self
-            .bounded(
-                "watch",
-                c.watch(key, Some(WatchOptions::new().with_start_revision(revision))),
-            )
+            .call("watch", |mut c| {
+                let k = k.clone();
+                async move {
+                    c.watch(k, Some(WatchOptions::new().with_start_revision(revision)))
+                        .await
+                }
+            })
             .await?;
-        Ok(KeyWatch {
-            stream,
-            endpoints: self.endpoints.clone(),
-        })
+        Ok(KeyWatch { stream })
     }
 
     pub fn keepalive(&self, lease: LeaseId) -> KeepAlive {
@@ -335,29 +373,23 @@ impl Etcd {
 
 pub struct KeyWatch {
     stream: WatchStream,
-    endpoints: String,
 }
 
 impl KeyWatch {
     /// The next change of the key. Errors and the end of the stream are errors: the caller
     /// decides whether to watch again.
     pub async fn next(&mut self) -> Result<KeyEvent, LeaseError> {
+        let err = |detail: String| LeaseError::Etcd {
+            op: "watch",
+            detail,
+        };
         loop {
-            let msg = self.stream.message().await.map_err(|e| LeaseError::Etcd {
-                endpoints: self.endpoints.clone(),
-                detail: causes(&e),
-            })?;
+            let msg = self.stream.message().await.map_err(|e| err(causes(&e)))?;
             let Some(msg) = msg else {
-                return Err(LeaseError::Etcd {
-                    endpoints: self.endpoints.clone(),
-                    detail: "watch stream ended".into(),
-                });
+                return Err(err("watch stream ended".into()));
             };
             if msg.canceled() {
-                return Err(LeaseError::Etcd {
-                    endpoints: self.endpoints.clone(),
-                    detail: format!("watch canceled: {}", msg.cancel_reason()),
-                });
+                return Err(err(format!("watch canceled: {}", msg.cancel_reason())));
             }
             if let Some(ev) = msg.events().last() {
                 return Ok(match ev.event_type() {
@@ -371,7 +403,8 @@ impl KeyWatch {
     }
 }
 
-/// Lease renewals over one keepalive stream, reopened after any failure.
+/// Lease renewals over one keepalive stream on one member, moved to the next member after
+/// any failure.
 pub struct KeepAlive {
     etcd: Etcd,
     lease: LeaseId,
@@ -381,38 +414,34 @@ pub struct KeepAlive {
 impl KeepAlive {
     /// One renewal, bounded by `timeout`; returns the TTL etcd granted (zero: the lease is gone).
     pub async fn renew(&mut self, timeout: Duration) -> Result<Duration, LeaseError> {
-        let result = tokio::time::timeout(timeout, self.renew_unbounded()).await;
-        let outcome = match result {
-            Ok(r) => r,
-            Err(_) => Err(LeaseError::Timeout {
-                endpoints: self.etcd.endpoints.clone(),
-                op: "lease keepalive",
-                ms: timeout.as_millis(),
-            }),
+        let (endpoint, client) = self.etcd.member();
+        let outcome = match tokio::time::timeout(timeout, self.renew_on(client)).await {
+            Ok(Ok(ttl)) => return Ok(ttl),
+            Ok(Err(detail)) => format!("{endpoint}: {detail}"),
+            Err(_) => format!("{endpoint}: no answer within {} ms", timeout.as_millis()),
         };
-        if outcome.is_err() {
-            self.stream = None;
-        }
-        outcome
+        self.stream = None;
+        self.etcd.rotate();
+        Err(LeaseError::Etcd {
+            op: "lease keepalive",
+            detail: outcome,
+        })
     }
 
-    async fn renew_unbounded(&mut self) -> Result<Duration, LeaseError> {
-        let err = |e: etcd_client::Error| LeaseError::Etcd {
-            endpoints: self.etcd.endpoints.clone(),
-            detail: format!("lease keepalive: {}", causes(&e)),
-        };
+    async fn renew_on(&mut self, mut client: Client) -> Result<Duration, String> {
         if self.stream.is_none() {
-            let mut c = self.etcd.client.clone();
-            self.stream = Some(c.lease_keep_alive(self.lease.0).await.map_err(err)?);
+            self.stream = Some(
+                client
+                    .lease_keep_alive(self.lease.0)
+                    .await
+                    .map_err(|e| causes(&e))?,
+            );
         }
         let (keeper, stream) = self.stream.as_mut().expect("opened above");
-        keeper.keep_alive().await.map_err(err)?;
-        match stream.message().await.map_err(err)? {
+        keeper.keep_alive().await.map_err(|e| causes(&e))?;
+        match stream.message().await.map_err(|e| causes(&e))? {
             Some(r) => Ok(Duration::from_secs(r.ttl().max(0) as u64)),
-            None => Err(LeaseError::Etcd {
-                endpoints: self.etcd.endpoints.clone(),
-                detail: "keepalive stream ended".into(),
-            }),
+            None => Err("keepalive stream ended".into()),
         }
     }
 }

@@ -241,6 +241,29 @@ impl EtcdCluster {
         cmd.args(args).output().unwrap()
     }
 
+    /// Index of the member that is the raft leader now.
+    pub fn leader(&self) -> Option<usize> {
+        let out = self.etcdctl(&["endpoint", "status", "-w", "fields"]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let field = |block: &str, name: &str| {
+            block
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("\"{name}\" : ")))
+                .map(|v| v.trim().trim_matches('"').to_string())
+        };
+        text.split("\"ClusterID\"").skip(1).find_map(|block| {
+            let (id, leader, endpoint) = (
+                field(block, "MemberID")?,
+                field(block, "Leader")?,
+                field(block, "Endpoint")?,
+            );
+            if id != leader {
+                return None;
+            }
+            self.members.iter().position(|m| endpoint.contains(&m.ip))
+        })
+    }
+
     pub fn wait_healthy(&self, limit: Duration) -> bool {
         wait_for(limit, || {
             self.etcdctl(&["endpoint", "health"]).status.success()

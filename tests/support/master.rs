@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use super::etcd::{EtcdCluster, TestCa, NET};
+use super::etcd::{EtcdCluster, TestCa};
 use super::{Agent, Netns};
 
 pub const VIP: &str = "198.51.100.100";
@@ -120,6 +120,8 @@ impl Node {
 pub struct VipObserver {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     handles: Vec<std::thread::JoinHandle<Vec<(Instant, bool)>>>,
+    /// The same moment on both clocks, to relate samples to wall-clock times.
+    pub origin: (Instant, std::time::SystemTime),
 }
 
 impl VipObserver {
@@ -148,7 +150,11 @@ impl VipObserver {
                 })
             })
             .collect();
-        VipObserver { stop, handles }
+        VipObserver {
+            stop,
+            handles,
+            origin: (Instant::now(), std::time::SystemTime::now()),
+        }
     }
 
     /// Stops sampling; returns the samples per node and the longest gap between samples.
@@ -159,12 +165,16 @@ impl VipObserver {
             .into_iter()
             .map(|h| h.join().unwrap())
             .collect();
-        ObservedVip { per_node }
+        ObservedVip {
+            per_node,
+            origin: self.origin,
+        }
     }
 }
 
 pub struct ObservedVip {
     pub per_node: Vec<Vec<(Instant, bool)>>,
+    pub origin: (Instant, std::time::SystemTime),
 }
 
 impl ObservedVip {
@@ -208,12 +218,47 @@ impl ObservedVip {
         self.per_node[i].iter().rev().find(|s| s.1).map(|s| s.0)
     }
 
+    /// An observation time as Unix milliseconds.
+    pub fn unix_ms(&self, t: Instant) -> u64 {
+        let wall = if t >= self.origin.0 {
+            self.origin.1 + (t - self.origin.0)
+        } else {
+            self.origin.1 - (self.origin.0 - t)
+        };
+        wall.duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64
+    }
+
+    /// First time node `i` was seen without the VIP after having held it.
+    pub fn first_loss(&self, i: usize) -> Option<Instant> {
+        let s = &self.per_node[i];
+        let first_held = s.iter().position(|x| x.1)?;
+        s[first_held..].iter().find(|x| !x.1).map(|x| x.0)
+    }
+
     pub fn ever_held(&self, i: usize) -> bool {
         self.per_node[i].iter().any(|s| s.1)
     }
 }
 
-#[allow(dead_code)]
-pub fn net() -> &'static str {
-    NET
+impl Node {
+    /// The guard's status, read from its socket like the agent does.
+    pub fn guard_status(&self, agent: &Agent) -> Option<hamaster::guard::status::GuardStatus> {
+        let sock = agent.run_dir.join(RESOURCE).join("guard.sock");
+        hamaster::guard::status::block_on(hamaster::guard::status::get_status(
+            &sock,
+            Duration::from_secs(2),
+        ))
+        .ok()
+    }
+
+    /// Kills every process of this node and cuts its link: a crashed host.
+    pub fn crash(&self) {
+        let pids = super::sh("ip", &["netns", "pids", &self.ns.name]);
+        for pid in String::from_utf8_lossy(&pids.stdout).split_whitespace() {
+            let _ = super::sh("kill", &["-9", pid]);
+        }
+        let _ = super::sh("ip", &["-n", &self.ns.name, "link", "set", "lan0", "down"]);
+    }
 }

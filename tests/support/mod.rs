@@ -57,6 +57,12 @@ impl Netns {
         ns
     }
 
+    /// The hamaster run directory (HAMASTER_RUN_DIR) of agents in this namespace; removed
+    /// with the namespace, so that agents and guards can come and go within a test.
+    pub fn run_dir(&self) -> PathBuf {
+        std::env::temp_dir().join(format!("hamaster-run-{}", self.name))
+    }
+
     /// `ip -n NS ARGS...`, asserting success.
     pub fn ip(&self, args: &[&str]) -> String {
         let mut full = vec!["-n", self.name.as_str()];
@@ -113,6 +119,7 @@ impl Drop for Netns {
             let _ = sh("kill", &["-9", pid]);
         }
         let _ = sh("ip", &["netns", "del", &self.name]);
+        let _ = fs::remove_dir_all(self.run_dir());
     }
 }
 
@@ -253,7 +260,7 @@ pub struct Agent<'a> {
 
 impl<'a> Agent<'a> {
     pub fn new(ns: &'a Netns, name: &'static str, params: &[(&str, &str)]) -> Agent<'a> {
-        let run_dir = std::env::temp_dir().join(format!("hamaster-run-{}", ns.name));
+        let run_dir = ns.run_dir();
         Agent {
             ns,
             name,
@@ -331,12 +338,6 @@ impl<'a> Agent<'a> {
 
     pub fn run_with_interval(&self, action: &str, interval_ms: u64) -> Run {
         run_command(self.command(action, interval_ms))
-    }
-}
-
-impl Drop for Agent<'_> {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.run_dir);
     }
 }
 
