@@ -43,6 +43,23 @@ fn promote_monitor_demote_on_one_node() {
     let st = a.guard_status(&agent).unwrap();
     assert_eq!(st.lease_id.as_deref(), Some(lease.as_str()));
     assert_eq!(agent.run("monitor").code, 8);
+    let status = a.status_cli(&agent, true);
+    assert_eq!(status.code, 0, "{}", status.stderr);
+    let json: serde_json::Value = serde_json::from_str(&status.stdout).unwrap();
+    assert_eq!(json["etcd"]["holder"], "na");
+    assert_eq!(json["etcd"]["fencing_token"], token);
+    assert_eq!(json["etcd"]["lease_id"], lease.as_str());
+    assert!(json["etcd"]["ttl_left_s"].as_u64().unwrap() <= 3);
+    assert_eq!(json["local_role"], "promoted");
+    assert_eq!(json["guard"]["role"], "leader");
+    assert_eq!(json["guard"]["vip_present"], true);
+    assert_eq!(json["guard"]["service_healthy"], true);
+    let table = a.status_cli(&agent, false).stdout;
+    assert!(
+        table.contains("etcd holder     na (lease 0x")
+            && table.contains("VIP             198.51.100.100 present"),
+        "{table}"
+    );
     assert_eq!(agent.run("promote").code, 0, "promote when promoted");
     assert_eq!(agent.run_with_interval("monitor", 10_000).code, 8);
     let deep = agent.env("OCF_CHECK_LEVEL", "20");

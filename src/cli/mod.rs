@@ -3,6 +3,7 @@
 
 pub mod announce;
 pub mod guard;
+pub mod status;
 
 use clap::{Parser, Subcommand};
 
@@ -32,6 +33,9 @@ pub enum Command {
     /// owns the VIP, supervises the service, fences itself. Parameters come from the OCF
     /// environment (OCF_RESKEY_*).
     Guard(guard::GuardCmd),
+    /// Show who holds a resource's leader key (etcd) and what this node's guard, VIP and
+    /// service are doing.
+    Status(status::StatusArgs),
 }
 
 /// Runs the operator CLI and returns the exit code.
@@ -66,6 +70,10 @@ pub fn main(args: Vec<String>) -> i32 {
         Command::Guard(g) => {
             crate::logging::init(&format!("hamaster-guard({})", g.resource));
             guard::run(&g)
+        }
+        Command::Status(s) => {
+            crate::logging::init("hamaster-status");
+            status::run(&s)
         }
         Command::Announce(a) => {
             crate::logging::init("hamaster-announce");

@@ -238,7 +238,7 @@ mod tests {
             ServiceSpec::from_values(&values(&[("command", "/bin/x"), ("args", "\"open")]))
                 .unwrap_err()
                 .to_string()
-                .contains("args=\"\\\"open\"")
+                .contains("args=\"\"open\" cannot be split into words")
         );
     }
 

@@ -262,3 +262,27 @@ impl Node {
         let _ = super::sh("ip", &["-n", &self.ns.name, "link", "set", "lan0", "down"]);
     }
 }
+
+impl Node {
+    /// `hamaster status --config api.toml [--json]` on this node, with the agent's parameters
+    /// written as the TOML config file an operator would keep.
+    pub fn status_cli(&self, agent: &Agent, json: bool) -> super::Run {
+        let file = self.state.join(format!("{RESOURCE}.toml"));
+        std::fs::write(&file, toml::to_string(&agent.params).unwrap()).unwrap();
+        let mut cmd = std::process::Command::new("ip");
+        cmd.args([
+            "netns",
+            "exec",
+            &self.ns.name,
+            env!("CARGO_BIN_EXE_hamaster"),
+            "status",
+            "--config",
+        ])
+        .arg(&file);
+        if json {
+            cmd.arg("--json");
+        }
+        cmd.env("HAMASTER_RUN_DIR", &agent.run_dir);
+        super::run_command(cmd)
+    }
+}

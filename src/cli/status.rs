@@ -1,0 +1,223 @@
+//! `hamaster status`: who holds the leader key in etcd, with what lease and fencing token, and
+//! what this node's guard, VIP and service are doing. For operators and the runbook.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use serde::Serialize;
+
+use crate::guard::paths::ResourceDir;
+use crate::guard::status::{self, GuardStatus};
+use crate::lease::{leader_key, Etcd, EtcdConfig};
+use crate::params::master::MASTER_AGENT;
+use crate::params::Values;
+use crate::vip::burst;
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Resource configuration (TOML, the master agent's parameters).
+    #[arg(long)]
+    pub config: PathBuf,
+    /// Resource name; default: the config file's name without extension.
+    #[arg(long)]
+    pub resource: Option<String>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct EtcdView {
+    holder: Option<String>,
+    lease_id: Option<String>,
+    ttl_left_s: Option<u64>,
+    fencing_token: Option<i64>,
+    error: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    resource: String,
+    key: String,
+    etcd: EtcdView,
+    /// stopped | started | promoted
+    local_role: String,
+    guard: Option<GuardStatus>,
+    guard_error: Option<String>,
+}
+
+pub fn run(a: &StatusArgs) -> i32 {
+    let text = match std::fs::read_to_string(&a.config) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("hamaster status: cannot read {}: {e}", a.config.display());
+            return 5;
+        }
+    };
+    let values = match Values::from_toml(&MASTER_AGENT, &text) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("hamaster status: {}: {e}", a.config.display());
+            return 6;
+        }
+    };
+    let cfg = match EtcdConfig::from_values(&values) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("hamaster status: {}: {e}", a.config.display());
+            return 6;
+        }
+    };
+    let resource = a
+        .resource
+        .clone()
+        .or_else(|| {
+            a.config
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+        })
+        .unwrap_or_default();
+    let report = gather(&cfg, &resource);
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).unwrap_or_default()
+        );
+    } else {
+        print!("{}", table(&report));
+    }
+    if report.etcd.error.is_some() {
+        1
+    } else {
+        0
+    }
+}
+
+fn gather(cfg: &EtcdConfig, resource: &str) -> Report {
+    let key = leader_key(&cfg.prefix, resource);
+    let holder = status::block_on(async {
+        let etcd = Etcd::connect(cfg, Duration::from_secs(2)).await?;
+        etcd.holder(&key).await
+    });
+    let etcd = match holder {
+        Ok(h) => EtcdView {
+            holder: h.as_ref().map(|h| h.node.clone()),
+            lease_id: h.as_ref().map(|h| h.lease.to_string()),
+            ttl_left_s: h.as_ref().and_then(|h| h.ttl_left).map(|t| t.as_secs()),
+            fencing_token: h.as_ref().map(|h| h.token),
+            error: None,
+        },
+        Err(e) => EtcdView {
+            holder: None,
+            lease_id: None,
+            ttl_left_s: None,
+            fencing_token: None,
+            error: Some(e.to_string()),
+        },
+    };
+    let dir = ResourceDir::new(&burst::run_dir(), resource);
+    let (guard, guard_error) = if dir.live_guard().is_some() {
+        match status::block_on(status::get_status(&dir.socket(), Duration::from_secs(2))) {
+            Ok(s) => (Some(s), None),
+            Err(e) => (None, Some(e.to_string())),
+        }
+    } else {
+        (None, None)
+    };
+    let local_role = if guard.is_some() || dir.promoted().exists() {
+        "promoted"
+    } else if dir.started().exists() {
+        "started"
+    } else {
+        "stopped"
+    };
+    Report {
+        resource: resource.to_string(),
+        key,
+        etcd,
+        local_role: local_role.into(),
+        guard,
+        guard_error,
+    }
+}
+
+fn table(r: &Report) -> String {
+    let mut out = String::new();
+    let mut row = |k: &str, v: String| out.push_str(&format!("{k:<15} {v}\n"));
+    row("resource", r.resource.clone());
+    row("leader key", r.key.clone());
+    let holder = match (&r.etcd.error, &r.etcd.holder) {
+        (Some(e), _) => format!("unknown: {e}"),
+        (None, None) => "nobody".into(),
+        (None, Some(h)) => format!(
+            "{h} (lease {}, {} s left)",
+            r.etcd.lease_id.as_deref().unwrap_or("?"),
+            r.etcd.ttl_left_s.map_or("?".into(), |t| t.to_string())
+        ),
+    };
+    row("etcd holder", holder);
+    row(
+        "fencing token",
+        r.etcd.fencing_token.map_or("-".into(), |t| t.to_string()),
+    );
+    match &r.guard {
+        Some(g) => {
+            let role = serde_json::to_string(&g.role)
+                .unwrap_or_default()
+                .trim_matches('"')
+                .to_string();
+            row(
+                "this node",
+                format!(
+                    "{} is {} (guard pid {}{})",
+                    g.node,
+                    role,
+                    g.pid,
+                    g.lease_ttl_left_ms.map_or(String::new(), |t| format!(
+                        ", lease {:.1} s left",
+                        t as f64 / 1000.0
+                    ))
+                ),
+            );
+            if let Some(vip) = &g.vip {
+                row(
+                    "VIP",
+                    format!(
+                        "{vip} {}",
+                        if g.vip_present == Some(true) {
+                            "present"
+                        } else {
+                            "ABSENT"
+                        }
+                    ),
+                );
+            }
+            row(
+                "service",
+                format!(
+                    "{} ({})",
+                    if g.service_healthy {
+                        "healthy"
+                    } else if g.service_running {
+                        "UNHEALTHY"
+                    } else {
+                        "not running"
+                    },
+                    g.service_detail
+                ),
+            );
+            if let Some(p) = &g.problem {
+                row("problem", p.clone());
+            }
+        }
+        None => row(
+            "this node",
+            match &r.guard_error {
+                Some(e) => format!("{}, but the guard does not answer: {e}", r.local_role),
+                None => r.local_role.clone(),
+            },
+        ),
+    }
+    out
+}
