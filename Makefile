@@ -38,6 +38,7 @@ demo: deps build
 
 bench: deps
 	$(CARGO) bench --bench vip_vs_ipaddr2
+	$(CARGO) bench --bench master
 
 clean:
 	$(CARGO) clean

@@ -495,3 +495,52 @@ fn bad_input_gets_the_right_code_and_names_the_parameter() {
     assert_eq!(agent.run("monitor").code, 0);
     assert_eq!(agent.run("stop").code, 0);
 }
+
+#[test]
+fn a_frozen_guard_fences_at_once_when_it_wakes_and_never_raises_the_vip_again() {
+    let mut etcd = EtcdCluster::new("mz");
+    let a = Node::new(&mut etcd, "na");
+    let agent = a.agent(&etcd);
+    assert_eq!(agent.run("start").code, 0);
+    promoted(agent.run("promote"), &a);
+    let pid = a.guard_status(&agent).unwrap().pid.to_string();
+    support::must("kill", &["-STOP", &pid]);
+    std::thread::sleep(Duration::from_millis(TTL_MS + 1000));
+    assert!(
+        etcd.get(KEY).is_none(),
+        "etcd expired the frozen holder's lease"
+    );
+    let observer = VipObserver::start(&[&a]);
+    std::thread::sleep(Duration::from_millis(50));
+    let woke = Instant::now();
+    support::must("kill", &["-CONT", &pid]);
+    assert!(
+        support::wait_for(Duration::from_secs(2), || !a.holds_vip()),
+        "VIP dropped on waking"
+    );
+    let dropped = woke.elapsed();
+    assert!(
+        dropped < Duration::from_millis(500),
+        "fenced {dropped:?} after waking"
+    );
+    assert!(
+        support::wait_for(Duration::from_secs(2), || a.service_pids().is_empty()),
+        "service stopped"
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    let seen = observer.finish();
+    let first_loss = seen.first_loss(0).expect("VIP seen going");
+    assert!(
+        seen.per_node[0].iter().all(|s| s.0 < first_loss || !s.1),
+        "never raised again after fencing"
+    );
+    agent.run("monitor").expect(9, "fenced");
+    let demote = agent.run("demote");
+    assert_eq!(demote.code, 0);
+    assert!(
+        demote.elapsed < Duration::from_secs(5),
+        "a fenced guard still steps down when asked ({:?})",
+        demote.elapsed
+    );
+    assert!(!a.log().contains("did not step down"), "{}", a.log());
+}

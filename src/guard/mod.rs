@@ -15,6 +15,7 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{mpsc, watch};
 use tokio::time::sleep_until;
 
+use crate::lease::clock::boottime;
 use crate::lease::etcd::{KeyEvent, KeyWatch};
 use crate::lease::{leader_key, Acquire, Etcd, LeaseClock, LeaseId};
 use crate::service::{HealthProbe, Running, ServiceSpec};
@@ -25,6 +26,8 @@ use status::{GuardStatus, Role, Shared, StepDown};
 
 /// How long an orderly step-down gives the service between TERM and KILL.
 const STOP_GRACE: Duration = Duration::from_secs(10);
+/// How often the guard looks at the boot clock even when no timer is due.
+const RECHECK: Duration = Duration::from_millis(250);
 /// How long a guard that gave up keeps answering, so promote can read why.
 const FAILED_LINGER: Duration = Duration::from_secs(3);
 
@@ -68,7 +71,8 @@ struct Acquired {
     etcd: Etcd,
     lease: LeaseId,
     token: i64,
-    sent: Instant,
+    /// Boot-clock time at which the lease grant was sent.
+    sent: Duration,
     granted: Duration,
 }
 
@@ -94,7 +98,8 @@ struct Guard {
     key: String,
     clock: LeaseClock,
     shared: Shared,
-    deadline: Arc<Mutex<Option<Instant>>>,
+    /// The self-fencing deadline on the boot clock (see lease::clock).
+    deadline: Arc<Mutex<Option<Duration>>>,
     persisted: Persisted,
     service: Option<Running>,
 }
@@ -104,7 +109,7 @@ impl Guard {
         let dir = ResourceDir::new(&args.run_dir, &args.resource);
         let key = leader_key(&args.config.etcd.prefix, &args.resource);
         let clock = args.config.etcd.clock();
-        let deadline: Arc<Mutex<Option<Instant>>> = Arc::new(Mutex::new(None));
+        let deadline: Arc<Mutex<Option<Duration>>> = Arc::new(Mutex::new(None));
         let initial = GuardStatus {
             resource: args.resource.clone(),
             node: args.node.clone(),
@@ -124,8 +129,7 @@ impl Guard {
             }
             if let Some(d) = live_deadline.lock().ok().and_then(|d| *d) {
                 if s.role == Role::Leader {
-                    s.lease_ttl_left_ms =
-                        Some(clock.ttl_left(d, Instant::now()).as_millis() as u64);
+                    s.lease_ttl_left_ms = Some(clock.ttl_left(d, boottime()).as_millis() as u64);
                 }
             }
         };
@@ -187,7 +191,13 @@ impl Guard {
             }
         };
         let (stepdown_tx, mut stepdown_rx) = mpsc::channel::<StepDown>(4);
-        let server = tokio::spawn(status::serve(listener, self.shared.clone(), stepdown_tx));
+        let open = status::Open::default();
+        let server = tokio::spawn(status::serve(
+            listener,
+            self.shared.clone(),
+            stepdown_tx,
+            open.clone(),
+        ));
         let Ok(mut sigterm) = signal(SignalKind::terminate()) else {
             return 1;
         };
@@ -202,8 +212,9 @@ impl Guard {
             Err(Interrupt::Signal) => 0,
             Err(Interrupt::Failed(why)) => self.give_up(why, &mut stepdown_rx).await,
         };
-        server.abort();
         self.clean_files();
+        server.abort();
+        open.drain(Duration::from_millis(500)).await;
         code
     }
 
@@ -239,7 +250,7 @@ impl Guard {
                     self.args.acquire_for.as_secs()
                 )));
             }
-            let sent = Instant::now();
+            let sent = boottime();
             let attempt = tokio::select! {
                 r = Self::try_once(&etcd, &self.key, &self.args.node, self.clock.ttl) => r,
                 Some(reply) = stepdown.recv() => return Err(Interrupt::StepDown(reply)),
@@ -389,20 +400,25 @@ impl Guard {
         let mut next_release = Instant::now();
         loop {
             let deadline = *deadline_rx.borrow();
-            // A guard that wakes up late (paused, stalled) compares the clock first.
-            if !fenced && Instant::now() >= deadline {
+            // A guard that wakes up late (paused, stalled, suspended) compares the clock first.
+            let now = boottime();
+            if !fenced && now >= deadline {
                 self.fence(&format!(
                     "lease not renewed in time (deadline passed {} ms ago)",
-                    Instant::now().duration_since(deadline).as_millis()
+                    (now - deadline).as_millis()
                 ))
                 .await;
                 fenced = true;
             }
+            // Timers run on the monotonic clock, which stops during suspend: wake at least
+            // every RECHECK to look at the boot clock.
+            let wake = deadline.saturating_sub(now).min(RECHECK);
             let service = self.service.as_mut();
             let event = tokio::select! {
                 biased;
-                _ = sleep_until(deadline.into()), if !fenced => Event::Recheck,
-                r = deadline_rx.changed() => { if r.is_err() { std::future::pending::<()>().await } Event::Recheck },
+                _ = tokio::time::sleep(wake), if !fenced => Event::Recheck,
+                // Only while the keepalive task lives: a closed channel is always "ready".
+                r = deadline_rx.changed(), if !fenced => { if r.is_err() { Event::Lost("lease keepalive stopped".into()) } else { Event::Recheck } },
                 Some(why) = lost_rx.recv(), if !fenced => Event::Lost(why),
                 ev = next_key_event(key_watch.as_mut()), if !fenced => Event::Key(ev),
                 detail = async { match service { Some(s) => s.wait_exit().await, None => std::future::pending().await } }, if !fenced => Event::ServiceExited(detail),
@@ -468,7 +484,7 @@ impl Guard {
         }
     }
 
-    fn set_deadline(&self, d: Instant) {
+    fn set_deadline(&self, d: Duration) {
         if let Ok(mut slot) = self.deadline.lock() {
             *slot = Some(d);
         }
@@ -482,9 +498,7 @@ impl Guard {
                 .lock()
                 .ok()
                 .and_then(|d| *d)
-                .map_or(Duration::ZERO, |d| {
-                    d.saturating_duration_since(Instant::now())
-                });
+                .map_or(Duration::ZERO, |d| d.saturating_sub(boottime()));
             let dad_wait = left.min(Duration::from_secs(10));
             let run_dir = burst::run_dir();
             let result =
@@ -553,7 +567,7 @@ impl Guard {
             .unwrap_or_else(|| "stopped".into());
         self.persisted.fenced = Some(why.to_string());
         self.persist();
-        self.set_deadline(Instant::now());
+        self.set_deadline(boottime());
         self.shared.update(|s| {
             s.role = Role::Fenced;
             s.problem = Some(format!("fenced: {why}"));
@@ -644,17 +658,18 @@ async fn keep_alive(
     etcd: Etcd,
     lease: LeaseId,
     clock: LeaseClock,
-    deadline_tx: watch::Sender<Instant>,
+    deadline_tx: watch::Sender<Duration>,
     lost_tx: mpsc::Sender<String>,
     shared: Shared,
-    deadline_slot: Arc<Mutex<Option<Instant>>>,
+    deadline_slot: Arc<Mutex<Option<Duration>>>,
 ) {
     let mut ka = etcd.keepalive(lease);
     let interval = clock.keepalive_interval();
     let mut next = Instant::now() + interval;
     loop {
         sleep_until(next.into()).await;
-        let sent = Instant::now();
+        let sent = boottime();
+        let sent_mono = Instant::now();
         match ka.renew(interval).await {
             Ok(ttl) if ttl.is_zero() => {
                 let _ = lost_tx
@@ -669,9 +684,10 @@ async fn keep_alive(
                     *slot = Some(*deadline_tx.borrow());
                 }
                 shared.update(|s| {
-                    s.last_renewal_unix_ms = Some(unix_ms() - sent.elapsed().as_millis() as u64)
+                    s.last_renewal_unix_ms =
+                        Some(unix_ms() - sent_mono.elapsed().as_millis() as u64)
                 });
-                next = sent + interval;
+                next = sent_mono + interval;
             }
             Err(e) => {
                 log::warn!("keepalive of lease {lease}: {e}");
@@ -681,7 +697,7 @@ async fn keep_alive(
     }
 }
 
-/// Checks health every second (every 100 ms until the first success, so promote is quick).
+/// Checks health every second (every 25 ms until the first success, so promote is quick).
 async fn watch_health(cfg: MasterConfig, shared: Shared) {
     let probe = match HealthProbe::new(&cfg.health) {
         Ok(p) => p,
@@ -730,7 +746,7 @@ async fn watch_health(cfg: MasterConfig, shared: Shared) {
         tokio::time::sleep(if healthy_once {
             Duration::from_secs(1)
         } else {
-            Duration::from_millis(100)
+            Duration::from_millis(25)
         })
         .await;
     }

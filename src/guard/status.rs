@@ -161,14 +161,46 @@ pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
     Ok(listener)
 }
 
+/// Connections being served: a guard about to exit waits for them, so the answer to a
+/// step-down request reaches the agent that asked.
+#[derive(Clone, Default)]
+pub struct Open(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Open {
+    /// Waits until every open connection is done, at most `limit`.
+    pub async fn drain(&self, limit: Duration) {
+        let until = tokio::time::Instant::now() + limit;
+        while self.0.load(std::sync::atomic::Ordering::SeqCst) > 0
+            && tokio::time::Instant::now() < until
+        {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}
+
+struct Decrement(Open);
+
+impl Drop for Decrement {
+    fn drop(&mut self) {
+        (self.0).0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 /// Serves status and step-down requests until the task is dropped.
-pub async fn serve(listener: UnixListener, shared: Shared, stepdown: mpsc::Sender<StepDown>) {
+pub async fn serve(
+    listener: UnixListener,
+    shared: Shared,
+    stepdown: mpsc::Sender<StepDown>,
+    open: Open,
+) {
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             continue;
         };
-        let (shared, stepdown) = (shared.clone(), stepdown.clone());
+        let (shared, stepdown, open) = (shared.clone(), stepdown.clone(), open.clone());
+        open.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         tokio::spawn(async move {
+            let _done = Decrement(open);
             let svc = hyper::service::service_fn(move |req| {
                 handle(req, shared.clone(), stepdown.clone())
             });

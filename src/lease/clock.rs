@@ -1,10 +1,23 @@
-//! The guard's timing rule, as pure arithmetic. A lease renewed by a keepalive request sent at
-//! `t` lives at etcd until at least `t + ttl` (etcd can only extend it, e.g. across its own
-//! leader changes). The guard treats it as lost at `t + ttl - margin`, so that fencing is
-//! complete before any other node can take the key. Send time, not reply time: a reply that
-//! arrives late says nothing about when etcd renewed.
+//! The guard's timing rule, as pure arithmetic on CLOCK_BOOTTIME. A lease renewed by a
+//! keepalive request sent at `t` lives at etcd until at least `t + ttl` (etcd can only extend
+//! it, e.g. across its own leader changes). The guard treats it as lost at
+//! `t + ttl - margin`, so that fencing is complete before any other node can take the key.
+//! Send time, not reply time: a reply that arrives late says nothing about when etcd renewed.
+//! BOOTTIME, not MONOTONIC: it keeps counting while the machine is suspended, so a guard on a
+//! VM that was paused for a minute knows it on waking.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+/// Time since boot, including time spent suspended.
+pub fn boottime() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes a timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LeaseClock {
@@ -18,15 +31,15 @@ impl LeaseClock {
         self.ttl / 3
     }
 
-    /// The moment to self-fence, given a keepalive sent at `sent` that etcd answered with
-    /// `granted` TTL. A granted TTL at or below the margin means "fence now".
-    pub fn deadline(&self, sent: Instant, granted: Duration) -> Instant {
+    /// The moment (on the boot clock) to self-fence, given a keepalive sent at `sent` that
+    /// etcd answered with `granted` TTL. A granted TTL at or below the margin means "now".
+    pub fn deadline(&self, sent: Duration, granted: Duration) -> Duration {
         sent + granted.saturating_sub(self.margin)
     }
 
     /// How long the lease may still live at etcd, seen from here: the deadline plus margin.
-    pub fn ttl_left(&self, deadline: Instant, now: Instant) -> Duration {
-        (deadline + self.margin).saturating_duration_since(now)
+    pub fn ttl_left(&self, deadline: Duration, now: Duration) -> Duration {
+        (deadline + self.margin).saturating_sub(now)
     }
 }
 
@@ -41,29 +54,38 @@ mod tests {
 
     #[test]
     fn deadline_counts_from_the_send_time_minus_the_margin() {
-        let sent = Instant::now();
+        let sent = Duration::from_secs(100);
         assert_eq!(
             CLOCK.deadline(sent, Duration::from_secs(3)),
-            sent + Duration::from_secs(2)
+            Duration::from_secs(102)
         );
         assert_eq!(CLOCK.keepalive_interval(), Duration::from_secs(1));
     }
 
     #[test]
     fn a_granted_ttl_within_the_margin_fences_at_once() {
-        let sent = Instant::now();
+        let sent = Duration::from_secs(100);
         assert_eq!(CLOCK.deadline(sent, Duration::from_millis(800)), sent);
         assert_eq!(CLOCK.deadline(sent, Duration::ZERO), sent);
     }
 
     #[test]
     fn ttl_left_adds_the_margin_back() {
-        let now = Instant::now();
-        let deadline = now + Duration::from_millis(1500);
-        assert_eq!(CLOCK.ttl_left(deadline, now), Duration::from_millis(2500));
+        let now = Duration::from_secs(100);
+        assert_eq!(
+            CLOCK.ttl_left(now + Duration::from_millis(1500), now),
+            Duration::from_millis(2500)
+        );
         assert_eq!(
             CLOCK.ttl_left(now, now + Duration::from_secs(5)),
             Duration::ZERO
         );
+    }
+
+    #[test]
+    fn the_boot_clock_moves_forward() {
+        let a = boottime();
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(boottime() >= a + Duration::from_millis(5));
     }
 }

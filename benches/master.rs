@@ -1,0 +1,192 @@
+//! `make bench` (second part): the master agent against a real 3-member etcd cluster in
+//! namespaces, with the HTTPS test service: promote-to-healthy and demote times, monitor
+//! time (promoted and unpromoted), and the guard's memory and CPU while idle at TTL 3 s.
+//! Writes its table into docs/benchmarks.md.
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use support::etcd::EtcdCluster;
+use support::master::Node;
+use support::{Agent, OcfDir};
+
+const MARK_START: &str = "<!-- bench:master:start -->";
+const MARK_END: &str = "<!-- bench:master:end -->";
+
+/// The agent command without `ip netns exec` (this process is inside the namespace already),
+/// so that its cost is not counted.
+fn direct(agent: &Agent, action: &str, interval_ms: u64) -> Command {
+    let wrapped = agent.command(action, interval_ms);
+    let mut cmd = Command::new(OcfDir::get().agent("master"));
+    cmd.arg(action).env_clear();
+    for (k, v) in wrapped.get_envs() {
+        if let Some(v) = v {
+            cmd.env(k, v);
+        }
+    }
+    cmd.stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    cmd
+}
+
+fn timed(mut cmd: Command, want: i32) -> f64 {
+    let t = Instant::now();
+    let status = cmd.status().expect("agent");
+    let ms = t.elapsed().as_secs_f64() * 1000.0;
+    assert_eq!(status.code(), Some(want), "agent exit code");
+    ms
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn p90(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[(v.len() * 9 / 10).min(v.len() - 1)]
+}
+
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let rest = stat.rsplit_once(')').unwrap().1;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of stat; `rest` starts at field 3.
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap()
+}
+
+fn main() {
+    support::clean_stale_ocf_dirs();
+    let rounds: usize = std::env::var("BENCH_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10);
+    let idle_secs: u64 = std::env::var("BENCH_IDLE_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(60);
+    let mut etcd = EtcdCluster::new("bm");
+    let node = Node::new(&mut etcd, "na");
+    let agent = node.agent(&etcd);
+    // Measure from a thread inside the node's namespace (children inherit it); the main
+    // thread stays outside, so tearing the namespace down does not take this process with it.
+    let table = std::thread::scope(|s| {
+        s.spawn(|| measure(&node, &agent, rounds, idle_secs))
+            .join()
+            .expect("measuring thread")
+    });
+    print!("{table}");
+    write_section(&table);
+}
+
+fn measure(node: &Node, agent: &Agent, rounds: usize, idle_secs: u64) -> String {
+    support::enter_netns(&node.ns.name);
+    assert_eq!(direct(agent, "start", 0).status().unwrap().code(), Some(0));
+
+    let (mut promote, mut demote, mut mon_promoted, mut mon_unpromoted) =
+        (vec![], vec![], vec![], vec![]);
+    for _ in 0..rounds {
+        promote.push(timed(direct(agent, "promote", 0), 0));
+        for _ in 0..5 {
+            mon_promoted.push(timed(direct(agent, "monitor", 10_000), 8));
+        }
+        demote.push(timed(direct(agent, "demote", 0), 0));
+        for _ in 0..5 {
+            mon_unpromoted.push(timed(direct(agent, "monitor", 11_000), 0));
+        }
+    }
+
+    timed(direct(agent, "promote", 0), 0);
+    let pid = node.guard_status(agent).expect("guard").pid;
+    std::thread::sleep(Duration::from_secs(2));
+    let (t0, c0) = (Instant::now(), cpu_ticks(pid));
+    std::thread::sleep(Duration::from_secs(idle_secs));
+    let (elapsed, ticks) = (t0.elapsed(), cpu_ticks(pid) - c0);
+    let hz = 100.0; // USER_HZ on Linux
+    let cpu_pct = ticks as f64 / hz / elapsed.as_secs_f64() * 100.0;
+    let cpu_ms_per_min = ticks as f64 / hz * 1000.0 * 60.0 / elapsed.as_secs_f64();
+    let rss = rss_kib(pid);
+    timed(direct(agent, "demote", 0), 0);
+    timed(direct(agent, "stop", 0), 0);
+
+    let mut t = String::new();
+    t.push_str(&format!(
+        "{MARK_START}\n## master agent\n\nCommand: `make bench` (BENCH_ROUNDS={rounds}: promote, 5 promoted monitors, demote, 5 unpromoted \
+         monitors per round; BENCH_IDLE_SECS={idle_secs}). Real 3-member etcd (Debian etcd-server) in namespaces, lease_ttl 3 s, \
+         lease_margin 1 s, the HTTPS test service (tests/support/healthz.py) in command mode, a VIP on a veth; release build; \
+         agents spawned from inside the node's namespace. Measured {} on this machine.\n\n\
+         | measure | median | p90 | target |\n|---|---|---|---|\n",
+        now_utc()
+    ));
+    t.push_str(&format!(
+        "| promote → healthy leader (ms, wall) | {:.1} | {:.1} | |\n",
+        median(&promote),
+        p90(&promote)
+    ));
+    t.push_str(&format!(
+        "| demote (ms, wall) | {:.1} | {:.1} | |\n",
+        median(&demote),
+        p90(&demote)
+    ));
+    t.push_str(&format!(
+        "| monitor, promoted (ms, wall) | {:.2} | {:.2} | ≤ 5 ms: {} |\n",
+        median(&mon_promoted),
+        p90(&mon_promoted),
+        if median(&mon_promoted) <= 5.0 {
+            "met"
+        } else {
+            "NOT met"
+        }
+    ));
+    t.push_str(&format!(
+        "| monitor, unpromoted (ms, wall) | {:.2} | {:.2} | |\n",
+        median(&mon_unpromoted),
+        p90(&mon_unpromoted)
+    ));
+    t.push_str(&format!(
+        "| guard RSS after {idle_secs} s idle (MiB) | {:.1} | | ≤ 10 MiB: {} |\n",
+        rss as f64 / 1024.0,
+        if rss <= 10 * 1024 { "met" } else { "NOT met" }
+    ));
+    t.push_str(&format!(
+        "| guard CPU while idle (% of one core; ms per minute) | {cpu_pct:.3} % ({cpu_ms_per_min:.0} ms/min) | | ≤ 0.5 %: {} |\n",
+        if cpu_pct <= 0.5 { "met" } else { "NOT met" }
+    ));
+    t.push_str(&format!(
+        "\nThe guard renews every lease_ttl/3 = 1 s and checks health every 1 s over a kept-alive HTTPS connection.\n{MARK_END}\n"
+    ));
+    t
+}
+
+fn now_utc() -> String {
+    let out = Command::new("date")
+        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
+        .output()
+        .ok();
+    out.map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
+}
+
+fn write_section(section: &str) {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/benchmarks.md");
+    let old = std::fs::read_to_string(path).unwrap_or_else(|_| "# Benchmarks\n".into());
+    let new = match (old.find(MARK_START), old.find(MARK_END)) {
+        (Some(a), Some(b)) => format!("{}{}{}", &old[..a], section, &old[b + MARK_END.len() + 1..]),
+        _ => format!("{old}\n{section}"),
+    };
+    std::fs::write(path, new).expect("write docs/benchmarks.md");
+}
