@@ -16,10 +16,12 @@ build:
 ocf: build
 	mkdir -p target/ocf/resource.d/hamaster
 	ln -sfn $(abspath $(BIN)) target/ocf/resource.d/hamaster/vip
+	ln -sfn $(abspath $(BIN)) target/ocf/resource.d/hamaster/master
 
 # Regenerates the golden meta-data copies that tests compare against.
 golden: build
 	$(BIN) ocf vip meta-data > ocf/vip.xml
+	$(BIN) ocf master meta-data > ocf/master.xml
 
 lint:
 	$(CARGO) fmt --all -- --check

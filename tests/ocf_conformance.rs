@@ -49,14 +49,19 @@ fn ocf_tester_passes_for_ipv6() {
     assert!(run.stdout.contains("passed all tests"), "{}", run.stdout);
 }
 
-fn meta_data() -> String {
-    let out = Command::new(OcfDir::get().agent("vip"))
+fn meta_data(agent: &str) -> String {
+    let out = Command::new(OcfDir::get().agent(agent))
         .arg("meta-data")
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0));
     String::from_utf8(out.stdout).unwrap()
 }
+
+const AGENTS: [(&str, &[hamaster::params::Param]); 2] = [
+    ("vip", &hamaster::params::vip::VIP_AGENT),
+    ("master", &hamaster::params::master::MASTER_AGENT),
+];
 
 fn xmllint(args: &[&str], input: &str, dir: &str) -> std::process::Output {
     let mut child = Command::new("xmllint")
@@ -78,50 +83,63 @@ fn xmllint(args: &[&str], input: &str, dir: &str) -> std::process::Output {
 
 #[test]
 fn meta_data_validates_against_the_dtd_and_the_relaxng_schema() {
-    let xml = meta_data();
-    let dtd = xmllint(
-        &["--noout", "--valid", "-"],
-        &xml,
-        "/usr/share/resource-agents",
-    );
-    assert!(
-        dtd.status.success(),
-        "DTD: {}",
-        String::from_utf8_lossy(&dtd.stderr)
-    );
-    let rng = xmllint(
-        &[
-            "--noout",
-            "--relaxng",
-            "/usr/share/resource-agents/metadata.rng",
-            "-",
-        ],
-        &xml,
-        "/",
-    );
-    assert!(
-        rng.status.success(),
-        "RNG: {}",
-        String::from_utf8_lossy(&rng.stderr)
-    );
-    for p in hamaster::params::vip::VIP_AGENT.iter() {
-        assert!(
-            xml.contains(&format!("<parameter name=\"{}\"", p.name)),
-            "{} in meta-data",
-            p.name
+    for (agent, params) in AGENTS {
+        let xml = meta_data(agent);
+        let dtd = xmllint(
+            &["--noout", "--valid", "-"],
+            &xml,
+            "/usr/share/resource-agents",
         );
+        assert!(
+            dtd.status.success(),
+            "{agent} DTD: {}",
+            String::from_utf8_lossy(&dtd.stderr)
+        );
+        let rng = xmllint(
+            &[
+                "--noout",
+                "--relaxng",
+                "/usr/share/resource-agents/metadata.rng",
+                "-",
+            ],
+            &xml,
+            "/",
+        );
+        assert!(
+            rng.status.success(),
+            "{agent} RNG: {}",
+            String::from_utf8_lossy(&rng.stderr)
+        );
+        for p in params.iter() {
+            assert!(
+                xml.contains(&format!("<parameter name=\"{}\"", p.name)),
+                "{} in {agent} meta-data",
+                p.name
+            );
+        }
+    }
+    let master = meta_data("master");
+    for needle in [
+        "<action name=\"promote\" timeout=\"60s\"/>",
+        "<action name=\"monitor\" timeout=\"20s\" interval=\"10s\" role=\"Promoted\"/>",
+        "<parameter name=\"etcd_endpoints\" unique=\"0\" required=\"1\">",
+        "<parameter name=\"ip\" unique=\"1\" required=\"0\">",
+    ] {
+        assert!(master.contains(needle), "master meta-data lacks {needle}");
     }
 }
 
 #[test]
-fn meta_data_matches_the_golden_copy_in_ocf() {
-    let golden =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/ocf/vip.xml")).unwrap();
-    assert_eq!(
-        meta_data(),
-        golden,
-        "ocf/vip.xml is stale: run `make golden`"
-    );
+fn meta_data_matches_the_golden_copies_in_ocf() {
+    for (agent, _) in AGENTS {
+        let path = format!("{}/ocf/{agent}.xml", env!("CARGO_MANIFEST_DIR"));
+        let golden = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(
+            meta_data(agent),
+            golden,
+            "{path} is stale: run `make golden`"
+        );
+    }
 }
 
 #[test]
