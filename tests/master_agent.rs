@@ -162,7 +162,15 @@ fn etcd_quorum_loss_fences_before_the_lease_can_expire() {
     assert_eq!(agent.run("start").code, 0);
     promoted(agent.run("promote"), &a);
     let observer = VipObserver::start(&[&a]);
-    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        observer.wait_state(0, true, Duration::from_secs(2)),
+        "observer sees the VIP before the outage"
+    );
+    assert_eq!(
+        agent.run("monitor").code,
+        8,
+        "healthy leader before the outage"
+    );
     etcd.stop_member(1);
     etcd.stop_member(2);
     let stopped = hamaster::guard::unix_ms();
@@ -511,7 +519,10 @@ fn a_frozen_guard_fences_at_once_when_it_wakes_and_never_raises_the_vip_again() 
         "etcd expired the frozen holder's lease"
     );
     let observer = VipObserver::start(&[&a]);
-    std::thread::sleep(Duration::from_millis(50));
+    assert!(
+        observer.wait_state(0, true, Duration::from_secs(2)),
+        "the frozen guard's VIP is still up"
+    );
     let woke = Instant::now();
     support::must("kill", &["-CONT", &pid]);
     assert!(

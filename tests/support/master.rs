@@ -2,6 +2,8 @@
 //! (tests/support/healthz.py over HTTPS with its own CA), and the agent's parameters.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::etcd::{EtcdCluster, TestCa};
@@ -118,32 +120,47 @@ impl Node {
 /// Samples which nodes hold the VIP every few milliseconds, from its own threads (one per
 /// namespace, each entered with setns and reading addresses over netlink).
 pub struct VipObserver {
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    stop: Arc<AtomicBool>,
     handles: Vec<std::thread::JoinHandle<Vec<(Instant, bool)>>>,
+    /// Latest sample per node: 0 none yet, 1 held, 2 not held.
+    latest: Vec<Arc<AtomicU8>>,
     /// The same moment on both clocks, to relate samples to wall-clock times.
     pub origin: (Instant, std::time::SystemTime),
 }
 
 impl VipObserver {
     pub fn start(nodes: &[&Node]) -> VipObserver {
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let ip: std::net::IpAddr = VIP.parse().unwrap();
-        let handles = nodes
+        VipObserver::start_ns(
+            &nodes.iter().map(|n| n.ns.name.clone()).collect::<Vec<_>>(),
+            VIP,
+        )
+    }
+
+    /// Observes `vip` in the named namespaces.
+    pub fn start_ns(namespaces: &[String], vip: &str) -> VipObserver {
+        let stop = Arc::new(AtomicBool::new(false));
+        let ip: std::net::IpAddr = vip.parse().unwrap();
+        let latest: Vec<Arc<AtomicU8>> = namespaces
             .iter()
-            .map(|n| {
-                let (ns, stop) = (n.ns.name.clone(), stop.clone());
+            .map(|_| Arc::new(AtomicU8::new(0)))
+            .collect();
+        let handles = namespaces
+            .iter()
+            .zip(&latest)
+            .map(|(ns, latest)| {
+                let (ns, stop, latest) = (ns.clone(), stop.clone(), latest.clone());
                 std::thread::spawn(move || {
                     super::enter_netns(&ns);
                     let mut rtnl = hamaster::vip::netlink::Rtnl::open().unwrap();
                     let mut samples = Vec::new();
-                    let limit = Instant::now() + Duration::from_secs(300);
-                    while !stop.load(std::sync::atomic::Ordering::SeqCst) && Instant::now() < limit
-                    {
+                    let limit = Instant::now() + Duration::from_secs(1800);
+                    while !stop.load(Ordering::SeqCst) && Instant::now() < limit {
                         let held = rtnl
                             .addresses(false)
                             .map(|a| a.iter().any(|x| x.ip == ip))
                             .unwrap_or(false);
                         samples.push((Instant::now(), held));
+                        latest.store(if held { 1 } else { 2 }, Ordering::SeqCst);
                         std::thread::sleep(Duration::from_millis(5));
                     }
                     samples
@@ -153,13 +170,20 @@ impl VipObserver {
         VipObserver {
             stop,
             handles,
+            latest,
             origin: (Instant::now(), std::time::SystemTime::now()),
         }
     }
 
+    /// Waits (bounded) until node `i`'s latest sample shows the VIP held (or not).
+    pub fn wait_state(&self, i: usize, held: bool, limit: Duration) -> bool {
+        let want = if held { 1 } else { 2 };
+        super::wait_for(limit, || self.latest[i].load(Ordering::SeqCst) == want)
+    }
+
     /// Stops sampling; returns the samples per node and the longest gap between samples.
     pub fn finish(self) -> ObservedVip {
-        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.stop.store(true, Ordering::SeqCst);
         let per_node: Vec<Vec<(Instant, bool)>> = self
             .handles
             .into_iter()
