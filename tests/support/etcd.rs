@@ -200,6 +200,7 @@ impl EtcdCluster {
             .arg(format!("--initial-cluster={}", self.initial))
             .arg("--initial-cluster-state=new")
             .arg("--initial-cluster-token=hamaster-test")
+            .arg("--pre-vote")
             .arg("--heartbeat-interval=100")
             .arg("--election-timeout=1000")
             .arg("--log-level=error")

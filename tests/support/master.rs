@@ -151,6 +151,7 @@ impl VipObserver {
                 let (ns, stop, latest) = (ns.clone(), stop.clone(), latest.clone());
                 std::thread::spawn(move || {
                     super::enter_netns(&ns);
+                    super::realtime_thread();
                     let mut rtnl = hamaster::vip::netlink::Rtnl::open().unwrap();
                     let mut samples = Vec::new();
                     let limit = Instant::now() + Duration::from_secs(1800);

@@ -4,6 +4,7 @@
 //! when the test fails.
 #![allow(dead_code)]
 
+pub mod cluster;
 pub mod etcd;
 pub mod master;
 
@@ -358,6 +359,14 @@ pub fn enter_netns(name: &str) {
     // SAFETY: setns on a valid namespace fd; affects only this thread.
     let rc = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
     assert_eq!(rc, 0, "setns {name}: {}", std::io::Error::last_os_error());
+}
+
+/// Gives the calling thread a real-time priority, so that a sampler keeps its cadence on a
+/// loaded 2-core machine (a dozen cluster daemons compete with it). Best effort.
+pub fn realtime_thread() {
+    let param = libc::sched_param { sched_priority: 10 };
+    // SAFETY: pid 0 = the calling thread; param is a valid sched_param.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
 }
 
 /// One captured frame with the time it was seen.

@@ -1,0 +1,18 @@
+#!/bin/sh
+# Topology "master-with-vip" (recommended): one promotable ocf:hamaster:master that owns its
+# VIP. Run on any cluster node. Variables:
+#   ETCD_ENDPOINTS  http://192.0.2.21:2379,http://192.0.2.22:2379,http://192.0.2.23:2379
+#   VIP             the floating address, e.g. 192.0.2.10
+#   SERVICE         absolute path of the master service's program
+#   SERVICE_ARGS    its arguments (shell-style words)
+#   HEALTH_URL      e.g. http://127.0.0.1:8443/healthz
+#   LEASE_TTL, LEASE_MARGIN (seconds; default 10 and 2)
+set -eu
+pcs resource create api ocf:hamaster:master \
+    etcd_endpoints="$ETCD_ENDPOINTS" lease_ttl="${LEASE_TTL:-10}" lease_margin="${LEASE_MARGIN:-2}" \
+    command="$SERVICE" args="$SERVICE_ARGS" health_url="$HEALTH_URL" \
+    ip="$VIP" cidr_netmask=24 \
+    op monitor interval=2s role=Promoted timeout=10s \
+    op monitor interval=3s role=Unpromoted timeout=10s \
+    op promote timeout=30s op demote timeout=30s op stop timeout=40s \
+    promotable promoted-max=1 promoted-node-max=1

@@ -1,0 +1,405 @@
+//! End-to-end scenarios on real Pacemaker/Corosync clusters in namespaces (`make
+//! check-cluster`; ignored by a plain `cargo test`: each brings up a whole cluster). A VIP
+//! observer samples every node every 5 ms and a client in the switch namespace polls the
+//! master's /healthz through the VIP for the whole scenario. Timings go to a table printed at
+//! the end of each test (target/cluster-timings.md).
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use support::cluster::{outage, record, Etcd, HealthClient, Lab, VIP};
+use support::master::VipObserver;
+
+const KEY: &str = "/hamaster/api/leader";
+const TTL_MS: u64 = 3000;
+
+fn topology(lab: &Lab, script: &str) {
+    let repo = env!("CARGO_MANIFEST_DIR");
+    let env = format!(
+        "ETCD_ENDPOINTS={} VIP={VIP} SERVICE=/usr/bin/python3 SERVICE_ARGS='{repo}/tests/support/healthz.py 8443 /run' \
+         HEALTH_URL=http://127.0.0.1:8443/healthz LEASE_TTL=3 LEASE_MARGIN=1 NIC=lan0",
+        lab.etcd_endpoints()
+    );
+    let out = lab.sh(0, &format!("{env} sh {repo}/cib/{script}.sh"));
+    assert!(
+        out.status.success(),
+        "{script}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn observer(lab: &Lab) -> VipObserver {
+    VipObserver::start_ns(
+        &lab.nodes
+            .iter()
+            .map(|n| n.ns.name.clone())
+            .collect::<Vec<_>>(),
+        VIP,
+    )
+}
+
+/// The one node promoted, as seen from node `from`, once there is exactly one (bounded).
+fn wait_promoted(
+    lab: &Lab,
+    from: usize,
+    resource: &str,
+    not: Option<&str>,
+    limit: Duration,
+) -> String {
+    let mut last = Vec::new();
+    let ok = support::wait_for(limit, || {
+        last = lab.promoted_seen_from(from, resource);
+        last.len() == 1 && Some(last[0].as_str()) != not
+    });
+    assert!(
+        ok,
+        "expected one promoted {resource} (not {not:?}), got {last:?}\n{}",
+        lab.crm_mon_text()
+    );
+    last[0].clone()
+}
+
+/// When the guard on node `i` took the leader key (Unix ms), read from its socket.
+fn leader_since(lab: &Lab, i: usize) -> u64 {
+    let sock = lab.run_path(i, "hamaster/api/guard.sock");
+    let st = hamaster::guard::status::block_on(hamaster::guard::status::get_status(
+        &sock,
+        Duration::from_secs(2),
+    ))
+    .expect("guard status");
+    st.leader_since_unix_ms.expect("leader")
+}
+
+#[test]
+#[ignore = "cluster scenario: run by make check-cluster"]
+fn three_nodes_master_with_vip_crash_partition_etcd_loss_and_ban() {
+    let mut lab = Lab::new("c3", 3, Etcd::OnNodes);
+    let obs = observer(&lab);
+    let t_create = Instant::now();
+    topology(&lab, "master-with-vip");
+    let p = wait_promoted(&lab, 0, "api", None, Duration::from_secs(90));
+    let pi = lab.index(&p);
+    assert!(
+        obs.wait_state(pi, true, Duration::from_secs(30)),
+        "VIP on the promoted node {p}"
+    );
+    let promote_time = t_create.elapsed();
+    let client = HealthClient::start(&lab, VIP, 8443);
+    assert!(
+        client.wait_ok(Duration::from_secs(30)),
+        "client gets 200 through the VIP"
+    );
+    let describe = lab.pcs(0, &["resource", "describe", "ocf:hamaster:master"]);
+    let text = String::from_utf8_lossy(&describe.stdout);
+    assert!(
+        text.contains("etcd_endpoints (required)")
+            && text.contains("lease_ttl")
+            && text.contains("cidr_netmask"),
+        "{text}"
+    );
+    let (holder, token1) = lab.leader_key(KEY).expect("leader key");
+    assert_eq!(holder, p);
+    record(
+        "create (pcs, promotable)",
+        "master-with-vip",
+        Duration::ZERO,
+        None,
+        Some(promote_time),
+    );
+
+    // Crash of the promoted node.
+    let t_crash = Instant::now();
+    lab.crash(pi);
+    let other = (pi + 1) % 3;
+    let p2 = wait_promoted(&lab, other, "api", Some(&p), Duration::from_secs(60));
+    let p2i = lab.index(&p2);
+    assert!(
+        obs.wait_state(p2i, true, Duration::from_secs(30)),
+        "VIP moved to {p2}"
+    );
+    let promote_crash = t_crash.elapsed();
+    assert!(
+        client.wait_ok(Duration::from_secs(30)),
+        "client back after the crash"
+    );
+    let (holder, token2) = lab.leader_key(KEY).expect("leader key after crash");
+    assert_eq!(holder, p2);
+    assert!(token2 > token1, "fencing token rose: {token1} → {token2}");
+    lab.restart(pi);
+    assert!(
+        lab.wait_online(&lab.node_names(), Duration::from_secs(120)),
+        "crashed node back:\n{}",
+        lab.crm_mon_text()
+    );
+    assert!(
+        support::wait_for(Duration::from_secs(90), || lab
+            .started_seen_from(p2i, "api")
+            .contains(&p)),
+        "{p} rejoined unpromoted:\n{}",
+        lab.crm_mon_text()
+    );
+
+    // Partition of the promoted node from the other two.
+    let t_cut = Instant::now();
+    let cut_unix = hamaster::guard::unix_ms();
+    lab.cut(p2i);
+    assert!(
+        obs.wait_state(p2i, false, Duration::from_secs(10)),
+        "the minority drops its VIP"
+    );
+    let gone_unix = cut_unix + t_cut.elapsed().as_millis() as u64;
+    assert!(
+        gone_unix - cut_unix < 2 * TTL_MS,
+        "minority fenced {} ms after the cut",
+        gone_unix - cut_unix
+    );
+    let majority = (p2i + 1) % 3;
+    let p3 = wait_promoted(&lab, majority, "api", Some(&p2), Duration::from_secs(60));
+    assert!(obs.wait_state(lab.index(&p3), true, Duration::from_secs(30)));
+    let promote_partition = t_cut.elapsed();
+    // The lease ran out at etcd (only then could the majority take the key) after the
+    // minority had already dropped its VIP. (An isolated etcd leader may still renew for up
+    // to an election timeout, so the last renewal seen before the cut is no bound.)
+    let since = leader_since(&lab, lab.index(&p3));
+    assert!(
+        gone_unix < since,
+        "minority VIP gone at {gone_unix}, majority took the key at {since}"
+    );
+    assert!(
+        client.wait_ok(Duration::from_secs(30)),
+        "client back after the partition"
+    );
+    lab.heal(p2i);
+    assert!(
+        lab.wait_online(&lab.node_names(), Duration::from_secs(120)),
+        "healed:\n{}",
+        lab.crm_mon_text()
+    );
+    assert!(
+        support::wait_for(Duration::from_secs(90), || lab
+            .started_seen_from(majority, "api")
+            .contains(&p2)),
+        "{p2} rejoined unpromoted:\n{}",
+        lab.crm_mon_text()
+    );
+    // The rejoined node may first be reprobed; then one master, and it is not the old one.
+    let p3 = wait_promoted(&lab, majority, "api", Some(&p2), Duration::from_secs(60));
+    assert!(
+        client.wait_ok(Duration::from_secs(30)),
+        "client fine after the heal"
+    );
+
+    // etcd loses its quorum while the cluster is healthy.
+    let p3i = lab.index(&p3);
+    let t_etcd = Instant::now();
+    let (a, b) = ((p3i + 1) % 3, (p3i + 2) % 3);
+    lab.stop_etcd(a);
+    lab.stop_etcd(b);
+    assert!(
+        obs.wait_state(p3i, false, Duration::from_secs(10)),
+        "master self-fences without etcd"
+    );
+    let fenced_after = t_etcd.elapsed();
+    // An isolated etcd leader may renew for up to an election timeout before it steps down;
+    // the deadline (ttl − margin) runs from the last renewal it granted.
+    assert!(
+        fenced_after < Duration::from_millis(2 * TTL_MS),
+        "fenced {fenced_after:?} into the outage"
+    );
+    lab.start_etcd(a);
+    lab.start_etcd(b);
+    assert!(lab.wait_etcd_healthy(Duration::from_secs(60)));
+    let p4 = wait_promoted(&lab, 0, "api", None, Duration::from_secs(120));
+    assert!(
+        obs.wait_state(lab.index(&p4), true, Duration::from_secs(30)),
+        "a master again, without manual action"
+    );
+    assert!(client.wait_ok(Duration::from_secs(30)));
+
+    // pcs resource ban: clean handover.
+    let t_ban = Instant::now();
+    let ban = lab.pcs(0, &["resource", "ban", "api-clone", &p4, "--promoted"]);
+    assert!(
+        ban.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ban.stderr)
+    );
+    let p5 = wait_promoted(&lab, 0, "api", Some(&p4), Duration::from_secs(60));
+    assert!(obs.wait_state(lab.index(&p5), true, Duration::from_secs(30)));
+    let promote_ban = t_ban.elapsed();
+    assert!(client.wait_ok(Duration::from_secs(30)));
+    let _ = lab.pcs(0, &["resource", "clear", "api-clone"]);
+
+    let samples = client.finish();
+    let seen = obs.finish();
+    assert!(
+        seen.max_gap() <= Duration::from_millis(20),
+        "observer gap {:?}",
+        seen.max_gap()
+    );
+    let overlap = seen.overlap();
+    record(
+        "crash of the promoted node",
+        "master-with-vip",
+        overlap,
+        outage(&samples, t_crash),
+        Some(promote_crash),
+    );
+    record(
+        "partition of the promoted node",
+        "master-with-vip",
+        overlap,
+        outage(&samples, t_cut),
+        Some(promote_partition),
+    );
+    record(
+        "etcd quorum loss, then back",
+        "master-with-vip",
+        overlap,
+        outage(&samples, t_etcd),
+        None,
+    );
+    record(
+        "pcs resource ban --promoted",
+        "master-with-vip",
+        overlap,
+        outage(&samples, t_ban),
+        Some(promote_ban),
+    );
+    assert_eq!(overlap, Duration::ZERO, "never two VIP holders");
+}
+
+#[test]
+#[ignore = "cluster scenario: run by make check-cluster"]
+fn three_nodes_vip_plus_master_fails_over_on_crash() {
+    let mut lab = Lab::new("cv", 3, Etcd::OnNodes);
+    let obs = observer(&lab);
+    let t_create = Instant::now();
+    topology(&lab, "vip-plus-master");
+    let p = wait_promoted(&lab, 0, "api", None, Duration::from_secs(90));
+    let pi = lab.index(&p);
+    assert!(
+        obs.wait_state(pi, true, Duration::from_secs(30)),
+        "api-vip follows the promoted instance to {p}"
+    );
+    let promote_time = t_create.elapsed();
+    let client = HealthClient::start(&lab, VIP, 8443);
+    assert!(client.wait_ok(Duration::from_secs(30)));
+    let t_crash = Instant::now();
+    lab.crash(pi);
+    let other = (pi + 1) % 3;
+    let p2 = wait_promoted(&lab, other, "api", Some(&p), Duration::from_secs(60));
+    assert!(obs.wait_state(lab.index(&p2), true, Duration::from_secs(30)));
+    let promote_crash = t_crash.elapsed();
+    assert!(client.wait_ok(Duration::from_secs(30)));
+    let samples = client.finish();
+    let seen = obs.finish();
+    record(
+        "create (pcs, promotable)",
+        "vip-plus-master",
+        Duration::ZERO,
+        None,
+        Some(promote_time),
+    );
+    record(
+        "crash of the promoted node",
+        "vip-plus-master",
+        seen.overlap(),
+        outage(&samples, t_crash),
+        Some(promote_crash),
+    );
+    assert_eq!(seen.overlap(), Duration::ZERO);
+}
+
+/// Two nodes, `two_node: 1`, no fencing, an etcd witness reachable only from the side that
+/// keeps the switch: Pacemaker promotes on both sides of a partition. The IPaddr2 baseline
+/// then has two VIP holders; hamaster never has.
+#[test]
+#[ignore = "cluster scenario: run by make check-cluster"]
+fn two_node_split_brain_baseline_overlaps_hamaster_does_not() {
+    let lab = Lab::new("c2", 2, Etcd::WithWitness);
+
+    // Baseline: IPaddr2 + service in a group.
+    let obs = observer(&lab);
+    topology(&lab, "ipaddr2-group-baseline");
+    let mut holder = None;
+    assert!(support::wait_for(Duration::from_secs(60), || {
+        holder = (0..2).find(|&i| lab.nodes[i].ns.holds(VIP));
+        holder.is_some()
+    }));
+    let hi = holder.unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let t_cut = Instant::now();
+    lab.cut(hi);
+    let other = 1 - hi;
+    assert!(
+        obs.wait_state(other, true, Duration::from_secs(60)),
+        "the other side raises the VIP too"
+    );
+    let promote_base = t_cut.elapsed();
+    std::thread::sleep(Duration::from_secs(5));
+    lab.heal(hi);
+    assert!(lab.wait_online(&lab.node_names(), Duration::from_secs(120)));
+    let del = lab.pcs(0, &["resource", "delete", "base", "--force"]);
+    assert!(
+        del.status.success(),
+        "{}",
+        String::from_utf8_lossy(&del.stderr)
+    );
+    assert!(support::wait_for(Duration::from_secs(60), || !lab.nodes[0]
+        .ns
+        .holds(VIP)
+        && !lab.nodes[1].ns.holds(VIP)));
+    let base = obs.finish();
+    let base_overlap = base.overlap();
+    record(
+        "two-node partition, no fencing",
+        "ipaddr2-group-baseline",
+        base_overlap,
+        None,
+        Some(promote_base),
+    );
+    assert!(
+        base_overlap >= Duration::from_secs(4),
+        "the baseline shows split brain: {base_overlap:?}"
+    );
+
+    // hamaster: same cluster, same partition.
+    let obs = observer(&lab);
+    topology(&lab, "master-with-vip");
+    let p = wait_promoted(&lab, 0, "api", None, Duration::from_secs(90));
+    let pi = lab.index(&p);
+    assert!(obs.wait_state(pi, true, Duration::from_secs(30)));
+    std::thread::sleep(Duration::from_secs(2));
+    let t_cut = Instant::now();
+    lab.cut(pi);
+    let other = 1 - pi;
+    // Pacemaker on the isolated side keeps its quorum (two_node) and its master; the guard
+    // there cannot renew and fences. The other side promotes once the lease expired.
+    assert!(
+        obs.wait_state(pi, false, Duration::from_secs(10)),
+        "the isolated master fences"
+    );
+    let p2 = wait_promoted(&lab, other, "api", Some(&p), Duration::from_secs(60));
+    assert!(obs.wait_state(lab.index(&p2), true, Duration::from_secs(30)));
+    let promote_ham = t_cut.elapsed();
+    std::thread::sleep(Duration::from_secs(5));
+    let promoted_isolated = lab.promoted_seen_from(pi, "api");
+    lab.heal(pi);
+    let seen = obs.finish();
+    record(
+        "two-node partition, no fencing",
+        "master-with-vip",
+        seen.overlap(),
+        None,
+        Some(promote_ham),
+    );
+    eprintln!("the isolated side's Pacemaker believed promoted: {promoted_isolated:?}");
+    assert_eq!(
+        seen.overlap(),
+        Duration::ZERO,
+        "hamaster: never two VIP holders"
+    );
+}

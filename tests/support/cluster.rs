@@ -1,0 +1,731 @@
+//! A real Pacemaker/Corosync cluster inside network namespaces (see the shared notes
+//! cluster-in-namespaces.md): a switch namespace with a bridge, and per node a network +
+//! mount + UTS namespace held by a holder process, with its own corosync, pacemakerd and etcd
+//! member, and hamaster's OCF directory bind-mounted at /usr/lib/ocf/resource.d/hamaster.
+//! Nothing is installed on the host. Everything is torn down on drop, also after a failure.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use super::{must, sh, unique, wait_for, Netns, OcfDir};
+
+pub const NET: &str = "198.51.100";
+pub const VIP: &str = "198.51.100.100";
+pub const SWITCH_IP: &str = "198.51.100.1";
+const OCF_MOUNT: &str = "/usr/lib/ocf/resource.d/hamaster";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Etcd {
+    /// One member on every node.
+    OnNodes,
+    /// Members on every node plus a witness in its own namespace (for two-node clusters).
+    WithWitness,
+}
+
+pub struct LabNode {
+    pub name: String,
+    pub ip: String,
+    pub ns: Netns,
+    /// The switch-side end of this node's veth.
+    pub port: String,
+    /// Holder process: its mount and UTS namespaces are the node's.
+    holder: Option<Child>,
+    /// This node's directory; `gen` is the current boot's subdirectory.
+    pub dir: PathBuf,
+    gen: u32,
+    daemons: Vec<Child>,
+    etcd: Option<Child>,
+}
+
+pub struct Lab {
+    pub dir: PathBuf,
+    pub switch: Netns,
+    pub nodes: Vec<LabNode>,
+    witness: Option<(Netns, Option<Child>)>,
+    two_node: bool,
+    created_mount_point: bool,
+}
+
+fn corosync_conf(names: &[(String, String)], two_node: bool) -> String {
+    let mut nodes = String::new();
+    for (i, (name, ip)) in names.iter().enumerate() {
+        nodes.push_str(&format!(
+            "  node {{\n    name: {name}\n    nodeid: {}\n    ring0_addr: {ip}\n  }}\n",
+            i + 1
+        ));
+    }
+    format!(
+        "totem {{\n  version: 2\n  cluster_name: hamaster-lab\n  crypto_cipher: none\n  crypto_hash: none\n  token: 1000\n}}\n\
+         nodelist {{\n{nodes}}}\n\
+         quorum {{\n  provider: corosync_votequorum\n{}}}\n\
+         logging {{\n  to_logfile: yes\n  logfile: /var/log/pacemaker/corosync.log\n  to_syslog: no\n  to_stderr: no\n}}\n",
+        if two_node { "  two_node: 1\n" } else { "" }
+    )
+}
+
+impl Lab {
+    /// Brings up `n` nodes (2 or 3) and waits until all are online and etcd is healthy.
+    pub fn new(tag: &str, n: usize, etcd: Etcd) -> Lab {
+        let started = Instant::now();
+        let dir = std::env::temp_dir().join(unique(&format!("lab-{tag}")));
+        fs::create_dir_all(&dir).unwrap();
+        let switch = Netns::new(&format!("{tag}sw"));
+        switch.ip(&["link", "add", "br0", "type", "bridge"]);
+        switch.ip(&["link", "set", "br0", "up"]);
+        switch.ip(&["addr", "add", &format!("{SWITCH_IP}/24"), "dev", "br0"]);
+        let created_mount_point = !Path::new(OCF_MOUNT).exists();
+        if created_mount_point {
+            fs::create_dir_all(OCF_MOUNT).unwrap();
+        }
+        let mut lab = Lab {
+            dir,
+            switch,
+            nodes: Vec::new(),
+            witness: None,
+            two_node: n == 2,
+            created_mount_point,
+        };
+        for i in 1..=n {
+            let name = format!("n{i}");
+            let ip = format!("{NET}.{}", 10 + i);
+            let ns = Netns::new(&format!("{tag}{name}"));
+            let port = format!("p{i}");
+            lab.plug(&ns, "lan0", &port, &ip);
+            let dir = lab.dir.join(&name);
+            fs::create_dir_all(dir.join("etcd")).unwrap();
+            lab.nodes.push(LabNode {
+                name,
+                ip,
+                ns,
+                port,
+                holder: None,
+                dir,
+                gen: 0,
+                daemons: Vec::new(),
+                etcd: None,
+            });
+        }
+        if etcd == Etcd::WithWitness {
+            let ns = Netns::new(&format!("{tag}w"));
+            lab.plug(&ns, "lan0", "pw", &format!("{NET}.19"));
+            fs::create_dir_all(lab.dir.join("witness")).unwrap();
+            lab.witness = Some((ns, None));
+        }
+        for i in 0..n {
+            lab.boot(i);
+        }
+        for i in 0..n {
+            lab.start_etcd(i);
+        }
+        if lab.witness.is_some() {
+            lab.start_witness();
+        }
+        assert!(
+            lab.wait_online(&lab.node_names(), Duration::from_secs(120)),
+            "cluster did not come online:\n{}",
+            lab.crm_mon_text()
+        );
+        assert!(
+            lab.wait_etcd_healthy(Duration::from_secs(60)),
+            "etcd did not become healthy"
+        );
+        let out = lab.on(
+            0,
+            &[
+                "crm_attribute",
+                "--type",
+                "crm_config",
+                "--name",
+                "stonith-enabled",
+                "--update",
+                "false",
+            ],
+        );
+        assert!(
+            out.status.success(),
+            "stonith-enabled=false: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        eprintln!("lab {tag}: {n} nodes online after {:?}", started.elapsed());
+        lab
+    }
+
+    fn plug(&self, ns: &Netns, dev: &str, port: &str, ip: &str) {
+        must(
+            "ip",
+            &[
+                "-n",
+                &ns.name,
+                "link",
+                "add",
+                dev,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                port,
+                "netns",
+                &self.switch.name,
+            ],
+        );
+        self.switch
+            .ip(&["link", "set", port, "master", "br0", "up"]);
+        ns.ip(&["link", "set", dev, "up"]);
+        ns.ip(&["addr", "add", &format!("{ip}/24"), "dev", dev]);
+    }
+
+    pub fn node_names(&self) -> Vec<String> {
+        self.nodes.iter().map(|n| n.name.clone()).collect()
+    }
+
+    pub fn index(&self, name: &str) -> usize {
+        self.nodes
+            .iter()
+            .position(|n| n.name == name)
+            .unwrap_or_else(|| panic!("no node {name}"))
+    }
+
+    /// Fresh per-boot directories (leftover cib files or IPC buffers break a restart), the
+    /// holder with its bind mounts, then corosync and pacemakerd.
+    fn boot(&mut self, i: usize) {
+        let names: Vec<(String, String)> = self
+            .nodes
+            .iter()
+            .map(|n| (n.name.clone(), n.ip.clone()))
+            .collect();
+        let conf = corosync_conf(&names, self.two_node);
+        let node = &mut self.nodes[i];
+        node.gen += 1;
+        let g = node.dir.join(format!("boot{}", node.gen));
+        for sub in [
+            "run",
+            "lib-pacemaker/cib",
+            "lib-pacemaker/pengine",
+            "lib-pacemaker/blackbox",
+            "lib-pacemaker/cores",
+            "log",
+            "shm",
+            "etc-corosync",
+            "lib-corosync",
+        ] {
+            fs::create_dir_all(g.join(sub)).unwrap();
+        }
+        fs::write(g.join("etc-corosync/corosync.conf"), &conf).unwrap();
+        must("chmod", &["1777", g.join("shm").to_str().unwrap()]);
+        must(
+            "chown",
+            &[
+                "-R",
+                "hacluster:haclient",
+                g.join("lib-pacemaker").to_str().unwrap(),
+                g.join("log").to_str().unwrap(),
+            ],
+        );
+        let binds = [
+            ("run", "/run"),
+            ("lib-pacemaker", "/var/lib/pacemaker"),
+            ("log", "/var/log/pacemaker"),
+            ("shm", "/dev/shm"),
+            ("etc-corosync", "/etc/corosync"),
+            ("lib-corosync", "/var/lib/corosync"),
+        ];
+        let mut script = String::from("set -e; ");
+        for (src, dst) in binds {
+            script.push_str(&format!("mount --bind {} {dst}; ", g.join(src).display()));
+        }
+        script.push_str(&format!(
+            "mount --bind {} {OCF_MOUNT}; ",
+            OcfDir::get().provider().display()
+        ));
+        script.push_str(&format!(
+            "hostname {}; touch /run/holder-ready; exec sleep 1000000",
+            node.name
+        ));
+        let holder = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &node.ns.name,
+                "unshare",
+                "--mount",
+                "--uts",
+                "--propagation",
+                "private",
+                "sh",
+                "-c",
+                &script,
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(fs::File::create(g.join("holder.err")).unwrap())
+            .spawn()
+            .expect("holder");
+        node.holder = Some(holder);
+        let ready = g.join("run/holder-ready");
+        assert!(
+            wait_for(Duration::from_secs(10), || ready.exists()),
+            "holder of {} not ready: {}",
+            node.name,
+            fs::read_to_string(g.join("holder.err")).unwrap_or_default()
+        );
+        let corosync = self.spawn_on(
+            i,
+            "corosync.out",
+            &["corosync", "-f", "-c", "/etc/corosync/corosync.conf"],
+        );
+        self.nodes[i].daemons.push(corosync);
+        // pacemakerd gives up when corosync is not answering yet; corosync needs a moment.
+        let cfg_ready = wait_for(Duration::from_secs(10), || {
+            self.on(i, &["corosync-cfgtool", "-s"]).status.success()
+        });
+        assert!(
+            cfg_ready,
+            "corosync on {} did not start",
+            self.nodes[i].name
+        );
+        let pcmk = self.spawn_on(i, "pacemakerd.out", &["pacemakerd"]);
+        self.nodes[i].daemons.push(pcmk);
+    }
+
+    fn holder_pid(&self, i: usize) -> u32 {
+        let h = self.nodes[i].holder.as_ref().expect("node is up");
+        // `ip netns exec` and `unshare` exec in place: the child's pid is the holder's.
+        h.id()
+    }
+
+    fn nsenter(&self, i: usize, args: &[&str]) -> Command {
+        let mut cmd = Command::new("nsenter");
+        cmd.args([
+            "-t",
+            &self.holder_pid(i).to_string(),
+            "-m",
+            "-u",
+            "-n",
+            "--",
+        ]);
+        cmd.args(args);
+        cmd.env("PCMK_node_name", &self.nodes[i].name);
+        cmd.env("PCMK_logfile", "/var/log/pacemaker/pacemaker.log");
+        cmd.env("PCMK_logfacility", "none");
+        cmd.stdin(Stdio::null());
+        cmd
+    }
+
+    fn spawn_on(&self, i: usize, log: &str, args: &[&str]) -> Child {
+        let g = self.nodes[i].dir.join(format!("boot{}", self.nodes[i].gen));
+        let out = fs::File::create(g.join(log)).unwrap();
+        self.nsenter(i, args)
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .expect("spawn on node")
+    }
+
+    /// Runs a command on node `i` (its network, mount and UTS namespaces), bounded to 120 s.
+    pub fn on(&self, i: usize, args: &[&str]) -> Output {
+        let mut full = vec!["timeout", "120"];
+        full.extend_from_slice(args);
+        self.nsenter(i, &full).output().expect("command on node")
+    }
+
+    /// `sh -c SCRIPT` on node `i`.
+    pub fn sh(&self, i: usize, script: &str) -> Output {
+        self.on(i, &["sh", "-c", script])
+    }
+
+    pub fn etcd_endpoints(&self) -> String {
+        let mut eps: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|n| format!("http://{}:2379", n.ip))
+            .collect();
+        if self.witness.is_some() {
+            eps.push(format!("http://{NET}.19:2379"));
+        }
+        eps.join(",")
+    }
+
+    fn initial_cluster(&self) -> String {
+        let mut members: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|n| format!("e-{}=http://{}:2380", n.name, n.ip))
+            .collect();
+        if self.witness.is_some() {
+            members.push(format!("e-w=http://{NET}.19:2380"));
+        }
+        members.join(",")
+    }
+
+    fn etcd_args(&self, name: &str, ip: &str, data: &Path) -> Vec<String> {
+        vec![
+            "etcd".into(),
+            format!("--name=e-{name}"),
+            format!("--data-dir={}", data.display()),
+            format!("--listen-client-urls=http://{ip}:2379,http://127.0.0.1:2379"),
+            format!("--advertise-client-urls=http://{ip}:2379"),
+            format!("--listen-peer-urls=http://{ip}:2380"),
+            format!("--initial-advertise-peer-urls=http://{ip}:2380"),
+            format!("--initial-cluster={}", self.initial_cluster()),
+            "--initial-cluster-state=new".into(),
+            "--initial-cluster-token=hamaster-lab".into(),
+            // A member that comes back must not depose a working leader (etcd 3.4's default
+            // is off): without pre-vote its election costs the master its lease.
+            "--pre-vote".into(),
+            "--log-level=error".into(),
+            "--logger=zap".into(),
+        ]
+    }
+
+    pub fn start_etcd(&mut self, i: usize) {
+        let n = &self.nodes[i];
+        let args = self.etcd_args(&n.name, &n.ip, &n.dir.join("etcd"));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let child = self.spawn_on(i, "etcd.out", &args);
+        self.nodes[i].etcd = Some(child);
+    }
+
+    pub fn stop_etcd(&mut self, i: usize) {
+        if let Some(mut c) = self.nodes[i].etcd.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        // Any other etcd of this node's network namespace (never pkill: pids are shared with
+        // the host and every other node).
+        let pids = sh("ip", &["netns", "pids", &self.nodes[i].ns.name]);
+        for pid in String::from_utf8_lossy(&pids.stdout).split_whitespace() {
+            if fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "etcd") {
+                let _ = sh("kill", &["-9", pid]);
+            }
+        }
+    }
+
+    fn start_witness(&mut self) {
+        let args = self.etcd_args("w", &format!("{NET}.19"), &self.dir.join("witness"));
+        let (ns, _) = self.witness.as_ref().unwrap();
+        let out = fs::File::create(self.dir.join("witness.out")).unwrap();
+        let child = Command::new("ip")
+            .args(["netns", "exec", &ns.name])
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .expect("witness etcd");
+        self.witness.as_mut().unwrap().1 = Some(child);
+    }
+
+    pub fn etcdctl(&self, args: &[&str]) -> Output {
+        let mut cmd = Command::new("ip");
+        cmd.args([
+            "netns",
+            "exec",
+            &self.switch.name,
+            "etcdctl",
+            "--command-timeout=3s",
+        ]);
+        cmd.arg(format!("--endpoints={}", self.etcd_endpoints()));
+        cmd.env("ETCDCTL_API", "3");
+        cmd.args(args).output().expect("etcdctl")
+    }
+
+    pub fn wait_etcd_healthy(&self, limit: Duration) -> bool {
+        wait_for(limit, || {
+            self.etcdctl(&["endpoint", "health"]).status.success()
+        })
+    }
+
+    /// Holder node and create revision (the fencing token) of a leader key.
+    pub fn leader_key(&self, key: &str) -> Option<(String, i64)> {
+        let out = self.etcdctl(&["get", key, "-w", "fields"]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let field = |name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(&format!("\"{name}\" : ")))
+                .map(|v| v.trim().trim_matches('"').to_string())
+        };
+        Some((field("Value")?, field("CreateRevision")?.parse().ok()?))
+    }
+
+    /// crm_mon's XML from the first node that is up.
+    pub fn crm_mon_xml(&self) -> String {
+        let i = self
+            .nodes
+            .iter()
+            .position(|n| n.holder.is_some())
+            .unwrap_or(0);
+        String::from_utf8_lossy(&self.on(i, &["crm_mon", "-1", "--output-as=xml"]).stdout)
+            .into_owned()
+    }
+
+    pub fn crm_mon_text(&self) -> String {
+        let i = self
+            .nodes
+            .iter()
+            .position(|n| n.holder.is_some())
+            .unwrap_or(0);
+        String::from_utf8_lossy(&self.on(i, &["crm_mon", "-1", "-r"]).stdout).into_owned()
+    }
+
+    /// Nodes that crm_mon on node `i` shows online.
+    pub fn online_seen_from(&self, i: usize) -> Vec<String> {
+        let xml =
+            String::from_utf8_lossy(&self.on(i, &["crm_mon", "-1", "--output-as=xml"]).stdout)
+                .into_owned();
+        xml.lines()
+            .filter(|l| l.trim_start().starts_with("<node ") && l.contains("online=\"true\""))
+            .filter_map(|l| attr(l, "name"))
+            .collect()
+    }
+
+    pub fn wait_online(&self, names: &[String], limit: Duration) -> bool {
+        let first = self
+            .nodes
+            .iter()
+            .position(|n| names.contains(&n.name))
+            .unwrap_or(0);
+        wait_for(limit, || {
+            let online = self.online_seen_from(first);
+            names.iter().all(|n| online.contains(n))
+        })
+    }
+
+    /// Where crm_mon on node `i` says instances of `resource` run promoted.
+    pub fn promoted_seen_from(&self, i: usize, resource: &str) -> Vec<String> {
+        let xml =
+            String::from_utf8_lossy(&self.on(i, &["crm_mon", "-1", "--output-as=xml"]).stdout)
+                .into_owned();
+        resources_in_role(&xml, resource, "Promoted")
+    }
+
+    pub fn started_seen_from(&self, i: usize, resource: &str) -> Vec<String> {
+        let xml =
+            String::from_utf8_lossy(&self.on(i, &["crm_mon", "-1", "--output-as=xml"]).stdout)
+                .into_owned();
+        let mut v = resources_in_role(&xml, resource, "Started");
+        v.extend(resources_in_role(&xml, resource, "Unpromoted"));
+        v
+    }
+
+    /// Kills every process of node `i` and removes its addresses and link: a crashed host.
+    pub fn crash(&mut self, i: usize) {
+        kill_all_in(&self.nodes[i].ns.name);
+        let node = &mut self.nodes[i];
+        for mut c in node
+            .daemons
+            .drain(..)
+            .chain(node.holder.take())
+            .chain(node.etcd.take())
+        {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = sh("ip", &["-n", &node.ns.name, "addr", "flush", "dev", "lan0"]);
+        let _ = sh("ip", &["-n", &node.ns.name, "link", "set", "lan0", "down"]);
+    }
+
+    /// Brings a crashed node back: link, address, fresh boot, etcd member (same data).
+    pub fn restart(&mut self, i: usize) {
+        let (ns, ip) = (self.nodes[i].ns.name.clone(), self.nodes[i].ip.clone());
+        must("ip", &["-n", &ns, "link", "set", "lan0", "up"]);
+        must(
+            "ip",
+            &["-n", &ns, "addr", "add", &format!("{ip}/24"), "dev", "lan0"],
+        );
+        self.boot(i);
+        self.start_etcd(i);
+    }
+
+    /// Cuts node `i` off the switch (its processes keep running): a partition.
+    pub fn cut(&self, i: usize) {
+        self.switch
+            .ip(&["link", "set", &self.nodes[i].port, "down"]);
+    }
+
+    pub fn heal(&self, i: usize) {
+        self.switch.ip(&["link", "set", &self.nodes[i].port, "up"]);
+    }
+
+    pub fn pcs(&self, i: usize, args: &[&str]) -> Output {
+        let mut full = vec!["pcs"];
+        full.extend_from_slice(args);
+        self.on(i, &full)
+    }
+
+    /// Host path of a file under node `i`'s /run (current boot).
+    pub fn run_path(&self, i: usize, rel: &str) -> PathBuf {
+        self.nodes[i]
+            .dir
+            .join(format!("boot{}/run", self.nodes[i].gen))
+            .join(rel)
+    }
+}
+
+fn attr(line: &str, name: &str) -> Option<String> {
+    let start = line.find(&format!(" {name}=\""))? + name.len() + 3;
+    let end = line[start..].find('"')? + start;
+    Some(line[start..end].to_string())
+}
+
+/// Nodes on which crm_mon's XML shows an instance of `resource` in `role`.
+pub fn resources_in_role(xml: &str, resource: &str, role: &str) -> Vec<String> {
+    let mut nodes = Vec::new();
+    let mut lines = xml.lines().peekable();
+    while let Some(l) = lines.next() {
+        let l = l.trim_start();
+        if l.starts_with("<resource ")
+            && attr(l, "id").as_deref() == Some(resource)
+            && attr(l, "role").as_deref() == Some(role)
+            && attr(l, "active").as_deref() == Some("true")
+        {
+            if let Some(next) = lines.peek() {
+                if let Some(name) = attr(next, "name") {
+                    nodes.push(name);
+                }
+            }
+        }
+    }
+    nodes
+}
+
+fn kill_all_in(ns: &str) {
+    let pids = sh("ip", &["netns", "pids", ns]);
+    for pid in String::from_utf8_lossy(&pids.stdout).split_whitespace() {
+        let _ = sh("kill", &["-9", pid]);
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        for node in &mut self.nodes {
+            kill_all_in(&node.ns.name);
+            for mut c in node
+                .daemons
+                .drain(..)
+                .chain(node.holder.take())
+                .chain(node.etcd.take())
+            {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+        if let Some((ns, child)) = self.witness.as_mut() {
+            kill_all_in(&ns.name);
+            if let Some(mut c) = child.take() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+        if self.created_mount_point {
+            let _ = fs::remove_dir(OCF_MOUNT);
+        }
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A client in the switch namespace that polls `http://VIP:8443/healthz` every 20 ms (plain
+/// HTTP over TCP, 150 ms timeouts) and records when it got a 200.
+pub struct HealthClient {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    handle: Option<std::thread::JoinHandle<Vec<(Instant, bool)>>>,
+    latest_ok: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl HealthClient {
+    pub fn start(lab: &Lab, vip: &str, port: u16) -> HealthClient {
+        use std::io::{Read, Write};
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let latest_ok = std::sync::Arc::new(AtomicBool::new(false));
+        let (ns, stop2, latest2) = (lab.switch.name.clone(), stop.clone(), latest_ok.clone());
+        let addr: std::net::SocketAddr = format!("{vip}:{port}").parse().unwrap();
+        let handle = std::thread::spawn(move || {
+            super::enter_netns(&ns);
+            let mut samples = Vec::new();
+            let limit = Instant::now() + Duration::from_secs(1800);
+            while !stop2.load(Ordering::SeqCst) && Instant::now() < limit {
+                let t = Instant::now();
+                let ok = (|| -> std::io::Result<bool> {
+                    let mut s =
+                        std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(150))?;
+                    s.set_read_timeout(Some(Duration::from_millis(150)))?;
+                    s.write_all(b"GET /healthz HTTP/1.0\r\nHost: vip\r\n\r\n")?;
+                    let mut buf = [0u8; 32];
+                    let n = s.read(&mut buf)?;
+                    Ok(buf[..n].starts_with(b"HTTP/1.1 200")
+                        || buf[..n].starts_with(b"HTTP/1.0 200"))
+                })()
+                .unwrap_or(false);
+                samples.push((t, ok));
+                latest2.store(ok, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(20).saturating_sub(t.elapsed()));
+            }
+            samples
+        });
+        HealthClient {
+            stop,
+            handle: Some(handle),
+            latest_ok,
+        }
+    }
+
+    pub fn wait_ok(&self, limit: Duration) -> bool {
+        wait_for(limit, || {
+            self.latest_ok.load(std::sync::atomic::Ordering::SeqCst)
+        })
+    }
+
+    pub fn finish(mut self) -> Vec<(Instant, bool)> {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.handle.take().unwrap().join().unwrap()
+    }
+}
+
+/// The outage a fault at `fault` caused: from the last OK answer before the first failed one
+/// after the fault, to the first OK answer after that. (Injecting a fault takes a moment; the
+/// old master may still answer meanwhile.)
+pub fn outage(samples: &[(Instant, bool)], fault: Instant) -> Option<Duration> {
+    let first_fail = samples.iter().position(|s| s.0 >= fault && !s.1)?;
+    let last_ok = samples[..first_fail].iter().rev().find(|s| s.1)?.0;
+    let first_ok = samples[first_fail..].iter().find(|s| s.1)?.0;
+    Some(first_ok - last_ok)
+}
+
+/// One row of the end-of-run table: scenario, topology, overlap, outage, promote time.
+pub fn record(
+    scenario: &str,
+    topology: &str,
+    overlap: Duration,
+    outage: Option<Duration>,
+    promote: Option<Duration>,
+) {
+    let path = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/target/cluster-timings.md"
+    ));
+    let ms = |d: Option<Duration>| d.map_or("-".into(), |d| format!("{}", d.as_millis()));
+    let row = format!(
+        "| {scenario} | {topology} | {} | {} | {} |\n",
+        overlap.as_millis(),
+        ms(outage),
+        ms(promote)
+    );
+    let mut text = fs::read_to_string(&path).unwrap_or_default();
+    if text.is_empty() {
+        text.push_str("| scenario | topology | VIP overlap (ms) | client outage (ms) | promote (ms) |\n|---|---|---|---|---|\n");
+    }
+    text.push_str(&row);
+    let _ = fs::write(&path, &text);
+    eprintln!("\n{text}");
+}
+
+impl Drop for HealthClient {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
