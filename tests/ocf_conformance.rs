@@ -384,3 +384,47 @@ fn exit_reason_prefix_and_logfile_follow_the_environment() {
     assert_eq!(agent.run("stop").code, 0);
     must("true", &[]);
 }
+
+#[test]
+fn cib_topologies_pass_crm_verify_and_a_broken_one_does_not() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/cib");
+    for name in [
+        "master-with-vip",
+        "vip-plus-master",
+        "ipaddr2-group-baseline",
+    ] {
+        let xml = format!("{dir}/{name}.xml");
+        let out = Command::new("crm_verify")
+            .args(["--xml-file", &xml])
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            out.status.success() && text.trim().is_empty(),
+            "crm_verify {name}: {text}"
+        );
+        assert!(
+            std::path::Path::new(&format!("{dir}/{name}.sh")).exists(),
+            "{name} has its pcs script"
+        );
+    }
+    let broken = std::fs::read_to_string(format!("{dir}/vip-plus-master.xml"))
+        .unwrap()
+        .replace("with-rsc=\"api-clone\"", "with-rsc=\"no-such-clone\"");
+    let path = std::env::temp_dir().join(format!("hamaster-broken-cib-{}.xml", std::process::id()));
+    std::fs::write(&path, broken).unwrap();
+    let out = Command::new("crm_verify")
+        .arg("--xml-file")
+        .arg(&path)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&path);
+    assert!(
+        !out.status.success(),
+        "crm_verify must reject a constraint on a missing resource"
+    );
+}
