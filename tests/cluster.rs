@@ -28,6 +28,12 @@ fn topology(lab: &Lab, script: &str) {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    let live = lab.on(0, &["crm_verify", "--live-check"]);
+    assert!(
+        live.status.success(),
+        "crm_verify -L after {script}: {}",
+        String::from_utf8_lossy(&live.stderr)
+    );
 }
 
 fn observer(lab: &Lab) -> VipObserver {
