@@ -299,7 +299,7 @@ impl Node {
             "netns",
             "exec",
             &self.ns.name,
-            env!("CARGO_BIN_EXE_hamaster"),
+            super::hamaster_bin().to_str().unwrap(),
             "status",
             "--config",
         ])

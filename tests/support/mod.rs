@@ -156,6 +156,19 @@ impl Pair {
     }
 }
 
+/// The hamaster binary under test: cargo's for tests and benches, `HAMASTER_BIN` for the demo
+/// (cargo tells examples nothing about the crate's binaries).
+pub fn hamaster_bin() -> PathBuf {
+    match (
+        std::env::var_os("HAMASTER_BIN"),
+        option_env!("CARGO_BIN_EXE_hamaster"),
+    ) {
+        (Some(p), _) => PathBuf::from(p),
+        (None, Some(p)) => PathBuf::from(p),
+        (None, None) => panic!("set HAMASTER_BIN to the hamaster binary"),
+    }
+}
+
 /// The built binary laid out as an OCF provider directory, in a world-readable place so
 /// that ocf-tester's "meta-data as nobody" check can execute it.
 pub struct OcfDir {
@@ -171,7 +184,7 @@ impl OcfDir {
             let provider = root.join("resource.d/hamaster");
             fs::create_dir_all(&provider).unwrap();
             let bin = root.join("hamaster");
-            fs::copy(env!("CARGO_BIN_EXE_hamaster"), &bin).unwrap();
+            fs::copy(hamaster_bin(), &bin).unwrap();
             for agent in ["vip", "master"] {
                 let link = provider.join(agent);
                 let _ = fs::remove_file(&link);
