@@ -2,7 +2,7 @@
 CARGO ?= cargo
 BIN := target/debug/hamaster
 
-.PHONY: all build deps ocf golden check lint test check-cluster demo bench clean
+.PHONY: all build deps ocf golden check lint test check-cluster demo bench bench-failover clean
 
 all: build
 
@@ -46,6 +46,10 @@ demo: deps build
 bench: deps
 	$(CARGO) bench --bench vip_vs_ipaddr2
 	$(CARGO) bench --bench master
+
+# Failover of hamaster vs the IPaddr2 baseline on lab clusters (about 30 minutes).
+bench-failover: deps
+	$(CARGO) bench --bench failover
 
 clean:
 	$(CARGO) clean

@@ -215,12 +215,18 @@ impl ObservedVip {
     /// Total time during which two or more nodes were seen holding the VIP: each node's
     /// sample counts for the span up to its next sample.
     pub fn overlap(&self) -> Duration {
+        self.overlap_between(self.origin.0 - Duration::from_secs(3600), Instant::now() + Duration::from_secs(3600))
+    }
+
+    /// The same, counted only inside [from, to).
+    pub fn overlap_between(&self, from: Instant, to: Instant) -> Duration {
         let mut edges: Vec<(Instant, i32)> = Vec::new();
         for samples in &self.per_node {
             for w in samples.windows(2) {
-                if w[0].1 {
-                    edges.push((w[0].0, 1));
-                    edges.push((w[1].0, -1));
+                let (a, b) = (w[0].0.max(from), w[1].0.min(to));
+                if w[0].1 && a < b {
+                    edges.push((a, 1));
+                    edges.push((b, -1));
                 }
             }
         }
