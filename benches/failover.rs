@@ -47,15 +47,23 @@ fn topology(lab: &Lab, script: &str) {
         lab.etcd_endpoints()
     );
     let out = lab.sh(0, &format!("{env} sh {repo}/cib/{script}.sh"));
-    assert!(out.status.success(), "{script}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{script}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 fn holder(lab: &Lab, limit: Duration) -> usize {
     let mut h = None;
-    assert!(support::wait_for(limit, || {
-        h = (0..lab.nodes.len()).find(|&i| lab.nodes[i].ns.holds(VIP));
-        h.is_some()
-    }), "nobody holds the VIP:\n{}", lab.crm_mon_text());
+    assert!(
+        support::wait_for(limit, || {
+            h = (0..lab.nodes.len()).find(|&i| lab.nodes[i].ns.holds(VIP));
+            h.is_some()
+        }),
+        "nobody holds the VIP:\n{}",
+        lab.crm_mon_text()
+    );
     h.unwrap()
 }
 
@@ -64,7 +72,10 @@ fn holder(lab: &Lab, limit: Duration) -> usize {
 /// cluster is whole again.
 fn trial(lab: &mut Lab, client: &HealthClient, crash: bool) -> Option<(Instant, Instant)> {
     let h = holder(lab, Duration::from_secs(60));
-    assert!(client.wait_ok(Duration::from_secs(30)), "client served before the fault");
+    assert!(
+        client.wait_ok(Duration::from_secs(30)),
+        "client served before the fault"
+    );
     std::thread::sleep(Duration::from_secs(2));
     let t = Instant::now();
     if crash {
@@ -72,7 +83,9 @@ fn trial(lab: &mut Lab, client: &HealthClient, crash: bool) -> Option<(Instant, 
     } else {
         lab.cut(h);
     }
-    let moved = support::wait_for(Duration::from_secs(60), || (0..lab.nodes.len()).any(|i| i != h && lab.nodes[i].ns.holds(VIP)));
+    let moved = support::wait_for(Duration::from_secs(60), || {
+        (0..lab.nodes.len()).any(|i| i != h && lab.nodes[i].ns.holds(VIP))
+    });
     let served = moved && client.wait_ok(Duration::from_secs(30));
     std::thread::sleep(Duration::from_secs(1));
     let end = Instant::now();
@@ -81,7 +94,11 @@ fn trial(lab: &mut Lab, client: &HealthClient, crash: bool) -> Option<(Instant, 
     } else {
         lab.heal(h);
     }
-    assert!(lab.wait_online(&lab.node_names(), Duration::from_secs(180)), "cluster whole again:\n{}", lab.crm_mon_text());
+    assert!(
+        lab.wait_online(&lab.node_names(), Duration::from_secs(180)),
+        "cluster whole again:\n{}",
+        lab.crm_mon_text()
+    );
     // Let the rejoined node settle (probes, unpromoted start) before the next fault.
     std::thread::sleep(Duration::from_secs(8));
     served.then_some((t, end))
@@ -92,13 +109,23 @@ fn three_node(script: &str, n: usize, crash: &mut Stats, cut: &mut Stats) {
     let mut lab = Lab::new(&format!("f{}", &script[..1]), 3, Etcd::OnNodes);
     topology(&lab, script);
     holder(&lab, Duration::from_secs(90));
-    let obs = VipObserver::start_ns(&lab.nodes.iter().map(|x| x.ns.name.clone()).collect::<Vec<_>>(), VIP);
+    let obs = VipObserver::start_ns(
+        &lab.nodes
+            .iter()
+            .map(|x| x.ns.name.clone())
+            .collect::<Vec<_>>(),
+        VIP,
+    );
     let client = HealthClient::start(&lab, VIP, 8443);
     let mut windows = Vec::new();
     for k in 0..n {
         for is_crash in [true, false] {
             let w = trial(&mut lab, &client, is_crash);
-            eprintln!("{script} trial {k} {}: {:?}", if is_crash { "crash" } else { "partition" }, w.map(|(a, b)| b - a));
+            eprintln!(
+                "{script} trial {k} {}: {:?}",
+                if is_crash { "crash" } else { "partition" },
+                w.map(|(a, b)| b - a)
+            );
             windows.push((is_crash, w));
         }
     }
@@ -111,7 +138,9 @@ fn three_node(script: &str, n: usize, crash: &mut Stats, cut: &mut Stats) {
                 if let Some(o) = outage(&samples, t) {
                     stats.outages.push(o.as_secs_f64() * 1000.0);
                 }
-                stats.overlaps.push(seen.overlap_between(t, end).as_secs_f64() * 1000.0);
+                stats
+                    .overlaps
+                    .push(seen.overlap_between(t, end).as_secs_f64() * 1000.0);
             }
             None => stats.outages.push(f64::INFINITY),
         }
@@ -124,7 +153,13 @@ fn two_node(script: &str, n: usize, stats: &mut Stats) {
     let lab = Lab::new(&format!("t{}", &script[..1]), 2, Etcd::WithWitness);
     topology(&lab, script);
     holder(&lab, Duration::from_secs(90));
-    let obs = VipObserver::start_ns(&lab.nodes.iter().map(|x| x.ns.name.clone()).collect::<Vec<_>>(), VIP);
+    let obs = VipObserver::start_ns(
+        &lab.nodes
+            .iter()
+            .map(|x| x.ns.name.clone())
+            .collect::<Vec<_>>(),
+        VIP,
+    );
     let mut windows = Vec::new();
     for _ in 0..n {
         let h = holder(&lab, Duration::from_secs(60));
@@ -139,14 +174,22 @@ fn two_node(script: &str, n: usize, stats: &mut Stats) {
     }
     let seen = obs.finish();
     for (t, end) in windows {
-        stats.overlaps.push(seen.overlap_between(t, end).as_secs_f64() * 1000.0);
+        stats
+            .overlaps
+            .push(seen.overlap_between(t, end).as_secs_f64() * 1000.0);
     }
 }
 
 fn main() {
     support::clean_stale_ocf_dirs();
-    let n: usize = std::env::var("BENCH_TRIALS").ok().and_then(|s| s.parse().ok()).unwrap_or(10);
-    let n2: usize = std::env::var("BENCH_SPLIT_TRIALS").ok().and_then(|s| s.parse().ok()).unwrap_or(3);
+    let n: usize = std::env::var("BENCH_TRIALS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10);
+    let n2: usize = std::env::var("BENCH_SPLIT_TRIALS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3);
     let (mut ham_crash, mut ham_cut, mut base_crash, mut base_cut) = Default::default();
     three_node("master-with-vip", n, &mut ham_crash, &mut ham_cut);
     three_node("ipaddr2-group-baseline", n, &mut base_crash, &mut base_cut);
@@ -159,7 +202,9 @@ fn main() {
         o.sort_by(|a, b| a.total_cmp(b));
         o.get(o.len() / 2).copied().unwrap_or(f64::NAN)
     };
-    let all_zero = [&ham_crash, &ham_cut, &ham_split].iter().all(|s| s.overlaps.iter().all(|&x| x == 0.0));
+    let all_zero = [&ham_crash, &ham_cut, &ham_split]
+        .iter()
+        .all(|s| s.overlaps.iter().all(|&x| x == 0.0));
     let mut t = format!(
         "{MARK_START}\n## Failover: hamaster vs the IPaddr2 baseline\n\nCommand: `make bench-failover` (BENCH_TRIALS={n}, \
          BENCH_SPLIT_TRIALS={n2}). Lab clusters in namespaces (Debian corosync 3.1 + pacemaker 2.1, token 1000 ms, no \
@@ -177,7 +222,12 @@ fn main() {
     t.push_str(&base_cut.row("partition of the VIP holder (3 nodes)", "IPaddr2 baseline"));
     t.push_str(&ham_split.row("two-node split, no fencing, 10 s", "hamaster"));
     t.push_str(&base_split.row("two-node split, no fencing, 10 s", "IPaddr2 baseline"));
-    let (hc, bc, hp, bp) = (median(&ham_crash), median(&base_crash), median(&ham_cut), median(&base_cut));
+    let (hc, bc, hp, bp) = (
+        median(&ham_crash),
+        median(&base_crash),
+        median(&ham_cut),
+        median(&base_cut),
+    );
     t.push_str(&format!(
         "\nTargets: hamaster's median outage no worse than the baseline's + 500 ms — crash {hc:.0} vs {bc:.0} ms ({}), \
          partition {hp:.0} vs {bp:.0} ms ({}); 0 ms overlap in every hamaster trial ({}); the baseline overlaps in the \
@@ -192,8 +242,12 @@ fn main() {
 }
 
 fn now_utc() -> String {
-    let out = Command::new("date").args(["-u", "+%Y-%m-%d %H:%M UTC"]).output().ok();
-    out.map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default()
+    let out = Command::new("date")
+        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
+        .output()
+        .ok();
+    out.map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
 }
 
 fn write_section(section: &str) {

@@ -107,6 +107,28 @@ fn three_nodes_master_with_vip_crash_partition_etcd_loss_and_ban() {
     );
     let (holder, token1) = lab.leader_key(KEY).expect("leader key");
     assert_eq!(holder, p);
+    // Promotion scores: the key holder 100, the others (reaching etcd) 10.
+    for n in lab.node_names() {
+        let want = if n == p { "100" } else { "10" };
+        let ok = support::wait_for(Duration::from_secs(15), || {
+            let q = lab.on(
+                0,
+                &[
+                    "crm_attribute",
+                    "--node",
+                    &n,
+                    "--name",
+                    "master-api",
+                    "--lifetime",
+                    "reboot",
+                    "--query",
+                    "--quiet",
+                ],
+            );
+            String::from_utf8_lossy(&q.stdout).trim() == want
+        });
+        assert!(ok, "promotion score of {n} should be {want}");
+    }
     record(
         "create (pcs, promotable)",
         "master-with-vip",

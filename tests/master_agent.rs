@@ -555,3 +555,52 @@ fn a_frozen_guard_fences_at_once_when_it_wakes_and_never_raises_the_vip_again() 
     );
     assert!(!a.log().contains("did not step down"), "{}", a.log());
 }
+
+/// No systemd runs on these machines, so `service=` mode is driven against a stand-in
+/// `systemctl` on PATH that records its calls and runs the test service; it shows the agent
+/// starts, checks and stops the unit, and that the unit can read the fencing token from
+/// service.env (what an `EnvironmentFile=` line would do).
+#[test]
+fn systemd_mode_starts_checks_and_stops_the_unit_through_systemctl() {
+    let mut etcd = EtcdCluster::new("msd");
+    let a = Node::new(&mut etcd, "na");
+    let base = a.agent(&etcd);
+    let stub = a.state.join("bin");
+    std::fs::create_dir_all(&stub).unwrap();
+    let service_cmd = format!("/usr/bin/python3 {}", base.params["args"]);
+    let script = format!(
+        r#"#!/bin/sh
+echo "$*" >> {state}/systemctl.calls
+case "$1" in
+start) set -a; . "$HAMASTER_RUN_DIR/api/service.env"; set +a
+       setsid {service_cmd} </dev/null >/dev/null 2>&1 & echo $! > {state}/unit.pid ;;
+stop) kill "$(cat {state}/unit.pid)" 2>/dev/null; rm -f {state}/unit.pid ;;
+is-active) [ -f {state}/unit.pid ] && kill -0 "$(cat {state}/unit.pid)" 2>/dev/null ;;
+esac
+"#,
+        state = a.state.display()
+    );
+    std::fs::write(stub.join("systemctl"), script).unwrap();
+    support::must("chmod", &["+x", stub.join("systemctl").to_str().unwrap()]);
+    let mut agent = base.param("service", "api.service").env(
+        "PATH",
+        &format!("{}:/usr/sbin:/usr/bin:/sbin:/bin", stub.display()),
+    );
+    agent.params.remove("command");
+    agent.params.remove("args");
+    assert_eq!(agent.run("start").code, 0, "{}", agent.run("start").stderr);
+    promoted(agent.run("promote"), &a);
+    assert_eq!(agent.run("monitor").code, 8);
+    let (_, _, token) = etcd.get(KEY).unwrap();
+    assert_eq!(
+        a.tokens(),
+        vec![token],
+        "the unit read HAMASTER_FENCING_TOKEN from service.env"
+    );
+    assert_eq!(agent.run("demote").code, 0);
+    let calls = std::fs::read_to_string(a.state.join("systemctl.calls")).unwrap();
+    assert!(calls.starts_with("start api.service\n"), "{calls}");
+    assert!(calls.contains("is-active --quiet api.service"), "{calls}");
+    assert!(calls.trim_end().ends_with("stop api.service"), "{calls}");
+    assert!(a.service_pids().is_empty());
+}

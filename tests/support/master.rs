@@ -215,7 +215,10 @@ impl ObservedVip {
     /// Total time during which two or more nodes were seen holding the VIP: each node's
     /// sample counts for the span up to its next sample.
     pub fn overlap(&self) -> Duration {
-        self.overlap_between(self.origin.0 - Duration::from_secs(3600), Instant::now() + Duration::from_secs(3600))
+        self.overlap_between(
+            self.origin.0 - Duration::from_secs(3600),
+            Instant::now() + Duration::from_secs(3600),
+        )
     }
 
     /// The same, counted only inside [from, to).
