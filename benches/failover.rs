@@ -5,13 +5,15 @@
 //! polls /healthz through the VIP every 20 ms; an observer samples every node every 5 ms.
 //! Writes its table into docs/benchmarks.md.
 
+#[path = "common/mod.rs"]
+mod common;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use support::cluster::{outage, Etcd, HealthClient, Lab, VIP};
+use support::cluster::{create_topology, outage, Etcd, HealthClient, Lab, VIP};
 use support::master::VipObserver;
 
 const MARK_START: &str = "<!-- bench:failover:start -->";
@@ -25,10 +27,8 @@ struct Stats {
 
 impl Stats {
     fn row(&self, scenario: &str, topology: &str) -> String {
-        let mut o = self.outages.clone();
-        o.sort_by(|a, b| a.total_cmp(b));
-        let med = o.get(o.len() / 2).copied().unwrap_or(f64::NAN);
-        let max = o.last().copied().unwrap_or(f64::NAN);
+        let med = common::median(&self.outages);
+        let max = common::quantile(&self.outages, 1.0);
         let ov_max = self.overlaps.iter().copied().fold(0.0, f64::max);
         let ov_trials = self.overlaps.iter().filter(|&&x| x > 0.0).count();
         format!(
@@ -40,18 +40,7 @@ impl Stats {
 }
 
 fn topology(lab: &Lab, script: &str) {
-    let repo = env!("CARGO_MANIFEST_DIR");
-    let env = format!(
-        "ETCD_ENDPOINTS={} VIP={VIP} SERVICE=/usr/bin/python3 SERVICE_ARGS='{repo}/tests/support/healthz.py 8443 /run' \
-         HEALTH_URL=http://127.0.0.1:8443/healthz LEASE_TTL=3 LEASE_MARGIN=1 NIC=lan0",
-        lab.etcd_endpoints()
-    );
-    let out = lab.sh(0, &format!("{env} sh {repo}/cib/{script}.sh"));
-    assert!(
-        out.status.success(),
-        "{script}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    create_topology(lab, script, false);
 }
 
 fn holder(lab: &Lab, limit: Duration) -> usize {
@@ -197,11 +186,6 @@ fn main() {
     two_node("master-with-vip", n2, &mut ham_split);
     two_node("ipaddr2-group-baseline", n2, &mut base_split);
 
-    let median = |s: &Stats| {
-        let mut o = s.outages.clone();
-        o.sort_by(|a, b| a.total_cmp(b));
-        o.get(o.len() / 2).copied().unwrap_or(f64::NAN)
-    };
     let all_zero = [&ham_crash, &ham_cut, &ham_split]
         .iter()
         .all(|s| s.overlaps.iter().all(|&x| x == 0.0));
@@ -214,7 +198,7 @@ fn main() {
          VIP at once, sampled every 5 ms. Measured {} on this machine.\n\n\
          | scenario | topology | trials | median outage (ms) | max outage (ms) | max overlap (ms) | trials with overlap |\n\
          |---|---|---|---|---|---|---|\n",
-        now_utc()
+        common::now_utc()
     );
     t.push_str(&ham_crash.row("crash of the VIP holder (3 nodes)", "hamaster"));
     t.push_str(&base_crash.row("crash of the VIP holder (3 nodes)", "IPaddr2 baseline"));
@@ -223,10 +207,10 @@ fn main() {
     t.push_str(&ham_split.row("two-node split, no fencing, 10 s", "hamaster"));
     t.push_str(&base_split.row("two-node split, no fencing, 10 s", "IPaddr2 baseline"));
     let (hc, bc, hp, bp) = (
-        median(&ham_crash),
-        median(&base_crash),
-        median(&ham_cut),
-        median(&base_cut),
+        common::median(&ham_crash.outages),
+        common::median(&base_crash.outages),
+        common::median(&ham_cut.outages),
+        common::median(&base_cut.outages),
     );
     t.push_str(&format!(
         "\nTargets: hamaster's median outage no worse than the baseline's + 500 ms — crash {hc:.0} vs {bc:.0} ms ({}), \
@@ -238,24 +222,5 @@ fn main() {
         if base_split.overlaps.iter().any(|&x| x > 0.0) { "yes" } else { "no" },
     ));
     print!("{t}");
-    write_section(&t);
-}
-
-fn now_utc() -> String {
-    let out = Command::new("date")
-        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
-        .output()
-        .ok();
-    out.map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default()
-}
-
-fn write_section(section: &str) {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/benchmarks.md");
-    let old = std::fs::read_to_string(path).unwrap_or_else(|_| "# Benchmarks\n".into());
-    let new = match (old.find(MARK_START), old.find(MARK_END)) {
-        (Some(a), Some(b)) => format!("{}{}{}", &old[..a], section, &old[b + MARK_END.len() + 1..]),
-        _ => format!("{old}\n{section}"),
-    };
-    std::fs::write(path, new).expect("write docs/benchmarks.md");
+    common::write_section(MARK_START, MARK_END, &t);
 }

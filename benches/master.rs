@@ -3,6 +3,8 @@
 //! time (promoted and unpromoted), and the guard's memory and CPU while idle at TTL 3 s.
 //! Writes its table into docs/benchmarks.md.
 
+#[path = "common/mod.rs"]
+mod common;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
@@ -38,18 +40,6 @@ fn timed(mut cmd: Command, want: i32) -> f64 {
     let ms = t.elapsed().as_secs_f64() * 1000.0;
     assert_eq!(status.code(), Some(want), "agent exit code");
     ms
-}
-
-fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
-
-fn p90(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[(v.len() * 9 / 10).min(v.len() - 1)]
 }
 
 fn cpu_ticks(pid: u32) -> u64 {
@@ -90,7 +80,7 @@ fn main() {
             .expect("measuring thread")
     });
     print!("{table}");
-    write_section(&table);
+    common::write_section(MARK_START, MARK_END, &table);
 }
 
 fn measure(node: &Node, agent: &Agent, rounds: usize, idle_secs: u64) -> String {
@@ -130,23 +120,23 @@ fn measure(node: &Node, agent: &Agent, rounds: usize, idle_secs: u64) -> String 
          lease_margin 1 s, the HTTPS test service (tests/support/healthz.py) in command mode, a VIP on a veth; release build; \
          agents spawned from inside the node's namespace. Measured {} on this machine.\n\n\
          | measure | median | p90 | target |\n|---|---|---|---|\n",
-        now_utc()
+        common::now_utc()
     ));
     t.push_str(&format!(
         "| promote → healthy leader (ms, wall) | {:.1} | {:.1} | |\n",
-        median(&promote),
-        p90(&promote)
+        common::median(&promote),
+        common::p90(&promote)
     ));
     t.push_str(&format!(
         "| demote (ms, wall) | {:.1} | {:.1} | |\n",
-        median(&demote),
-        p90(&demote)
+        common::median(&demote),
+        common::p90(&demote)
     ));
     t.push_str(&format!(
         "| monitor, promoted (ms, wall) | {:.2} | {:.2} | ≤ 5 ms: {} |\n",
-        median(&mon_promoted),
-        p90(&mon_promoted),
-        if median(&mon_promoted) <= 5.0 {
+        common::median(&mon_promoted),
+        common::p90(&mon_promoted),
+        if common::median(&mon_promoted) <= 5.0 {
             "met"
         } else {
             "NOT met"
@@ -154,8 +144,8 @@ fn measure(node: &Node, agent: &Agent, rounds: usize, idle_secs: u64) -> String 
     ));
     t.push_str(&format!(
         "| monitor, unpromoted (ms, wall) | {:.2} | {:.2} | |\n",
-        median(&mon_unpromoted),
-        p90(&mon_unpromoted)
+        common::median(&mon_unpromoted),
+        common::p90(&mon_unpromoted)
     ));
     t.push_str(&format!(
         "| guard RSS after {idle_secs} s idle (MiB) | {:.1} | | ≤ 10 MiB: {} |\n",
@@ -170,23 +160,4 @@ fn measure(node: &Node, agent: &Agent, rounds: usize, idle_secs: u64) -> String 
         "\nThe guard renews every lease_ttl/3 = 1 s and checks health every 1 s over a kept-alive HTTPS connection.\n{MARK_END}\n"
     ));
     t
-}
-
-fn now_utc() -> String {
-    let out = Command::new("date")
-        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
-        .output()
-        .ok();
-    out.map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default()
-}
-
-fn write_section(section: &str) {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/benchmarks.md");
-    let old = std::fs::read_to_string(path).unwrap_or_else(|_| "# Benchmarks\n".into());
-    let new = match (old.find(MARK_START), old.find(MARK_END)) {
-        (Some(a), Some(b)) => format!("{}{}{}", &old[..a], section, &old[b + MARK_END.len() + 1..]),
-        _ => format!("{old}\n{section}"),
-    };
-    std::fs::write(path, new).expect("write docs/benchmarks.md");
 }

@@ -4,6 +4,8 @@
 //! Writes its table into docs/benchmarks.md. Not a test: these machines are noisy, so it
 //! reports ratios measured side by side rather than asserting absolute times.
 
+#[path = "common/mod.rs"]
+mod common;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
@@ -168,18 +170,6 @@ fn one_round(which: Which, peer: &support::Netns, s: &mut Samples) {
     s.stop_cpu.push(ms(stop.cpu));
 }
 
-fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
-
-fn p90(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[(v.len() * 9 / 10).min(v.len() - 1)]
-}
-
 fn inner() {
     let iterations: u32 = std::env::var("BENCH_ITERS").unwrap().parse().unwrap();
     let peer = support::Netns {
@@ -218,48 +208,28 @@ fn inner() {
          5 monitors per round; release build; one pair of namespaces joined by a veth).\n\
          Measured {} on this machine ({} cores).\n\n\
          | measure (ms) | hamaster vip median | p90 | IPaddr2 median | p90 | IPaddr2 / vip (medians) |\n|---|---|---|---|---|---|\n",
-        now_utc(),
+        common::now_utc(),
         std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0)
     ));
     for (name, a, b) in rows {
         table.push_str(&format!(
             "| {name} | {:.2} | {:.2} | {:.2} | {:.2} | {:.1}× |\n",
-            median(a),
-            p90(a),
-            median(b),
-            p90(b),
-            median(b) / median(a)
+            common::median(a),
+            common::p90(a),
+            common::median(b),
+            common::p90(b),
+            common::median(b) / common::median(a)
         ));
     }
-    let monitor_ratio = median(&theirs.monitor_wall) / median(&ours.monitor_wall);
-    let first = median(&ours.first_frame);
+    let monitor_ratio = common::median(&theirs.monitor_wall) / common::median(&ours.monitor_wall);
+    let first = common::median(&ours.first_frame);
     table.push_str(&format!(
         "\nTargets: monitor at most 1/15 of IPaddr2's wall time — measured 1/{monitor_ratio:.0} ({}); \
          first announcement within 5 ms of invoking start — measured {first:.2} ms median, {:.2} ms p90 ({}).\n{MARK_END}\n",
         if monitor_ratio >= 15.0 { "met" } else { "NOT met" },
-        p90(&ours.first_frame),
+        common::p90(&ours.first_frame),
         if first <= 5.0 { "met" } else { "NOT met" },
     ));
     print!("{table}");
-    write_section(&table);
-}
-
-fn now_utc() -> String {
-    let out = Command::new("date")
-        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
-        .output()
-        .ok();
-    out.map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default()
-}
-
-/// Replaces this benchmark's section of docs/benchmarks.md, leaving the others alone.
-fn write_section(section: &str) {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/benchmarks.md");
-    let old = std::fs::read_to_string(path).unwrap_or_else(|_| "# Benchmarks\n".into());
-    let new = match (old.find(MARK_START), old.find(MARK_END)) {
-        (Some(a), Some(b)) => format!("{}{}{}", &old[..a], section, &old[b + MARK_END.len() + 1..]),
-        _ => format!("{old}\n{section}"),
-    };
-    std::fs::write(path, new).expect("write docs/benchmarks.md");
+    common::write_section(MARK_START, MARK_END, &table);
 }

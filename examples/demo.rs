@@ -9,7 +9,7 @@ mod support;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use support::cluster::{outage, Etcd, HealthClient, Lab, VIP};
+use support::cluster::{create_topology, outage, Etcd, HealthClient, Lab, VIP};
 
 static STEP: Mutex<String> = Mutex::new(String::new());
 
@@ -54,7 +54,6 @@ fn main() {
 }
 
 fn run() {
-    let repo = env!("CARGO_MANIFEST_DIR");
     step("bringing up 3 nodes n1 n2 n3 (corosync + pacemaker + etcd member each, in network namespaces)");
     let t = Instant::now();
     let mut lab = Lab::new("demo", 3, Etcd::OnNodes);
@@ -64,12 +63,7 @@ fn run() {
     );
 
     step("creating the master with its VIP: cib/master-with-vip.sh (pcs resource create ... promotable)");
-    let env = format!(
-        "ETCD_ENDPOINTS={} VIP={VIP} SERVICE=/usr/bin/python3 SERVICE_ARGS='{repo}/tests/support/healthz.py 8443 /run' \
-         HEALTH_URL=http://127.0.0.1:8443/healthz LEASE_TTL=3 LEASE_MARGIN=1",
-        lab.etcd_endpoints()
-    );
-    let created = lab.sh(0, &format!("{env} sh -x {repo}/cib/master-with-vip.sh"));
+    let created = create_topology(&lab, "master-with-vip", true);
     show("pcs", created);
     let master = promoted(&lab, 0, None);
     let mi = lab.index(&master);

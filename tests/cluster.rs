@@ -8,32 +8,14 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use support::cluster::{outage, record, Etcd, HealthClient, Lab, VIP};
+use support::cluster::{create_topology, outage, record, Etcd, HealthClient, Lab, VIP};
 use support::master::VipObserver;
 
 const KEY: &str = "/hamaster/api/leader";
 const TTL_MS: u64 = 3000;
 
 fn topology(lab: &Lab, script: &str) {
-    let repo = env!("CARGO_MANIFEST_DIR");
-    let env = format!(
-        "ETCD_ENDPOINTS={} VIP={VIP} SERVICE=/usr/bin/python3 SERVICE_ARGS='{repo}/tests/support/healthz.py 8443 /run' \
-         HEALTH_URL=http://127.0.0.1:8443/healthz LEASE_TTL=3 LEASE_MARGIN=1 NIC=lan0",
-        lab.etcd_endpoints()
-    );
-    let out = lab.sh(0, &format!("{env} sh {repo}/cib/{script}.sh"));
-    assert!(
-        out.status.success(),
-        "{script}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let live = lab.on(0, &["crm_verify", "--live-check"]);
-    assert!(
-        live.status.success(),
-        "crm_verify -L after {script}: {}",
-        String::from_utf8_lossy(&live.stderr)
-    );
+    create_topology(lab, script, false);
 }
 
 fn observer(lab: &Lab) -> VipObserver {

@@ -374,7 +374,7 @@ fn demote_steps(ctx: &Ctx, cfg: &MasterConfig) -> Outcome {
             &ctx.dir.socket(),
             timeout.saturating_sub(Duration::from_secs(5)),
         ));
-        if asked.is_ok() && wait_gone(pid, &ctx.resource, Duration::from_secs(3)) {
+        if asked.is_ok() && wait_gone(pid, &ctx.dir, Duration::from_secs(3)) {
             ctx.dir.unmark(ctx.dir.promoted());
             return Outcome::ok();
         }
@@ -384,7 +384,7 @@ fn demote_steps(ctx: &Ctx, cfg: &MasterConfig) -> Outcome {
         );
         // SAFETY: kill(2) on the pid we verified to be this resource's guard.
         unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-        wait_gone(pid, &ctx.resource, Duration::from_secs(2));
+        wait_gone(pid, &ctx.dir, Duration::from_secs(2));
     }
     cleanup_after_guard(ctx, Some(cfg))
 }
@@ -396,20 +396,20 @@ fn demote_without_config(ctx: &Ctx) -> Outcome {
             Duration::from_secs(20),
         ))
         .is_ok()
-            && wait_gone(pid, &ctx.resource, Duration::from_secs(3))
+            && wait_gone(pid, &ctx.dir, Duration::from_secs(3))
         {
             return Outcome::ok();
         }
         // SAFETY: kill(2) on the pid we verified to be this resource's guard.
         unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-        wait_gone(pid, &ctx.resource, Duration::from_secs(2));
+        wait_gone(pid, &ctx.dir, Duration::from_secs(2));
     }
     cleanup_after_guard(ctx, None)
 }
 
-fn wait_gone(pid: u32, resource: &str, limit: Duration) -> bool {
+fn wait_gone(pid: u32, dir: &ResourceDir, limit: Duration) -> bool {
     let until = Instant::now() + limit;
-    while crate::procfs::live_with_args(pid, &["guard", resource]) {
+    while dir.is_guard(pid) {
         if Instant::now() >= until {
             return false;
         }
@@ -466,14 +466,7 @@ fn cleanup_after_guard(ctx: &Ctx, cfg: Option<&MasterConfig>) -> Outcome {
             );
         }
     }
-    for p in [
-        ctx.dir.socket(),
-        ctx.dir.pidfile(),
-        ctx.dir.state(),
-        ctx.dir.service_env(),
-    ] {
-        let _ = std::fs::remove_file(p);
-    }
+    ctx.dir.remove_guard_files();
     if failures.is_empty() {
         ctx.dir.unmark(ctx.dir.promoted());
         Outcome::ok()

@@ -4,6 +4,7 @@
 pub mod announce;
 pub mod guard;
 pub mod status;
+pub mod takeover;
 
 use clap::{Parser, Subcommand};
 
@@ -36,6 +37,11 @@ pub enum Command {
     /// Show who holds a resource's leader key (etcd) and what this node's guard, VIP and
     /// service are doing.
     Status(status::StatusArgs),
+    /// Cold standby, cluster stack down: take the leader key, raise the VIP, start the
+    /// service and guard them in the foreground until `release` or a signal.
+    Takeover(takeover::TakeoverArgs),
+    /// Tell a `takeover` guard to step down cleanly.
+    Release(takeover::ReleaseArgs),
 }
 
 /// Runs the operator CLI and returns the exit code.
@@ -70,6 +76,17 @@ pub fn main(args: Vec<String>) -> i32 {
         Command::Guard(g) => {
             crate::logging::init(&format!("hamaster-guard({})", g.resource));
             guard::run(&g)
+        }
+        Command::Takeover(t) => {
+            crate::logging::init(&format!(
+                "hamaster-takeover({})",
+                t.resource.clone().unwrap_or_default()
+            ));
+            takeover::takeover(&t)
+        }
+        Command::Release(r) => {
+            crate::logging::init("hamaster-release");
+            takeover::release(&r)
         }
         Command::Status(s) => {
             crate::logging::init("hamaster-status");

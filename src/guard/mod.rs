@@ -198,7 +198,7 @@ impl Guard {
             stepdown_tx,
             open.clone(),
         ));
-        let Ok(mut sigterm) = signal(SignalKind::terminate()) else {
+        let Some(mut sigterm) = StopSignals::new() else {
             return 1;
         };
 
@@ -212,7 +212,7 @@ impl Guard {
             Err(Interrupt::Signal) => 0,
             Err(Interrupt::Failed(why)) => self.give_up(why, &mut stepdown_rx).await,
         };
-        self.clean_files();
+        self.dir.remove_guard_files();
         server.abort();
         open.drain(Duration::from_millis(500)).await;
         code
@@ -235,7 +235,7 @@ impl Guard {
     async fn acquire(
         &mut self,
         stepdown: &mut mpsc::Receiver<StepDown>,
-        sigterm: &mut tokio::signal::unix::Signal,
+        sigterm: &mut StopSignals,
     ) -> Result<Acquired, Interrupt> {
         let until = Instant::now() + self.args.acquire_for;
         let etcd = Etcd::connect(&self.args.config.etcd, self.op_timeout())
@@ -351,7 +351,7 @@ impl Guard {
         &mut self,
         a: Acquired,
         stepdown: &mut mpsc::Receiver<StepDown>,
-        sigterm: &mut tokio::signal::unix::Signal,
+        sigterm: &mut StopSignals,
     ) -> i32 {
         let deadline0 = self.clock.deadline(a.sent, a.granted);
         self.set_deadline(deadline0);
@@ -633,15 +633,27 @@ impl Guard {
         }
         1
     }
+}
 
-    fn clean_files(&self) {
-        for p in [
-            self.dir.socket(),
-            self.dir.pidfile(),
-            self.dir.state(),
-            self.dir.service_env(),
-        ] {
-            let _ = std::fs::remove_file(p);
+/// SIGTERM (systemd, Pacemaker) or SIGINT (an operator's Ctrl-C in `hamaster takeover`):
+/// either means "step down cleanly".
+struct StopSignals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    fn new() -> Option<StopSignals> {
+        Some(StopSignals {
+            term: signal(SignalKind::terminate()).ok()?,
+            int: signal(SignalKind::interrupt()).ok()?,
+        })
+    }
+
+    async fn recv(&mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
         }
     }
 }

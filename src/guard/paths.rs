@@ -65,6 +65,19 @@ impl ResourceDir {
         self.root.join("score")
     }
 
+    /// Removes what only a running guard needs (socket, pidfile, state, service.env); the
+    /// fencing token stays for the record.
+    pub fn remove_guard_files(&self) {
+        for p in [
+            self.socket(),
+            self.pidfile(),
+            self.state(),
+            self.service_env(),
+        ] {
+            let _ = fs::remove_file(p);
+        }
+    }
+
     pub fn load(&self) -> Option<Persisted> {
         fs::read(self.state())
             .ok()
@@ -97,7 +110,18 @@ impl ResourceDir {
             .trim()
             .parse()
             .ok()?;
-        let resource = self.root.file_name()?.to_string_lossy().into_owned();
-        crate::procfs::live_with_args(pid, &["guard", &resource]).then_some(pid)
+        self.is_guard(pid).then_some(pid)
+    }
+
+    /// Whether `pid` is a live guard of this resource: spawned by the agent (`hamaster guard
+    /// --resource R`) or run by an operator (`hamaster takeover`, whose pidfile is this one).
+    pub fn is_guard(&self, pid: u32) -> bool {
+        let resource = self
+            .root
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        crate::procfs::live_with_args(pid, &["guard", &resource])
+            || crate::procfs::live_with_args(pid, &["takeover"])
     }
 }

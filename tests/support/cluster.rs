@@ -511,17 +511,8 @@ impl Lab {
 
     /// Kills every process of node `i` and removes its addresses and link: a crashed host.
     pub fn crash(&mut self, i: usize) {
-        kill_all_in(&self.nodes[i].ns.name);
         let node = &mut self.nodes[i];
-        for mut c in node
-            .daemons
-            .drain(..)
-            .chain(node.holder.take())
-            .chain(node.etcd.take())
-        {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        node.kill();
         let _ = sh("ip", &["-n", &node.ns.name, "addr", "flush", "dev", "lan0"]);
         let _ = sh("ip", &["-n", &node.ns.name, "link", "set", "lan0", "down"]);
     }
@@ -597,19 +588,26 @@ fn kill_all_in(ns: &str) {
     }
 }
 
+impl LabNode {
+    /// Kills every process of the node and reaps the ones this process started.
+    fn kill(&mut self) {
+        kill_all_in(&self.ns.name);
+        for mut c in self
+            .daemons
+            .drain(..)
+            .chain(self.holder.take())
+            .chain(self.etcd.take())
+        {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
 impl Drop for Lab {
     fn drop(&mut self) {
         for node in &mut self.nodes {
-            kill_all_in(&node.ns.name);
-            for mut c in node
-                .daemons
-                .drain(..)
-                .chain(node.holder.take())
-                .chain(node.etcd.take())
-            {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
+            node.kill();
         }
         if let Some((ns, child)) = self.witness.as_mut() {
             kill_all_in(&ns.name);
@@ -623,6 +621,38 @@ impl Drop for Lab {
         }
         let _ = fs::remove_dir_all(&self.dir);
     }
+}
+
+/// Creates one of the cib/ topologies with its pcs script on node 0, with the lab's etcd, the
+/// test service (tests/support/healthz.py over HTTP on 8443), TTL 3 s and margin 1 s; then
+/// checks the live CIB with crm_verify. `trace` shows the pcs commands (sh -x) for the demo.
+pub fn create_topology(lab: &Lab, script: &str, trace: bool) -> Output {
+    let repo = env!("CARGO_MANIFEST_DIR");
+    let env = format!(
+        "ETCD_ENDPOINTS={} VIP={VIP} SERVICE=/usr/bin/python3 SERVICE_ARGS='{repo}/tests/support/healthz.py 8443 /run' \
+         HEALTH_URL=http://127.0.0.1:8443/healthz LEASE_TTL=3 LEASE_MARGIN=1 NIC=lan0",
+        lab.etcd_endpoints()
+    );
+    let out = lab.sh(
+        0,
+        &format!(
+            "{env} sh {} {repo}/cib/{script}.sh",
+            if trace { "-x" } else { "" }
+        ),
+    );
+    assert!(
+        out.status.success(),
+        "{script}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let live = lab.on(0, &["crm_verify", "--live-check"]);
+    assert!(
+        live.status.success(),
+        "crm_verify -L after {script}: {}",
+        String::from_utf8_lossy(&live.stderr)
+    );
+    out
 }
 
 /// A client in the switch namespace that polls `http://VIP:8443/healthz` every 20 ms (plain

@@ -298,25 +298,41 @@ impl Node {
 }
 
 impl Node {
-    /// `hamaster status --config api.toml [--json]` on this node, with the agent's parameters
-    /// written as the TOML config file an operator would keep.
-    pub fn status_cli(&self, agent: &Agent, json: bool) -> super::Run {
+    /// The agent's parameters written as the TOML config file an operator would keep
+    /// (`api.toml`: the file name is the resource name).
+    pub fn config_file(&self, agent: &Agent) -> PathBuf {
         let file = self.state.join(format!("{RESOURCE}.toml"));
         std::fs::write(&file, toml::to_string(&agent.params).unwrap()).unwrap();
+        file
+    }
+
+    /// `hamaster ARGS...` on this node (its namespace and host name, the agent's run dir).
+    pub fn cli(&self, agent: &Agent, args: &[&str]) -> std::process::Command {
         let mut cmd = std::process::Command::new("ip");
         cmd.args([
             "netns",
             "exec",
             &self.ns.name,
-            super::hamaster_bin().to_str().unwrap(),
-            "status",
-            "--config",
-        ])
-        .arg(&file);
-        if json {
-            cmd.arg("--json");
-        }
+            "unshare",
+            "--uts",
+            "sh",
+            "-c",
+            "hostname \"$0\" && exec \"$@\"",
+            &self.name,
+        ]);
+        cmd.arg(super::hamaster_bin()).args(args);
         cmd.env("HAMASTER_RUN_DIR", &agent.run_dir);
-        super::run_command(cmd)
+        cmd.stdin(std::process::Stdio::null());
+        cmd
+    }
+
+    /// `hamaster status --config api.toml [--json]` on this node.
+    pub fn status_cli(&self, agent: &Agent, json: bool) -> super::Run {
+        let file = self.config_file(agent);
+        let mut args = vec!["status", "--config", file.to_str().unwrap()];
+        if json {
+            args.push("--json");
+        }
+        super::run_command(self.cli(agent, &args))
     }
 }

@@ -1,0 +1,44 @@
+//! What the benchmarks share: order statistics, the time stamp, and replacing one marked
+//! section of docs/benchmarks.md while leaving the others alone.
+#![allow(dead_code)]
+
+use std::process::Command;
+
+pub fn median(v: &[f64]) -> f64 {
+    quantile(v, 0.5)
+}
+
+pub fn p90(v: &[f64]) -> f64 {
+    quantile(v, 0.9)
+}
+
+/// The sample at rank ⌊q·n⌋ of the sorted values (NaN for none).
+pub fn quantile(v: &[f64], q: f64) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(|a, b| a.total_cmp(b));
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v[((v.len() as f64 * q) as usize).min(v.len() - 1)]
+}
+
+pub fn now_utc() -> String {
+    let out = Command::new("date")
+        .args(["-u", "+%Y-%m-%d %H:%M UTC"])
+        .output()
+        .ok();
+    out.map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
+}
+
+/// Replaces the section between `start` and `end` (both included in `section`) in
+/// docs/benchmarks.md, or appends it.
+pub fn write_section(start: &str, end: &str, section: &str) {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/benchmarks.md");
+    let old = std::fs::read_to_string(path).unwrap_or_else(|_| "# Benchmarks\n".into());
+    let new = match (old.find(start), old.find(end)) {
+        (Some(a), Some(b)) => format!("{}{}{}", &old[..a], section, &old[b + end.len() + 1..]),
+        _ => format!("{old}\n{section}"),
+    };
+    std::fs::write(path, new).expect("write docs/benchmarks.md");
+}

@@ -1,0 +1,149 @@
+//! `hamaster takeover` and `hamaster release`: the cold-standby path of the runbook. With the
+//! cluster stack down, an operator runs the guard in the foreground from a config file: it
+//! waits for the old holder's key to go, takes the lease, raises the VIP, starts the service
+//! and guards them until `hamaster release` or a signal, then steps down cleanly.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use clap::Args;
+
+use crate::guard::config::MasterConfig;
+use crate::guard::paths::ResourceDir;
+use crate::guard::status;
+use crate::guard::{self as g, GuardArgs};
+use crate::lease::leader_key;
+use crate::params::master::MASTER_AGENT;
+use crate::params::Values;
+use crate::vip::burst;
+
+#[derive(Debug, Args)]
+pub struct TakeoverArgs {
+    /// Resource configuration (TOML: the master agent's parameters; unknown keys are errors).
+    #[arg(long)]
+    pub config: PathBuf,
+    /// Resource name; default: the config file's name without extension.
+    #[arg(long)]
+    pub resource: Option<String>,
+    /// Node name written into the leader key; default: this host's name.
+    #[arg(long)]
+    pub node: Option<String>,
+    /// Seconds to wait for the current holder's key to go before giving up.
+    #[arg(long, default_value_t = 120)]
+    pub wait: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct ReleaseArgs {
+    /// Resource name (as given to takeover).
+    #[arg(long)]
+    pub resource: String,
+    /// Seconds to wait for the guard to step down.
+    #[arg(long, default_value_t = 60)]
+    pub wait: u64,
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "localhost".into())
+}
+
+/// Why Pacemaker on this host must keep this resource, if it manages it: two managers of
+/// one master is exactly what hamaster exists to prevent.
+fn pacemaker_manages(resource: &str) -> Option<String> {
+    let out = Command::new("timeout")
+        .args(["10", "crm_resource", "--resource", resource, "--locate"])
+        .stdin(Stdio::null())
+        .output()
+        .ok()?;
+    out.status.success().then(|| {
+        let where_ = String::from_utf8_lossy(&out.stdout).trim().replace('\n', "; ");
+        format!(
+            "Pacemaker on this host is running and manages {resource} ({}). Use pcs (pcs resource move/ban) \
+             instead, or stop the cluster stack on this host first (pcs cluster stop)",
+            if where_.is_empty() { "not running anywhere".into() } else { where_ }
+        )
+    })
+}
+
+pub fn takeover(a: &TakeoverArgs) -> i32 {
+    let text = match std::fs::read_to_string(&a.config) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("hamaster takeover: cannot read {}: {e}", a.config.display());
+            return 5;
+        }
+    };
+    let config =
+        match Values::from_toml(&MASTER_AGENT, &text).and_then(|v| MasterConfig::from_values(&v)) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("hamaster takeover: {}: {e}", a.config.display());
+                return 6;
+            }
+        };
+    if let Err(e) = config.check_installed() {
+        eprintln!("hamaster takeover: {e}");
+        return 5;
+    }
+    let resource = a
+        .resource
+        .clone()
+        .or_else(|| {
+            a.config
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+        })
+        .unwrap_or_default();
+    if let Some(why) = pacemaker_manages(&resource) {
+        eprintln!("hamaster takeover: refusing: {why}");
+        return 1;
+    }
+    let node = a.node.clone().unwrap_or_else(hostname);
+    eprintln!(
+        "hamaster takeover: {resource} as {node}: waiting up to {} s for the leader key {}; `hamaster release --resource {resource}` or Ctrl-C steps down",
+        a.wait,
+        leader_key(&config.etcd.prefix, &resource)
+    );
+    g::run(GuardArgs {
+        resource,
+        node,
+        config,
+        acquire_for: Duration::from_secs(a.wait),
+        run_dir: burst::run_dir(),
+    })
+}
+
+pub fn release(a: &ReleaseArgs) -> i32 {
+    let dir = ResourceDir::new(&burst::run_dir(), &a.resource);
+    let Some(pid) = dir.live_guard() else {
+        println!(
+            "no guard runs for {} on this host: nothing to release",
+            a.resource
+        );
+        return 0;
+    };
+    match status::block_on(status::step_down(
+        &dir.socket(),
+        Duration::from_secs(a.wait),
+    )) {
+        Ok(st) => {
+            let until = Instant::now() + Duration::from_secs(5);
+            while dir.is_guard(pid) && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            println!(
+                "released {}: service stopped, VIP removed, leader key given back (fencing token was {})",
+                a.resource,
+                st.fencing_token.map_or("-".into(), |t| t.to_string())
+            );
+            0
+        }
+        Err(e) => {
+            eprintln!("hamaster release: the guard (pid {pid}) did not step down: {e}");
+            1
+        }
+    }
+}

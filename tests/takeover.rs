@@ -1,0 +1,194 @@
+//! `hamaster takeover` / `release` and the runbook (docs/runbook.md) against a real etcd
+//! cluster in namespaces: the runbook's commands are run here in its order.
+
+mod support;
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use support::etcd::EtcdCluster;
+use support::master::{Node, VIP};
+
+const KEY: &str = "/hamaster/api/leader";
+
+/// The `$ hamaster …` lines of docs/runbook.md, in order.
+fn runbook_commands() -> Vec<Vec<String>> {
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/runbook.md")).unwrap();
+    text.lines()
+        .filter_map(|l| l.strip_prefix("$ hamaster "))
+        .map(|l| shell_words::split(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn the_runbook_commands_take_over_and_hand_back() {
+    let mut etcd = EtcdCluster::new("rb");
+    let old = Node::new(&mut etcd, "nb");
+    let standby = Node::new(&mut etcd, "na");
+    // The old master: promoted by the agent, then its host crashes with the key still leased.
+    let old_agent = old.agent(&etcd);
+    assert_eq!(old_agent.run("start").code, 0);
+    let run = old_agent.run("promote");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let (_, _, old_token) = etcd.get(KEY).unwrap();
+    let pids = support::sh("ip", &["netns", "pids", &old.ns.name]);
+    for pid in String::from_utf8_lossy(&pids.stdout).split_whitespace() {
+        let _ = support::sh("kill", &["-9", pid]);
+    }
+    old.ns.ip(&["addr", "flush", "dev", "lan0"]);
+
+    let agent = standby.agent(&etcd);
+    let config = standby.config_file(&agent);
+    let config = config.to_str().unwrap();
+    let commands = runbook_commands();
+    let verbs: Vec<&str> = commands.iter().map(|c| c[0].as_str()).collect();
+    assert_eq!(
+        verbs,
+        ["status", "takeover", "status", "release"],
+        "the runbook's steps"
+    );
+    let args = |i: usize| -> Vec<String> {
+        commands[i]
+            .iter()
+            .map(|a| a.replace("/etc/hamaster/api.toml", config))
+            .collect()
+    };
+
+    // 1. Detect.
+    let a = args(0);
+    let st = support::run_command(
+        standby.cli(&agent, &a.iter().map(String::as_str).collect::<Vec<_>>()),
+    );
+    assert_eq!(st.code, 0, "{}", st.stderr);
+    assert!(
+        st.stdout.contains("etcd holder     nb (lease 0x")
+            && st.stdout.contains("this node       stopped"),
+        "{}",
+        st.stdout
+    );
+
+    // 3. Take over (in the foreground, so in the background here).
+    let a = args(1);
+    let log = standby.state.join("takeover.err");
+    let mut takeover = standby
+        .cli(&agent, &a.iter().map(String::as_str).collect::<Vec<_>>())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    assert!(
+        support::wait_for(Duration::from_secs(20), || standby.holds_vip()),
+        "VIP raised: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    let waited = t.elapsed();
+    let err = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        err.contains("leader key held by nb (lease 0x"),
+        "it showed who held the key: {err}"
+    );
+    assert!(
+        waited > Duration::from_millis(500),
+        "it waited for the stale lease ({waited:?})"
+    );
+
+    // 4. Verify (once the service has come up behind the VIP).
+    let a = args(2);
+    let mut st = support::run_command(
+        standby.cli(&agent, &a.iter().map(String::as_str).collect::<Vec<_>>()),
+    );
+    let healthy = support::wait_for(Duration::from_secs(10), || {
+        st = support::run_command(
+            standby.cli(&agent, &a.iter().map(String::as_str).collect::<Vec<_>>()),
+        );
+        st.stdout.contains("service         healthy")
+    });
+    assert!(healthy, "{}", st.stdout);
+    assert!(
+        st.stdout.contains("etcd holder     na (lease 0x") && st.stdout.contains("na is leader"),
+        "{}",
+        st.stdout
+    );
+    assert!(
+        st.stdout
+            .contains(&format!("VIP             {VIP} present"))
+            && st.stdout.contains("service         healthy"),
+        "{}",
+        st.stdout
+    );
+    let (_, _, token) = etcd.get(KEY).unwrap();
+    assert!(token > old_token, "fencing token {old_token} → {token}");
+    assert_eq!(standby.tokens(), vec![token]);
+
+    // 5. Hand back.
+    let a = args(3);
+    let rel = support::run_command(
+        standby.cli(&agent, &a.iter().map(String::as_str).collect::<Vec<_>>()),
+    );
+    assert_eq!(rel.code, 0, "{}", rel.stderr);
+    assert!(rel.stdout.contains(&format!("released api: service stopped, VIP removed, leader key given back (fencing token was {token})")), "{}", rel.stdout);
+    let exited = support::wait_for(Duration::from_secs(10), || {
+        matches!(takeover.try_wait(), Ok(Some(_)))
+    });
+    assert!(exited, "takeover ends after release");
+    assert_eq!(takeover.wait().unwrap().code(), Some(0));
+    assert!(!standby.holds_vip() && standby.service_pids().is_empty() && etcd.get(KEY).is_none());
+    let again = support::run_command(standby.cli(&agent, &["release", "--resource", "api"]));
+    assert_eq!(again.code, 0, "release is idempotent");
+    assert!(again.stdout.contains("nothing to release"));
+}
+
+#[test]
+fn takeover_steps_down_on_a_signal_and_rejects_unknown_config_keys() {
+    let mut etcd = EtcdCluster::new("tk");
+    let a = Node::new(&mut etcd, "na");
+    let agent = a.agent(&etcd);
+    let config = a.config_file(&agent);
+    let mut child = a
+        .cli(
+            &agent,
+            &[
+                "takeover",
+                "--config",
+                config.to_str().unwrap(),
+                "--wait",
+                "10",
+            ],
+        )
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(support::wait_for(Duration::from_secs(20), || a.holds_vip()
+        && etcd.get(KEY).is_some()));
+    // SIGTERM, as `systemctl stop hamaster-takeover@api` sends it; the guard is the
+    // grandchild of `ip netns exec … unshare sh`, which exec in place: the child is the guard.
+    support::must("kill", &["-TERM", &child.id().to_string()]);
+    assert!(support::wait_for(Duration::from_secs(15), || matches!(
+        child.try_wait(),
+        Ok(Some(_))
+    )));
+    assert!(
+        !a.holds_vip() && a.service_pids().is_empty() && etcd.get(KEY).is_none(),
+        "stepped down cleanly"
+    );
+
+    std::fs::write(
+        &config,
+        format!(
+            "{}\nlease_ttll = 5\n",
+            std::fs::read_to_string(&config).unwrap()
+        ),
+    )
+    .unwrap();
+    let run =
+        support::run_command(a.cli(&agent, &["takeover", "--config", config.to_str().unwrap()]));
+    assert_eq!(run.code, 6);
+    assert!(
+        run.stderr.contains("unknown parameter lease_ttll"),
+        "{}",
+        run.stderr
+    );
+    assert!(etcd.get(KEY).is_none() && !a.holds_vip());
+}
