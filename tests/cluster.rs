@@ -119,6 +119,42 @@ fn three_nodes_master_with_vip_crash_partition_etcd_loss_and_ban() {
         Some(promote_time),
     );
 
+    // The runbook's takeover refuses to run where Pacemaker manages the resource.
+    let toml = lab.dir.join("api.toml");
+    std::fs::write(
+        &toml,
+        format!(
+            "etcd_endpoints = \"{}\"\ncommand = \"/usr/bin/python3\"\nargs = \"{}/tests/support/healthz.py 8443 /run\"\n",
+            lab.etcd_endpoints(),
+            env!("CARGO_MANIFEST_DIR")
+        ),
+    )
+    .unwrap();
+    let bin = support::OcfDir::get().root.join("hamaster");
+    let other_node = (pi + 1) % 3;
+    let refused = lab.on(
+        other_node,
+        &[
+            bin.to_str().unwrap(),
+            "takeover",
+            "--config",
+            toml.to_str().unwrap(),
+            "--wait",
+            "5",
+        ],
+    );
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("refusing: Pacemaker on this host is running and manages api"),
+        "{err}"
+    );
+    assert_eq!(
+        lab.leader_key(KEY).map(|k| k.0),
+        Some(p.clone()),
+        "the refused takeover changed nothing"
+    );
+
     // Crash of the promoted node.
     let t_crash = Instant::now();
     lab.crash(pi);
