@@ -2,7 +2,7 @@
 CARGO ?= cargo
 BIN := target/debug/hamaster
 
-.PHONY: all build deps ocf golden check lint test check-cluster demo bench bench-failover clean
+.PHONY: all build deps ocf docs golden check lint test check-cluster demo bench bench-failover clean
 
 all: build
 
@@ -17,6 +17,10 @@ ocf: build
 	mkdir -p target/ocf/resource.d/hamaster
 	ln -sfn $(abspath $(BIN)) target/ocf/resource.d/hamaster/vip
 	ln -sfn $(abspath $(BIN)) target/ocf/resource.d/hamaster/master
+
+# Regenerates docs/reference.md from the parameter tables (a test fails when it is stale).
+docs: build
+	$(BIN) docs reference > docs/reference.md
 
 # Regenerates the golden meta-data copies that tests compare against.
 golden: build

@@ -11,6 +11,7 @@ pub mod logging;
 pub mod ocf;
 pub mod params;
 pub mod procfs;
+pub mod reference;
 pub mod service;
 pub mod vip;
 

@@ -428,3 +428,28 @@ fn cib_topologies_pass_crm_verify_and_a_broken_one_does_not() {
         "crm_verify must reject a constraint on a missing resource"
     );
 }
+
+#[test]
+fn docs_reference_is_generated_from_the_parameter_tables_and_current() {
+    let file =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/reference.md")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_hamaster"))
+        .args(["docs", "reference"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        file,
+        "docs/reference.md is stale: run `make docs`"
+    );
+    for (_, params) in AGENTS {
+        for p in params.iter() {
+            assert!(
+                file.contains(&format!("| `{}` |", p.name)),
+                "{} documented",
+                p.name
+            );
+        }
+    }
+}

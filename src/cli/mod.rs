@@ -42,6 +42,12 @@ pub enum Command {
     Takeover(takeover::TakeoverArgs),
     /// Tell a `takeover` guard to step down cleanly.
     Release(takeover::ReleaseArgs),
+    /// Print generated documentation: `reference` (docs/reference.md).
+    #[command(hide = true)]
+    Docs {
+        /// What to print: reference.
+        what: String,
+    },
 }
 
 /// Runs the operator CLI and returns the exit code.
@@ -88,6 +94,16 @@ pub fn main(args: Vec<String>) -> i32 {
             crate::logging::init("hamaster-release");
             takeover::release(&r)
         }
+        Command::Docs { what } => match what.as_str() {
+            "reference" => {
+                print!("{}", crate::reference::markdown());
+                0
+            }
+            other => {
+                eprintln!("hamaster docs: unknown document {other:?} (known: reference)");
+                crate::ocf::OcfExit::ErrArgs.code()
+            }
+        },
         Command::Status(s) => {
             crate::logging::init("hamaster-status");
             status::run(&s)
