@@ -2,7 +2,7 @@
 CARGO ?= cargo
 BIN := target/debug/hamaster
 
-.PHONY: all build deps ocf docs golden check lint test check-cluster demo bench bench-failover clean
+.PHONY: all build deps ocf docs golden check lint test check-cluster demo bench bench-failover rpm clean
 
 all: build
 
@@ -54,6 +54,10 @@ bench: deps
 # Failover of hamaster vs the IPaddr2 baseline on lab clusters (about 30 minutes).
 bench-failover: deps
 	$(CARGO) bench --bench failover
+
+# Binary and source RPM into target/rpm/ (vendored crates, offline build).
+rpm: deps
+	scripts/build-rpm
 
 clean:
 	$(CARGO) clean

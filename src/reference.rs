@@ -46,3 +46,72 @@ pub fn markdown() -> String {
     agent_section(&mut out, agents::master::AGENT.info);
     out
 }
+
+/// Escapes text for roff: backslashes, and a leading dot or quote that would read as a request.
+fn roff(text: &str) -> String {
+    let t = text.replace('\\', "\\e").replace('-', "\\-");
+    if t.starts_with('.') || t.starts_with('\'') {
+        format!("\\&{t}")
+    } else {
+        t
+    }
+}
+
+/// `ocf_hamaster_NAME(7)`, the way resource-agents ships a man page per agent.
+pub fn man_agent(info: &AgentInfo) -> String {
+    let mut m = format!(".TH OCF_HAMASTER_{} 7 \"\" \"hamaster {}\" \"OCF resource agents\"\n", info.name.to_uppercase(), env!("CARGO_PKG_VERSION"));
+    m.push_str(&format!(".SH NAME\nocf_hamaster_{} \\- {}\n", info.name, roff(info.shortdesc)));
+    m.push_str(&format!(".SH SYNOPSIS\n.B /usr/lib/ocf/resource.d/hamaster/{}\n{{start|stop|monitor|{}meta\\-data|validate\\-all}}\n", info.name, if info.name == "master" { "promote|demote|notify|" } else { "" }));
+    m.push_str(&format!(".SH DESCRIPTION\n{}\n", roff(info.longdesc)));
+    m.push_str(".SH PARAMETERS\n");
+    for p in info.params {
+        let mut tags = vec![p.kind.dtd_name().to_string()];
+        if let Some(d) = p.default {
+            tags.push(format!("default {d}"));
+        }
+        if p.required {
+            tags.push("required".into());
+        }
+        if p.unique {
+            tags.push("unique".into());
+        }
+        m.push_str(&format!(".TP\n\\fB{}\\fR ({})\n{}. {}\n", roff(p.name), roff(&tags.join(", ")), roff(p.shortdesc), roff(p.longdesc)));
+    }
+    m.push_str(".SH OPERATIONS\n");
+    for a in info.actions {
+        let mut line = format!("timeout {}", a.timeout);
+        if let Some(i) = a.interval {
+            line.push_str(&format!(", interval {i}"));
+        }
+        if let Some(r) = a.role {
+            line.push_str(&format!(", role {r}"));
+        }
+        m.push_str(&format!(".TP\n\\fB{}\\fR\n{}\n", roff(a.name), roff(&line)));
+    }
+    m.push_str(".SH SEE ALSO\n.BR hamaster (8),\n.BR pcs (8),\n.BR crm_resource (8)\n");
+    m
+}
+
+/// `hamaster(8)`, from the clap definition of the command line.
+pub fn man_hamaster() -> String {
+    use clap::CommandFactory;
+    let mut out = Vec::new();
+    let cmd = crate::cli::Cli::command().name("hamaster");
+    clap_mangen::Man::new(cmd).section("8").render(&mut out).expect("rendering into memory cannot fail");
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn man_pages_name_every_parameter_and_escape_roff() {
+        let page = man_agent(agents::vip::AGENT.info);
+        assert!(page.starts_with(".TH OCF_HAMASTER_VIP 7"));
+        assert!(page.contains("\\fBarp_count\\fR (integer, default 5)"), "{page}");
+        assert!(page.contains("\\fBip\\fR (string, required, unique)"));
+        assert_eq!(roff(".x -y"), "\\&.x \\-y");
+        assert!(man_hamaster().contains("takeover"));
+    }
+}

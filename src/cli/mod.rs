@@ -42,7 +42,8 @@ pub enum Command {
     Takeover(takeover::TakeoverArgs),
     /// Tell a `takeover` guard to step down cleanly.
     Release(takeover::ReleaseArgs),
-    /// Print generated documentation: `reference` (docs/reference.md).
+    /// Print generated documentation: reference (docs/reference.md), hamaster.8,
+    /// ocf_hamaster_vip.7, ocf_hamaster_master.7.
     #[command(hide = true)]
     Docs {
         /// What to print: reference.
@@ -99,8 +100,20 @@ pub fn main(args: Vec<String>) -> i32 {
                 print!("{}", crate::reference::markdown());
                 0
             }
+            "hamaster.8" => {
+                print!("{}", crate::reference::man_hamaster());
+                0
+            }
+            "ocf_hamaster_vip.7" => {
+                print!("{}", crate::reference::man_agent(crate::agents::vip::AGENT.info));
+                0
+            }
+            "ocf_hamaster_master.7" => {
+                print!("{}", crate::reference::man_agent(crate::agents::master::AGENT.info));
+                0
+            }
             other => {
-                eprintln!("hamaster docs: unknown document {other:?} (known: reference)");
+                eprintln!("hamaster docs: unknown document {other:?} (known: reference, hamaster.8, ocf_hamaster_vip.7, ocf_hamaster_master.7)");
                 crate::ocf::OcfExit::ErrArgs.code()
             }
         },
