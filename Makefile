@@ -2,7 +2,7 @@
 CARGO ?= cargo
 BIN := target/debug/hamaster
 
-.PHONY: all build deps ocf docs golden check lint test check-cluster demo bench bench-failover rpm clean
+.PHONY: all build deps ocf docs golden check lint test check-cluster demo bench bench-failover rpm check-rpm clean
 
 all: build
 
@@ -34,7 +34,11 @@ lint:
 test:
 	$(CARGO) test
 
-check: deps lint test check-cluster
+check: deps lint test check-rpm check-cluster
+
+# Builds the RPM and tests it (its file list; the unpacked agents with ocf-tester, pcs, crm).
+check-rpm: deps
+	$(CARGO) test --test rpm -- --ignored --test-threads=1
 
 # Real Pacemaker clusters in namespaces, one scenario at a time; the timings table at the end.
 check-cluster: deps

@@ -1,0 +1,118 @@
+//! The RPM (`make rpm`, part of `make check` through `make check-rpm`): built with rpmbuild
+//! from a vendored tarball, its file list and modes, and the agents from the UNPACKED package:
+//! ocf-tester in a namespace, `pcs resource describe` and `crm ra info` in a private mount
+//! namespace where the unpacked tree stands in for the installed one.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use support::{must, Pair, NODE_IF};
+
+fn package(dir: &str, suffix: &str) -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/rpm").join(dir);
+    let mut found: Vec<PathBuf> = walk(&root).into_iter().filter(|p| p.to_string_lossy().ends_with(suffix)).collect();
+    found.sort();
+    found.pop().unwrap_or_else(|| panic!("no *{suffix} under {}", root.display()))
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[test]
+#[ignore = "builds the RPM (minutes): run by make check-rpm"]
+fn rpm_builds_installs_the_right_files_and_its_unpacked_agents_pass_ocf_tester_and_pcs() {
+    let build = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/build-rpm")).output().unwrap();
+    assert!(build.status.success(), "make rpm:\n{}", String::from_utf8_lossy(&build.stderr));
+    let rpm = package("RPMS", ".x86_64.rpm");
+    let srpm = package("SRPMS", ".src.rpm");
+    assert!(srpm.exists());
+
+    let list = must("rpm", &["-qlpv", rpm.to_str().unwrap()]);
+    let line = |path: &str| list.lines().find(|l| l.ends_with(path) || l.contains(&format!("{path} -> "))).unwrap_or_else(|| panic!("{path} not in:\n{list}")).to_string();
+    assert!(line("/usr/sbin/hamaster").starts_with("-rwxr-xr-x"), "{}", line("/usr/sbin/hamaster"));
+    for agent in ["vip", "master"] {
+        let l = line(&format!("/usr/lib/ocf/resource.d/hamaster/{agent}"));
+        assert!(l.starts_with("lrwxrwxrwx") && l.ends_with("-> ../../../../sbin/hamaster"), "{l}");
+    }
+    for path in [
+        "/usr/lib/tmpfiles.d/hamaster.conf",
+        "/usr/lib/systemd/system/hamaster-takeover@.service",
+        "LICENSE",
+        "runbook.md",
+        "reference.md",
+    ] {
+        assert!(line(path).starts_with("-rw-r--r--"), "{}", line(path));
+    }
+    for man in ["man8/hamaster.8", "man7/ocf_hamaster_vip.7", "man7/ocf_hamaster_master.7"] {
+        assert!(list.contains(&format!("/usr/share/man/{man}")), "{man} in:\n{list}");
+    }
+    let requires = must("rpm", &["-qpR", rpm.to_str().unwrap()]);
+    assert!(requires.lines().any(|l| l.trim() == "pacemaker-cli"), "{requires}");
+
+    // Unpack into a world-readable place (ocf-tester runs meta-data as nobody).
+    let root = std::env::temp_dir().join(format!("hamaster-rpm-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).unwrap();
+    let unpack = Command::new("sh")
+        .arg("-c")
+        .arg(format!("rpm2cpio {} | cpio -idm --quiet", rpm.display()))
+        .current_dir(&root)
+        .status()
+        .unwrap();
+    assert!(unpack.success());
+    must("chmod", &["-R", "a+rX", root.to_str().unwrap()]);
+    let agents = root.join("usr/lib/ocf/resource.d/hamaster");
+
+    let pair = Pair::new("rpm");
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", &pair.node.name, "ocf-tester", "-n", "api-vip", "-o", "ip=192.0.2.10", "-o", "cidr_netmask=24"]);
+    cmd.arg(agents.join("vip"));
+    cmd.env("HAMASTER_RUN_DIR", pair.node.run_dir());
+    let tester = support::run_command(cmd);
+    assert_eq!(tester.code, 0, "ocf-tester on the unpacked vip:\n{}{}", tester.stdout, tester.stderr);
+    let md = support::run_command({
+        let mut c = Command::new(agents.join("master"));
+        c.arg("meta-data");
+        c
+    });
+    assert_eq!(md.code, 0);
+    assert!(md.stdout.contains("<resource-agent name=\"master\""));
+
+    // pcs and crmsh read the agents as if the package were installed: the unpacked binary is
+    // overlaid on /usr/sbin and the agent directory bind-mounted, in a private mount namespace.
+    let mp = "/usr/lib/ocf/resource.d/hamaster";
+    let script = format!(
+        "set -e; created=0; if [ ! -d {mp} ]; then mkdir {mp}; created=1; fi; rc=0; \
+         unshare -m --propagation private sh -c 'mount -t overlay overlay -o lowerdir={sbin}:/usr/sbin /usr/sbin && \
+         mount --bind {agents} {mp} && echo ==PCS && pcs resource describe ocf:hamaster:master && \
+         echo ==PCSVIP && pcs resource describe ocf:hamaster:vip && echo ==CRM && crm ra info ocf:hamaster:master' || rc=$?; \
+         if [ $created = 1 ]; then rmdir {mp}; fi; exit $rc",
+        sbin = root.join("usr/sbin").display(),
+        agents = agents.display(),
+    );
+    let out = Command::new("ip").args(["netns", "exec", &pair.node.name, "sh", "-c", &script]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    let pcs = &text[text.find("==PCS\n").unwrap()..text.find("==PCSVIP").unwrap()];
+    assert!(pcs.contains("ocf:hamaster:master - Active-passive master service with VIP and etcd leader lease"), "{pcs}");
+    assert!(pcs.contains("etcd_endpoints (required)") && pcs.contains("lease_ttl") && pcs.contains("Default operations:"), "{pcs}");
+    assert!(pcs.contains("promote:") && pcs.contains("timeout=60s"), "advised promote timeout: {pcs}");
+    let vip = &text[text.find("==PCSVIP").unwrap()..text.find("==CRM").unwrap()];
+    assert!(vip.contains("ip (required) (unique)") || vip.contains("ip (required)"), "{vip}");
+    let crm = &text[text.find("==CRM").unwrap()..];
+    assert!(crm.contains("etcd_endpoints") && crm.contains("lease_ttl") && crm.contains("promote"), "{crm}");
+    let _ = std::fs::remove_dir_all(&root);
+    let _ = NODE_IF;
+}
