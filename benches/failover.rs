@@ -10,7 +10,6 @@ mod common;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use support::cluster::{create_topology, outage, Etcd, HealthClient, Lab, VIP};

@@ -231,6 +231,11 @@ impl Lab {
             ("etc-corosync", "/etc/corosync"),
             ("lib-corosync", "/var/lib/corosync"),
         ];
+        // Someone may have removed the (empty) mount point meanwhile: a lab owns what it needs.
+        if !Path::new(OCF_MOUNT).exists() {
+            fs::create_dir_all(OCF_MOUNT).unwrap();
+            self.created_mount_point = true;
+        }
         let mut script = String::from("set -e; ");
         for (src, dst) in binds {
             script.push_str(&format!("mount --bind {} {dst}; ", g.join(src).display()));
