@@ -59,8 +59,16 @@ fn roff(text: &str) -> String {
 
 /// `ocf_hamaster_NAME(7)`, the way resource-agents ships a man page per agent.
 pub fn man_agent(info: &AgentInfo) -> String {
-    let mut m = format!(".TH OCF_HAMASTER_{} 7 \"\" \"hamaster {}\" \"OCF resource agents\"\n", info.name.to_uppercase(), env!("CARGO_PKG_VERSION"));
-    m.push_str(&format!(".SH NAME\nocf_hamaster_{} \\- {}\n", info.name, roff(info.shortdesc)));
+    let mut m = format!(
+        ".TH OCF_HAMASTER_{} 7 \"\" \"hamaster {}\" \"OCF resource agents\"\n",
+        info.name.to_uppercase(),
+        env!("CARGO_PKG_VERSION")
+    );
+    m.push_str(&format!(
+        ".SH NAME\nocf_hamaster_{} \\- {}\n",
+        info.name,
+        roff(info.shortdesc)
+    ));
     m.push_str(&format!(".SH SYNOPSIS\n.B /usr/lib/ocf/resource.d/hamaster/{}\n{{start|stop|monitor|{}meta\\-data|validate\\-all}}\n", info.name, if info.name == "master" { "promote|demote|notify|" } else { "" }));
     m.push_str(&format!(".SH DESCRIPTION\n{}\n", roff(info.longdesc)));
     m.push_str(".SH PARAMETERS\n");
@@ -75,7 +83,13 @@ pub fn man_agent(info: &AgentInfo) -> String {
         if p.unique {
             tags.push("unique".into());
         }
-        m.push_str(&format!(".TP\n\\fB{}\\fR ({})\n{}. {}\n", roff(p.name), roff(&tags.join(", ")), roff(p.shortdesc), roff(p.longdesc)));
+        m.push_str(&format!(
+            ".TP\n\\fB{}\\fR ({})\n{}. {}\n",
+            roff(p.name),
+            roff(&tags.join(", ")),
+            roff(p.shortdesc),
+            roff(p.longdesc)
+        ));
     }
     m.push_str(".SH OPERATIONS\n");
     for a in info.actions {
@@ -97,7 +111,10 @@ pub fn man_hamaster() -> String {
     use clap::CommandFactory;
     let mut out = Vec::new();
     let cmd = crate::cli::Cli::command().name("hamaster");
-    clap_mangen::Man::new(cmd).section("8").render(&mut out).expect("rendering into memory cannot fail");
+    clap_mangen::Man::new(cmd)
+        .section("8")
+        .render(&mut out)
+        .expect("rendering into memory cannot fail");
     String::from_utf8_lossy(&out).into_owned()
 }
 
@@ -109,7 +126,10 @@ mod tests {
     fn man_pages_name_every_parameter_and_escape_roff() {
         let page = man_agent(agents::vip::AGENT.info);
         assert!(page.starts_with(".TH OCF_HAMASTER_VIP 7"));
-        assert!(page.contains("\\fBarp_count\\fR (integer, default 5)"), "{page}");
+        assert!(
+            page.contains("\\fBarp_count\\fR (integer, default 5)"),
+            "{page}"
+        );
         assert!(page.contains("\\fBip\\fR (string, required, unique)"));
         assert_eq!(roff(".x -y"), "\\&.x \\-y");
         assert!(man_hamaster().contains("takeover"));

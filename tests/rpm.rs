@@ -11,10 +11,17 @@ use std::process::Command;
 use support::{must, Pair, NODE_IF};
 
 fn package(dir: &str, suffix: &str) -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/rpm").join(dir);
-    let mut found: Vec<PathBuf> = walk(&root).into_iter().filter(|p| p.to_string_lossy().ends_with(suffix)).collect();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("target/rpm")
+        .join(dir);
+    let mut found: Vec<PathBuf> = walk(&root)
+        .into_iter()
+        .filter(|p| p.to_string_lossy().ends_with(suffix))
+        .collect();
     found.sort();
-    found.pop().unwrap_or_else(|| panic!("no *{suffix} under {}", root.display()))
+    found
+        .pop()
+        .unwrap_or_else(|| panic!("no *{suffix} under {}", root.display()))
 }
 
 fn walk(dir: &Path) -> Vec<PathBuf> {
@@ -33,18 +40,36 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 #[test]
 #[ignore = "builds the RPM (minutes): run by make check-rpm"]
 fn rpm_builds_installs_the_right_files_and_its_unpacked_agents_pass_ocf_tester_and_pcs() {
-    let build = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/build-rpm")).output().unwrap();
-    assert!(build.status.success(), "make rpm:\n{}", String::from_utf8_lossy(&build.stderr));
+    let build = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/build-rpm"))
+        .output()
+        .unwrap();
+    assert!(
+        build.status.success(),
+        "make rpm:\n{}",
+        String::from_utf8_lossy(&build.stderr)
+    );
     let rpm = package("RPMS", ".x86_64.rpm");
     let srpm = package("SRPMS", ".src.rpm");
     assert!(srpm.exists());
 
     let list = must("rpm", &["-qlpv", rpm.to_str().unwrap()]);
-    let line = |path: &str| list.lines().find(|l| l.ends_with(path) || l.contains(&format!("{path} -> "))).unwrap_or_else(|| panic!("{path} not in:\n{list}")).to_string();
-    assert!(line("/usr/sbin/hamaster").starts_with("-rwxr-xr-x"), "{}", line("/usr/sbin/hamaster"));
+    let line = |path: &str| {
+        list.lines()
+            .find(|l| l.ends_with(path) || l.contains(&format!("{path} -> ")))
+            .unwrap_or_else(|| panic!("{path} not in:\n{list}"))
+            .to_string()
+    };
+    assert!(
+        line("/usr/sbin/hamaster").starts_with("-rwxr-xr-x"),
+        "{}",
+        line("/usr/sbin/hamaster")
+    );
     for agent in ["vip", "master"] {
         let l = line(&format!("/usr/lib/ocf/resource.d/hamaster/{agent}"));
-        assert!(l.starts_with("lrwxrwxrwx") && l.ends_with("-> ../../../../sbin/hamaster"), "{l}");
+        assert!(
+            l.starts_with("lrwxrwxrwx") && l.ends_with("-> ../../../../sbin/hamaster"),
+            "{l}"
+        );
     }
     for path in [
         "/usr/lib/tmpfiles.d/hamaster.conf",
@@ -55,11 +80,21 @@ fn rpm_builds_installs_the_right_files_and_its_unpacked_agents_pass_ocf_tester_a
     ] {
         assert!(line(path).starts_with("-rw-r--r--"), "{}", line(path));
     }
-    for man in ["man8/hamaster.8", "man7/ocf_hamaster_vip.7", "man7/ocf_hamaster_master.7"] {
-        assert!(list.contains(&format!("/usr/share/man/{man}")), "{man} in:\n{list}");
+    for man in [
+        "man8/hamaster.8",
+        "man7/ocf_hamaster_vip.7",
+        "man7/ocf_hamaster_master.7",
+    ] {
+        assert!(
+            list.contains(&format!("/usr/share/man/{man}")),
+            "{man} in:\n{list}"
+        );
     }
     let requires = must("rpm", &["-qpR", rpm.to_str().unwrap()]);
-    assert!(requires.lines().any(|l| l.trim() == "pacemaker-cli"), "{requires}");
+    assert!(
+        requires.lines().any(|l| l.trim() == "pacemaker-cli"),
+        "{requires}"
+    );
 
     // Unpack into a world-readable place (ocf-tester runs meta-data as nobody).
     let root = std::env::temp_dir().join(format!("hamaster-rpm-{}", std::process::id()));
@@ -77,11 +112,26 @@ fn rpm_builds_installs_the_right_files_and_its_unpacked_agents_pass_ocf_tester_a
 
     let pair = Pair::new("rpm");
     let mut cmd = Command::new("ip");
-    cmd.args(["netns", "exec", &pair.node.name, "ocf-tester", "-n", "api-vip", "-o", "ip=192.0.2.10", "-o", "cidr_netmask=24"]);
+    cmd.args([
+        "netns",
+        "exec",
+        &pair.node.name,
+        "ocf-tester",
+        "-n",
+        "api-vip",
+        "-o",
+        "ip=192.0.2.10",
+        "-o",
+        "cidr_netmask=24",
+    ]);
     cmd.arg(agents.join("vip"));
     cmd.env("HAMASTER_RUN_DIR", pair.node.run_dir());
     let tester = support::run_command(cmd);
-    assert_eq!(tester.code, 0, "ocf-tester on the unpacked vip:\n{}{}", tester.stdout, tester.stderr);
+    assert_eq!(
+        tester.code, 0,
+        "ocf-tester on the unpacked vip:\n{}{}",
+        tester.stdout, tester.stderr
+    );
     let md = support::run_command({
         let mut c = Command::new(agents.join("master"));
         c.arg("meta-data");
@@ -102,17 +152,43 @@ fn rpm_builds_installs_the_right_files_and_its_unpacked_agents_pass_ocf_tester_a
         sbin = root.join("usr/sbin").display(),
         agents = agents.display(),
     );
-    let out = Command::new("ip").args(["netns", "exec", &pair.node.name, "sh", "-c", &script]).output().unwrap();
+    let out = Command::new("ip")
+        .args(["netns", "exec", &pair.node.name, "sh", "-c", &script])
+        .output()
+        .unwrap();
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let pcs = &text[text.find("==PCS\n").unwrap()..text.find("==PCSVIP").unwrap()];
-    assert!(pcs.contains("ocf:hamaster:master - Active-passive master service with VIP and etcd leader lease"), "{pcs}");
-    assert!(pcs.contains("etcd_endpoints (required)") && pcs.contains("lease_ttl") && pcs.contains("Default operations:"), "{pcs}");
-    assert!(pcs.contains("promote:") && pcs.contains("timeout=60s"), "advised promote timeout: {pcs}");
+    assert!(
+        pcs.contains(
+            "ocf:hamaster:master - Active-passive master service with VIP and etcd leader lease"
+        ),
+        "{pcs}"
+    );
+    assert!(
+        pcs.contains("etcd_endpoints (required)")
+            && pcs.contains("lease_ttl")
+            && pcs.contains("Default operations:"),
+        "{pcs}"
+    );
+    assert!(
+        pcs.contains("promote:") && pcs.contains("timeout=60s"),
+        "advised promote timeout: {pcs}"
+    );
     let vip = &text[text.find("==PCSVIP").unwrap()..text.find("==CRM").unwrap()];
-    assert!(vip.contains("ip (required) (unique)") || vip.contains("ip (required)"), "{vip}");
+    assert!(
+        vip.contains("ip (required) (unique)") || vip.contains("ip (required)"),
+        "{vip}"
+    );
     let crm = &text[text.find("==CRM").unwrap()..];
-    assert!(crm.contains("etcd_endpoints") && crm.contains("lease_ttl") && crm.contains("promote"), "{crm}");
+    assert!(
+        crm.contains("etcd_endpoints") && crm.contains("lease_ttl") && crm.contains("promote"),
+        "{crm}"
+    );
     let _ = std::fs::remove_dir_all(&root);
     let _ = NODE_IF;
 }

@@ -105,11 +105,17 @@ pub fn main(args: Vec<String>) -> i32 {
                 0
             }
             "ocf_hamaster_vip.7" => {
-                print!("{}", crate::reference::man_agent(crate::agents::vip::AGENT.info));
+                print!(
+                    "{}",
+                    crate::reference::man_agent(crate::agents::vip::AGENT.info)
+                );
                 0
             }
             "ocf_hamaster_master.7" => {
-                print!("{}", crate::reference::man_agent(crate::agents::master::AGENT.info));
+                print!(
+                    "{}",
+                    crate::reference::man_agent(crate::agents::master::AGENT.info)
+                );
                 0
             }
             other => {
