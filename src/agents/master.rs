@@ -313,7 +313,7 @@ fn promote(ctx: &Ctx) -> Outcome {
         std::thread::sleep(Duration::from_millis(20));
     };
     // Undo: nothing half-promoted stays behind.
-    let _ = demote_steps(ctx, &cfg);
+    let _ = demote_steps(ctx, Some(&cfg));
     Outcome::with_reason(OcfExit::ErrGeneric, why)
 }
 
@@ -349,10 +349,7 @@ fn spawn_guard(ctx: &Ctx, acquire_for: Duration) -> std::io::Result<std::process
 
 fn demote(ctx: &Ctx) -> Outcome {
     let cfg = MasterConfig::from_values(&ctx.values).ok();
-    let out = match &cfg {
-        Some(c) => demote_steps(ctx, c),
-        None => demote_without_config(ctx),
-    };
+    let out = demote_steps(ctx, cfg.as_ref());
     if out.exit == OcfExit::Success {
         ctx.dir.unmark(ctx.dir.promoted());
         if let Some(c) = &cfg {
@@ -362,8 +359,9 @@ fn demote(ctx: &Ctx) -> Outcome {
     out
 }
 
-/// Guard steps down; if it cannot, kill it and do its steps here.
-fn demote_steps(ctx: &Ctx, cfg: &MasterConfig) -> Outcome {
+/// Guard steps down; if it cannot, kill it and do its steps here. Without a usable
+/// configuration, the steps that need it (etcd, systemd) are left to the lease's expiry.
+fn demote_steps(ctx: &Ctx, cfg: Option<&MasterConfig>) -> Outcome {
     let timeout = ctx
         .env
         .timeout_ms()
@@ -386,25 +384,7 @@ fn demote_steps(ctx: &Ctx, cfg: &MasterConfig) -> Outcome {
         unsafe { libc::kill(pid as i32, libc::SIGKILL) };
         wait_gone(pid, &ctx.dir, Duration::from_secs(2));
     }
-    cleanup_after_guard(ctx, Some(cfg))
-}
-
-fn demote_without_config(ctx: &Ctx) -> Outcome {
-    if let Some(pid) = ctx.dir.live_guard() {
-        if status::block_on(status::step_down(
-            &ctx.dir.socket(),
-            Duration::from_secs(20),
-        ))
-        .is_ok()
-            && wait_gone(pid, &ctx.dir, Duration::from_secs(3))
-        {
-            return Outcome::ok();
-        }
-        // SAFETY: kill(2) on the pid we verified to be this resource's guard.
-        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-        wait_gone(pid, &ctx.dir, Duration::from_secs(2));
-    }
-    cleanup_after_guard(ctx, None)
+    cleanup_after_guard(ctx, cfg)
 }
 
 fn wait_gone(pid: u32, dir: &ResourceDir, limit: Duration) -> bool {
