@@ -356,7 +356,9 @@ fn without_privileges_start_and_stop_are_err_perm() {
 #[test]
 fn exit_reason_prefix_and_logfile_follow_the_environment() {
     let pair = Pair::new("env");
-    let log = std::env::temp_dir().join(format!("hamaster-log-{}.log", pair.node.name));
+    // In the namespace's run directory, which goes with the namespace (stop logs there too).
+    std::fs::create_dir_all(pair.node.run_dir()).unwrap();
+    let log = pair.node.run_dir().join("agent.log");
     let agent = Agent::new(
         &pair.node,
         "vip",
@@ -366,7 +368,6 @@ fn exit_reason_prefix_and_logfile_follow_the_environment() {
     .env("HA_LOGFACILITY", "none");
     assert_eq!(agent.run("start").code, 0);
     let text = std::fs::read_to_string(&log).unwrap_or_default();
-    let _ = std::fs::remove_file(&log);
     assert!(
         text.contains("INFO: added 192.0.2.10/24 to vip0"),
         "log file: {text:?}"
