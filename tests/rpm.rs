@@ -55,7 +55,12 @@ fn rpm_builds_installs_the_right_files_and_its_unpacked_agents_pass_ocf_tester_a
     let list = must("rpm", &["-qlpv", rpm.to_str().unwrap()]);
     let line = |path: &str| {
         list.lines()
-            .find(|l| l.ends_with(path) || l.contains(&format!("{path} -> ")))
+            // The file's own path is the first absolute one on the line (a link target follows).
+            .find(|l| {
+                l.split_whitespace()
+                    .find(|t| t.starts_with('/'))
+                    .is_some_and(|p| p.ends_with(path))
+            })
             .unwrap_or_else(|| panic!("{path} not in:\n{list}"))
             .to_string()
     };
@@ -74,9 +79,9 @@ fn rpm_builds_installs_the_right_files_and_its_unpacked_agents_pass_ocf_tester_a
     for path in [
         "/usr/lib/tmpfiles.d/hamaster.conf",
         "/usr/lib/systemd/system/hamaster-takeover@.service",
-        "LICENSE",
-        "runbook.md",
-        "reference.md",
+        "/LICENSE",
+        "/runbook.md",
+        "/reference.md",
     ] {
         assert!(line(path).starts_with("-rw-r--r--"), "{}", line(path));
     }
