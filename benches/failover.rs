@@ -88,7 +88,7 @@ fn trial(lab: &mut Lab, client: &HealthClient, crash: bool) -> Option<(Instant, 
         lab.crm_mon_text()
     );
     // Let the rejoined node settle (probes, unpromoted start) before the next fault.
-    std::thread::sleep(Duration::from_secs(8));
+    std::thread::sleep(Duration::from_secs(5));
     served.then_some((t, end))
 }
 

@@ -398,6 +398,17 @@ fn two_node_split_brain_baseline_overlaps_hamaster_does_not() {
         .ns
         .holds(VIP)
         && !lab.nodes[1].ns.holds(VIP)));
+    // Forget the baseline's history (it was active on both sides), as an administrator would
+    // before reusing the cluster, and let the deleted service's processes go.
+    let _ = lab.on(0, &["crm_resource", "--cleanup"]);
+    assert!(
+        support::wait_for(Duration::from_secs(60), || {
+            let mon = lab.crm_mon_text();
+            !mon.contains("base-") && !mon.contains("Failed Resource Actions")
+        }),
+        "baseline gone:\n{}",
+        lab.crm_mon_text()
+    );
     let base = obs.finish();
     let base_overlap = base.overlap();
     record(

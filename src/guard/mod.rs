@@ -677,12 +677,13 @@ async fn keep_alive(
 ) {
     let mut ka = etcd.keepalive(lease);
     let interval = clock.keepalive_interval();
+    let attempt = clock.renewal_attempt_timeout();
     let mut next = Instant::now() + interval;
     loop {
         sleep_until(next.into()).await;
         let sent = boottime();
         let sent_mono = Instant::now();
-        match ka.renew(interval).await {
+        match ka.renew(attempt).await {
             Ok(ttl) if ttl.is_zero() => {
                 let _ = lost_tx
                     .send(format!("etcd says lease {lease} has expired"))
@@ -703,7 +704,8 @@ async fn keep_alive(
             }
             Err(e) => {
                 log::warn!("keepalive of lease {lease}: {e}");
-                next = Instant::now() + Duration::from_millis(200);
+                // The next member, at once: the slack before the deadline is for retries.
+                next = Instant::now() + Duration::from_millis(20);
             }
         }
     }

@@ -31,6 +31,17 @@ impl LeaseClock {
         self.ttl / 3
     }
 
+    /// How long one renewal attempt may take. The slack between the next keepalive and the
+    /// deadline (`ttl - margin - ttl/3`) must hold several attempts on different members: one
+    /// member that hangs (restarting, cut off) must not use it all up.
+    pub fn renewal_attempt_timeout(&self) -> Duration {
+        let slack = self
+            .ttl
+            .saturating_sub(self.margin)
+            .saturating_sub(self.keepalive_interval());
+        (slack / 3).clamp(Duration::from_millis(100), self.keepalive_interval())
+    }
+
     /// The moment (on the boot clock) to self-fence, given a keepalive sent at `sent` that
     /// etcd answered with `granted` TTL. A granted TTL at or below the margin means "now".
     pub fn deadline(&self, sent: Duration, granted: Duration) -> Duration {
@@ -60,6 +71,18 @@ mod tests {
             Duration::from_secs(102)
         );
         assert_eq!(CLOCK.keepalive_interval(), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn a_hanging_member_leaves_time_for_two_more_attempts() {
+        // ttl 3, margin 1: slack 1 s after the next keepalive; attempts of 333 ms.
+        assert_eq!(CLOCK.renewal_attempt_timeout(), Duration::from_secs(1) / 3);
+        let defaults = LeaseClock {
+            ttl: Duration::from_secs(10),
+            margin: Duration::from_secs(2),
+        };
+        assert!(defaults.renewal_attempt_timeout() > Duration::from_millis(1500));
+        assert!(defaults.renewal_attempt_timeout() <= defaults.keepalive_interval());
     }
 
     #[test]
