@@ -26,13 +26,23 @@ struct Stats {
 
 impl Stats {
     fn row(&self, scenario: &str, topology: &str) -> String {
-        let med = common::median(&self.outages);
-        let max = common::quantile(&self.outages, 1.0);
+        // Two-node splits measure overlap only: no outage columns for them.
+        let ms = |v: f64| {
+            if v.is_nan() {
+                "-".to_string()
+            } else {
+                format!("{v:.0}")
+            }
+        };
+        let (med, max) = (
+            ms(common::median(&self.outages)),
+            ms(common::quantile(&self.outages, 1.0)),
+        );
         let ov_max = self.overlaps.iter().copied().fold(0.0, f64::max);
         let ov_trials = self.overlaps.iter().filter(|&&x| x > 0.0).count();
         format!(
-            "| {scenario} | {topology} | {} | {med:.0} | {max:.0} | {ov_max:.0} | {ov_trials}/{} |\n",
-            self.outages.len(),
+            "| {scenario} | {topology} | {} | {med} | {max} | {ov_max:.0} | {ov_trials}/{} |\n",
+            self.outages.len().max(self.overlaps.len()),
             self.overlaps.len()
         )
     }
