@@ -2,6 +2,7 @@
 //! an agent call; `announce` sends announcements for an address this host holds.
 
 pub mod announce;
+pub mod config;
 pub mod guard;
 pub mod status;
 pub mod takeover;

@@ -10,8 +10,6 @@ use serde::Serialize;
 use crate::guard::paths::ResourceDir;
 use crate::guard::status::{self, GuardStatus};
 use crate::lease::{leader_key, Etcd, EtcdConfig};
-use crate::params::master::MASTER_AGENT;
-use crate::params::Values;
 use crate::vip::burst;
 
 #[derive(Debug, Args)]
@@ -48,36 +46,18 @@ struct Report {
 }
 
 pub fn run(a: &StatusArgs) -> i32 {
-    let text = match std::fs::read_to_string(&a.config) {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("hamaster status: cannot read {}: {e}", a.config.display());
-            return 5;
-        }
+    let file = match super::config::load("status", &a.config, a.resource.as_deref()) {
+        Ok(f) => f,
+        Err(code) => return code,
     };
-    let values = match Values::from_toml(&MASTER_AGENT, &text) {
-        Ok(v) => v,
-        Err(e) => {
-            eprintln!("hamaster status: {}: {e}", a.config.display());
-            return 6;
-        }
-    };
-    let cfg = match EtcdConfig::from_values(&values) {
+    let cfg = match EtcdConfig::from_values(&file.values) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("hamaster status: {}: {e}", a.config.display());
             return 6;
         }
     };
-    let resource = a
-        .resource
-        .clone()
-        .or_else(|| {
-            a.config
-                .file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-        })
-        .unwrap_or_default();
+    let resource = file.resource;
     let report = gather(&cfg, &resource);
     if a.json {
         println!(

@@ -14,8 +14,6 @@ use crate::guard::paths::ResourceDir;
 use crate::guard::status;
 use crate::guard::{self as g, GuardArgs};
 use crate::lease::leader_key;
-use crate::params::master::MASTER_AGENT;
-use crate::params::Values;
 use crate::vip::burst;
 
 #[derive(Debug, Args)]
@@ -69,34 +67,22 @@ fn pacemaker_manages(resource: &str) -> Option<String> {
 }
 
 pub fn takeover(a: &TakeoverArgs) -> i32 {
-    let text = match std::fs::read_to_string(&a.config) {
-        Ok(t) => t,
+    let file = match super::config::load("takeover", &a.config, a.resource.as_deref()) {
+        Ok(f) => f,
+        Err(code) => return code,
+    };
+    let config = match MasterConfig::from_values(&file.values) {
+        Ok(c) => c,
         Err(e) => {
-            eprintln!("hamaster takeover: cannot read {}: {e}", a.config.display());
-            return 5;
+            eprintln!("hamaster takeover: {}: {e}", a.config.display());
+            return 6;
         }
     };
-    let config =
-        match Values::from_toml(&MASTER_AGENT, &text).and_then(|v| MasterConfig::from_values(&v)) {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("hamaster takeover: {}: {e}", a.config.display());
-                return 6;
-            }
-        };
     if let Err(e) = config.check_installed() {
         eprintln!("hamaster takeover: {e}");
         return 5;
     }
-    let resource = a
-        .resource
-        .clone()
-        .or_else(|| {
-            a.config
-                .file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-        })
-        .unwrap_or_default();
+    let resource = file.resource;
     if let Some(why) = pacemaker_manages(&resource) {
         eprintln!("hamaster takeover: refusing: {why}");
         return 1;
