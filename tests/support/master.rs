@@ -212,6 +212,16 @@ impl ObservedVip {
             .unwrap_or_default()
     }
 
+    /// How many sampling intervals were longer than `limit`, out of how many.
+    pub fn gaps_over(&self, limit: Duration) -> (usize, usize) {
+        let gaps: Vec<Duration> = self
+            .per_node
+            .iter()
+            .flat_map(|s| s.windows(2).map(|w| w[1].0 - w[0].0))
+            .collect();
+        (gaps.iter().filter(|g| **g > limit).count(), gaps.len())
+    }
+
     /// Total time during which two or more nodes were seen holding the VIP: each node's
     /// sample counts for the span up to its next sample.
     pub fn overlap(&self) -> Duration {
