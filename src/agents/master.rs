@@ -54,21 +54,7 @@ pub static INFO: AgentInfo = AgentInfo {
     actions: &ACTIONS,
 };
 
-pub static AGENT: super::AgentDef = super::AgentDef {
-    info: &INFO,
-    actions: &[
-        Action::Start,
-        Action::Stop,
-        Action::Monitor,
-        Action::Promote,
-        Action::Demote,
-        Action::Notify,
-        Action::ValidateAll,
-        Action::MetaData,
-        Action::Usage,
-    ],
-    run,
-};
+pub static AGENT: super::AgentDef = super::AgentDef { info: &INFO, run };
 
 /// Promote's timeout when the caller gave none (ocf-tester, crm_resource --force-promote).
 const DEFAULT_PROMOTE_TIMEOUT: Duration = Duration::from_secs(60);

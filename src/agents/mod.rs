@@ -15,7 +15,6 @@ use crate::vip::VipError;
 /// An OCF agent: its description and its action handler.
 pub struct AgentDef {
     pub info: &'static AgentInfo,
-    pub actions: &'static [Action],
     pub run: fn(Action, &OcfEnv) -> Outcome,
 }
 
@@ -27,9 +26,31 @@ pub fn by_name(name: &str) -> Option<&'static AgentDef> {
     }
 }
 
+impl AgentDef {
+    /// The actions the agent implements: those its meta-data advertises, plus usage.
+    pub fn action_names(&self) -> Vec<&'static str> {
+        let mut names: Vec<&'static str> = Vec::new();
+        for a in self
+            .info
+            .actions
+            .iter()
+            .map(|a| a.name)
+            .chain([Action::Usage.name()])
+        {
+            if !names.contains(&a) {
+                names.push(a);
+            }
+        }
+        names
+    }
+}
+
 pub fn usage(agent: &AgentDef) -> String {
-    let names: Vec<&str> = agent.actions.iter().map(|a| a.name()).collect();
-    format!("usage: {} {{{}}}", agent.info.name, names.join("|"))
+    format!(
+        "usage: {} {{{}}}",
+        agent.info.name,
+        agent.action_names().join("|")
+    )
 }
 
 /// Runs one OCF invocation and returns the process exit code.
@@ -48,7 +69,7 @@ pub fn run_ocf(agent: &AgentDef, action: Option<&str>) -> i32 {
 pub fn dispatch(agent: &AgentDef, action: Option<&str>, env: &OcfEnv) -> Outcome {
     let parsed = action
         .and_then(Action::parse)
-        .filter(|a| agent.actions.contains(a) || *a == Action::Usage);
+        .filter(|a| agent.action_names().contains(&a.name()));
     let Some(action) = parsed else {
         eprintln!("{}", usage(agent));
         let why = match action {

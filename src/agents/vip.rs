@@ -33,18 +33,7 @@ pub static INFO: AgentInfo = AgentInfo {
     actions: &ACTIONS,
 };
 
-pub static AGENT: super::AgentDef = super::AgentDef {
-    info: &INFO,
-    actions: &[
-        Action::Start,
-        Action::Stop,
-        Action::Monitor,
-        Action::ValidateAll,
-        Action::MetaData,
-        Action::Usage,
-    ],
-    run,
-};
+pub static AGENT: super::AgentDef = super::AgentDef { info: &INFO, run };
 
 /// How long IPv6 DAD may take when the caller gave no timeout.
 const DEFAULT_DAD_WAIT: Duration = Duration::from_secs(10);
