@@ -217,6 +217,103 @@ fn etcd_quorum_loss_fences_before_the_lease_can_expire() {
 }
 
 #[test]
+fn a_silent_first_etcd_member_costs_the_new_master_nothing() {
+    // The host of the first endpoint is gone (link down: nothing answers, nothing is
+    // refused), as after a node crash. Every new client tries that member first and waits out
+    // an attempt timeout; that wait must not come out of the new lease's life, and the first
+    // renewal must be due by the grant, not by when the guard got round to leading.
+    let mut etcd = EtcdCluster::new("msl");
+    let a = Node::new(&mut etcd, "na");
+    etcd.cut_member(0);
+    assert!(
+        etcd.wait_writable(Duration::from_secs(30)),
+        "two members keep the quorum"
+    );
+    let agent = a.agent(&etcd);
+    assert_eq!(agent.run("start").code, 0);
+    promoted(agent.run("promote"), &a);
+    let token = etcd.get(KEY).expect("leader key").2;
+    let observer = VipObserver::start(&[&a]);
+    assert!(observer.wait_state(0, true, Duration::from_secs(2)));
+    // Four TTLs, monitored as Pacemaker would.
+    for _ in 0..6 {
+        std::thread::sleep(Duration::from_millis(2000));
+        let m = agent.run("monitor");
+        assert_eq!(
+            m.code,
+            8,
+            "still a healthy leader: {}\nlog:\n{}",
+            m.stderr,
+            a.log()
+        );
+    }
+    let seen = observer.finish();
+    assert!(seen.first_loss(0).is_none(), "the VIP never went");
+    assert_eq!(
+        etcd.get(KEY).map(|k| k.2),
+        Some(token),
+        "the same key throughout"
+    );
+    let st = a.guard_status(&agent).expect("guard answers");
+    assert!(st.fenced_at_unix_ms.is_none(), "never fenced");
+    assert_eq!(agent.run("demote").code, 0);
+    assert!(etcd.get(KEY).is_none(), "demote released the key");
+    etcd.heal_member(0);
+}
+
+#[test]
+fn a_leader_key_deleted_or_taken_over_in_etcd_fences_at_once() {
+    let mut etcd = EtcdCluster::new("mkw");
+    let a = Node::new(&mut etcd, "na");
+    let agent = a.agent(&etcd);
+    assert_eq!(agent.run("start").code, 0);
+
+    // Deleted by hand (an operator, a script): the guard sees the DELETE on its watch.
+    promoted(agent.run("promote"), &a);
+    assert!(etcd.etcdctl(&["del", KEY]).status.success());
+    assert!(
+        support::wait_for(Duration::from_secs(2), || !a.holds_vip()
+            && a.service_pids().is_empty()),
+        "VIP and service gone at once after the key was deleted"
+    );
+    agent
+        .run("monitor")
+        .expect(9, "leader key was deleted in etcd");
+    assert_eq!(agent.run("demote").code, 0);
+
+    // Overwritten under another lease: the key is someone else's now.
+    promoted(agent.run("promote"), &a);
+    let granted = etcd.etcdctl(&["lease", "grant", "60"]);
+    let text = String::from_utf8_lossy(&granted.stdout).into_owned();
+    let other = text
+        .split_whitespace()
+        .nth(1)
+        .expect("lease id from etcdctl")
+        .to_string();
+    let put = etcd.etcdctl(&["put", KEY, "intruder", &format!("--lease={other}")]);
+    assert!(
+        put.status.success(),
+        "{}",
+        String::from_utf8_lossy(&put.stderr)
+    );
+    assert!(
+        support::wait_for(Duration::from_secs(2), || !a.holds_vip()
+            && a.service_pids().is_empty()),
+        "VIP and service gone at once after the key changed hands"
+    );
+    agent.run("monitor").expect(
+        9,
+        &format!("leader key now carries another lease (0x{other})"),
+    );
+    assert_eq!(agent.run("demote").code, 0);
+    assert_eq!(
+        etcd.get(KEY).map(|k| k.0),
+        Some("intruder".to_string()),
+        "demote leaves a key that is not ours alone"
+    );
+}
+
+#[test]
 fn losing_one_etcd_member_changes_nothing() {
     let mut etcd = EtcdCluster::new("m1l");
     let a = Node::new(&mut etcd, "na");

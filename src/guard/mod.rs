@@ -17,7 +17,7 @@ use tokio::time::sleep_until;
 
 use crate::lease::clock::boottime;
 use crate::lease::etcd::{KeyEvent, KeyWatch};
-use crate::lease::{leader_key, Acquire, Etcd, LeaseClock, LeaseId};
+use crate::lease::{leader_key, Acquire, Etcd, Grant, LeaseClock, LeaseId};
 use crate::service::{HealthProbe, Running, ServiceSpec};
 use crate::vip::{burst, up, Vip};
 use config::MasterConfig;
@@ -46,6 +46,11 @@ pub fn unix_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
+/// The wall-clock time (ms since the epoch) of an earlier moment on the boot clock.
+pub fn unix_ms_at(boot: Duration) -> u64 {
+    unix_ms().saturating_sub(boottime().saturating_sub(boot).as_millis() as u64)
+}
+
 /// Runs a guard to its end; returns the process exit code.
 pub fn run(args: GuardArgs) -> i32 {
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -69,11 +74,8 @@ pub fn run(args: GuardArgs) -> i32 {
 
 struct Acquired {
     etcd: Etcd,
-    lease: LeaseId,
     token: i64,
-    /// Boot-clock time at which the lease grant was sent.
-    sent: Duration,
-    granted: Duration,
+    grant: Grant,
 }
 
 enum Interrupt {
@@ -250,22 +252,13 @@ impl Guard {
                     self.args.acquire_for.as_secs()
                 )));
             }
-            let sent = boottime();
             let attempt = tokio::select! {
                 r = Self::try_once(&etcd, &self.key, &self.args.node, self.clock.ttl) => r,
                 Some(reply) = stepdown.recv() => return Err(Interrupt::StepDown(reply)),
                 _ = sigterm.recv() => return Err(Interrupt::Signal),
             };
             let watch_from = match attempt {
-                Ok(Ok((lease, token, granted))) => {
-                    return Ok(Acquired {
-                        etcd,
-                        lease,
-                        token,
-                        sent,
-                        granted,
-                    })
-                }
+                Ok(Ok((grant, token))) => return Ok(Acquired { etcd, token, grant }),
                 Ok(Err(holder)) => {
                     last = holder.to_string();
                     self.shared.update(|s| s.holder = Some(holder.node.clone()));
@@ -310,11 +303,12 @@ impl Guard {
         key: &str,
         node: &str,
         ttl: Duration,
-    ) -> Result<Result<(LeaseId, i64, Duration), crate::lease::Holder>, String> {
-        let (lease, granted) = etcd
+    ) -> Result<Result<(Grant, i64), crate::lease::Holder>, String> {
+        let grant = etcd
             .grant(ttl)
             .await
             .map_err(|e| format!("etcd unreachable: {e}"))?;
+        let lease = grant.lease;
         let outcome = etcd.try_acquire(key, node, lease).await;
         match outcome {
             Ok(Acquire::Won { token }) => {
@@ -325,7 +319,7 @@ impl Guard {
                     (Ok(Some(h)), Ok(Some(_)))
                         if h.node == node && h.lease == lease && h.token == token =>
                     {
-                        Ok(Ok((lease, token, granted)))
+                        Ok(Ok((grant, token)))
                     }
                     (h, a) => {
                         let _ = etcd.release(key, lease).await;
@@ -353,32 +347,34 @@ impl Guard {
         stepdown: &mut mpsc::Receiver<StepDown>,
         sigterm: &mut StopSignals,
     ) -> i32 {
-        let deadline0 = self.clock.deadline(a.sent, a.granted);
+        let lease = a.grant.lease;
+        let deadline0 = self.clock.deadline(a.grant.sent, a.grant.ttl);
         self.set_deadline(deadline0);
         let (deadline_tx, mut deadline_rx) = watch::channel(deadline0);
         let (lost_tx, mut lost_rx) = mpsc::channel::<String>(1);
-        self.persisted.lease_id = Some(a.lease.0);
+        self.persisted.lease_id = Some(lease.0);
         self.persisted.fencing_token = Some(a.token);
         self.persist();
         log::info!(
             "guard {}: leader key {} taken, lease {}, fencing token {}",
             self.args.resource,
             self.key,
-            a.lease,
+            lease,
             a.token
         );
         self.shared.update(|s| {
             s.role = Role::Leader;
             s.holder = Some(self.args.node.clone());
-            s.lease_id = Some(a.lease.to_string());
+            s.lease_id = Some(lease.to_string());
             s.fencing_token = Some(a.token);
-            s.last_renewal_unix_ms = Some(unix_ms());
+            // The grant counts as the first renewal, from when it was sent.
+            s.last_renewal_unix_ms = Some(unix_ms_at(a.grant.sent));
             s.leader_since_unix_ms = Some(unix_ms());
             s.problem = Some("raising VIP and service".into());
         });
         let keepalive = tokio::spawn(keep_alive(
             a.etcd.clone(),
-            a.lease,
+            a.grant,
             self.clock,
             deadline_tx,
             lost_tx,
@@ -389,7 +385,7 @@ impl Guard {
 
         if let Err(why) = self.raise(a.token).await {
             keepalive.abort();
-            self.step_down_steps(&a.etcd, a.lease).await;
+            self.step_down_steps(&a.etcd, lease).await;
             return self.give_up(why, stepdown).await;
         }
         let health = tokio::spawn(watch_health(self.args.config.clone(), self.shared.clone()));
@@ -436,8 +432,8 @@ impl Guard {
                     self.fence("leader key was deleted in etcd").await;
                     fenced = true;
                 }
-                Event::Key(Ok(KeyEvent::Put { lease })) if lease != a.lease => {
-                    self.fence(&format!("leader key now carries another lease ({lease})"))
+                Event::Key(Ok(KeyEvent::Put { lease: other })) if other != lease => {
+                    self.fence(&format!("leader key now carries another lease ({other})"))
                         .await;
                     fenced = true;
                 }
@@ -460,20 +456,20 @@ impl Guard {
                 }
                 Event::RetryRelease => {
                     // After fencing, give the key back as soon as etcd answers again.
-                    released = a.etcd.release(&self.key, a.lease).await.is_ok();
+                    released = a.etcd.release(&self.key, lease).await.is_ok();
                     next_release = Instant::now() + Duration::from_secs(1);
                 }
                 Event::StepDown(reply) => {
                     keepalive.abort();
                     health.abort();
-                    self.step_down_steps(&a.etcd, a.lease).await;
+                    self.step_down_steps(&a.etcd, lease).await;
                     let _ = reply.send(self.shared.snapshot());
                     return 0;
                 }
                 Event::Signal => {
                     keepalive.abort();
                     health.abort();
-                    self.step_down_steps(&a.etcd, a.lease).await;
+                    self.step_down_steps(&a.etcd, lease).await;
                     return 0;
                 }
             }
@@ -492,13 +488,18 @@ impl Guard {
 
     /// VIP (with announcements), fencing token, service: in this order.
     async fn raise(&mut self, token: i64) -> Result<(), String> {
+        let left = self
+            .deadline
+            .lock()
+            .ok()
+            .and_then(|d| *d)
+            .map_or(Duration::ZERO, |d| d.saturating_sub(boottime()));
+        // Nothing goes up on a lease that may already be gone (etcd answered too slowly
+        // between the grant and now).
+        if left.is_zero() {
+            return Err("the lease's deadline passed before the VIP and service went up".into());
+        }
         if let Some(vip) = self.args.config.vip.clone() {
-            let left = self
-                .deadline
-                .lock()
-                .ok()
-                .and_then(|d| *d)
-                .map_or(Duration::ZERO, |d| d.saturating_sub(boottime()));
             let dad_wait = left.min(Duration::from_secs(10));
             let run_dir = burst::run_dir();
             let result =
@@ -665,20 +666,23 @@ async fn next_key_event(w: Option<&mut KeyWatch>) -> Result<KeyEvent, crate::lea
     }
 }
 
-/// Renews the lease every TTL/3 and moves the deadline; reports a lease etcd says is gone.
+/// Renews the lease every TTL/3, counted from when the grant was sent (the time it took to
+/// get the key and raise the VIP is no reason to renew late), and moves the deadline;
+/// reports a lease etcd says is gone.
 async fn keep_alive(
     etcd: Etcd,
-    lease: LeaseId,
+    grant: Grant,
     clock: LeaseClock,
     deadline_tx: watch::Sender<Duration>,
     lost_tx: mpsc::Sender<String>,
     shared: Shared,
     deadline_slot: Arc<Mutex<Option<Duration>>>,
 ) {
+    let lease = grant.lease;
     let mut ka = etcd.keepalive(lease);
     let interval = clock.keepalive_interval();
     let attempt = clock.renewal_attempt_timeout();
-    let mut next = Instant::now() + interval;
+    let mut next = Instant::now() + (grant.sent + interval).saturating_sub(boottime());
     loop {
         sleep_until(next.into()).await;
         let sent = boottime();
@@ -696,10 +700,7 @@ async fn keep_alive(
                 if let Ok(mut slot) = deadline_slot.lock() {
                     *slot = Some(*deadline_tx.borrow());
                 }
-                shared.update(|s| {
-                    s.last_renewal_unix_ms =
-                        Some(unix_ms() - sent_mono.elapsed().as_millis() as u64)
-                });
+                shared.update(|s| s.last_renewal_unix_ms = Some(unix_ms_at(sent)));
                 next = sent_mono + interval;
             }
             Err(e) => {

@@ -16,6 +16,7 @@ use etcd_client::{
     WatchOptions, WatchStream,
 };
 
+use super::clock::boottime;
 use super::{EtcdConfig, LeaseId};
 use crate::causes::causes;
 use crate::params::master as p;
@@ -142,6 +143,14 @@ pub fn tls_options(cfg: &EtcdConfig) -> Result<Option<TlsOptions>, LeaseError> {
     Ok(Some(tls))
 }
 
+/// A lease as granted; see `Etcd::grant`.
+#[derive(Debug, Clone, Copy)]
+pub struct Grant {
+    pub lease: LeaseId,
+    pub ttl: Duration,
+    pub sent: Duration,
+}
+
 impl Etcd {
     /// Prepares one client per endpoint; connections are made by the first requests.
     /// `timeout` bounds every attempt on one member.
@@ -178,16 +187,31 @@ impl Etcd {
         F: Fn(Client) -> Fut,
         Fut: Future<Output = Result<T, etcd_client::Error>>,
     {
+        Ok(self.call_timed(op, f).await?.0)
+    }
+
+    /// As `call`, and also tells when (boot clock) the request that succeeded was sent:
+    /// time spent waiting on members that did not answer is not counted against it.
+    async fn call_timed<T, F, Fut>(
+        &self,
+        op: &'static str,
+        f: F,
+    ) -> Result<(T, Duration), LeaseError>
+    where
+        F: Fn(Client) -> Fut,
+        Fut: Future<Output = Result<T, etcd_client::Error>>,
+    {
         let n = self.members.len();
         let start = self.current.load(Ordering::Relaxed);
         let mut errors = Vec::new();
         for k in 0..n {
             let i = (start + k) % n;
             let (endpoint, client) = &self.members[i];
+            let sent = boottime();
             match tokio::time::timeout(self.timeout, f(client.clone())).await {
                 Ok(Ok(v)) => {
                     self.current.store(i, Ordering::Relaxed);
-                    return Ok(v);
+                    return Ok((v, sent));
                 }
                 Ok(Err(e)) => errors.push(format!("{endpoint}: {}", causes(&e))),
                 Err(_) => errors.push(format!(
@@ -213,14 +237,20 @@ impl Etcd {
         self.members[self.current.load(Ordering::Relaxed) % self.members.len()].clone()
     }
 
-    pub async fn grant(&self, ttl: Duration) -> Result<(LeaseId, Duration), LeaseError> {
+    /// A new lease: its id, the TTL etcd granted, and when (boot clock) the request that
+    /// created it was sent: the lease lives at etcd until at least that moment plus the TTL.
+    pub async fn grant(&self, ttl: Duration) -> Result<Grant, LeaseError> {
         let secs = ttl.as_secs() as i64;
-        let r = self
-            .call("lease grant", |mut c| async move {
+        let (r, sent) = self
+            .call_timed("lease grant", |mut c| async move {
                 c.lease_grant(secs, None).await
             })
             .await?;
-        Ok((LeaseId(r.id()), Duration::from_secs(r.ttl().max(0) as u64)))
+        Ok(Grant {
+            lease: LeaseId(r.id()),
+            ttl: Duration::from_secs(r.ttl().max(0) as u64),
+            sent,
+        })
     }
 
     /// Creates the key under our lease if nobody holds it, in one transaction; else reads the

@@ -8,7 +8,7 @@ pub mod etcd;
 
 pub use clock::LeaseClock;
 pub use config::EtcdConfig;
-pub use etcd::{Acquire, Etcd, Holder, LeaseError};
+pub use etcd::{Acquire, Etcd, Grant, Holder, LeaseError};
 
 /// An etcd lease id, shown the way etcdctl shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

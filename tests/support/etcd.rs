@@ -63,6 +63,8 @@ struct Member {
     ip: String,
     name: String,
     child: Option<Child>,
+    /// Link down: the member's host is gone for everyone else, its process still runs.
+    cut: bool,
 }
 
 /// Three etcd members and a bridge; nodes attach to the same bridge.
@@ -121,6 +123,7 @@ impl EtcdCluster {
                 ip: ip.clone(),
                 name: name.clone(),
                 child: None,
+                cut: false,
             });
         }
         for i in 0..3 {
@@ -228,9 +231,26 @@ impl EtcdCluster {
         }
     }
 
+    /// Takes member `i`'s link down: to clients it is a host that went away, whose address
+    /// answers nothing (no reset, no refusal: connections hang until they time out).
+    pub fn cut_member(&mut self, i: usize) {
+        self.members[i].ns.ip(&["link", "set", "lan0", "down"]);
+        self.members[i].cut = true;
+    }
+
+    pub fn heal_member(&mut self, i: usize) {
+        self.members[i].ns.ip(&["link", "set", "lan0", "up"]);
+        self.members[i].cut = false;
+    }
+
     pub fn etcdctl(&self, args: &[&str]) -> std::process::Output {
+        let from = self
+            .members
+            .iter()
+            .find(|m| !m.cut)
+            .unwrap_or(&self.members[0]);
         let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", &self.members[0].ns.name, "etcdctl"]);
+        cmd.args(["netns", "exec", &from.ns.name, "etcdctl"]);
         cmd.env("ETCDCTL_API", "3");
         cmd.arg(format!("--endpoints={}", self.endpoints()))
             .arg("--command-timeout=3s");
@@ -262,6 +282,15 @@ impl EtcdCluster {
                 return None;
             }
             self.members.iter().position(|m| endpoint.contains(&m.ip))
+        })
+    }
+
+    /// Waits (bounded) until a write succeeds: the members that are left have a quorum.
+    pub fn wait_writable(&self, limit: Duration) -> bool {
+        wait_for(limit, || {
+            self.etcdctl(&["put", "/hamaster-test/probe", "x"])
+                .status
+                .success()
         })
     }
 
