@@ -376,6 +376,38 @@ fn a_killed_guard_takes_the_service_with_it_and_demote_cleans_up() {
 }
 
 #[test]
+fn demote_kills_a_hung_guard_at_once_and_cleans_up_after_it() {
+    let mut etcd = EtcdCluster::new("mhg");
+    let a = Node::new(&mut etcd, "na");
+    let agent = a.agent(&etcd);
+    assert_eq!(agent.run("start").code, 0);
+    promoted(agent.run("promote"), &a);
+    let pid = a.guard_status(&agent).unwrap().pid;
+    // Alive but answering nothing: its socket still accepts connections.
+    support::must("kill", &["-STOP", &pid.to_string()]);
+    let t = Instant::now();
+    let demote = agent.run("demote");
+    let took = t.elapsed();
+    assert_eq!(demote.code, 0, "{}", demote.stderr);
+    // The op timeout is 20 s: a hung guard must not be waited on for most of it.
+    assert!(
+        took < Duration::from_secs(8),
+        "demote took {took:?} with a hung guard"
+    );
+    assert!(
+        !hamaster::procfs::live_with_args(pid, &["guard"]),
+        "the hung guard was killed"
+    );
+    assert!(!a.holds_vip(), "demote removed the VIP itself");
+    assert!(
+        a.service_pids().is_empty(),
+        "demote stopped the service itself"
+    );
+    assert!(etcd.get(KEY).is_none(), "the key is gone");
+    assert_eq!(agent.run("monitor").code, 0, "started, unpromoted");
+}
+
+#[test]
 fn a_failing_health_check_makes_monitor_report_failed_promoted() {
     let mut etcd = EtcdCluster::new("mh");
     let a = Node::new(&mut etcd, "na");

@@ -60,6 +60,8 @@ pub static AGENT: super::AgentDef = super::AgentDef { info: &INFO, run };
 const DEFAULT_PROMOTE_TIMEOUT: Duration = Duration::from_secs(60);
 const SCORE_HOLDER: i32 = 100;
 const SCORE_CANDIDATE: i32 = 10;
+/// How long a guard that is alive may take to answer a status request.
+const GUARD_ANSWER: Duration = Duration::from_secs(2);
 
 struct Ctx<'a> {
     env: &'a OcfEnv,
@@ -222,10 +224,7 @@ fn promote(ctx: &Ctx) -> Outcome {
         .map_or(DEFAULT_PROMOTE_TIMEOUT, Duration::from_millis);
     let until = Instant::now() + timeout.saturating_sub(Duration::from_secs(2));
     if ctx.dir.live_guard().is_some() {
-        match status::block_on(status::get_status(
-            &ctx.dir.socket(),
-            Duration::from_secs(2),
-        )) {
+        match status::block_on(status::get_status(&ctx.dir.socket(), GUARD_ANSWER)) {
             Ok(s) if s.is_healthy_leader() => {
                 let _ = ctx.dir.mark(ctx.dir.promoted());
                 set_score(ctx, Some(SCORE_HOLDER));
@@ -353,11 +352,15 @@ fn demote_steps(ctx: &Ctx, cfg: Option<&MasterConfig>) -> Outcome {
         .timeout_ms()
         .map_or(Duration::from_secs(30), Duration::from_millis);
     if let Some(pid) = ctx.dir.live_guard() {
-        log::info!("asking guard {pid} of {} to step down", ctx.resource);
-        let asked = status::block_on(status::step_down(
-            &ctx.dir.socket(),
-            timeout.saturating_sub(Duration::from_secs(5)),
-        ));
+        // A guard that cannot answer a status request (stopped, hung) will not step down
+        // either: waiting most of the op timeout on it would leave too little for the
+        // clean-up, and a failed demote escalates to stop and then to node fencing.
+        let socket = ctx.dir.socket();
+        let asked = status::block_on(async {
+            status::get_status(&socket, GUARD_ANSWER).await?;
+            log::info!("asking guard {pid} of {} to step down", ctx.resource);
+            status::step_down(&socket, timeout.saturating_sub(Duration::from_secs(5))).await
+        });
         if asked.is_ok() && wait_gone(pid, &ctx.dir, Duration::from_secs(3)) {
             ctx.dir.unmark(ctx.dir.promoted());
             return Outcome::ok();
