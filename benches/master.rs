@@ -50,6 +50,19 @@ fn cpu_ticks(pid: u32) -> u64 {
     f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
 }
 
+/// Time the process's threads have spent on a CPU (ns), from the scheduler's own accounting
+/// in /proc/PID/task/*/schedstat (utime/stime above are sampled at the tick; both are shown).
+/// The guard is one thread while idle, so no exited thread's time is missed.
+fn cpu_ns(pid: u32) -> u64 {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|t| {
+            let text = std::fs::read_to_string(t.ok()?.path().join("schedstat")).ok()?;
+            text.split_whitespace().next()?.parse::<u64>().ok()
+        })
+        .sum()
+}
+
 fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     status
@@ -103,12 +116,17 @@ fn measure(node: &Node, agent: &Agent, rounds: usize, idle_secs: u64) -> String 
     timed(direct(agent, "promote", 0), 0);
     let pid = node.guard_status(agent).expect("guard").pid;
     std::thread::sleep(Duration::from_secs(2));
-    let (t0, c0) = (Instant::now(), cpu_ticks(pid));
+    let (t0, c0, n0) = (Instant::now(), cpu_ticks(pid), cpu_ns(pid));
     std::thread::sleep(Duration::from_secs(idle_secs));
-    let (elapsed, ticks) = (t0.elapsed(), cpu_ticks(pid) - c0);
+    let (elapsed, ticks, ns) = (
+        t0.elapsed(),
+        cpu_ticks(pid) - c0,
+        cpu_ns(pid).saturating_sub(n0),
+    );
     let hz = 100.0; // USER_HZ on Linux
-    let cpu_pct = ticks as f64 / hz / elapsed.as_secs_f64() * 100.0;
-    let cpu_ms_per_min = ticks as f64 / hz * 1000.0 * 60.0 / elapsed.as_secs_f64();
+    let tick_pct = ticks as f64 / hz / elapsed.as_secs_f64() * 100.0;
+    let cpu_pct = ns as f64 / 1e9 / elapsed.as_secs_f64() * 100.0;
+    let cpu_ms_per_min = ns as f64 / 1e6 * 60.0 / elapsed.as_secs_f64();
     let rss = rss_kib(pid);
     timed(direct(agent, "demote", 0), 0);
     timed(direct(agent, "stop", 0), 0);
@@ -153,11 +171,16 @@ fn measure(node: &Node, agent: &Agent, rounds: usize, idle_secs: u64) -> String 
         if rss <= 10 * 1024 { "met" } else { "NOT met" }
     ));
     t.push_str(&format!(
-        "| guard CPU while idle (% of one core; ms per minute) | {cpu_pct:.3} % ({cpu_ms_per_min:.0} ms/min) | | ≤ 0.5 %: {} |\n",
+        "| guard CPU while idle, scheduler runtime (% of one core; ms per minute) | {cpu_pct:.3} % ({cpu_ms_per_min:.0} ms/min) | | ≤ 0.5 %: {} |\n",
         if cpu_pct <= 0.5 { "met" } else { "NOT met" }
     ));
     t.push_str(&format!(
-        "\nThe guard renews every lease_ttl/3 = 1 s and checks health every 1 s over a kept-alive HTTPS connection.\n{MARK_END}\n"
+        "| guard CPU while idle, utime+stime at the tick (% of one core; for reference) | {tick_pct:.3} % | | |\n"
+    ));
+    t.push_str(&format!(
+        "\nThe guard renews every lease_ttl/3 = 1 s, checks health every 1 s over a kept-alive HTTPS connection, and \
+         otherwise sleeps until its deadline on a CLOCK_BOOTTIME timer. CPU: the scheduler's runtime \
+         (/proc/PID/task/*/schedstat) is the measure; the tick-sampled utime+stime is shown beside it.\n{MARK_END}\n"
     ));
     t
 }

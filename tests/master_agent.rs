@@ -43,6 +43,14 @@ fn promote_monitor_demote_on_one_node() {
     let st = a.guard_status(&agent).unwrap();
     assert_eq!(st.lease_id.as_deref(), Some(lease.as_str()));
     assert_eq!(agent.run("monitor").code, 8);
+    // The guard checks health every second over one kept-alive HTTPS connection.
+    let before = a.connections();
+    std::thread::sleep(Duration::from_millis(5500));
+    let new = a.connections() - before;
+    assert!(
+        new <= 1,
+        "health checks reuse their connection: {new} new ones in 5.5 s"
+    );
     let status = a.status_cli(&agent, true);
     assert_eq!(status.code, 0, "{}", status.stderr);
     let json: serde_json::Value = serde_json::from_str(&status.stdout).unwrap();

@@ -15,7 +15,7 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{mpsc, watch};
 use tokio::time::sleep_until;
 
-use crate::lease::clock::boottime;
+use crate::lease::clock::{boottime, BootTimer};
 use crate::lease::etcd::{KeyEvent, KeyWatch};
 use crate::lease::{leader_key, Acquire, Etcd, Grant, LeaseClock, LeaseId};
 use crate::service::{HealthProbe, Running, ServiceSpec};
@@ -394,6 +394,11 @@ impl Guard {
         let mut fenced = false;
         let mut released = false;
         let mut next_release = Instant::now();
+        let boot_timer = BootTimer::new()
+            .map_err(|e| {
+                log::warn!("no CLOCK_BOOTTIME timer ({e}): checking the clock every 250 ms")
+            })
+            .ok();
         loop {
             let deadline = *deadline_rx.borrow();
             // A guard that wakes up late (paused, stalled, suspended) compares the clock first.
@@ -406,13 +411,21 @@ impl Guard {
                 .await;
                 fenced = true;
             }
-            // Timers run on the monotonic clock, which stops during suspend: wake at least
-            // every RECHECK to look at the boot clock.
-            let wake = deadline.saturating_sub(now).min(RECHECK);
+            // tokio's timers run on the monotonic clock, which stops during suspend: the boot
+            // timer wakes us at the deadline whatever happened meanwhile. Without it (no
+            // timerfd), wake every RECHECK to look at the boot clock.
+            let on_boot_timer =
+                !fenced && boot_timer.as_ref().is_some_and(|t| t.set(deadline).is_ok());
+            let wake = if on_boot_timer {
+                Duration::from_secs(3600)
+            } else {
+                deadline.saturating_sub(now).min(RECHECK)
+            };
             let service = self.service.as_mut();
             let event = tokio::select! {
                 biased;
                 _ = tokio::time::sleep(wake), if !fenced => Event::Recheck,
+                _ = async { match &boot_timer { Some(t) => t.fired().await, None => std::future::pending().await } }, if on_boot_timer => Event::Recheck,
                 // Only while the keepalive task lives: a closed channel is always "ready".
                 r = deadline_rx.changed(), if !fenced => { if r.is_err() { Event::Lost("lease keepalive stopped".into()) } else { Event::Recheck } },
                 Some(why) = lost_rx.recv(), if !fenced => Event::Lost(why),

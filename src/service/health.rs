@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use http_body_util::Empty;
+use http_body_util::{BodyExt, Empty, Limited};
 use hyper::body::Bytes;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -19,6 +19,9 @@ const SYSTEM_BUNDLES: [&str; 2] = [
     "/etc/ssl/certs/ca-certificates.crt",
     "/etc/pki/tls/certs/ca-bundle.crt",
 ];
+
+/// The most of a health answer's body that is read (and thrown away).
+const MAX_BODY: usize = 64 * 1024;
 
 pub struct HealthProbe {
     client: Client<HttpsConnector<HttpConnector>, Empty<Bytes>>,
@@ -97,9 +100,17 @@ impl HealthProbe {
         let req = hyper::Request::get(self.url.clone())
             .body(Empty::new())
             .map_err(|e| e.to_string())?;
-        match tokio::time::timeout(self.timeout, self.client.request(req)).await {
-            Ok(Ok(resp)) => Ok(resp.status().as_u16()),
-            Ok(Err(e)) => Err(causes(&e)),
+        let exchange = async {
+            let resp = self.client.request(req).await.map_err(|e| causes(&e))?;
+            let status = resp.status().as_u16();
+            // Read the body to its end: only then does the connection go back to the pool,
+            // and the next check reuses it instead of paying a new TCP and TLS handshake.
+            // A body over the limit is dropped with its connection.
+            let _ = Limited::new(resp.into_body(), MAX_BODY).collect().await;
+            Ok(status)
+        };
+        match tokio::time::timeout(self.timeout, exchange).await {
+            Ok(outcome) => outcome,
             Err(_) => Err(format!("no answer within {} ms", self.timeout.as_millis())),
         }
     }

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A small master service for tests: serves GET /healthz over HTTPS (or HTTP) with its own
 test certificate. 200 while STATE_DIR/unhealthy does not exist, 503 while it does. Records the
-fencing token it was started with in STATE_DIR/token (one line per start)."""
+fencing token it was started with in STATE_DIR/token (one line per start), and each connection
+it accepts in STATE_DIR/connections."""
 import http.server
 import os
 import ssl
@@ -17,6 +18,12 @@ with open(os.path.join(state, "token"), "a") as f:
 
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+
+    def setup(self):
+        # One line per connection: tests check that the guard's probe keeps its connection.
+        with open(os.path.join(state, "connections"), "a") as f:
+            f.write("%s\n" % (self.client_address,))
+        super().setup()
 
     def do_GET(self):
         ok = self.path == "/healthz" and not os.path.exists(os.path.join(state, "unhealthy"))

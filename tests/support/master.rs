@@ -103,6 +103,14 @@ impl Node {
             .collect()
     }
 
+    /// How many connections the test service has accepted so far.
+    pub fn connections(&self) -> usize {
+        std::fs::read_to_string(self.state.join("connections"))
+            .unwrap_or_default()
+            .lines()
+            .count()
+    }
+
     pub fn set_unhealthy(&self, bad: bool) {
         let f = self.state.join("unhealthy");
         if bad {
