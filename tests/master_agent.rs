@@ -185,8 +185,8 @@ fn etcd_quorum_loss_fences_before_the_lease_can_expire() {
     assert!(!a.holds_vip(), "VIP removed, seen from the test too");
     let seen = observer.finish();
     let st = a
-        .guard_status(&agent)
-        .expect("a fenced guard still answers");
+        .wait_fenced(&agent, Duration::from_secs(5))
+        .expect("the guard reports itself fenced");
     let last_renewal = st.last_renewal_unix_ms.unwrap();
     let gone = seen.unix_ms(seen.first_loss(0).expect("VIP seen going"));
     assert!(
@@ -284,6 +284,7 @@ fn a_leader_key_deleted_or_taken_over_in_etcd_fences_at_once() {
             && a.service_pids().is_empty()),
         "VIP and service gone at once after the key was deleted"
     );
+    assert!(a.wait_fenced(&agent, Duration::from_secs(5)).is_some());
     agent
         .run("monitor")
         .expect(9, "leader key was deleted in etcd");
@@ -309,6 +310,7 @@ fn a_leader_key_deleted_or_taken_over_in_etcd_fences_at_once() {
             && a.service_pids().is_empty()),
         "VIP and service gone at once after the key changed hands"
     );
+    assert!(a.wait_fenced(&agent, Duration::from_secs(5)).is_some());
     agent.run("monitor").expect(
         9,
         &format!("leader key now carries another lease (0x{other})"),

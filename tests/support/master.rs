@@ -326,6 +326,21 @@ impl Node {
         .ok()
     }
 
+    /// Waits (bounded) until the guard reports itself fenced; its status then. The guard
+    /// removes the VIP first and records `fenced` once the service is stopped too.
+    pub fn wait_fenced(
+        &self,
+        agent: &Agent,
+        limit: Duration,
+    ) -> Option<hamaster::guard::status::GuardStatus> {
+        let mut st = None;
+        super::wait_for(limit, || {
+            st = self.guard_status(agent);
+            st.as_ref().is_some_and(|s| s.fenced_at_unix_ms.is_some())
+        });
+        st.filter(|s| s.fenced_at_unix_ms.is_some())
+    }
+
     /// Kills every process of this node and cuts its link: a crashed host.
     pub fn crash(&self) {
         let pids = super::sh("ip", &["netns", "pids", &self.ns.name]);
