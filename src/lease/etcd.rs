@@ -162,7 +162,7 @@ impl Etcd {
             // HTTP/2 pings find a dead member under an open stream (the key watch, the
             // lease keepalive); connections without a stream need none: every request is
             // bounded by `timeout` anyway, and pings on every member's connection each second
-            // were most of an idle guard's wake-ups.
+            // only woke an idle guard.
             .with_keep_alive(Duration::from_secs(2), timeout)
             .with_keep_alive_while_idle(false);
         if let Some(tls) = tls_options(cfg)? {
