@@ -416,15 +416,11 @@ impl Guard {
             // timerfd), wake every RECHECK to look at the boot clock.
             let on_boot_timer =
                 !fenced && boot_timer.as_ref().is_some_and(|t| t.set(deadline).is_ok());
-            let wake = if on_boot_timer {
-                Duration::from_secs(3600)
-            } else {
-                deadline.saturating_sub(now).min(RECHECK)
-            };
+            let wake = deadline.saturating_sub(now).min(RECHECK);
             let service = self.service.as_mut();
             let event = tokio::select! {
                 biased;
-                _ = tokio::time::sleep(wake), if !fenced => Event::Recheck,
+                _ = tokio::time::sleep(wake), if !fenced && !on_boot_timer => Event::Recheck,
                 _ = async { match &boot_timer { Some(t) => t.fired().await, None => std::future::pending().await } }, if on_boot_timer => Event::Recheck,
                 // Only while the keepalive task lives: a closed channel is always "ready".
                 r = deadline_rx.changed(), if !fenced => { if r.is_err() { Event::Lost("lease keepalive stopped".into()) } else { Event::Recheck } },

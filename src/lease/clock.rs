@@ -1,4 +1,5 @@
-//! The guard's timing rule, as pure arithmetic on CLOCK_BOOTTIME. A lease renewed by a
+//! The guard's timing rule, as arithmetic on CLOCK_BOOTTIME, and a timer on that clock
+//! (`BootTimer`) to wake at the deadline it gives. A lease renewed by a
 //! keepalive request sent at `t` lives at etcd until at least `t + ttl` (etcd can only extend
 //! it, e.g. across its own leader changes). The guard treats it as lost at
 //! `t + ttl - margin`, so that fencing is complete before any other node can take the key.
