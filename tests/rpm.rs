@@ -40,13 +40,9 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 #[test]
 #[ignore = "builds the RPM (minutes): run by make check-rpm"]
 fn rpm_builds_installs_the_right_files_and_its_unpacked_agents_pass_ocf_tester_and_pcs() {
-    let build = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/build-rpm"))
-        .output()
-        .unwrap();
-    assert!(
-        build.status.success(),
-        "make rpm:\n{}",
-        String::from_utf8_lossy(&build.stderr)
+    must(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/build-rpm"),
+        &[],
     );
     let rpm = package("RPMS", ".x86_64.rpm");
     let srpm = package("SRPMS", ".src.rpm");

@@ -6,14 +6,14 @@ use std::path::Path;
 use crate::params::master::MASTER_AGENT;
 use crate::params::Values;
 
-pub struct ConfigFile {
-    pub values: Values,
-    pub resource: String,
+struct ConfigFile {
+    values: Values,
+    resource: String,
 }
 
 /// Reads and parses the file. On failure it prints `hamaster CMD: …` and returns the exit
 /// code: 5 when the file cannot be read, 6 when its contents are wrong.
-pub fn load(cmd: &str, path: &Path, resource: Option<&str>) -> Result<ConfigFile, i32> {
+fn load(cmd: &str, path: &Path, resource: Option<&str>) -> Result<ConfigFile, i32> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         eprintln!("hamaster {cmd}: cannot read {}: {e}", path.display());
         5
@@ -27,4 +27,21 @@ pub fn load(cmd: &str, path: &Path, resource: Option<&str>) -> Result<ConfigFile
         .or_else(|| path.file_stem().map(|s| s.to_string_lossy().into_owned()))
         .unwrap_or_default();
     Ok(ConfigFile { values, resource })
+}
+
+/// `load`, then the values read as the command's configuration (`EtcdConfig::from_values`,
+/// `MasterConfig::from_values`), with the resource name. A configuration that `parse`
+/// refuses prints `hamaster CMD: FILE: why` and gives 6.
+pub fn load_as<T, E: std::fmt::Display>(
+    cmd: &str,
+    path: &Path,
+    resource: Option<&str>,
+    parse: impl FnOnce(&Values) -> Result<T, E>,
+) -> Result<(T, String), i32> {
+    let file = load(cmd, path, resource)?;
+    let parsed = parse(&file.values).map_err(|e| {
+        eprintln!("hamaster {cmd}: {}: {e}", path.display());
+        6
+    })?;
+    Ok((parsed, file.resource))
 }

@@ -46,18 +46,16 @@ struct Report {
 }
 
 pub fn run(a: &StatusArgs) -> i32 {
-    let file = match super::config::load("status", &a.config, a.resource.as_deref()) {
-        Ok(f) => f,
+    let loaded = super::config::load_as(
+        "status",
+        &a.config,
+        a.resource.as_deref(),
+        EtcdConfig::from_values,
+    );
+    let (cfg, resource) = match loaded {
+        Ok(l) => l,
         Err(code) => return code,
     };
-    let cfg = match EtcdConfig::from_values(&file.values) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("hamaster status: {}: {e}", a.config.display());
-            return 6;
-        }
-    };
-    let resource = file.resource;
     let report = gather(&cfg, &resource);
     if a.json {
         println!(

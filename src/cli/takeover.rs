@@ -67,22 +67,20 @@ fn pacemaker_manages(resource: &str) -> Option<String> {
 }
 
 pub fn takeover(a: &TakeoverArgs) -> i32 {
-    let file = match super::config::load("takeover", &a.config, a.resource.as_deref()) {
-        Ok(f) => f,
+    let loaded = super::config::load_as(
+        "takeover",
+        &a.config,
+        a.resource.as_deref(),
+        MasterConfig::from_values,
+    );
+    let (config, resource) = match loaded {
+        Ok(l) => l,
         Err(code) => return code,
-    };
-    let config = match MasterConfig::from_values(&file.values) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("hamaster takeover: {}: {e}", a.config.display());
-            return 6;
-        }
     };
     if let Err(e) = config.check_installed() {
         eprintln!("hamaster takeover: {e}");
         return 5;
     }
-    let resource = file.resource;
     if let Some(why) = pacemaker_manages(&resource) {
         eprintln!("hamaster takeover: refusing: {why}");
         return 1;

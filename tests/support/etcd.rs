@@ -22,16 +22,7 @@ impl TestCa {
         fs::create_dir_all(&dir).unwrap();
         let d = dir.to_str().unwrap();
         let run = |args: &str| {
-            let out = Command::new("sh")
-                .arg("-c")
-                .arg(format!("cd {d} && {args}"))
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "openssl: {args}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            must("sh", &["-c", &format!("cd {d} && {args}")]);
         };
         run("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj /CN=hamaster-test-ca -keyout ca.key -out ca.crt 2>/dev/null");
         let sans: Vec<String> = server_ips.iter().map(|ip| format!("IP:{ip}")).collect();
