@@ -4,7 +4,10 @@
 //! its status on a unix socket and steps down cleanly when asked.
 
 pub mod config;
+pub mod core;
 pub mod paths;
+#[cfg(test)]
+mod sim;
 pub mod status;
 
 use std::path::PathBuf;
