@@ -2,7 +2,7 @@
 CARGO ?= cargo
 BIN := target/debug/hamaster
 
-.PHONY: all build deps ocf docs golden check lint test check-cluster demo bench bench-failover rpm check-rpm clean
+.PHONY: all build deps ocf docs golden check lint test check-guard check-cluster demo bench bench-guard bench-failover rpm check-rpm clean
 
 all: build
 
@@ -34,11 +34,16 @@ lint:
 test:
 	$(CARGO) test
 
-check: deps lint test check-rpm check-cluster
+check: deps lint test check-rpm check-guard check-cluster
 
 # Builds the RPM and tests it (its file list; the unpacked agents with ocf-tester, pcs, crm).
 check-rpm: deps
 	$(CARGO) test --test rpm -- --ignored --test-threads=1
+
+# The guard's promise at the DEFAULT lease settings (and at lease_ttl 3), timed from etcd's side:
+# master link silent, guard SIGKILLed or SIGSTOPped, compaction and a dead watch (about 8 min).
+check-guard: deps
+	$(CARGO) test --test guard_deadline -- --ignored --test-threads=1 --nocapture
 
 # Real Pacemaker clusters in namespaces, one scenario at a time; the timings table at the end.
 check-cluster: deps
@@ -54,6 +59,12 @@ demo: deps build
 bench: deps
 	$(CARGO) bench --bench vip_vs_ipaddr2
 	$(CARGO) bench --bench master
+	$(CARGO) bench --bench guard
+
+# The guard's deadline figures alone (about 10 minutes): lead over etcd's key deletion at the
+# defaults, SIGKILLed guard, deadline -> VIP gone with both cores busy.
+bench-guard: deps
+	$(CARGO) bench --bench guard
 
 # Failover of hamaster vs the IPaddr2 baseline on lab clusters (about 30 minutes).
 bench-failover: deps

@@ -164,7 +164,10 @@ impl Etcd {
             // bounded by `timeout` anyway, and pings on every member's connection each second
             // only woke an idle guard.
             .with_keep_alive(Duration::from_secs(2), timeout)
-            .with_keep_alive_while_idle(false);
+            .with_keep_alive_while_idle(false)
+            // A member cut off from its quorum must refuse, not answer from its stale state
+            // (requests, watches and keepalive streams alike).
+            .with_require_leader(true);
         if let Some(tls) = tls_options(cfg)? {
             opts = opts.with_tls(tls);
         }
@@ -371,6 +374,18 @@ impl Etcd {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// Whether the key still carries `lease`: one transaction comparing the key's lease.
+    pub async fn confirm(&self, key: &str, lease: LeaseId) -> Result<bool, LeaseError> {
+        let txn = Txn::new().when([Compare::lease(key, CompareOp::Equal, lease.0)]);
+        Ok(self
+            .call("confirm leader key", |mut c| {
+                let t = txn.clone();
+                async move { c.txn(t).await }
+            })
+            .await?
+            .succeeded())
     }
 
     pub async fn revoke(&self, lease: LeaseId) -> Result<(), LeaseError> {

@@ -328,10 +328,10 @@ impl Vip {
         Ok(self.rtnl.link_by_index(index)?)
     }
 
-    /// Adds the VIP to the target; an address that appeared meanwhile (`EEXIST`) is fine.
-    pub fn add(&mut self, target: &Target) -> Result<(), VipError> {
+    /// The address to add on the target, as IPaddr2's parameters say (no valid lifetime).
+    pub fn new_addr(&self, target: &Target) -> NewAddr {
         let c = &self.config;
-        let new = NewAddr {
+        NewAddr {
             index: target.link.index,
             ip: c.ip,
             prefix: target.prefix,
@@ -346,7 +346,13 @@ impl Vip {
             } else {
                 None
             },
-        };
+            valid_lft: None,
+        }
+    }
+
+    /// Adds the VIP to the target; an address that appeared meanwhile (`EEXIST`) is fine.
+    pub fn add(&mut self, target: &Target) -> Result<(), VipError> {
+        let new = self.new_addr(target);
         match self.rtnl.add_address(&new) {
             Err(e) if e.errno() == Some(libc::EEXIST) => Ok(()),
             other => Ok(other?),

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use netlink_packet_core::{
     NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL,
-    NLM_F_REQUEST,
+    NLM_F_REPLACE, NLM_F_REQUEST,
 };
 use netlink_packet_route::address::{AddressAttribute, AddressFlags, AddressMessage, CacheInfo};
 use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
@@ -90,6 +90,43 @@ pub struct NewAddr {
     pub noprefixroute: bool,
     /// Seconds; None = forever.
     pub preferred_lft: Option<u32>,
+    /// Seconds after which the kernel deletes the address itself; None = forever.
+    pub valid_lft: Option<u32>,
+}
+
+impl NewAddr {
+    /// IFA_CACHEINFO for the lifetimes, when either is limited (preferred never above valid).
+    fn cache_info(&self) -> Option<CacheInfo> {
+        if self.preferred_lft.is_none() && self.valid_lft.is_none() {
+            return None;
+        }
+        let mut info = CacheInfo::default();
+        info.ifa_valid = self.valid_lft.unwrap_or(u32::MAX);
+        info.ifa_preferred = self.preferred_lft.unwrap_or(u32::MAX).min(info.ifa_valid);
+        Some(info)
+    }
+
+    fn message(&self) -> AddressMessage {
+        let mut msg = AddressMessage::default();
+        msg.header.family = family(self.ip.is_ipv6());
+        msg.header.prefix_len = self.prefix;
+        msg.header.index = self.index;
+        msg.attributes.push(AddressAttribute::Local(self.ip));
+        msg.attributes.push(AddressAttribute::Address(self.ip));
+        if let (true, Some(label)) = (self.ip.is_ipv4(), &self.label) {
+            msg.attributes.push(AddressAttribute::Label(label.clone()));
+        }
+        let mut flags = AddressFlags::empty();
+        flags.set(AddressFlags::Nodad, self.nodad);
+        flags.set(AddressFlags::Noprefixroute, self.noprefixroute);
+        if !flags.is_empty() {
+            msg.attributes.push(AddressAttribute::Flags(flags));
+        }
+        if let Some(info) = self.cache_info() {
+            msg.attributes.push(AddressAttribute::CacheInfo(info));
+        }
+        msg
+    }
 }
 
 pub struct Rtnl {
@@ -188,31 +225,23 @@ impl Rtnl {
 
     /// Adds the address; `EEXIST` is an error here, so the caller decides what it means.
     pub fn add_address(&mut self, new: &NewAddr) -> Result<(), NetlinkError> {
-        let mut msg = AddressMessage::default();
-        msg.header.family = family(new.ip.is_ipv6());
-        msg.header.prefix_len = new.prefix;
-        msg.header.index = new.index;
-        msg.attributes.push(AddressAttribute::Local(new.ip));
-        msg.attributes.push(AddressAttribute::Address(new.ip));
-        if let (true, Some(label)) = (new.ip.is_ipv4(), &new.label) {
-            msg.attributes.push(AddressAttribute::Label(label.clone()));
-        }
-        let mut flags = AddressFlags::empty();
-        flags.set(AddressFlags::Nodad, new.nodad);
-        flags.set(AddressFlags::Noprefixroute, new.noprefixroute);
-        if !flags.is_empty() {
-            msg.attributes.push(AddressAttribute::Flags(flags));
-        }
-        if let Some(preferred) = new.preferred_lft {
-            let mut info = CacheInfo::default();
-            info.ifa_preferred = preferred;
-            info.ifa_valid = u32::MAX;
-            msg.attributes.push(AddressAttribute::CacheInfo(info));
-        }
         self.exchange(
             "add address",
-            RouteNetlinkMessage::NewAddress(msg),
+            RouteNetlinkMessage::NewAddress(new.message()),
             NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL,
+        )
+        .map(drop)
+    }
+
+    /// Sets the lifetimes of an address that exists (RTM_NEWADDR with NLM_F_REPLACE and
+    /// IFA_CACHEINFO): the kernel counts them afresh from now. The same flags go with it, as
+    /// IPv6 takes them from the request. The kernel would add the address if it were gone, so
+    /// the caller looks first.
+    pub fn replace_lifetimes(&mut self, new: &NewAddr) -> Result<(), NetlinkError> {
+        self.exchange(
+            "set address lifetime",
+            RouteNetlinkMessage::NewAddress(new.message()),
+            NLM_F_ACK | NLM_F_REPLACE,
         )
         .map(drop)
     }

@@ -15,6 +15,32 @@ use super::{Target, Vip, VipConfig, VipError};
 /// ours is left behind.
 pub fn bring_up(config: VipConfig, dad_wait: Duration, run_dir: &Path) -> Result<Target, VipError> {
     burst::cancel(run_dir, config.ip);
+    let mut ready = prepare(config)?;
+    if !ready.present {
+        ready.vip.add(&ready.target)?;
+        let c = &ready.vip.config;
+        log::info!(
+            "added {}/{} to {}",
+            c.ip,
+            ready.target.prefix,
+            ready.target.link.name
+        );
+    }
+    settle(&mut ready, dad_wait, run_dir)?;
+    Ok(ready.target)
+}
+
+/// The VIP resolved and checked, ready to be added (by `bring_up`, or by the guard's fencing
+/// side, which adds it with a kernel lifetime).
+pub struct Ready {
+    pub vip: Vip,
+    pub target: Target,
+    /// Already on the target with our prefix: kept as it is.
+    pub present: bool,
+}
+
+/// Everything before the add: the interface, carrier, a foreign copy, duplicates.
+pub fn prepare(config: VipConfig) -> Result<Ready, VipError> {
     let mut vip = Vip::new(config)?;
     let target = vip.resolve()?;
     if !target.link.is_up() {
@@ -23,7 +49,7 @@ pub fn bring_up(config: VipConfig, dad_wait: Duration, run_dir: &Path) -> Result
         });
     }
     let c = vip.config.clone();
-    match vip.find_any()? {
+    let present = match vip.find_any()? {
         Some(a) if a.index == target.link.index && a.prefix == target.prefix => {
             log::info!(
                 "{}/{} is already on {}",
@@ -31,6 +57,7 @@ pub fn bring_up(config: VipConfig, dad_wait: Duration, run_dir: &Path) -> Result
                 target.prefix,
                 target.link.name
             );
+            true
         }
         Some(a) => {
             let nic = vip
@@ -46,19 +73,28 @@ pub fn bring_up(config: VipConfig, dad_wait: Duration, run_dir: &Path) -> Result
             if c.run_arping && c.ip.is_ipv4() {
                 check_no_duplicate(&target, c.ip)?;
             }
-            vip.add(&target)?;
-            log::info!("added {}/{} to {}", c.ip, target.prefix, target.link.name);
+            false
         }
-    }
+    };
+    Ok(Ready {
+        vip,
+        target,
+        present,
+    })
+}
+
+/// Everything after the add: IPv6 DAD (a failed one removes the address), announcements.
+pub fn settle(ready: &mut Ready, dad_wait: Duration, run_dir: &Path) -> Result<(), VipError> {
+    let c = ready.vip.config.clone();
     if c.ip.is_ipv6() && !c.nodad {
-        if let Err(e) = vip.wait_dad(&target, dad_wait) {
+        if let Err(e) = ready.vip.wait_dad(&ready.target, dad_wait) {
             // Leave nothing half-done: a tentative or duplicate address is not ours to keep.
-            let _ = vip.remove();
+            let _ = ready.vip.remove();
             return Err(e);
         }
     }
-    announce(&target, &c, c.arp_count, run_dir);
-    Ok(target)
+    announce(&ready.target, &c, c.arp_count, run_dir);
+    Ok(())
 }
 
 /// Refuses an IPv4 address that another host already answers for (`run_arping`).

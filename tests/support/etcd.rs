@@ -62,6 +62,8 @@ struct Member {
 pub struct EtcdCluster {
     members: Vec<Member>,
     nodes: Vec<String>,
+    /// (node namespace, its port on the bridge).
+    ports: Vec<(String, String)>,
     pub switch: Netns,
     pub dir: PathBuf,
     pub tls: Option<TestCa>,
@@ -94,6 +96,7 @@ impl EtcdCluster {
         let mut cluster = EtcdCluster {
             members: Vec::new(),
             nodes: Vec::new(),
+            ports: Vec::new(),
             switch,
             dir,
             tls: ca,
@@ -161,7 +164,30 @@ impl EtcdCluster {
         let ip = format!("{NET}.{}", self.next_host);
         let ns = self.attach(tag, &ip);
         self.nodes.push(ns.name.clone());
+        self.ports
+            .push((ns.name.clone(), format!("p{}", self.next_host)));
         ns
+    }
+
+    fn port_of(&self, node: &Netns) -> &str {
+        &self
+            .ports
+            .iter()
+            .find(|(n, _)| *n == node.name)
+            .expect("a node of this cluster")
+            .1
+    }
+
+    /// The node's switch port leaves the bridge: everything it sends is dropped on the floor,
+    /// nothing is refused, its own link stays up — a dead switch port or a firewall change.
+    pub fn silence(&self, node: &Netns) {
+        self.switch
+            .ip(&["link", "set", self.port_of(node), "nomaster"]);
+    }
+
+    pub fn unsilence(&self, node: &Netns) {
+        self.switch
+            .ip(&["link", "set", self.port_of(node), "master", "br0"]);
     }
 
     pub fn endpoints(&self) -> String {
@@ -235,6 +261,11 @@ impl EtcdCluster {
     }
 
     pub fn etcdctl(&self, args: &[&str]) -> std::process::Output {
+        self.etcdctl_command(args).output().unwrap()
+    }
+
+    /// etcdctl with this cluster's endpoints and credentials, run in a member's namespace.
+    pub fn etcdctl_command(&self, args: &[&str]) -> Command {
         let from = self
             .members
             .iter()
@@ -250,7 +281,8 @@ impl EtcdCluster {
                 .arg(format!("--cert={}", ca.path("client.crt")))
                 .arg(format!("--key={}", ca.path("client.key")));
         }
-        cmd.args(args).output().unwrap()
+        cmd.args(args);
+        cmd
     }
 
     /// Index of the member that is the raft leader now.

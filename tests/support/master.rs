@@ -78,7 +78,11 @@ impl Node {
 
     /// Pids of the test service running in this node (from /proc, by its state dir).
     pub fn service_pids(&self) -> Vec<u32> {
-        let needle = self.state.display().to_string();
+        Node::service_pids_in(&self.state.display().to_string())
+    }
+
+    /// Pids of the test service whose state dir is `needle`.
+    pub fn service_pids_in(needle: &str) -> Vec<u32> {
         std::fs::read_dir("/proc")
             .unwrap()
             .flatten()
@@ -87,7 +91,7 @@ impl Node {
                 std::fs::read(format!("/proc/{pid}/cmdline"))
                     .map(|c| {
                         String::from_utf8_lossy(&c).contains("healthz.py")
-                            && String::from_utf8_lossy(&c).contains(&needle)
+                            && String::from_utf8_lossy(&c).contains(needle)
                     })
                     .unwrap_or(false)
             })

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod deadline;
 pub mod etcd;
 pub mod master;
 

@@ -1,0 +1,64 @@
+//! The service's health while the guard leads: a check every second (every 25 ms until the
+//! first success, so promote is quick), and for a systemd unit whether it is still active.
+//! It only reports into the guard's status; monitor decides what a failed check means.
+
+use std::time::Duration;
+
+use super::config::MasterConfig;
+use super::status::Shared;
+use crate::service::{HealthProbe, ServiceSpec};
+
+/// Checks health every second (every 25 ms until the first success, so promote is quick).
+pub async fn watch(cfg: MasterConfig, shared: Shared) {
+    let probe = match HealthProbe::new(&cfg.health) {
+        Ok(p) => p,
+        Err(e) => {
+            shared.update(|s| s.service_detail = format!("health probe unusable: {e}"));
+            return;
+        }
+    };
+    let mut healthy_once = false;
+    loop {
+        let mut running = shared
+            .status
+            .lock()
+            .map(|s| s.service_running)
+            .unwrap_or(false);
+        if let (true, ServiceSpec::Systemd { unit }) = (running, &cfg.service) {
+            // A unit has no child to wait for: ask systemd whether it is still active.
+            running = crate::service::process::unit_active(unit).await;
+            if !running {
+                shared.update(|s| {
+                    s.service_running = false;
+                    s.service_detail = format!("{unit} is not active");
+                });
+            }
+        }
+        let (healthy, detail) = match (&probe, running) {
+            (_, false) => (false, None),
+            (None, true) => (true, Some("running (no health_url)".to_string())),
+            (Some(p), true) => match p.check().await {
+                Ok(code) => (
+                    (200..300).contains(&code),
+                    Some(format!("{} answered {code}", p.url())),
+                ),
+                Err(e) => (false, Some(format!("{}: {e}", p.url()))),
+            },
+        };
+        shared.update(|s| {
+            if s.service_running {
+                s.service_healthy = healthy;
+                if let Some(d) = detail {
+                    s.service_detail = d;
+                }
+            }
+        });
+        healthy_once |= healthy;
+        tokio::time::sleep(if healthy_once {
+            Duration::from_secs(1)
+        } else {
+            Duration::from_millis(25)
+        })
+        .await;
+    }
+}
