@@ -132,18 +132,15 @@ impl Effects for Kernel {
                 } else {
                     &["stop", "--no-block", "--", unit]
                 };
-                match std::process::Command::new("systemctl")
+                let spawned = std::process::Command::new("systemctl")
                     .args(args)
                     .stdin(std::process::Stdio::null())
                     .stdout(std::process::Stdio::null())
                     .stderr(std::process::Stdio::null())
-                    .spawn()
-                {
-                    // Reaped by a thread of its own: the fencing thread never waits on it.
-                    Ok(mut child) => {
-                        std::thread::spawn(move || child.wait());
-                    }
-                    Err(_) => {}
+                    .spawn();
+                // Reaped by a thread of its own: the fencing thread never waits on it.
+                if let Ok(mut child) = spawned {
+                    std::thread::spawn(move || child.wait());
                 }
             }
         }

@@ -321,6 +321,8 @@ struct Sim {
     ka_in_flight: Option<Duration>,
     /// Mutation switch for the test of the checks: count renewals from the reply time.
     mutant: bool,
+    /// Renewal answers that came back only after the deadline had passed.
+    late_answers: u32,
 }
 
 impl Sim {
@@ -353,6 +355,7 @@ impl Sim {
             released: false,
             ka_in_flight: None,
             mutant: false,
+            late_answers: 0,
             s,
         };
         let reply = granted_at_etcd + sim.rng.ms(0, 20);
@@ -412,6 +415,10 @@ impl Sim {
     }
 
     fn run(mut self, seed: u64) -> Result<(), String> {
+        self.run_steps(seed)
+    }
+
+    fn run_steps(&mut self, seed: u64) -> Result<(), String> {
         let mut steps = 0u32;
         while let Some(Reverse((t, _, ev))) = self.queue.pop() {
             steps += 1;
@@ -639,6 +646,7 @@ impl Sim {
                         self.arm_fence_timer();
                     }
                     Some(t) => {
+                        self.late_answers += u32::from(now >= self.deadline);
                         if now < self.deadline {
                             self.deadline = self.deadline.max(sent + t - self.s.clock.margin);
                         }
@@ -746,16 +754,45 @@ impl Sim {
     }
 }
 
+/// What one schedule ended in, to show what the runs exercised.
+#[derive(Debug, Default)]
+struct Tally {
+    fenced_at_deadline: u32,
+    fenced_on_loss: u32,
+    stepped_down: u32,
+    frozen_or_killed: u32,
+    kernel_expiries: u32,
+    late_answers: u32,
+}
+
+impl Sim {
+    fn tally(&self, t: &mut Tally) {
+        match self.core.lead.fenced() {
+            Some((_, Cause::Deadline)) => t.fenced_at_deadline += 1,
+            Some((_, Cause::Lost(_))) => t.fenced_on_loss += 1,
+            None => {}
+        }
+        t.stepped_down += u32::from(self.released);
+        t.frozen_or_killed += u32::from(self.s.freeze.is_some());
+        let trace = &self.core.effects.trace;
+        t.kernel_expiries += u32::from(trace.iter().any(|l| l.contains("expired in the kernel")));
+        t.late_answers += self.late_answers;
+    }
+}
+
 /// Runs one schedule; Err carries the seed and a trace.
-fn run_one(seed: u64) -> Result<(), String> {
-    Sim::new(seed).run(seed)
+fn run_one(seed: u64, tally: &mut Tally) -> Result<(), String> {
+    let mut sim = Sim::new(seed);
+    sim.run_steps(seed)?;
+    sim.tally(tally);
+    Ok(())
 }
 
 #[test]
 fn ten_thousand_fault_schedules_keep_the_guard_never_late() {
     if let Ok(seed) = std::env::var("HAMASTER_SIM_SEED") {
         let seed: u64 = seed.parse().expect("HAMASTER_SIM_SEED is a number");
-        run_one(seed).unwrap_or_else(|e| panic!("{e}"));
+        run_one(seed, &mut Tally::default()).unwrap_or_else(|e| panic!("{e}"));
         return;
     }
     // A fresh base seed each run: every run explores new schedules, and a failure names its
@@ -765,12 +802,24 @@ fn ten_thousand_fault_schedules_keep_the_guard_never_late() {
         .map_or(1, |d| d.as_nanos() as u64);
     let runs = 10_000u64;
     eprintln!("fault-schedule simulation: {runs} schedules from base seed {base}");
+    let mut tally = Tally::default();
     for i in 0..runs {
         let seed = base.wrapping_add(i.wrapping_mul(0x2545_f491_4f6c_dd1d));
-        if let Err(e) = run_one(seed) {
+        if let Err(e) = run_one(seed, &mut tally) {
             panic!("{e}\nreplay: HAMASTER_SIM_SEED={seed} cargo test --lib sim");
         }
     }
+    eprintln!("fault-schedule simulation: all {runs} schedules held: {tally:?}");
+    // The schedules must reach the situations the checks are about.
+    assert!(tally.fenced_at_deadline > runs as u32 / 20, "{tally:?}");
+    assert!(
+        tally.fenced_on_loss > 0 && tally.stepped_down > 0,
+        "{tally:?}"
+    );
+    assert!(
+        tally.kernel_expiries > 0 && tally.late_answers > 0,
+        "{tally:?}"
+    );
 }
 
 #[test]
