@@ -333,6 +333,14 @@ mod tests {
         margin: Duration::from_secs(2),
     };
 
+    /// The defaults, a grant sent at 0 s: deadline 8 s, lease at etcd until 10 s.
+    fn granted_at_zero() -> FenceCore<Recorder> {
+        FenceCore::new(
+            Leadership::new(DEFAULTS, s(0.0), s(10.0)),
+            Recorder::default(),
+        )
+    }
+
     #[test]
     fn the_kernel_lifetime_covers_our_deadline_and_ends_before_the_lease() {
         let lead = Leadership::new(DEFAULTS, s(100.0), s(10.0));
@@ -350,10 +358,7 @@ mod tests {
 
     #[test]
     fn fencing_lowers_the_vip_before_it_signals_the_service_and_kills_after_half_a_margin() {
-        let mut core = FenceCore::new(
-            Leadership::new(DEFAULTS, s(0.0), s(10.0)),
-            Recorder::default(),
-        );
+        let mut core = granted_at_zero();
         assert_eq!(core.add_vip(s(0.01)), Ok(Raise::Done));
         assert_eq!(
             core.service_started(s(0.02), ServiceRef::Group(42)),
@@ -373,10 +378,7 @@ mod tests {
 
     #[test]
     fn a_late_renewal_does_not_revive_the_lease_and_nothing_goes_up_after_the_deadline() {
-        let mut core = FenceCore::new(
-            Leadership::new(DEFAULTS, s(0.0), s(10.0)),
-            Recorder::default(),
-        );
+        let mut core = granted_at_zero();
         assert!(
             !core.renewed(s(8.0), s(5.0), s(10.0)),
             "answer after the deadline"
@@ -396,10 +398,7 @@ mod tests {
 
     #[test]
     fn a_renewal_moves_the_deadline_and_the_kernel_lifetime() {
-        let mut core = FenceCore::new(
-            Leadership::new(DEFAULTS, s(0.0), s(10.0)),
-            Recorder::default(),
-        );
+        let mut core = granted_at_zero();
         core.add_vip(s(0.0)).unwrap();
         assert!(core.renewed(s(3.4), s(3.333), s(10.0)));
         assert_eq!(core.lead.deadline(), s(11.333));

@@ -71,17 +71,27 @@ impl Guard {
             lost_tx.clone(),
             self.shared.clone(),
         ));
-        let ownership = tokio::spawn(keepalive::watch_ownership(
-            a.etcd.clone(),
-            self.key.clone(),
-            lease,
-            lost_tx,
-        ));
+        // HAMASTER_TEST_NO_KEY_WATCH: for tests only, so they can show that the renewal's own
+        // check of the key suffices when no watch event ever comes.
+        let watched = std::env::var_os("HAMASTER_TEST_NO_KEY_WATCH").is_none();
+        let ownership = watched.then(|| {
+            tokio::spawn(keepalive::watch_ownership(
+                a.etcd.clone(),
+                self.key.clone(),
+                lease,
+                lost_tx,
+            ))
+        });
+        let stop_watching = || {
+            if let Some(o) = &ownership {
+                o.abort();
+            }
+        };
 
         if let Err(why) = self.raise(&fence, ready, a.token).await {
             self.step_down_steps(&fence, &a.etcd, lease).await;
             renewals.abort();
-            ownership.abort();
+            stop_watching();
             fence.stop();
             return self.give_up(why, stepdown).await;
         }
@@ -128,7 +138,7 @@ impl Guard {
                     health.abort();
                     self.step_down_steps(&fence, &a.etcd, lease).await;
                     renewals.abort();
-                    ownership.abort();
+                    stop_watching();
                     fence.stop();
                     if let Event::StepDown(reply) = event {
                         let _ = reply.send(self.shared.snapshot());
@@ -138,7 +148,7 @@ impl Guard {
             }
             if fenced {
                 renewals.abort();
-                ownership.abort();
+                stop_watching();
                 health.abort();
             }
         }

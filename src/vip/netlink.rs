@@ -107,12 +107,7 @@ impl NewAddr {
     }
 
     fn message(&self) -> AddressMessage {
-        let mut msg = AddressMessage::default();
-        msg.header.family = family(self.ip.is_ipv6());
-        msg.header.prefix_len = self.prefix;
-        msg.header.index = self.index;
-        msg.attributes.push(AddressAttribute::Local(self.ip));
-        msg.attributes.push(AddressAttribute::Address(self.ip));
+        let mut msg = address_message(self.index, self.ip, self.prefix);
         if let (true, Some(label)) = (self.ip.is_ipv4(), &self.label) {
             msg.attributes.push(AddressAttribute::Label(label.clone()));
         }
@@ -247,12 +242,7 @@ impl Rtnl {
     }
 
     pub fn del_address(&mut self, addr: &Addr) -> Result<(), NetlinkError> {
-        let mut msg = AddressMessage::default();
-        msg.header.family = family(addr.ip.is_ipv6());
-        msg.header.prefix_len = addr.prefix;
-        msg.header.index = addr.index;
-        msg.attributes.push(AddressAttribute::Local(addr.ip));
-        msg.attributes.push(AddressAttribute::Address(addr.ip));
+        let msg = address_message(addr.index, addr.ip, addr.prefix);
         self.exchange(
             "delete address",
             RouteNetlinkMessage::DelAddress(msg),
@@ -321,6 +311,17 @@ impl Rtnl {
             }
         }
     }
+}
+
+/// The part of an address request that names the address: interface, family, prefix, IP.
+fn address_message(index: u32, ip: IpAddr, prefix: u8) -> AddressMessage {
+    let mut msg = AddressMessage::default();
+    msg.header.family = family(ip.is_ipv6());
+    msg.header.prefix_len = prefix;
+    msg.header.index = index;
+    msg.attributes.push(AddressAttribute::Local(ip));
+    msg.attributes.push(AddressAttribute::Address(ip));
+    msg
 }
 
 fn family(ipv6: bool) -> AddressFamily {
