@@ -1,8 +1,9 @@
 //! The guard's fencing thread: the one part of the guard that no I/O can delay. It sleeps on a
 //! CLOCK_BOOTTIME timerfd armed at the deadline (it keeps counting through a suspend and
 //! fires at once on resume) and, when the deadline comes without a renewal, removes the VIP
-//! through a netlink socket of its own, signals the service, and only then logs and tells the
-//! async side. The async side (etcd, health, status, systemd) reaches the leadership only
+//! through a netlink socket of its own, signals the service, and then tells the async side,
+//! which logs. The thread itself never logs: a blocked log sink must not hold up the SIGKILL
+//! that follows half a margin later. The async side (etcd, health, status, systemd) reaches the leadership only
 //! through the same lock, held for one short kernel call at a time, never across an await,
 //! a log write or an etcd request.
 //!
@@ -265,11 +266,9 @@ fn arm(timer: &TimerFd, at: Option<Duration>) {
         ),
         None => timer.unset(),
     };
-    if let Err(e) = result {
-        // Cannot happen with a valid timerfd; without a timer the deadline would go unseen,
-        // so fence at once rather than trust it.
-        log::error!("fencing timer: {e}");
-    }
+    // timerfd_settime fails only for an invalid descriptor or time; neither can occur here
+    // (a time in the past fires at once). Nothing to log from under the lock in any case.
+    let _ = result;
 }
 
 fn fencing_thread(shared: Arc<Shared>) {
@@ -280,37 +279,25 @@ fn fencing_thread(shared: Arc<Shared>) {
         if shared.stop.load(Ordering::SeqCst) {
             return;
         }
-        let acted = {
+        let fenced = {
             let mut core = lock(&shared);
-            let now = boottime();
-            let fenced = core.on_timer(now);
-            let killed = core.service_killed();
+            let fenced = core.on_timer(boottime());
             arm(&shared.timer, core.next_wake());
-            fenced.then(|| (now, core.lead.deadline(), killed))
+            fenced
         };
-        // Only now, with the VIP down and the service signalled: tell and log.
-        if let Some((now, deadline, _)) = acted {
+        // Only now, with the VIP down and the service signalled: tell the async side.
+        if fenced {
             shared.fenced.notify_one();
-            log::error!(
-                "self-fencing: lease not renewed in time: VIP removed and service signalled {} ms after the deadline",
-                now.saturating_sub(deadline).as_millis()
-            );
         }
     }
 }
 
 /// A real-time priority for the fencing thread, so a busy machine does not make it late. It
-/// sleeps but for a few system calls at each deadline; without the privilege it runs at the
-/// normal priority.
+/// sleeps but for a few system calls at each deadline; without the privilege it keeps the
+/// normal priority (the guard runs as root under Pacemaker, so it has it).
 fn raise_priority() {
     let param = libc::sched_param { sched_priority: 10 };
     // SAFETY: sched_setscheduler(0, …) changes the calling thread only; param is a valid
     // sched_param that lives across the call. nix has no wrapper for it.
-    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
-    if rc != 0 {
-        log::debug!(
-            "fencing thread keeps the normal priority: {}",
-            std::io::Error::last_os_error()
-        );
-    }
+    let _ = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio::time::sleep_until;
 
-use super::core::{Leadership, Raise, ServiceRef};
+use super::core::{Cause, Leadership, Raise, ServiceRef};
 use super::fence::{Fence, Kernel};
 use super::status::{Role, StepDown};
 use super::{health, keepalive, unix_ms, unix_ms_at, Acquired, Guard, StopSignals};
@@ -268,7 +268,18 @@ impl Guard {
         let Some((at, cause)) = fence.fenced() else {
             return;
         };
-        log::error!("guard {}: self-fenced: {cause}", self.args.resource);
+        // The fencing thread does not log; this is the first word of it.
+        let late = match cause {
+            Cause::Deadline => format!(
+                ", {} ms after the deadline",
+                at.saturating_sub(fence.deadline()).as_millis()
+            ),
+            Cause::Lost(_) => String::new(),
+        };
+        log::error!(
+            "guard {}: self-fenced: {cause}: VIP removed and service signalled{late}",
+            self.args.resource
+        );
         if let Some(vip) = &self.args.config.vip {
             burst::cancel(&burst::run_dir(), vip.ip);
         }
