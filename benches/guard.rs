@@ -136,7 +136,7 @@ fn fence_latency_in(node: &str, peer: &str, n: usize) -> Vec<f64> {
                 .args([
                     "netns",
                     "exec",
-                    &pair.peer.name,
+                    peer,
                     "sh",
                     "-c",
                     "while :; do :; done",
