@@ -133,14 +133,7 @@ fn fence_latency_in(node: &str, peer: &str, n: usize) -> Vec<f64> {
     let load: Vec<Child> = (0..2)
         .map(|_| {
             Command::new("ip")
-                .args([
-                    "netns",
-                    "exec",
-                    peer,
-                    "sh",
-                    "-c",
-                    "while :; do :; done",
-                ])
+                .args(["netns", "exec", peer, "sh", "-c", "while :; do :; done"])
                 .spawn()
                 .expect("load")
         })

@@ -1,6 +1,11 @@
 //! Thin binary: hand argv to the library and exit with what it returns.
 
 fn main() {
-    let code = hamaster::main_with_args(std::env::args().collect());
+    // std::env::args() panics on an argument that is not UTF-8: such bytes become U+FFFD, and
+    // the action or value they spell is refused with a reason like any other unknown one.
+    let args = std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let code = hamaster::main_with_args(args);
     std::process::exit(code);
 }

@@ -24,7 +24,11 @@ mod tests {
     #[test]
     fn our_own_process_is_recognised_by_its_args_only() {
         let me = std::process::id();
-        let argv0 = std::env::args().next().unwrap();
+        let argv0 = std::env::args_os()
+            .next()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
         assert!(super::live_with_args(me, &[&argv0]));
         assert!(!super::live_with_args(me, &[&argv0, "no-such-arg"]));
         assert!(!super::live_with_args(u32::MAX, &[]));

@@ -737,8 +737,46 @@ esac
     );
     assert_eq!(agent.run("demote").code, 0);
     let calls = std::fs::read_to_string(a.state.join("systemctl.calls")).unwrap();
-    assert!(calls.starts_with("start api.service\n"), "{calls}");
-    assert!(calls.contains("is-active --quiet api.service"), "{calls}");
-    assert!(calls.trim_end().ends_with("stop api.service"), "{calls}");
+    // `--` before the unit: a name can never be taken for an option.
+    assert!(calls.starts_with("start -- api.service\n"), "{calls}");
+    assert!(
+        calls.contains("is-active --quiet -- api.service"),
+        "{calls}"
+    );
+    assert!(calls.trim_end().ends_with("stop -- api.service"), "{calls}");
     assert!(a.service_pids().is_empty());
+}
+
+/// Children of `pid` that have exited and were never reaped.
+fn zombie_children(pid: u32) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|p| {
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+            // "pid (comm) S ppid …": the fields after the last ')'.
+            let rest = stat.rsplit_once(')').map_or("", |r| r.1);
+            let mut f = rest.split_whitespace();
+            f.next() == Some("Z") && f.next() == Some(pid.to_string().as_str())
+        })
+        .collect()
+}
+
+#[test]
+fn the_guard_reaps_its_announcement_burst() {
+    let mut etcd = EtcdCluster::new("mzb");
+    let a = Node::new(&mut etcd, "na");
+    let agent = a
+        .agent(&etcd)
+        .param("arp_count", "3")
+        .param("arp_interval", "100");
+    assert_eq!(agent.run("start").code, 0);
+    promoted(agent.run("promote"), &a);
+    let guard = a.guard_status(&agent).expect("guard").pid;
+    // The burst sends two more frames 100 ms apart, then exits.
+    std::thread::sleep(Duration::from_millis(1000));
+    assert_eq!(zombie_children(guard), Vec::<u32>::new(), "no zombie left");
+    assert_eq!(agent.run("demote").code, 0);
+    assert_eq!(agent.run("stop").code, 0);
 }

@@ -146,32 +146,54 @@ fn takeover_steps_down_on_a_signal_and_rejects_unknown_config_keys() {
     let a = Node::new(&mut etcd, "na");
     let agent = a.agent(&etcd);
     let config = a.config_file(&agent);
-    let mut child = a
-        .cli(
-            &agent,
-            &[
-                "takeover",
-                "--config",
-                config.to_str().unwrap(),
-                "--wait",
-                "10",
-            ],
-        )
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    assert!(support::wait_for(Duration::from_secs(20), || a.holds_vip()
-        && etcd.get(KEY).is_some()));
-    // SIGTERM, as `systemctl stop hamaster-takeover@api` sends it; the guard is the
-    // grandchild of `ip netns exec … unshare sh`, which exec in place: the child is the guard.
-    support::must("kill", &["-TERM", &child.id().to_string()]);
-    assert!(support::wait_for(Duration::from_secs(15), || matches!(
-        child.try_wait(),
-        Ok(Some(_))
-    )));
+    // SIGTERM, as `systemctl stop hamaster-takeover@api` sends it; SIGHUP, as a dropped SSH
+    // session sends it; SIGINT (Ctrl-C) and SIGQUIT (Ctrl-\\). The guard is the grandchild of
+    // `ip netns exec … unshare sh`, which exec in place: the child is the guard.
+    for sig in ["TERM", "HUP", "INT", "QUIT"] {
+        let mut child = a
+            .cli(
+                &agent,
+                &[
+                    "takeover",
+                    "--config",
+                    config.to_str().unwrap(),
+                    "--wait",
+                    "10",
+                ],
+            )
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        assert!(support::wait_for(Duration::from_secs(20), || a.holds_vip()
+            && etcd.get(KEY).is_some()));
+        support::must("kill", &[&format!("-{sig}"), &child.id().to_string()]);
+        assert!(support::wait_for(Duration::from_secs(15), || matches!(
+            child.try_wait(),
+            Ok(Some(_))
+        )));
+        assert!(
+            !a.holds_vip() && a.service_pids().is_empty() && etcd.get(KEY).is_none(),
+            "SIG{sig}: stepped down cleanly"
+        );
+    }
+
+    // A wait no deadline can hold is refused before anything starts.
+    let huge = support::run_command(a.cli(
+        &agent,
+        &[
+            "takeover",
+            "--config",
+            config.to_str().unwrap(),
+            "--wait",
+            "18446744073709551615",
+        ],
+    ));
+    assert_eq!(huge.code, 2, "{}", huge.stderr);
+    assert!(huge.stderr.contains("--wait"), "{}", huge.stderr);
     assert!(
-        !a.holds_vip() && a.service_pids().is_empty() && etcd.get(KEY).is_none(),
-        "stepped down cleanly"
+        !agent.run_dir.join("api/guard.pid").exists()
+            && !agent.run_dir.join("api/state.json").exists(),
+        "nothing left behind"
     );
 
     std::fs::write(

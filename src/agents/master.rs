@@ -82,10 +82,20 @@ fn run(action: Action, env: &OcfEnv) -> Outcome {
             "OCF_RESOURCE_INSTANCE is not set: the resource needs a name",
         );
     };
+    let dir = match ResourceDir::check(&burst::run_dir(), &resource) {
+        Ok(d) => d,
+        // Nothing can run under a name that cannot have a directory: a probe finds nothing,
+        // stop and demote have nothing to do; anything else is a configuration error.
+        Err(_) if action == Action::Monitor && env.is_probe() => {
+            return Outcome::new(OcfExit::NotRunning)
+        }
+        Err(_) if matches!(action, Action::Stop | Action::Demote) => return Outcome::ok(),
+        Err(why) => return Outcome::with_reason(OcfExit::ErrConfigured, why),
+    };
     let ctx = Ctx {
         env,
         values,
-        dir: ResourceDir::new(&burst::run_dir(), &resource),
+        dir,
         node: node_name(env),
         resource,
     };
@@ -399,7 +409,7 @@ fn cleanup_after_guard(ctx: &Ctx, cfg: Option<&MasterConfig>) -> Outcome {
     match cfg.map(|c| &c.service) {
         Some(ServiceSpec::Systemd { unit }) => {
             let ok = Command::new("systemctl")
-                .args(["stop", unit])
+                .args(["stop", "--", unit])
                 .status()
                 .is_ok_and(|s| s.success());
             if !ok {

@@ -27,18 +27,21 @@ pub struct TakeoverArgs {
     /// Node name written into the leader key; default: this host's name.
     #[arg(long)]
     pub node: Option<String>,
-    /// Seconds to wait for the current holder's key to go before giving up.
-    #[arg(long, default_value_t = 120)]
+    /// Seconds to wait for the current holder's key to go before giving up (at most a day).
+    #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(0..=MAX_WAIT))]
     pub wait: u64,
 }
+
+/// The longest `--wait` accepted: a day. Beyond it a deadline computed from it could overflow.
+const MAX_WAIT: u64 = 86_400;
 
 #[derive(Debug, Args)]
 pub struct ReleaseArgs {
     /// Resource name (as given to takeover).
     #[arg(long)]
     pub resource: String,
-    /// Seconds to wait for the guard to step down.
-    #[arg(long, default_value_t = 60)]
+    /// Seconds to wait for the guard to step down (at most a day).
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(0..=MAX_WAIT))]
     pub wait: u64,
 }
 
@@ -77,6 +80,10 @@ pub fn takeover(a: &TakeoverArgs) -> i32 {
         Ok(l) => l,
         Err(code) => return code,
     };
+    if let Err(why) = ResourceDir::check(&burst::run_dir(), &resource) {
+        eprintln!("hamaster takeover: {why}");
+        return 6;
+    }
     if let Err(e) = config.check_installed() {
         eprintln!("hamaster takeover: {e}");
         return 5;

@@ -18,7 +18,10 @@ impl Guard {
         stepdown: &mut mpsc::Receiver<StepDown>,
         sigterm: &mut StopSignals,
     ) -> Result<Acquired, Interrupt> {
-        let until = Instant::now() + self.args.acquire_for;
+        // checked: a caller's wait must never make the guard panic (and leave its files).
+        let until = Instant::now()
+            .checked_add(self.args.acquire_for)
+            .unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400));
         let etcd = Etcd::connect(&self.args.config.etcd, self.op_timeout())
             .await
             .map_err(|e| Interrupt::Failed(e.to_string()))?;

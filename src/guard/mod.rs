@@ -239,11 +239,19 @@ impl Guard {
     }
 }
 
-/// SIGTERM (systemd, Pacemaker) or SIGINT (an operator's Ctrl-C in `hamaster takeover`):
-/// either means "step down cleanly".
+/// Every signal that would otherwise end the guard without a word means "step down in
+/// order": SIGTERM (systemd, Pacemaker), SIGINT (Ctrl-C in `hamaster takeover`), SIGHUP (the
+/// operator's SSH session dropped), SIGQUIT, and SIGUSR1/SIGUSR2/SIGALRM sent by mistake. A
+/// guard that died of any of them would leave its service running and its VIP up until the
+/// kernel's lifetime ran out.
 struct StopSignals {
     term: tokio::signal::unix::Signal,
     int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+    quit: tokio::signal::unix::Signal,
+    usr1: tokio::signal::unix::Signal,
+    usr2: tokio::signal::unix::Signal,
+    alrm: tokio::signal::unix::Signal,
 }
 
 impl StopSignals {
@@ -251,6 +259,11 @@ impl StopSignals {
         Some(StopSignals {
             term: signal(SignalKind::terminate()).ok()?,
             int: signal(SignalKind::interrupt()).ok()?,
+            hup: signal(SignalKind::hangup()).ok()?,
+            quit: signal(SignalKind::quit()).ok()?,
+            usr1: signal(SignalKind::user_defined1()).ok()?,
+            usr2: signal(SignalKind::user_defined2()).ok()?,
+            alrm: signal(SignalKind::alarm()).ok()?,
         })
     }
 
@@ -258,6 +271,11 @@ impl StopSignals {
         tokio::select! {
             _ = self.term.recv() => {}
             _ = self.int.recv() => {}
+            _ = self.hup.recv() => {}
+            _ = self.quit.recv() => {}
+            _ = self.usr1.recv() => {}
+            _ = self.usr2.recv() => {}
+            _ = self.alrm.recv() => {}
         }
     }
 }

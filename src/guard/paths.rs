@@ -8,6 +8,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+/// sun_path holds 108 bytes, one of them the terminating NUL.
+const MAX_SOCKET_PATH: usize = 107;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResourceDir {
     pub root: PathBuf,
@@ -31,6 +34,29 @@ impl ResourceDir {
         ResourceDir {
             root: run_dir.join(resource),
         }
+    }
+
+    /// Refuses a resource name that cannot have a directory of its own here: empty, with a
+    /// '/' or a NUL, or so long that its guard socket's path would not fit in a unix socket
+    /// address (107 bytes).
+    pub fn check(run_dir: &Path, resource: &str) -> Result<ResourceDir, String> {
+        if resource.is_empty() || resource.contains(['/', '\0']) || resource.starts_with('.') {
+            return Err(format!(
+                "resource name {resource:?} cannot name a directory under {}",
+                run_dir.display()
+            ));
+        }
+        let dir = ResourceDir::new(run_dir, resource);
+        let socket = dir.socket();
+        let len = socket.as_os_str().len();
+        if len > MAX_SOCKET_PATH {
+            return Err(format!(
+                "resource name {resource:?} is too long: the guard's socket {} would be {len} bytes, \
+                 more than the {MAX_SOCKET_PATH} a unix socket path may have",
+                socket.display()
+            ));
+        }
+        Ok(dir)
     }
 
     pub fn create(&self) -> std::io::Result<()> {

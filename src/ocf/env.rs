@@ -25,7 +25,14 @@ pub struct OcfEnv {
 
 impl OcfEnv {
     pub fn from_process() -> OcfEnv {
-        OcfEnv::from_vars(std::env::vars())
+        // std::env::vars() panics on a variable that is not UTF-8 (`env $'X=\xff' …`). A
+        // name that is not UTF-8 is none of ours; a value that is not becomes U+FFFD and is
+        // refused by the parameter's own check, which names it.
+        OcfEnv::from_vars(
+            std::env::vars_os().filter_map(|(k, v)| {
+                Some((k.into_string().ok()?, v.to_string_lossy().into_owned()))
+            }),
+        )
     }
 
     pub fn from_vars<I, K, V>(vars: I) -> OcfEnv

@@ -55,7 +55,9 @@ impl ServiceSpec {
                 param: "service or command",
             }),
             (Some(unit), None) => {
+                // A leading '-' would reach systemctl as an option (`--` guards the calls too).
                 let ok = !unit.is_empty()
+                    && !unit.starts_with('-')
                     && unit
                         .chars()
                         .all(|c| c.is_ascii_alphanumeric() || ":-_.\\@".contains(c));

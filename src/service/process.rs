@@ -52,7 +52,7 @@ async fn systemctl(args: &[&str]) -> Result<std::process::ExitStatus, ServiceErr
 
 /// `systemctl is-active --quiet UNIT`.
 pub async fn unit_active(unit: &str) -> bool {
-    systemctl(&["is-active", "--quiet", unit])
+    systemctl(&["is-active", "--quiet", "--", unit])
         .await
         .is_ok_and(|s| s.success())
 }
@@ -62,7 +62,7 @@ impl ServiceSpec {
     pub async fn start(&self, env: &[(String, String)]) -> Result<Running, ServiceError> {
         match self {
             ServiceSpec::Systemd { unit } => {
-                let status = systemctl(&["start", unit]).await?;
+                let status = systemctl(&["start", "--", unit]).await?;
                 if !status.success() {
                     return Err(ServiceError::Failed(format!(
                         "systemctl start {unit} failed ({status})"
@@ -165,7 +165,7 @@ impl Running {
                     Err(_) => false,
                 }
             }
-            Running::Systemd { unit } => systemctl(&["is-active", "--quiet", unit])
+            Running::Systemd { unit } => systemctl(&["is-active", "--quiet", "--", unit])
                 .await
                 .is_ok_and(|s| s.success()),
         }
@@ -182,7 +182,7 @@ impl Running {
     pub async fn stop(&mut self, grace: Duration) -> Result<(), ServiceError> {
         match self {
             Running::Systemd { unit } => {
-                let status = systemctl(&["stop", unit]).await?;
+                let status = systemctl(&["stop", "--", unit]).await?;
                 if status.success() {
                     Ok(())
                 } else {

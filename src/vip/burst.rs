@@ -96,8 +96,12 @@ pub fn spawn(req: &BurstRequest, run_dir: &Path, socket: Option<RawFd>) -> std::
             Ok(())
         });
     }
-    let child = cmd.spawn()?;
+    let mut child = cmd.spawn()?;
     let pid = child.id();
+    // Reaped by a thread of its own: a long-lived guard would otherwise keep one zombie per
+    // burst (and `cancel` would wait on a pid that never goes). In a short-lived agent the
+    // thread ends with the process and init reaps the burst.
+    std::thread::spawn(move || child.wait());
     fs::write(&pidfile, format!("{pid}\n"))?;
     Ok(pid)
 }
