@@ -9,6 +9,12 @@ use crate::params::{ConfigError, Values};
 /// etcd refuses leases shorter than its minimum (1.5 × election timeout, 2 s by default).
 pub const MIN_TTL_SECS: u64 = 2;
 
+/// lease_margin when it is not set: a fifth of the TTL, rounded, kept within the rule
+/// `1 ≤ margin < 2·ttl/3` (2 for the default TTL of 10, 1 for 3, 6 for 30).
+pub fn derived_margin(ttl: u64) -> u64 {
+    ((ttl + 2) / 5).clamp(1, ((2 * ttl).saturating_sub(1) / 3).max(1))
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EtcdConfig {
     pub endpoints: Vec<String>,
@@ -93,7 +99,9 @@ impl EtcdConfig {
         if !(MIN_TTL_SECS..=3600).contains(&ttl) {
             return Err(ConfigError::invalid(&p::LEASE_TTL, &ttl.to_string(), format!("is out of range {MIN_TTL_SECS}..3600 (etcd's minimum lease is {MIN_TTL_SECS} s)")));
         }
-        let margin: u64 = v.integer(&p::LEASE_MARGIN)?.unwrap_or(2);
+        let margin: u64 = v
+            .integer(&p::LEASE_MARGIN)?
+            .unwrap_or_else(|| derived_margin(ttl));
         // The deadline (ttl - margin after a keepalive) must come after the next keepalive
         // (ttl/3), or every renewal would arrive too late.
         if margin < 1 || 3 * margin >= 2 * ttl {
@@ -219,6 +227,24 @@ mod tests {
             let got = config(vars).unwrap_err().to_string();
             assert!(got.contains(want), "{vars:?}: {got:?} lacks {want:?}");
         }
+    }
+
+    #[test]
+    fn an_unset_margin_follows_the_ttl_and_always_passes_the_rule() {
+        let ep = ("etcd_endpoints", "http://a:1");
+        assert_eq!(config(&[ep]).unwrap().margin, Duration::from_secs(2));
+        let three = config(&[ep, ("lease_ttl", "3")]).expect("lease_ttl=3 alone is valid");
+        assert_eq!(three.margin, Duration::from_secs(1));
+        for (ttl, want) in [(2, 1), (3, 1), (7, 1), (8, 2), (10, 2), (15, 3), (30, 6)] {
+            assert_eq!(derived_margin(ttl), want, "lease_ttl {ttl}");
+        }
+        for ttl in MIN_TTL_SECS..=3600 {
+            let m = derived_margin(ttl);
+            assert!(m >= 1 && 3 * m < 2 * ttl, "lease_ttl {ttl}: margin {m}");
+        }
+        // An explicit margin is still checked.
+        let bad = config(&[ep, ("lease_ttl", "3"), ("lease_margin", "2")]).unwrap_err();
+        assert!(bad.to_string().contains("lease_margin=\"2\""), "{bad}");
     }
 
     #[test]

@@ -70,12 +70,16 @@ pub const LEASE_TTL: Param = Param {
 pub const LEASE_MARGIN: Param = Param {
     name: "lease_margin",
     kind: Kind::Integer,
-    default: Some("2"),
+    // Derived from lease_ttl when unset (lease::config::derived_margin): a fixed default would
+    // make lease_ttl=3 alone invalid.
+    default: None,
     shortdesc: "Self-fencing margin (seconds)",
     longdesc: "The guard self-fences (removes the VIP, stops the service) lease_margin seconds \
         before the lease could expire at etcd: its deadline is the send time of the last \
         successful keepalive + lease_ttl - lease_margin. At least 1, and less than 2/3 of \
-        lease_ttl. It must exceed the worst clock drift and the time fencing takes.",
+        lease_ttl. It must exceed the worst clock drift and the time fencing takes. When not \
+        set: lease_ttl/5 rounded, at least 1 and below 2/3 of lease_ttl (2 for the default \
+        lease_ttl of 10, 1 for lease_ttl 3, 6 for lease_ttl 30).",
     ..BASE
 };
 
