@@ -780,3 +780,100 @@ fn the_guard_reaps_its_announcement_burst() {
     assert_eq!(agent.run("demote").code, 0);
     assert_eq!(agent.run("stop").code, 0);
 }
+
+/// Stand-ins for Pacemaker's tools in `dir`: `crm_attribute` that refuses `--promotion` when
+/// `old` (as Pacemaker 2.0 and 1.1 do) and `crm_master`; both log their calls to `calls` and
+/// keep the score in `score` (deleted = no file), as attrd would.
+fn pacemaker_stand_ins(dir: &std::path::Path, old: bool) {
+    std::fs::create_dir_all(dir).unwrap();
+    let d = dir.display();
+    let refuse = if old {
+        "case \" $* \" in *\" --promotion \"*|*\" -p \"*) echo \"crm_attribute: unrecognized option '--promotion'\" >&2; exit 64;; esac"
+    } else {
+        ""
+    };
+    let store = format!(
+        r#"while [ $# -gt 0 ]; do case "$1" in -v|--update) echo "$2" > {d}/score; shift;; -D|--delete) rm -f {d}/score;; esac; shift; done"#
+    );
+    for (name, pre) in [("crm_attribute", refuse), ("crm_master", "")] {
+        let script = format!("#!/bin/sh\necho \"{name} $*\" >> {d}/calls\n{pre}\n{store}\n");
+        std::fs::write(dir.join(name), script).unwrap();
+        support::must("chmod", &["+x", dir.join(name).to_str().unwrap()]);
+    }
+}
+
+#[test]
+fn promotion_scores_follow_the_pacemaker_version_and_come_back_when_pacemaker_lost_them() {
+    let mut etcd = EtcdCluster::new("msc");
+    let a = Node::new(&mut etcd, "na");
+    let calls =
+        |dir: &std::path::Path| std::fs::read_to_string(dir.join("calls")).unwrap_or_default();
+    let score = |dir: &std::path::Path| {
+        std::fs::read_to_string(dir.join("score"))
+            .ok()
+            .map(|s| s.trim().to_string())
+    };
+    for (feature_set, old, tool) in [
+        ("3.2.0", true, "crm_master -l reboot -v 10"),
+        ("3.0.14", true, "crm_master -l reboot -v 10"),
+        (
+            "3.16.2",
+            false,
+            "crm_attribute --promotion --lifetime reboot -v 10",
+        ),
+    ] {
+        let bin = a.state.join(format!("pcmk-{feature_set}"));
+        pacemaker_stand_ins(&bin, old);
+        let agent = a
+            .agent(&etcd)
+            .env("OCF_RESKEY_CRM_meta_on_node", "na")
+            .env("OCF_RESKEY_crm_feature_set", feature_set)
+            .env(
+                "PATH",
+                &format!("{}:/usr/sbin:/usr/bin:/sbin:/bin", bin.display()),
+            );
+        assert_eq!(
+            agent.run("validate-all").code,
+            0,
+            "feature set {feature_set}"
+        );
+        assert_eq!(agent.run("start").code, 0);
+        assert!(calls(&bin).contains(tool), "{feature_set}: {}", calls(&bin));
+        assert_eq!(
+            score(&bin).as_deref(),
+            Some("10"),
+            "{feature_set}: promotable"
+        );
+        // Pacemaker drops the node's transient attributes (a rejoin); the cache still says 10.
+        std::fs::remove_file(bin.join("score")).unwrap();
+        assert_eq!(agent.run("monitor").code, 0);
+        let before = calls(&bin).lines().count();
+        // Within REASSERT_AFTER the cache spares the call; once it is older, the score is set
+        // again (the test ages the cache instead of waiting a minute).
+        support::must(
+            "touch",
+            &[
+                "-d",
+                "2 minutes ago",
+                agent.run_dir.join("api/score").to_str().unwrap(),
+            ],
+        );
+        assert_eq!(agent.run("monitor").code, 0);
+        assert_eq!(
+            score(&bin).as_deref(),
+            Some("10"),
+            "{feature_set}: promotable again after Pacemaker lost the score"
+        );
+        assert_eq!(calls(&bin).lines().count(), before + 1);
+        assert_eq!(agent.run("stop").code, 0);
+        assert_eq!(score(&bin), None, "{feature_set}: stop deletes the score");
+    }
+    // Pacemaker 1.0 (feature set 2.x): refused clearly.
+    let agent = a
+        .agent(&etcd)
+        .env("OCF_RESKEY_CRM_meta_on_node", "na")
+        .env("OCF_RESKEY_crm_feature_set", "2.0");
+    agent
+        .run("validate-all")
+        .expect(5, "CRM feature set 2.0 is not supported");
+}

@@ -106,7 +106,7 @@ fn run(action: Action, env: &OcfEnv) -> Outcome {
         Action::Promote => promote(&ctx),
         Action::Demote => demote(&ctx),
         Action::Notify => Outcome::ok(),
-        Action::ValidateAll => config(&ctx).map(|_| Outcome::ok()).unwrap_or_else(|o| o),
+        Action::ValidateAll => validate(&ctx),
         _ => Outcome::new(OcfExit::ErrUnimplemented),
     }
 }
@@ -129,6 +129,19 @@ fn config(ctx: &Ctx) -> Result<MasterConfig, Outcome> {
     let cfg = MasterConfig::from_values(&ctx.values).map_err(Outcome::from)?;
     cfg.check_installed().map_err(Outcome::from)?;
     Ok(cfg)
+}
+
+/// validate-all: the configuration, and under a cluster whether this Pacemaker is supported.
+fn validate(ctx: &Ctx) -> Outcome {
+    if let Err(o) = config(ctx) {
+        return o;
+    }
+    if super::score::in_cluster(ctx.env) {
+        if let Err(why) = super::score::tool(ctx.env, super::score::crm_master_installed) {
+            return Outcome::with_reason(OcfExit::ErrInstalled, why);
+        }
+    }
+    Outcome::ok()
 }
 
 fn start(ctx: &Ctx) -> Outcome {
@@ -454,16 +467,10 @@ fn cleanup_after_guard(ctx: &Ctx, cfg: Option<&MasterConfig>) -> Outcome {
     }
 }
 
-/// Promotion scores exist only under a cluster (Pacemaker passes CRM_meta_on_node);
-/// ocf-tester and crm_resource --force-* run without.
-fn in_cluster(env: &OcfEnv) -> bool {
-    env.meta.contains_key("on_node")
-}
-
 /// Holder of the key: 100; any node that reaches etcd: 10; a node that cannot: no score, so
 /// it cannot be promoted.
 fn update_score(ctx: &Ctx, cfg: &MasterConfig) {
-    if !in_cluster(ctx.env) {
+    if !super::score::in_cluster(ctx.env) {
         return;
     }
     let key = leader_key(&cfg.etcd.prefix, &ctx.resource);
@@ -482,34 +489,6 @@ fn update_score(ctx: &Ctx, cfg: &MasterConfig) {
     set_score(ctx, score);
 }
 
-/// Calls crm_attribute only when the score changes (it costs a process and a CIB update).
 fn set_score(ctx: &Ctx, score: Option<i32>) {
-    if !in_cluster(ctx.env) {
-        return;
-    }
-    let text = score.map_or("none".to_string(), |s| s.to_string());
-    if std::fs::read_to_string(ctx.dir.score()).is_ok_and(|t| t == text) {
-        return;
-    }
-    let mut cmd = Command::new("crm_attribute");
-    cmd.args(["--promotion", "--lifetime", "reboot"]);
-    match score {
-        Some(s) => cmd.args(["--update", &s.to_string()]),
-        None => cmd.arg("--delete"),
-    };
-    match cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-    {
-        Ok(s) if s.success() => {
-            let _ = ctx
-                .dir
-                .create()
-                .and_then(|_| std::fs::write(ctx.dir.score(), text));
-        }
-        Ok(s) => log::warn!("crm_attribute --promotion ({text}) failed: {s}"),
-        Err(e) => log::warn!("crm_attribute: {e}"),
-    }
+    super::score::set(ctx.env, &ctx.dir.score(), score);
 }

@@ -3,6 +3,7 @@
 //! turns an invocation into an exit code without ever letting a panic decide it.
 
 pub mod master;
+mod score;
 pub mod vip;
 
 use std::panic::{self, AssertUnwindSafe};
