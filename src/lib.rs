@@ -4,6 +4,7 @@
 
 pub mod agents;
 pub mod causes;
+pub mod child;
 pub mod cli;
 pub mod guard;
 pub mod lease;
@@ -12,6 +13,7 @@ pub mod ocf;
 pub mod params;
 pub mod procfs;
 pub mod reference;
+pub mod runfiles;
 pub mod service;
 pub mod vip;
 

@@ -418,26 +418,57 @@ fn demote_kills_a_hung_guard_at_once_and_cleans_up_after_it() {
 }
 
 #[test]
-fn a_failing_health_check_makes_monitor_report_failed_promoted() {
+fn one_slow_health_check_is_tolerated_a_failing_or_dead_service_is_not() {
     let mut etcd = EtcdCluster::new("mh");
     let a = Node::new(&mut etcd, "na");
     let agent = a.agent(&etcd);
     assert_eq!(agent.run("start").code, 0);
     promoted(agent.run("promote"), &a);
+    // One check times out (health_timeout 2 s): with health_failures 3 nothing fails over.
+    std::fs::write(a.state.join("slow-once"), "").unwrap();
+    let until = Instant::now() + Duration::from_secs(7);
+    while Instant::now() < until {
+        let m = agent.run("monitor");
+        assert_eq!(m.code, 8, "one slow check: {}", m.stderr);
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert!(
+        !a.state.join("slow-once").exists(),
+        "the slow answer happened"
+    );
+    // Failing for good: unhealthy after three checks in a row (2 s apart).
     a.set_unhealthy(true);
-    assert!(support::wait_for(Duration::from_secs(5), || agent
+    let failing = Instant::now();
+    assert!(support::wait_for(Duration::from_secs(15), || agent
         .run("monitor")
         .code
         == 9));
+    assert!(
+        failing.elapsed() >= Duration::from_secs(3),
+        "not on the first failure ({:?})",
+        failing.elapsed()
+    );
     agent.run("monitor").expect(
         9,
         "service unhealthy: https://127.0.0.1:8443/healthz answered 503",
     );
     a.set_unhealthy(false);
     assert!(
-        support::wait_for(Duration::from_secs(5), || agent.run("monitor").code == 8),
+        support::wait_for(Duration::from_secs(8), || agent.run("monitor").code == 8),
         "recovers when healthy again"
     );
+    // A service that died is reported at once, hysteresis or not.
+    let pids = a.service_pids();
+    assert!(!pids.is_empty());
+    let killed = Instant::now();
+    for pid in pids {
+        support::must("kill", &["-KILL", &pid.to_string()]);
+    }
+    assert!(support::wait_for(Duration::from_secs(2), || agent
+        .run("monitor")
+        .code
+        == 9));
+    assert!(killed.elapsed() < Duration::from_secs(2));
     assert_eq!(agent.run("demote").code, 0);
 }
 
@@ -876,4 +907,53 @@ fn promotion_scores_follow_the_pacemaker_version_and_come_back_when_pacemaker_lo
     agent
         .run("validate-all")
         .expect(5, "CRM feature set 2.0 is not supported");
+}
+
+#[test]
+fn run_files_are_private_and_the_service_output_goes_to_the_log() {
+    use std::os::unix::fs::PermissionsExt;
+    let mut etcd = EtcdCluster::new("mpf");
+    let a = Node::new(&mut etcd, "na");
+    let agent = a.agent(&etcd).param("arp_count", "2");
+    assert_eq!(agent.run("start").code, 0);
+    promoted(agent.run("promote"), &a);
+    let (_, _, token) = etcd.get(KEY).unwrap();
+    let mut seen = 0;
+    let mut stack = vec![agent.run_dir.clone()];
+    while let Some(dir) = stack.pop() {
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "{} is {mode:o}", dir.display());
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let meta = entry.metadata().unwrap();
+            let mode = meta.permissions().mode() & 0o777;
+            if meta.is_dir() {
+                stack.push(entry.path());
+            } else {
+                assert_eq!(mode, 0o600, "{} is {mode:o}", entry.path().display());
+                seen += 1;
+            }
+        }
+    }
+    assert!(
+        seen >= 5,
+        "state, token, pid, socket, markers: {seen} files"
+    );
+    assert!(
+        support::wait_for(Duration::from_secs(3), || a
+            .log()
+            .contains(&format!("api service: healthz: token {token}"))),
+        "stderr line in the log:\n{}",
+        a.log()
+    );
+    assert!(a.log().contains("api service: healthz: listening on port"));
+    assert!(
+        !agent.run_dir.join("api/guard.stderr").exists()
+            || std::fs::metadata(agent.run_dir.join("api/guard.stderr"))
+                .unwrap()
+                .len()
+                == 0,
+        "nothing of the service's output in /run"
+    );
+    assert_eq!(agent.run("demote").code, 0);
+    assert_eq!(agent.run("stop").code, 0);
 }

@@ -214,3 +214,136 @@ fn takeover_steps_down_on_a_signal_and_rejects_unknown_config_keys() {
     );
     assert!(etcd.get(KEY).is_none() && !a.holds_vip());
 }
+
+#[test]
+fn takeover_refuses_where_this_hosts_cib_names_the_resource_unless_the_cluster_is_down() {
+    let mut etcd = EtcdCluster::new("tcb");
+    let a = Node::new(&mut etcd, "na");
+    let agent = a.agent(&etcd);
+    let config = a.config_file(&agent);
+    // This host's CIB (a stand-in, bind-mounted in a private mount namespace) names the
+    // resource; Pacemaker is not running.
+    let cib = a.state.join("cib");
+    std::fs::create_dir_all(&cib).unwrap();
+    std::fs::write(
+        cib.join("cib.xml"),
+        r#"<cib><configuration><resources><clone id="api-clone"><primitive id="api" class="ocf" provider="hamaster" type="master"/></clone></resources></configuration></cib>"#,
+    )
+    .unwrap();
+    assert!(
+        std::path::Path::new("/var/lib/pacemaker/cib").is_dir(),
+        "pacemaker's CIB directory (scripts/install-deps installs pacemaker)"
+    );
+    let takeover = |extra: &[&str]| {
+        let mut cmd = std::process::Command::new("ip");
+        cmd.args([
+            "netns",
+            "exec",
+            &a.ns.name,
+            "unshare",
+            "--uts",
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            "mount --bind \"$0\" /var/lib/pacemaker/cib && hostname na && exec \"$@\"",
+            cib.to_str().unwrap(),
+        ]);
+        cmd.arg(support::hamaster_bin())
+            .args([
+                "takeover",
+                "--config",
+                config.to_str().unwrap(),
+                "--wait",
+                "10",
+            ])
+            .args(extra)
+            .env("HAMASTER_RUN_DIR", &agent.run_dir)
+            .stdin(Stdio::null());
+        cmd
+    };
+    let refused = support::run_command(takeover(&[]));
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    assert!(
+        refused
+            .stderr
+            .contains("manages api, though Pacemaker is not running here")
+            && refused.stderr.contains("--cluster-down"),
+        "{}",
+        refused.stderr
+    );
+    assert!(etcd.get(KEY).is_none() && !a.holds_vip(), "nothing taken");
+    // Confirmed: it takes over, and steps down on SIGTERM.
+    let mut child = takeover(&["--cluster-down"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(support::wait_for(Duration::from_secs(20), || a.holds_vip()
+        && etcd.get(KEY).is_some()));
+    support::must("kill", &["-TERM", &child.id().to_string()]);
+    assert!(support::wait_for(Duration::from_secs(15), || matches!(
+        child.try_wait(),
+        Ok(Some(_))
+    )));
+    assert!(!a.holds_vip() && etcd.get(KEY).is_none());
+}
+
+#[test]
+fn the_takeover_unit_never_stops_the_cluster_stack() {
+    let unit = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/packaging/hamaster-takeover@.service"
+    ))
+    .unwrap();
+    for line in unit.lines().filter(|l| !l.starts_with('#')) {
+        let stops_the_stack = line.starts_with("Conflicts=")
+            && (line.contains("pacemaker") || line.contains("corosync"));
+        assert!(!stops_the_stack, "{line}");
+    }
+    assert!(
+        unit.contains("$TAKEOVER_ARGS"),
+        "the confirmation can be given"
+    );
+}
+
+#[test]
+fn agent_actions_beside_a_running_takeover_wait_then_fail_naming_it() {
+    let mut etcd = EtcdCluster::new("tlk");
+    let a = Node::new(&mut etcd, "na");
+    let agent = a.agent(&etcd);
+    let config = a.config_file(&agent);
+    let mut child = a
+        .cli(
+            &agent,
+            &[
+                "takeover",
+                "--config",
+                config.to_str().unwrap(),
+                "--wait",
+                "10",
+            ],
+        )
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(support::wait_for(Duration::from_secs(20), || a.holds_vip()));
+    // As `pcs resource debug-start` or `crm_resource --force-start` would run it: it waits
+    // half its timeout for the lock, then gives up with who holds it.
+    let agent = agent.env("OCF_RESKEY_CRM_meta_timeout", "3000");
+    let beside = agent.run("start");
+    beside.expect(1, "hamaster takeover");
+    assert!(
+        beside.elapsed >= Duration::from_millis(1400),
+        "waited {:?}",
+        beside.elapsed
+    );
+    assert!(a.holds_vip(), "the takeover is untouched");
+    support::must("kill", &["-TERM", &child.id().to_string()]);
+    assert!(support::wait_for(Duration::from_secs(15), || matches!(
+        child.try_wait(),
+        Ok(Some(_))
+    )));
+    assert_eq!(agent.run("start").code, 0, "free once the takeover ended");
+    assert_eq!(agent.run("stop").code, 0);
+}

@@ -92,6 +92,22 @@ fn run(action: Action, env: &OcfEnv) -> Outcome {
         Err(_) if matches!(action, Action::Stop | Action::Demote) => return Outcome::ok(),
         Err(why) => return Outcome::with_reason(OcfExit::ErrConfigured, why),
     };
+    // Actions that change state take the resource's lock: Pacemaker serialises its own, but
+    // not beside `pcs resource debug-*`, `crm_resource --force-*` or `hamaster takeover`.
+    let _lock = if matches!(
+        action,
+        Action::Start | Action::Stop | Action::Promote | Action::Demote
+    ) {
+        let limit = env
+            .timeout_ms()
+            .map_or(Duration::from_secs(10), |t| Duration::from_millis(t / 2));
+        match dir.lock(limit, &format!("hamaster master {}", action.name())) {
+            Ok(l) => Some(l),
+            Err(why) => return Outcome::with_reason(OcfExit::ErrGeneric, why),
+        }
+    } else {
+        None
+    };
     let ctx = Ctx {
         env,
         values,
@@ -111,17 +127,31 @@ fn run(action: Action, env: &OcfEnv) -> Outcome {
     }
 }
 
-/// This node's name: Pacemaker's, or the kernel's (per UTS namespace).
+/// This node's name: the one Pacemaker passes; without it (`pcs resource debug-*`,
+/// `crm_resource --force-*`) the cluster's own (`crm_node -n`), so etcd, scores and status
+/// agree; without a cluster, the kernel's (per UTS namespace).
 pub fn node_name(env: &OcfEnv) -> String {
     env.meta
         .get("on_node")
         .cloned()
+        .or_else(cluster_node_name)
         .or_else(|| {
             std::fs::read_to_string("/proc/sys/kernel/hostname")
                 .ok()
                 .map(|h| h.trim().to_string())
         })
         .unwrap_or_else(|| "localhost".into())
+}
+
+fn cluster_node_name() -> Option<String> {
+    let out = Command::new("timeout")
+        .args(["5", "crm_node", "-n"])
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    let name = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (out.status.success() && !name.is_empty()).then_some(name)
 }
 
 /// The configuration, checked: 6 for what is wrong everywhere, 5 for what this node lacks.
@@ -340,15 +370,17 @@ fn spawn_guard(ctx: &Ctx, acquire_for: Duration) -> std::io::Result<std::process
         .stdin(Stdio::null())
         .stdout(Stdio::null());
     // Whatever the guard cannot log (a crash of the runtime itself) is kept here.
-    match std::fs::File::create(ctx.dir.root.join("guard.stderr")) {
+    match crate::runfiles::create_private(&ctx.dir.root.join("guard.stderr")) {
         Ok(f) => cmd.stderr(f),
         Err(_) => cmd.stderr(Stdio::null()),
     };
-    // SAFETY: only async-signal-safe calls between fork and exec.
+    let limit = crate::child::fd_limit();
+    // SAFETY: between fork and exec only setsid(2) and close(2)/close_range(2), on a value
+    // computed before the fork.
     unsafe {
-        cmd.pre_exec(|| {
-            libc::setsid();
-            libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32);
+        cmd.pre_exec(move || {
+            nix::unistd::setsid()?;
+            crate::child::close_from(3, limit);
             Ok(())
         });
     }
@@ -392,8 +424,11 @@ fn demote_steps(ctx: &Ctx, cfg: Option<&MasterConfig>) -> Outcome {
             "guard {pid} did not step down ({:?}); cleaning up after it",
             asked.err().map(|e| e.to_string())
         );
-        // SAFETY: kill(2) on the pid we verified to be this resource's guard.
-        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        // The pid we verified to be this resource's guard.
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
         wait_gone(pid, &ctx.dir, Duration::from_secs(2));
     }
     cleanup_after_guard(ctx, cfg)

@@ -117,9 +117,9 @@ pub fn set(env: &OcfEnv, cache: &Path, score: Option<i32>) {
     {
         Ok(s) if s.success() => {
             if let Some(dir) = cache.parent() {
-                let _ = std::fs::create_dir_all(dir);
+                let _ = crate::runfiles::private_dir(dir);
             }
-            let _ = std::fs::write(cache, text);
+            let _ = crate::runfiles::write_private(cache, text);
         }
         Ok(s) => log::warn!("{tool:?} score ({text}) failed: {s}"),
         Err(e) => log::warn!("{tool:?} score: {e}"),

@@ -30,7 +30,14 @@ pub struct TakeoverArgs {
     /// Seconds to wait for the current holder's key to go before giving up (at most a day).
     #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(0..=MAX_WAIT))]
     pub wait: u64,
+    /// Confirms that the cluster stack configured on this host is down on purpose on every
+    /// node (runbook step 2); without it, takeover refuses where the CIB names the resource.
+    #[arg(long)]
+    pub cluster_down: bool,
 }
+
+/// Where Pacemaker keeps its configuration on a cluster node, whether it runs or not.
+const CIB_ON_DISK: &str = "/var/lib/pacemaker/cib/cib.xml";
 
 /// The longest `--wait` accepted: a day. Beyond it a deadline computed from it could overflow.
 const MAX_WAIT: u64 = 86_400;
@@ -49,6 +56,24 @@ fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .unwrap_or_else(|_| "localhost".into())
+}
+
+/// Why takeover must not assume the cluster is gone, when this host's CIB names the resource
+/// while Pacemaker is not running here: the stack may be starting, stopped here only, or
+/// about to be restarted, and would then manage the resource beside us.
+fn cluster_configured_with(resource: &str) -> Option<String> {
+    let cib = std::fs::read_to_string(CIB_ON_DISK).ok()?;
+    let named = [
+        format!("id=\"{resource}\""),
+        format!("id=\"{resource}-clone\""),
+    ];
+    named.iter().any(|n| cib.contains(n.as_str())).then(|| {
+        format!(
+            "the cluster configured on this host ({CIB_ON_DISK}) manages {resource}, though \
+             Pacemaker is not running here. If the cluster stack is down on purpose on every \
+             node (docs/runbook.md, step 2), say so with --cluster-down"
+        )
+    })
 }
 
 /// Why Pacemaker on this host must keep this resource, if it manages it: two managers of
@@ -92,6 +117,20 @@ pub fn takeover(a: &TakeoverArgs) -> i32 {
         eprintln!("hamaster takeover: refusing: {why}");
         return 1;
     }
+    if let (false, Some(why)) = (a.cluster_down, cluster_configured_with(&resource)) {
+        eprintln!("hamaster takeover: refusing: {why}");
+        return 1;
+    }
+    // Held for the guard's whole life: agent actions on this node wait for it and then fail
+    // with a reason naming this takeover.
+    let dir = ResourceDir::new(&burst::run_dir(), &resource);
+    let _lock = match dir.lock(Duration::from_secs(2), "hamaster takeover") {
+        Ok(l) => l,
+        Err(why) => {
+            eprintln!("hamaster takeover: refusing: {why}");
+            return 1;
+        }
+    };
     let node = a.node.clone().unwrap_or_else(hostname);
     eprintln!(
         "hamaster takeover: {resource} as {node}: waiting up to {} s for the leader key {}; `hamaster release --resource {resource}` or Ctrl-C steps down",

@@ -1,6 +1,8 @@
-//! The service's health while the guard leads: a check every second (every 25 ms until the
-//! first success, so promote is quick), and for a systemd unit whether it is still active.
-//! It only reports into the guard's status; monitor decides what a failed check means.
+//! The service's health while the guard leads: a check every health_interval (every 25 ms
+//! until the first success, so promote is quick), and for a systemd unit whether it is still
+//! active. Once healthy, the service counts as unhealthy only after health_failures failed
+//! checks in a row; a service that is no longer running counts at once. It only reports into
+//! the guard's status; monitor decides what that means.
 
 use std::time::Duration;
 
@@ -8,7 +10,6 @@ use super::config::MasterConfig;
 use super::status::Shared;
 use crate::service::{HealthProbe, ServiceSpec};
 
-/// Checks health every second (every 25 ms until the first success, so promote is quick).
 pub async fn watch(cfg: MasterConfig, shared: Shared) {
     let probe = match HealthProbe::new(&cfg.health) {
         Ok(p) => p,
@@ -18,6 +19,7 @@ pub async fn watch(cfg: MasterConfig, shared: Shared) {
         }
     };
     let mut healthy_once = false;
+    let mut failed_in_a_row = 0u32;
     loop {
         let mut running = shared
             .status
@@ -34,7 +36,7 @@ pub async fn watch(cfg: MasterConfig, shared: Shared) {
                 });
             }
         }
-        let (healthy, detail) = match (&probe, running) {
+        let (passed, detail) = match (&probe, running) {
             (_, false) => (false, None),
             (None, true) => (true, Some("running (no health_url)".to_string())),
             (Some(p), true) => match p.check().await {
@@ -45,6 +47,16 @@ pub async fn watch(cfg: MasterConfig, shared: Shared) {
                 Err(e) => (false, Some(format!("{}: {e}", p.url()))),
             },
         };
+        failed_in_a_row = if passed { 0 } else { failed_in_a_row + 1 };
+        // Before the first success (promote waits for it) and for a dead service: at once.
+        let healthy = passed || (running && healthy_once && failed_in_a_row < cfg.health.failures);
+        let detail = detail.map(|d| match (passed, healthy) {
+            (false, true) => format!(
+                "{d} ({failed_in_a_row} of {} failed checks before unhealthy)",
+                cfg.health.failures
+            ),
+            _ => d,
+        });
         shared.update(|s| {
             if s.service_running {
                 s.service_healthy = healthy;
@@ -53,9 +65,9 @@ pub async fn watch(cfg: MasterConfig, shared: Shared) {
                 }
             }
         });
-        healthy_once |= healthy;
+        healthy_once |= passed;
         tokio::time::sleep(if healthy_once {
-            Duration::from_secs(1)
+            cfg.health.interval
         } else {
             Duration::from_millis(25)
         })

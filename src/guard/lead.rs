@@ -15,6 +15,7 @@ use super::status::{Role, StepDown};
 use super::{health, keepalive, unix_ms, unix_ms_at, Acquired, Guard, StopSignals};
 use crate::lease::clock::boottime;
 use crate::lease::{Etcd, LeaseId};
+use crate::runfiles::write_private;
 use crate::service::ServiceSpec;
 use crate::vip::{burst, up};
 
@@ -233,7 +234,7 @@ impl Guard {
             .args
             .config
             .service
-            .start(&env)
+            .start(&env, &format!("{} service", self.args.resource))
             .await
             .map_err(|e| format!("service: {e}"))?;
         let pid = running.pid();
@@ -258,8 +259,8 @@ impl Guard {
             "HAMASTER_FENCING_TOKEN={token}\nHAMASTER_RESOURCE={}\n",
             self.args.resource
         );
-        std::fs::write(self.dir.fencing_token(), format!("{token}\n"))
-            .and_then(|_| std::fs::write(self.dir.service_env(), env_text))
+        write_private(&self.dir.fencing_token(), format!("{token}\n"))
+            .and_then(|_| write_private(&self.dir.service_env(), env_text))
             .map_err(|e| format!("cannot write the fencing token: {e}"))
     }
 

@@ -173,7 +173,10 @@ impl Guard {
             );
             return 1;
         }
-        let _ = std::fs::write(self.dir.pidfile(), format!("{}\n", std::process::id()));
+        let _ = crate::runfiles::write_private(
+            &self.dir.pidfile(),
+            format!("{}\n", std::process::id()),
+        );
         self.persist();
         let listener = match status::bind(&self.dir.socket()) {
             Ok(l) => l,

@@ -4,12 +4,21 @@
 
 use std::fs;
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use crate::runfiles::{create_private, private_dir, write_private};
+
 /// sun_path holds 108 bytes, one of them the terminating NUL.
 const MAX_SOCKET_PATH: usize = 107;
+
+/// A held resource lock (see `ResourceDir::lock`).
+pub struct ResourceLock {
+    _held: nix::fcntl::Flock<std::fs::File>,
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResourceDir {
@@ -59,8 +68,59 @@ impl ResourceDir {
         Ok(dir)
     }
 
+    /// The resource's directory, 0700, under a run directory that is 0700 too.
     pub fn create(&self) -> std::io::Result<()> {
-        fs::create_dir_all(&self.root)
+        if let Some(run_dir) = self.root.parent() {
+            private_dir(run_dir)?;
+        }
+        private_dir(&self.root)
+    }
+
+    /// Takes the resource's lock on this node, which serialises agent actions (Pacemaker's,
+    /// `pcs resource debug-*`, `crm_resource --force-*`) and `hamaster takeover`. Waits up to
+    /// `limit`; on failure the reason names who holds it. Released when dropped.
+    pub fn lock(&self, limit: Duration, who: &str) -> Result<ResourceLock, String> {
+        use nix::errno::Errno;
+        use nix::fcntl::{Flock, FlockArg};
+        self.create()
+            .map_err(|e| format!("cannot create {}: {e}", self.root.display()))?;
+        let path = self.root.join("lock");
+        let open = || {
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(0o600)
+                .open(&path)
+                .map_err(|e| format!("cannot open {}: {e}", path.display()))
+        };
+        let until = Instant::now() + limit;
+        let mut file = open()?;
+        loop {
+            match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+                Ok(mut held) => {
+                    let _ = held.set_len(0);
+                    let _ = held.write_all(format!("{} {who}\n", std::process::id()).as_bytes());
+                    return Ok(ResourceLock { _held: held });
+                }
+                Err((f, Errno::EWOULDBLOCK)) if Instant::now() < until => {
+                    file = f;
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Err((_, Errno::EWOULDBLOCK)) => {
+                    let holder = std::fs::read_to_string(&path).unwrap_or_default();
+                    let holder = holder.trim();
+                    return Err(format!(
+                        "another operation on this resource holds its lock on this node ({}), \
+                         still after {} ms",
+                        if holder.is_empty() { "unknown" } else { holder },
+                        limit.as_millis()
+                    ));
+                }
+                Err((_, e)) => return Err(format!("cannot lock {}: {e}", path.display())),
+            }
+        }
     }
 
     pub fn socket(&self) -> PathBuf {
@@ -113,7 +173,7 @@ impl ResourceDir {
     /// Replaces the state file atomically (write, then rename).
     pub fn save(&self, state: &Persisted) -> std::io::Result<()> {
         let tmp = self.root.join("state.json.tmp");
-        let mut f = fs::File::create(&tmp)?;
+        let mut f = create_private(&tmp)?;
         f.write_all(&serde_json::to_vec_pretty(state).map_err(std::io::Error::other)?)?;
         f.sync_all()?;
         fs::rename(tmp, self.state())
@@ -121,7 +181,7 @@ impl ResourceDir {
 
     pub fn mark(&self, path: PathBuf) -> std::io::Result<()> {
         self.create()?;
-        fs::write(path, b"")
+        write_private(&path, b"")
     }
 
     pub fn unmark(&self, path: PathBuf) {

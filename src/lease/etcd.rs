@@ -102,11 +102,12 @@ fn check_pem(
     pem: &[u8],
     key: bool,
 ) -> Result<(), LeaseError> {
-    let mut reader = pem;
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     let ok = if key {
-        matches!(rustls_pemfile::private_key(&mut reader), Ok(Some(_)))
+        PrivateKeyDer::from_pem_slice(pem).is_ok()
     } else {
-        rustls_pemfile::certs(&mut reader)
+        CertificateDer::pem_slice_iter(pem)
             .next()
             .is_some_and(|c| c.is_ok())
     };

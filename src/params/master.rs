@@ -149,8 +149,31 @@ pub const HEALTH_TIMEOUT: Param = Param {
     ..BASE
 };
 
+pub const HEALTH_INTERVAL: Param = Param {
+    name: "health_interval",
+    kind: Kind::Integer,
+    default: Some("2"),
+    shortdesc: "Health check interval (s)",
+    longdesc: "Seconds between two health checks of the promoted service (like keepalived's \
+        vrrp_script interval).",
+    ..BASE
+};
+
+pub const HEALTH_FAILURES: Param = Param {
+    name: "health_failures",
+    kind: Kind::Integer,
+    default: Some("3"),
+    shortdesc: "Failed health checks before the service counts as unhealthy",
+    longdesc: "How many health checks in a row must fail (error, timeout, or a status other \
+        than 2xx) before the promoted monitor reports the service unhealthy (9) and Pacemaker \
+        recovers it — like keepalived's vrrp_script fall or Kubernetes' failureThreshold. One \
+        slow or failed check alone never fails over. A service process that has exited counts \
+        at once, whatever this says.",
+    ..BASE
+};
+
 /// The master's own parameters, without the VIP.
-pub const OWN: [Param; 15] = [
+pub const OWN: [Param; 17] = [
     ETCD_ENDPOINTS,
     ETCD_PREFIX,
     ETCD_CACERT,
@@ -166,6 +189,8 @@ pub const OWN: [Param; 15] = [
     HEALTH_URL,
     HEALTH_CACERT,
     HEALTH_TIMEOUT,
+    HEALTH_INTERVAL,
+    HEALTH_FAILURES,
 ];
 
 const N_VIP: usize = super::vip::ALL.len();

@@ -1,6 +1,8 @@
 //! The service's health probe: one GET of `health_url` (http or https, with its own CA), 2xx
 //! means healthy. One client per guard, so connections are kept alive between checks.
 
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::CertificateDer;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -40,7 +42,7 @@ pub fn roots_from_pem(
         ))
     })?;
     let mut roots = rustls::RootCertStore::empty();
-    for cert in rustls_pemfile::certs(&mut pem.as_slice()).flatten() {
+    for cert in CertificateDer::pem_slice_iter(&pem).flatten() {
         let _ = roots.add(cert);
     }
     if roots.is_empty() {

@@ -3,6 +3,7 @@
 //! It knows nothing of etcd or addresses.
 
 pub mod health;
+pub mod output;
 pub mod process;
 
 use std::path::{Path, PathBuf};
@@ -32,6 +33,10 @@ pub struct HealthSpec {
     pub url: Option<hyper::Uri>,
     pub cacert: Option<PathBuf>,
     pub timeout: Duration,
+    /// Time between checks once the service has been healthy.
+    pub interval: Duration,
+    /// Consecutive failed checks before the service counts as unhealthy.
+    pub failures: u32,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -170,10 +175,15 @@ impl HealthSpec {
             v.integer_in(&p::HEALTH_TIMEOUT, 1..=600_000u64)?
                 .unwrap_or(2000),
         );
+        let interval =
+            Duration::from_secs(v.integer_in(&p::HEALTH_INTERVAL, 1..=3600u64)?.unwrap_or(2));
+        let failures = v.integer_in(&p::HEALTH_FAILURES, 1..=100u32)?.unwrap_or(3);
         Ok(HealthSpec {
             url,
             cacert: v.get(&p::HEALTH_CACERT).map(PathBuf::from),
             timeout,
+            interval,
+            failures,
         })
     }
 }

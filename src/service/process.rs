@@ -6,6 +6,10 @@ use std::ffi::CString;
 use std::os::unix::process::CommandExt;
 use std::time::Duration;
 
+use nix::sys::prctl::set_pdeathsig;
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::{getgrouplist, setgid, setgroups, setsid, setuid, Gid, Pid, Uid, User};
+
 use super::{ServiceError, ServiceSpec};
 
 pub enum Running {
@@ -19,20 +23,22 @@ pub enum Running {
     },
 }
 
-/// uid, gid and name of a user, from the passwd database.
+/// uid and gid of a user, from the passwd database.
 pub fn lookup_user(name: &str) -> Result<(u32, u32), String> {
+    let (uid, gid, _) = credentials(name)?;
+    Ok((uid.as_raw(), gid.as_raw()))
+}
+
+/// A user's uid, primary gid and all its groups, for the service to run as.
+fn credentials(name: &str) -> Result<(Uid, Gid, Vec<Gid>), String> {
+    let user = User::from_name(name)
+        .map_err(|e| format!("parameter user=\"{name}\" cannot be looked up: {e}"))?
+        .ok_or_else(|| format!("parameter user=\"{name}\" is not a user on this node"))?;
     let c =
         CString::new(name).map_err(|_| format!("parameter user=\"{name}\" is not a user name"))?;
-    // SAFETY: getpwnam returns a pointer into static storage or null; we copy what we need at once.
-    let pw = unsafe { libc::getpwnam(c.as_ptr()) };
-    if pw.is_null() {
-        return Err(format!(
-            "parameter user=\"{name}\" is not a user on this node"
-        ));
-    }
-    // SAFETY: non-null pointer from getpwnam.
-    let (uid, gid) = unsafe { ((*pw).pw_uid, (*pw).pw_gid) };
-    Ok((uid, gid))
+    let groups = getgrouplist(&c, user.gid)
+        .map_err(|e| format!("parameter user=\"{name}\": its groups cannot be read: {e}"))?;
+    Ok((user.uid, user.gid, groups))
 }
 
 async fn systemctl(args: &[&str]) -> Result<std::process::ExitStatus, ServiceError> {
@@ -58,8 +64,13 @@ pub async fn unit_active(unit: &str) -> bool {
 }
 
 impl ServiceSpec {
-    /// Starts the service with `env` added to its environment.
-    pub async fn start(&self, env: &[(String, String)]) -> Result<Running, ServiceError> {
+    /// Starts the service with `env` added to its environment. A command's output goes to
+    /// the log, each line tagged `{tag}` (a unit's goes to the journal, as systemd does it).
+    pub async fn start(
+        &self,
+        env: &[(String, String)],
+        tag: &str,
+    ) -> Result<Running, ServiceError> {
         match self {
             ServiceSpec::Systemd { unit } => {
                 let status = systemctl(&["start", "--", unit]).await?;
@@ -76,33 +87,38 @@ impl ServiceSpec {
                 workdir,
                 user,
             } => {
+                // Everything that reads files or allocates happens here, before the fork: the
+                // child may only make plain system calls until it execs.
                 let ids = user
                     .as_deref()
-                    .map(lookup_user)
+                    .map(credentials)
                     .transpose()
                     .map_err(ServiceError::NotInstalled)?;
-                let user_name = user
-                    .as_deref()
-                    .map(|u| CString::new(u).expect("checked by lookup_user"));
                 let mut cmd = std::process::Command::new(program);
                 cmd.args(args)
                     .current_dir(workdir)
                     .envs(env.iter().map(|(k, v)| (k, v)));
                 cmd.stdin(std::process::Stdio::null());
-                // SAFETY: only async-signal-safe calls between fork and exec.
+                let pipe = || {
+                    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| {
+                        ServiceError::Failed(format!("cannot make a pipe for the service: {e}"))
+                    })
+                };
+                let (out_r, out_w) = pipe()?;
+                let (err_r, err_w) = pipe()?;
+                cmd.stdout(out_w).stderr(err_w);
+                // SAFETY: between fork and exec only system calls (setsid, setgroups, setgid,
+                // setuid, prctl), on values computed before the fork; nothing allocates.
                 unsafe {
                     cmd.pre_exec(move || {
-                        libc::setsid();
-                        if let (Some((uid, gid)), Some(name)) = (ids, &user_name) {
-                            if libc::setgid(gid) != 0
-                                || libc::initgroups(name.as_ptr(), gid) != 0
-                                || libc::setuid(uid) != 0
-                            {
-                                return Err(std::io::Error::last_os_error());
-                            }
+                        setsid()?;
+                        if let Some((uid, gid, groups)) = &ids {
+                            setgroups(groups)?;
+                            setgid(*gid)?;
+                            setuid(*uid)?;
                         }
                         // After any credential change, which would clear it.
-                        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                        set_pdeathsig(Signal::SIGKILL)?;
                         Ok(())
                     });
                 }
@@ -112,6 +128,10 @@ impl ServiceSpec {
                     .map_err(|e| {
                         ServiceError::Failed(format!("cannot run {}: {e}", program.display()))
                     })?;
+                // The write ends went with the (dropped) Command: the readers see EOF when the
+                // service and everything it forked have closed them.
+                super::output::forward(std::fs::File::from(out_r), tag.to_string());
+                super::output::forward(std::fs::File::from(err_r), tag.to_string());
                 let pid = child.id().unwrap_or(0);
                 Ok(Running::Command {
                     child,
@@ -195,16 +215,16 @@ impl Running {
                 if exited.is_some() {
                     return Ok(());
                 }
-                signal_group(*pid, libc::SIGTERM);
+                signal_group(*pid, Signal::SIGTERM);
                 let result = match tokio::time::timeout(grace, child.wait()).await {
                     Ok(r) => r,
                     Err(_) => {
-                        signal_group(*pid, libc::SIGKILL);
+                        signal_group(*pid, Signal::SIGKILL);
                         child.wait().await
                     }
                 };
                 // The group may hold children that outlived the leader.
-                signal_group(*pid, libc::SIGKILL);
+                signal_group(*pid, Signal::SIGKILL);
                 *exited = Some(match result {
                     Ok(s) => format!("stopped ({s})"),
                     Err(e) => format!("lost ({e})"),
@@ -216,10 +236,9 @@ impl Running {
 }
 
 /// Sends `sig` to the process group led by `pid` (the service runs in its own session).
-pub fn signal_group(pid: u32, sig: i32) {
+pub fn signal_group(pid: u32, sig: Signal) {
     if pid > 1 {
-        // SAFETY: kill(2) with a negative pid addresses the process group.
-        unsafe { libc::kill(-(pid as i32), sig) };
+        let _ = killpg(Pid::from_raw(pid as i32), sig);
     }
 }
 
@@ -229,15 +248,15 @@ pub fn stop_orphan(pid: u32, grace: Duration) {
     if pid <= 1 {
         return;
     }
-    signal_group(pid, libc::SIGTERM);
+    signal_group(pid, Signal::SIGTERM);
     let deadline = std::time::Instant::now() + grace;
     while std::time::Instant::now() < deadline && group_alive(pid) {
         std::thread::sleep(Duration::from_millis(20));
     }
-    signal_group(pid, libc::SIGKILL);
+    signal_group(pid, Signal::SIGKILL);
 }
 
 fn group_alive(pid: u32) -> bool {
-    // SAFETY: signal 0 only checks for existence.
-    unsafe { libc::kill(-(pid as i32), 0) == 0 }
+    // No signal: only whether the group still exists.
+    killpg(Pid::from_raw(pid as i32), None).is_ok()
 }

@@ -35,13 +35,11 @@ pub struct MonotonicNs(pub u64);
 
 impl MonotonicNs {
     pub fn now() -> MonotonicNs {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: clock_gettime writes a timespec we own.
-        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-        MonotonicNs(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+        // CLOCK_MONOTONIC always exists on Linux; the zero fallback is never reached.
+        let ts = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+            .map(std::time::Duration::from)
+            .unwrap_or_default();
+        MonotonicNs(ts.as_nanos() as u64)
     }
 }
 
@@ -244,14 +242,17 @@ impl Announcer {
             None => {
                 // Protocol 0: the socket receives nothing until pnet binds it. Created with a
                 // protocol, the bind would first unhook it and wait an RCU grace period.
-                // SAFETY: plain socket(2); the fd is handed to pnet, which closes it.
-                let fd = unsafe {
-                    libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0)
-                };
-                if fd < 0 {
-                    return Err(open_err(std::io::Error::last_os_error()));
-                }
-                fd
+                use nix::sys::socket::{socket, AddressFamily, SockFlag, SockType};
+                use std::os::fd::IntoRawFd;
+                // The fd is handed to pnet, which closes it.
+                socket(
+                    AddressFamily::Packet,
+                    SockType::Raw,
+                    SockFlag::SOCK_CLOEXEC,
+                    None,
+                )
+                .map_err(|e| open_err(e.into()))?
+                .into_raw_fd()
             }
         };
         let iface = NetworkInterface {

@@ -67,7 +67,7 @@ pub const INHERITED_SOCKET_FD: RawFd = 3;
 pub fn spawn(req: &BurstRequest, run_dir: &Path, socket: Option<RawFd>) -> std::io::Result<u32> {
     let pidfile = pidfile(run_dir, req.ip);
     if let Some(dir) = pidfile.parent() {
-        fs::create_dir_all(dir)?;
+        crate::runfiles::private_dir(dir)?;
     }
     let mut cmd = Command::new("/proc/self/exe");
     cmd.arg0("hamaster").args(req.args()).arg(&pidfile);
@@ -77,14 +77,19 @@ pub fn spawn(req: &BurstRequest, run_dir: &Path, socket: Option<RawFd>) -> std::
     cmd.stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    // SAFETY: between fork and exec we only call async-signal-safe functions.
+    let limit = crate::child::fd_limit();
+    // SAFETY: between fork and exec only setsid(2), fcntl(2)/dup2(2) and close(2)/
+    // close_range(2), on values computed before the fork.
     unsafe {
         cmd.pre_exec(move || {
-            libc::setsid();
+            use nix::fcntl::{fcntl, FcntlArg, FdFlag};
+            nix::unistd::setsid()?;
             let keep = match socket {
                 // dup2 onto itself would keep close-on-exec set.
-                Some(fd) if fd == INHERITED_SOCKET_FD => libc::fcntl(fd, libc::F_SETFD, 0) == 0,
-                Some(fd) => libc::dup2(fd, INHERITED_SOCKET_FD) == INHERITED_SOCKET_FD,
+                Some(fd) if fd == INHERITED_SOCKET_FD => {
+                    fcntl(fd, FcntlArg::F_SETFD(FdFlag::empty())).is_ok()
+                }
+                Some(fd) => nix::unistd::dup2(fd, INHERITED_SOCKET_FD).is_ok(),
                 None => false,
             };
             let first_closed = if keep {
@@ -92,7 +97,7 @@ pub fn spawn(req: &BurstRequest, run_dir: &Path, socket: Option<RawFd>) -> std::
             } else {
                 INHERITED_SOCKET_FD
             };
-            libc::syscall(libc::SYS_close_range, first_closed as u32, u32::MAX, 0u32);
+            crate::child::close_from(first_closed, limit);
             Ok(())
         });
     }
@@ -102,7 +107,7 @@ pub fn spawn(req: &BurstRequest, run_dir: &Path, socket: Option<RawFd>) -> std::
     // burst (and `cancel` would wait on a pid that never goes). In a short-lived agent the
     // thread ends with the process and init reaps the burst.
     std::thread::spawn(move || child.wait());
-    fs::write(&pidfile, format!("{pid}\n"))?;
+    crate::runfiles::write_private(&pidfile, format!("{pid}\n"))?;
     Ok(pid)
 }
 
@@ -120,8 +125,11 @@ pub fn cancel(run_dir: &Path, ip: IpAddr) -> bool {
     if !is_burst_for(pid, ip) {
         return false;
     }
-    // SAFETY: plain kill(2) on a pid we just verified to be our announcer.
-    unsafe { libc::kill(pid, libc::SIGTERM) };
+    // A pid we just verified to be our announcer.
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGTERM,
+    );
     let deadline = Instant::now() + Duration::from_millis(500);
     while is_burst_for(pid, ip) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(2));

@@ -4,7 +4,6 @@
 
 use std::io;
 use std::net::IpAddr;
-use std::os::fd::AsRawFd;
 use std::time::Duration;
 
 use netlink_packet_core::{
@@ -333,25 +332,12 @@ fn family(ipv6: bool) -> AddressFamily {
 }
 
 fn set_recv_timeout(socket: &Socket, timeout: Duration) -> io::Result<()> {
-    let tv = libc::timeval {
-        tv_sec: timeout.as_secs() as libc::time_t,
-        tv_usec: timeout.subsec_micros() as libc::suseconds_t,
-    };
-    // SAFETY: setsockopt reads a timeval of the given size from a valid pointer.
-    let rc = unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVTIMEO,
-            (&tv as *const libc::timeval).cast(),
-            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    use nix::sys::socket::{setsockopt, sockopt::ReceiveTimeout};
+    let tv = nix::sys::time::TimeVal::new(
+        timeout.as_secs() as nix::sys::time::time_t,
+        timeout.subsec_micros() as nix::sys::time::suseconds_t,
+    );
+    setsockopt(socket, ReceiveTimeout, &tv).map_err(io::Error::from)
 }
 
 fn link_from(l: LinkMessage) -> Link {

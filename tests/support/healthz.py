@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """A small master service for tests: serves GET /healthz over HTTPS (or HTTP) with its own
-test certificate. 200 while STATE_DIR/unhealthy does not exist, 503 while it does. Records the
+test certificate. 200 while STATE_DIR/unhealthy does not exist, 503 while it does; one slow
+answer after STATE_DIR/slow-once appears. Records the
 fencing token it was started with in STATE_DIR/token (one line per start), and each connection
 it accepts in STATE_DIR/connections."""
 import http.server
 import os
 import ssl
 import sys
+import time
 
 port, state = int(sys.argv[1]), sys.argv[2]
 cert = sys.argv[3] if len(sys.argv) > 3 else None
@@ -26,6 +28,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
         super().setup()
 
     def do_GET(self):
+        # STATE_DIR/slow-once: the next answer comes late (after the guard's 2 s timeout), once.
+        slow = os.path.join(state, "slow-once")
+        if os.path.exists(slow):
+            os.remove(slow)
+            time.sleep(3)
         ok = self.path == "/healthz" and not os.path.exists(os.path.join(state, "unhealthy"))
         body = b"ok\n" if ok else b"unhealthy\n"
         self.send_response(200 if ok else 503)
@@ -36,6 +43,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
+
+# One line on each stream: tests find them in the guard's log.
+print("healthz: listening on port %d" % port, flush=True)
+sys.stderr.write("healthz: token %s\n" % os.environ.get("HAMASTER_FENCING_TOKEN", "none"))
+sys.stderr.flush()
 
 server = http.server.ThreadingHTTPServer(("0.0.0.0", port), Handler)
 if cert:
