@@ -7,6 +7,7 @@
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 use tokio::time::sleep_until;
 
 use super::core::{Cause, Leadership, Raise, ServiceRef};
@@ -21,6 +22,31 @@ use crate::vip::{burst, up};
 
 /// How long an orderly step-down gives the service between TERM and KILL.
 const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// The tasks that run beside the lead loop while the guard leads: renewals, the ownership
+/// watch, health checks.
+struct Helpers {
+    renewals: JoinHandle<()>,
+    ownership: Option<JoinHandle<()>>,
+    health: Option<JoinHandle<()>>,
+}
+
+impl Helpers {
+    fn stop_health(&self) {
+        if let Some(h) = &self.health {
+            h.abort();
+        }
+    }
+
+    /// Ends them all (after fencing, or once an orderly step-down has released the key).
+    fn stop(&self) {
+        self.renewals.abort();
+        if let Some(o) = &self.ownership {
+            o.abort();
+        }
+        self.stop_health();
+    }
+}
 
 enum Event {
     Fenced,
@@ -63,40 +89,40 @@ impl Guard {
         let _ = self.fence.set(fence.clone());
         self.record_leadership(&a);
         let (lost_tx, mut lost_rx) = mpsc::channel::<String>(4);
-        let renewals = tokio::spawn(keepalive::renew(
-            a.etcd.clone(),
-            a.grant,
-            self.key.clone(),
-            self.clock,
-            fence.clone(),
-            lost_tx.clone(),
-            self.shared.clone(),
-        ));
         // HAMASTER_TEST_NO_KEY_WATCH: for tests only, so they can show that the renewal's own
         // check of the key suffices when no watch event ever comes.
         let watched = std::env::var_os("HAMASTER_TEST_NO_KEY_WATCH").is_none();
-        let ownership = watched.then(|| {
-            tokio::spawn(keepalive::watch_ownership(
+        let mut helpers = Helpers {
+            renewals: tokio::spawn(keepalive::renew(
                 a.etcd.clone(),
+                a.grant,
                 self.key.clone(),
-                lease,
-                lost_tx,
-            ))
-        });
-        let stop_watching = || {
-            if let Some(o) = &ownership {
-                o.abort();
-            }
+                self.clock,
+                fence.clone(),
+                lost_tx.clone(),
+                self.shared.clone(),
+            )),
+            ownership: watched.then(|| {
+                tokio::spawn(keepalive::watch_ownership(
+                    a.etcd.clone(),
+                    self.key.clone(),
+                    lease,
+                    lost_tx,
+                ))
+            }),
+            health: None,
         };
 
         if let Err(why) = self.raise(&fence, ready, a.token).await {
             self.step_down_steps(&fence, &a.etcd, lease).await;
-            renewals.abort();
-            stop_watching();
+            helpers.stop();
             fence.stop();
             return self.give_up(why, stepdown).await;
         }
-        let health = tokio::spawn(health::watch(self.args.config.clone(), self.shared.clone()));
+        helpers.health = Some(tokio::spawn(health::watch(
+            self.args.config.clone(),
+            self.shared.clone(),
+        )));
         self.shared.update(|s| s.problem = None);
 
         let mut fenced = false;
@@ -136,10 +162,10 @@ impl Guard {
                     next_release = Instant::now() + Duration::from_secs(1);
                 }
                 Event::StepDown(_) | Event::Signal => {
-                    health.abort();
+                    // Renewals go on until the key is released.
+                    helpers.stop_health();
                     self.step_down_steps(&fence, &a.etcd, lease).await;
-                    renewals.abort();
-                    stop_watching();
+                    helpers.stop();
                     fence.stop();
                     if let Event::StepDown(reply) = event {
                         let _ = reply.send(self.shared.snapshot());
@@ -148,9 +174,7 @@ impl Guard {
                 }
             }
             if fenced {
-                renewals.abort();
-                stop_watching();
-                health.abort();
+                helpers.stop();
             }
         }
     }
