@@ -957,3 +957,32 @@ fn run_files_are_private_and_the_service_output_goes_to_the_log() {
     assert_eq!(agent.run("demote").code, 0);
     assert_eq!(agent.run("stop").code, 0);
 }
+
+#[test]
+fn outside_pacemaker_the_node_name_is_the_clusters_not_the_hostname() {
+    // As under `pcs resource debug-promote`: no CRM_meta_on_node, but a cluster that knows
+    // this node as "pcmk-na" while its host name is "na".
+    let mut etcd = EtcdCluster::new("mcn");
+    let a = Node::new(&mut etcd, "na");
+    let bin = a.state.join("crm-node-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::write(
+        bin.join("crm_node"),
+        "#!/bin/sh\n[ \"$1\" = -n ] && echo pcmk-na\n",
+    )
+    .unwrap();
+    support::must("chmod", &["+x", bin.join("crm_node").to_str().unwrap()]);
+    let agent = a.agent(&etcd).env(
+        "PATH",
+        &format!("{}:/usr/sbin:/usr/bin:/sbin:/bin", bin.display()),
+    );
+    assert_eq!(agent.run("start").code, 0);
+    promoted(agent.run("promote"), &a);
+    assert_eq!(
+        etcd.get(KEY).map(|k| k.0).as_deref(),
+        Some("pcmk-na"),
+        "the leader key names the cluster's node"
+    );
+    assert_eq!(agent.run("demote").code, 0);
+    assert_eq!(agent.run("stop").code, 0);
+}
