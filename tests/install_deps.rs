@@ -31,7 +31,13 @@ fn install_deps_leaves_the_services_it_installed_disabled_for_the_next_boot() {
     }
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/install-deps");
     let out = std::process::Command::new(script)
-        .args(["--disable-units-of", "corosync", "pacemaker", "pcs", "etcd-server"])
+        .args([
+            "--disable-units-of",
+            "corosync",
+            "pacemaker",
+            "pcs",
+            "etcd-server",
+        ])
         .env("SYSTEMD_ROOT", &root)
         .output()
         .unwrap();

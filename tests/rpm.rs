@@ -10,13 +10,21 @@ use std::process::Command;
 
 use support::{must, Pair, NODE_IF};
 
-fn package(dir: &str, suffix: &str) -> PathBuf {
+/// The newest package under target/rpm/DIR whose file name starts with `name-` followed by
+/// the version (so `hamaster` is not `hamaster-debuginfo`) and ends with `suffix`.
+fn package(dir: &str, name: &str, suffix: &str) -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("target/rpm")
         .join(dir);
     let mut found: Vec<PathBuf> = walk(&root)
         .into_iter()
-        .filter(|p| p.to_string_lossy().ends_with(suffix))
+        .filter(|p| {
+            let file = p.file_name().unwrap_or_default().to_string_lossy();
+            file.ends_with(suffix)
+                && file
+                    .strip_prefix(&format!("{name}-"))
+                    .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit()))
+        })
         .collect();
     found.sort();
     found
@@ -44,9 +52,25 @@ fn rpm_builds_installs_the_right_files_and_its_unpacked_agents_pass_ocf_tester_a
         concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/build-rpm"),
         &[],
     );
-    let rpm = package("RPMS", ".x86_64.rpm");
-    let srpm = package("SRPMS", ".src.rpm");
-    assert!(srpm.exists());
+    let rpm = package("RPMS", "hamaster", ".x86_64.rpm");
+    let debuginfo = package("RPMS", "hamaster-debuginfo", ".x86_64.rpm");
+    let srpm = package("SRPMS", "hamaster", ".src.rpm");
+    assert!(srpm.exists() && debuginfo.exists());
+
+    // rpmlint on the spec and the packages: no errors (packaging/rpmlint.toml says why each
+    // filter is there).
+    let manifest = env!("CARGO_MANIFEST_DIR");
+    let lint = Command::new("rpmlint")
+        .args(["-c", &format!("{manifest}/packaging/rpmlint.toml")])
+        .arg(format!("{manifest}/packaging/hamaster.spec"))
+        .args([&rpm, &debuginfo, &srpm])
+        .output()
+        .expect("rpmlint (scripts/install-deps installs it)");
+    let report = String::from_utf8_lossy(&lint.stdout).into_owned();
+    assert!(
+        report.contains(" 0 errors,") && !report.contains(": E: "),
+        "rpmlint:\n{report}"
+    );
 
     let list = must("rpm", &["-qlpv", rpm.to_str().unwrap()]);
     let line = |path: &str| {
@@ -93,7 +117,7 @@ fn rpm_builds_installs_the_right_files_and_its_unpacked_agents_pass_ocf_tester_a
     }
     let requires = must("rpm", &["-qpR", rpm.to_str().unwrap()]);
     assert!(
-        requires.lines().any(|l| l.trim() == "pacemaker-cli"),
+        requires.lines().any(|l| l.trim() == "pacemaker-cli >= 1.1"),
         "{requires}"
     );
 
@@ -109,6 +133,9 @@ fn rpm_builds_installs_the_right_files_and_its_unpacked_agents_pass_ocf_tester_a
         .unwrap();
     assert!(unpack.success());
     must("chmod", &["-R", "a+rX", root.to_str().unwrap()]);
+    // Shipped stripped; the debug information is in hamaster-debuginfo.
+    let file = must("file", &[root.join("usr/sbin/hamaster").to_str().unwrap()]);
+    assert!(file.contains(", stripped"), "{file}");
     let agents = root.join("usr/lib/ocf/resource.d/hamaster");
 
     let pair = Pair::new("rpm");
