@@ -15,6 +15,8 @@ pub mod procfs;
 pub mod reference;
 pub mod runfiles;
 pub mod service;
+#[doc(hidden)]
+pub mod splitmix;
 pub mod vip;
 
 /// Entry point for the whole binary: dispatch on argv[0] (`vip` as Pacemaker calls it through

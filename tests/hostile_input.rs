@@ -11,29 +11,19 @@ use std::os::unix::ffi::OsStrExt;
 
 use support::{run_command, Agent, Netns};
 
-/// splitmix64, seeded from the clock; the seed is printed so a failure can be replayed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-}
+/// Seeded from the clock; the seed is printed so a failure can be replayed.
+use hamaster::splitmix::SplitMix64 as Rng;
 
 /// A hostile value, as raw bytes.
 fn hostile(rng: &mut Rng) -> Vec<u8> {
-    match rng.next() % 7 {
+    match rng.next_u64() % 7 {
         // Any byte but NUL, which no environment variable can carry.
-        0 => (0..1 + rng.next() % 40)
-            .map(|_| (rng.next() as u8).max(1))
+        0 => (0..1 + rng.next_u64() % 40)
+            .map(|_| (rng.next_u64() as u8).max(1))
             .collect(),
         1 => b"18446744073709551616".to_vec(),
-        2 => format!("-{}", rng.next()).into_bytes(),
-        3 => vec![b'a' + (rng.next() % 26) as u8; 5000 + (rng.next() % 100_000) as usize],
+        2 => format!("-{}", rng.next_u64()).into_bytes(),
+        3 => vec![b'a' + (rng.next_u64() % 26) as u8; 5000 + (rng.next_u64() % 100_000) as usize],
         4 => b"\xff\xfe".to_vec(),
         5 => u64::MAX.to_string().into_bytes(),
         _ => b"-1".to_vec(),

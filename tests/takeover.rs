@@ -21,6 +21,39 @@ fn runbook_commands() -> Vec<Vec<String>> {
         .collect()
 }
 
+/// `hamaster takeover --config CONFIG --wait 10` on the node, in the background.
+fn spawn_takeover(
+    a: &Node,
+    agent: &support::Agent,
+    config: &std::path::Path,
+) -> std::process::Child {
+    a.cli(
+        agent,
+        &[
+            "takeover",
+            "--config",
+            config.to_str().unwrap(),
+            "--wait",
+            "10",
+        ],
+    )
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap()
+}
+
+/// Sends SIG`sig` to a running takeover and waits (bounded) until it has exited.
+fn signal_and_wait(child: &mut std::process::Child, sig: &str) {
+    support::must("kill", &[&format!("-{sig}"), &child.id().to_string()]);
+    assert!(
+        support::wait_for(Duration::from_secs(15), || matches!(
+            child.try_wait(),
+            Ok(Some(_))
+        )),
+        "takeover ended after SIG{sig}"
+    );
+}
+
 #[test]
 fn the_runbook_commands_take_over_and_hand_back() {
     let mut etcd = EtcdCluster::new("rb");
@@ -150,27 +183,10 @@ fn takeover_steps_down_on_a_signal_and_rejects_unknown_config_keys() {
     // session sends it; SIGINT (Ctrl-C) and SIGQUIT (Ctrl-\\). The guard is the grandchild of
     // `ip netns exec … unshare sh`, which exec in place: the child is the guard.
     for sig in ["TERM", "HUP", "INT", "QUIT"] {
-        let mut child = a
-            .cli(
-                &agent,
-                &[
-                    "takeover",
-                    "--config",
-                    config.to_str().unwrap(),
-                    "--wait",
-                    "10",
-                ],
-            )
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child = spawn_takeover(&a, &agent, &config);
         assert!(support::wait_for(Duration::from_secs(20), || a.holds_vip()
             && etcd.get(KEY).is_some()));
-        support::must("kill", &[&format!("-{sig}"), &child.id().to_string()]);
-        assert!(support::wait_for(Duration::from_secs(15), || matches!(
-            child.try_wait(),
-            Ok(Some(_))
-        )));
+        signal_and_wait(&mut child, sig);
         assert!(
             !a.holds_vip() && a.service_pids().is_empty() && etcd.get(KEY).is_none(),
             "SIG{sig}: stepped down cleanly"
@@ -281,11 +297,7 @@ fn takeover_refuses_where_this_hosts_cib_names_the_resource_unless_the_cluster_i
         .unwrap();
     assert!(support::wait_for(Duration::from_secs(20), || a.holds_vip()
         && etcd.get(KEY).is_some()));
-    support::must("kill", &["-TERM", &child.id().to_string()]);
-    assert!(support::wait_for(Duration::from_secs(15), || matches!(
-        child.try_wait(),
-        Ok(Some(_))
-    )));
+    signal_and_wait(&mut child, "TERM");
     assert!(!a.holds_vip() && etcd.get(KEY).is_none());
 }
 
@@ -313,20 +325,7 @@ fn agent_actions_beside_a_running_takeover_wait_then_fail_naming_it() {
     let a = Node::new(&mut etcd, "na");
     let agent = a.agent(&etcd);
     let config = a.config_file(&agent);
-    let mut child = a
-        .cli(
-            &agent,
-            &[
-                "takeover",
-                "--config",
-                config.to_str().unwrap(),
-                "--wait",
-                "10",
-            ],
-        )
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_takeover(&a, &agent, &config);
     assert!(support::wait_for(Duration::from_secs(20), || a.holds_vip()));
     // As `pcs resource debug-start` or `crm_resource --force-start` would run it: it waits
     // half its timeout for the lock, then gives up with who holds it.
@@ -339,11 +338,7 @@ fn agent_actions_beside_a_running_takeover_wait_then_fail_naming_it() {
         beside.elapsed
     );
     assert!(a.holds_vip(), "the takeover is untouched");
-    support::must("kill", &["-TERM", &child.id().to_string()]);
-    assert!(support::wait_for(Duration::from_secs(15), || matches!(
-        child.try_wait(),
-        Ok(Some(_))
-    )));
+    signal_and_wait(&mut child, "TERM");
     assert_eq!(agent.run("start").code, 0, "free once the takeover ended");
     assert_eq!(agent.run("stop").code, 0);
 }

@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use super::core::{Cause, Effects, FenceCore, Leadership, Raise, ServiceRef};
 use crate::lease::LeaseClock;
+use crate::splitmix::SplitMix64;
 
 /// The fencing thread's wake-up latency allowed by invariant 1 (the benchmark's p99 target).
 const FENCE_LATENCY_BOUND: Duration = Duration::from_millis(50);
@@ -31,16 +32,11 @@ const STOP_GRACE: Duration = Duration::from_secs(10);
 const RETRY: Duration = Duration::from_millis(20);
 const HORIZON: Duration = Duration::from_secs(90);
 
-/// splitmix64: small, fast, and the same everywhere.
-struct Rng(u64);
+struct Rng(SplitMix64);
 
 impl Rng {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
     fn chance(&mut self, p: f64) -> bool {
         ((self.next() >> 11) as f64) / ((1u64 << 53) as f64) < p
@@ -327,7 +323,7 @@ struct Sim {
 
 impl Sim {
     fn new(seed: u64) -> Sim {
-        let mut rng = Rng(seed);
+        let mut rng = Rng(SplitMix64(seed));
         let s = Schedule::draw(&mut rng);
         let world = World {
             kernel_slack: rng.ms(0, 350),
