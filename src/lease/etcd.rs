@@ -1,12 +1,14 @@
 //! etcd requests of the guard: grant, acquire in one transaction, verify, keep alive, watch,
-//! release. One client per endpoint, used in turn: a request that fails or times out on one
-//! member is tried on the next, and the member that answered is used first next time (a
-//! single balanced channel kept sending to a dead member). Every attempt is bounded; errors
-//! carry the endpoint and the full cause chain.
+//! release. One client per endpoint. Requests go to the member that answered last; the first
+//! request, and the first after a failure, race a status request on all members and go to the
+//! first that answers, so a silent member costs nothing wherever it stands in the list (a
+//! single balanced channel kept sending to a dead member; trying members in their configured
+//! order waited out each silent one). Every attempt is bounded; errors carry the endpoint and
+//! the full cause chain.
 
 use std::fs;
 use std::future::Future;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -85,6 +87,8 @@ pub enum KeyEvent {
 pub struct Etcd {
     members: Arc<Vec<(String, Client)>>,
     current: Arc<AtomicUsize>,
+    /// Whether `current` answered last; false before the first request and after a failure.
+    picked: Arc<AtomicBool>,
     timeout: Duration,
 }
 
@@ -185,6 +189,7 @@ impl Etcd {
         Ok(Etcd {
             members: Arc::new(members),
             current: Arc::new(AtomicUsize::new(0)),
+            picked: Arc::new(AtomicBool::new(false)),
             timeout,
         })
     }
@@ -199,7 +204,13 @@ impl Etcd {
     }
 
     /// As `call`, and also tells when (boot clock) the request that succeeded was sent:
-    /// time spent waiting on members that did not answer is not counted against it.
+    /// time spent finding a member that answers is not counted against it.
+    ///
+    /// At most two attempts: on the member that answered last (the winner of a race among
+    /// all of them, the first time), then on the winner of a race among the others. A silent
+    /// member (a dead host: nothing answers, nothing is refused) never costs a wait of its
+    /// own while another answers: the races are won in one round trip by a live member,
+    /// wherever the silent one stands in etcd_endpoints.
     async fn call_timed<T, F, Fut>(
         &self,
         op: &'static str,
@@ -209,18 +220,20 @@ impl Etcd {
         F: Fn(Client) -> Fut,
         Fut: Future<Output = Result<T, etcd_client::Error>>,
     {
-        let n = self.members.len();
-        let start = self.current.load(Ordering::Relaxed);
         let mut errors = Vec::new();
-        for k in 0..n {
-            let i = (start + k) % n;
+        for attempt in 0..2 {
+            if attempt > 0 || !self.picked.load(Ordering::Relaxed) {
+                let failed = (attempt > 0).then(|| self.current.load(Ordering::Relaxed));
+                if let Err(e) = self.pick_live(failed).await {
+                    errors.push(e);
+                    break;
+                }
+            }
+            let i = self.current.load(Ordering::Relaxed) % self.members.len();
             let (endpoint, client) = &self.members[i];
             let sent = boottime();
             match tokio::time::timeout(self.timeout, f(client.clone())).await {
-                Ok(Ok(v)) => {
-                    self.current.store(i, Ordering::Relaxed);
-                    return Ok((v, sent));
-                }
+                Ok(Ok(v)) => return Ok((v, sent)),
                 Ok(Err(e)) => errors.push(format!("{endpoint}: {}", causes(&e))),
                 Err(_) => errors.push(format!(
                     "{endpoint}: no answer within {} ms",
@@ -228,17 +241,55 @@ impl Etcd {
                 )),
             }
         }
+        self.unpick();
         Err(LeaseError::Etcd {
             op,
             detail: errors.join("; "),
         })
     }
 
-    fn rotate(&self) {
-        let n = self.members.len().max(1);
-        let _ = self
-            .current
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| Some((c + 1) % n));
+    /// Races a status request (which, like every request, requires a leader) on every member
+    /// but `except`, and makes the first to answer the current member. Bounded by the
+    /// attempt timeout.
+    pub async fn pick_live(&self, except: Option<usize>) -> Result<usize, String> {
+        let mut race = tokio::task::JoinSet::new();
+        for (i, (_, client)) in self.members.iter().enumerate() {
+            if Some(i) != except {
+                let mut c = client.clone();
+                race.spawn(async move { c.status().await.map(|_| i) });
+            }
+        }
+        if race.is_empty() {
+            return Err("no other member to try".into());
+        }
+        let winner = tokio::time::timeout(self.timeout, async {
+            while let Some(r) = race.join_next().await {
+                if let Ok(Ok(i)) = r {
+                    return Some(i);
+                }
+            }
+            None
+        })
+        .await;
+        // Dropping the set aborts the probes still waiting on silent members.
+        drop(race);
+        match winner {
+            Ok(Some(i)) => {
+                self.current.store(i, Ordering::Relaxed);
+                self.picked.store(true, Ordering::Relaxed);
+                Ok(i)
+            }
+            Ok(None) => Err("no member answered a status request".into()),
+            Err(_) => Err(format!(
+                "no member answered a status request within {} ms",
+                self.timeout.as_millis()
+            )),
+        }
+    }
+
+    /// The current member failed: the next request races for a live one first.
+    fn unpick(&self) {
+        self.picked.store(false, Ordering::Relaxed);
     }
 
     fn member(&self) -> (String, Client) {
@@ -463,15 +514,29 @@ pub struct KeepAlive {
 
 impl KeepAlive {
     /// One renewal, bounded by `timeout`; returns the TTL etcd granted (zero: the lease is gone).
+    /// After a failure the next renewal first races for a member that answers.
     pub async fn renew(&mut self, timeout: Duration) -> Result<Duration, LeaseError> {
-        let (endpoint, client) = self.etcd.member();
-        let outcome = match tokio::time::timeout(timeout, self.renew_on(client)).await {
+        let attempt = async {
+            if !self.etcd.picked.load(Ordering::Relaxed) {
+                self.stream = None;
+                self.etcd.pick_live(None).await?;
+            }
+            let (endpoint, client) = self.etcd.member();
+            self.renew_on(client)
+                .await
+                .map_err(|detail| format!("{endpoint}: {detail}"))
+        };
+        let outcome = match tokio::time::timeout(timeout, attempt).await {
             Ok(Ok(ttl)) => return Ok(ttl),
-            Ok(Err(detail)) => format!("{endpoint}: {detail}"),
-            Err(_) => format!("{endpoint}: no answer within {} ms", timeout.as_millis()),
+            Ok(Err(detail)) => detail,
+            Err(_) => format!(
+                "{}: no answer within {} ms",
+                self.etcd.member().0,
+                timeout.as_millis()
+            ),
         };
         self.stream = None;
-        self.etcd.rotate();
+        self.etcd.unpick();
         Err(LeaseError::Etcd {
             op: "lease keepalive",
             detail: outcome,
