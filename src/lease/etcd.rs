@@ -256,16 +256,20 @@ impl Etcd {
         for (i, (_, client)) in self.members.iter().enumerate() {
             if Some(i) != except {
                 let mut c = client.clone();
-                race.spawn(async move { c.status().await.map(|_| i) });
+                race.spawn(async move { (i, c.status().await.map_err(|e| causes(&e))) });
             }
         }
         if race.is_empty() {
             return Err("no other member to try".into());
         }
+        // What each member that failed said, for the reason when none answers.
+        let mut failed: Vec<(usize, String)> = Vec::new();
         let winner = tokio::time::timeout(self.timeout, async {
             while let Some(r) = race.join_next().await {
-                if let Ok(Ok(i)) = r {
-                    return Some(i);
+                match r {
+                    Ok((i, Ok(_))) => return Some(i),
+                    Ok((i, Err(e))) => failed.push((i, e)),
+                    Err(_) => {}
                 }
             }
             None
@@ -273,18 +277,25 @@ impl Etcd {
         .await;
         // Dropping the set aborts the probes still waiting on silent members.
         drop(race);
-        match winner {
-            Ok(Some(i)) => {
-                self.current.store(i, Ordering::Relaxed);
-                self.picked.store(true, Ordering::Relaxed);
-                Ok(i)
-            }
-            Ok(None) => Err("no member answered a status request".into()),
-            Err(_) => Err(format!(
-                "no member answered a status request within {} ms",
-                self.timeout.as_millis()
-            )),
+        if let Ok(Some(i)) = winner {
+            self.current.store(i, Ordering::Relaxed);
+            self.picked.store(true, Ordering::Relaxed);
+            return Ok(i);
         }
+        let mut why: Vec<String> = Vec::new();
+        for (i, (endpoint, _)) in self.members.iter().enumerate() {
+            if Some(i) == except {
+                continue;
+            }
+            match failed.iter().find(|f| f.0 == i) {
+                Some((_, e)) => why.push(format!("{endpoint}: {e}")),
+                None => why.push(format!(
+                    "{endpoint}: no answer within {} ms",
+                    self.timeout.as_millis()
+                )),
+            }
+        }
+        Err(why.join("; "))
     }
 
     /// The current member failed: the next request races for a live one first.
