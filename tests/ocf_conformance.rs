@@ -208,10 +208,6 @@ fn bad_configuration_is_err_configured_with_the_parameter_named() {
             "cidr_netmask=\"abc\"",
         ),
         (
-            &[("ip", "192.0.2.10"), ("nic", "nosuch0")],
-            "nic=\"nosuch0\" is not an interface on this host",
-        ),
-        (
             &[("ip", "192.0.2.10"), ("arp_count", "five")],
             "arp_count=\"five\" is not a non-negative integer",
         ),

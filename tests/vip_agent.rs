@@ -316,10 +316,13 @@ fn interface_lookup_picks_longest_prefix_route_and_its_mask() {
         .node
         .addresses(NODE_IF)
         .contains(&"192.0.2.200/24".to_string()));
-    // Only the default route matches: findif refuses, so do we.
+    // Only the default route matches: findif refuses, so do we — as a trouble of this node
+    // (1: Pacemaker tries another node), never 6, which would stop the VIP everywhere.
     let none = Agent::new(&pair.node, "vip", &[("ip", "203.0.113.5")]);
     none.run("validate-all")
-        .expect(6, "ip=\"203.0.113.5\" matches no route");
+        .expect(1, "ip=\"203.0.113.5\" matches no route on this host");
+    none.run("start")
+        .expect(1, "ip=\"203.0.113.5\" matches no route on this host");
     assert_eq!(low.run("stop").code, 0);
     assert_eq!(high.run("stop").code, 0);
 }
@@ -520,4 +523,47 @@ fn an_address_held_with_another_prefix_is_not_taken_over_or_removed() {
             .contains(&"192.0.2.10/32".to_string()),
         "not ours: left alone"
     );
+}
+
+#[test]
+fn a_missing_or_vanished_interface_is_this_nodes_trouble_never_a_configuration_error() {
+    let pair = Pair::new("nif");
+    // nic names no interface on this node: 1 with the reason, nothing added (IPaddr2: 1).
+    let nosuch = Agent::new(
+        &pair.node,
+        "vip",
+        &[("ip", "192.0.2.10"), ("nic", "nosuch0"), ("arp_count", "0")],
+    );
+    for action in ["validate-all", "start"] {
+        let run = nosuch.run(action);
+        run.expect(1, "nic=\"nosuch0\" is not an interface on this host");
+        assert_eq!(run.reasons().len(), 1, "{action}: {}", run.stderr);
+    }
+    assert!(!pair.node.holds("192.0.2.10"));
+    assert_eq!(nosuch.probe().code, 7, "a probe finds nothing here");
+    // The interface the VIP was on vanishes: monitor says 1 (IPaddr2: 1), a probe 7.
+    pair.node.ip(&[
+        "link", "add", "extra0", "type", "veth", "peer", "name", "extra1",
+    ]);
+    pair.node.ip(&["link", "set", "extra0", "up"]);
+    pair.node.ip(&["link", "set", "extra1", "up"]);
+    pair.node
+        .ip(&["addr", "add", "198.51.100.1/24", "dev", "extra0"]);
+    let agent = Agent::new(
+        &pair.node,
+        "vip",
+        &[
+            ("ip", "198.51.100.10"),
+            ("nic", "extra0"),
+            ("arp_count", "0"),
+        ],
+    );
+    assert_eq!(agent.run("start").code, 0);
+    assert_eq!(agent.run("monitor").code, 0);
+    pair.node.ip(&["link", "del", "extra0"]);
+    agent
+        .run("monitor")
+        .expect(1, "nic=\"extra0\" is not an interface on this host");
+    assert_eq!(agent.probe().code, 7);
+    assert_eq!(agent.run("stop").code, 0, "nothing left to remove");
 }

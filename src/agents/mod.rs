@@ -122,6 +122,7 @@ impl From<VipError> for Outcome {
     fn from(e: VipError) -> Outcome {
         let exit = match &e {
             VipError::Config(_) => OcfExit::ErrConfigured,
+            VipError::NotHere(_) => OcfExit::ErrGeneric,
             VipError::LinkDown { .. } => OcfExit::ErrInstalled,
             VipError::Netlink(n) if n.is_permission() => OcfExit::ErrPerm,
             VipError::Announce(a) if a.is_permission() => OcfExit::ErrPerm,

@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::ocf::metadata::{ActionSpec, AgentInfo};
 use crate::ocf::{Action, OcfEnv, OcfExit, Outcome};
 use crate::params::vip::VIP_AGENT;
-use crate::params::Values;
+use crate::params::{ConfigError, Values};
 use crate::vip::burst;
 use crate::vip::{up, Target, Vip, VipConfig, VipError};
 
@@ -85,6 +85,17 @@ fn monitor(values: &Values, env: &OcfEnv) -> Result<Outcome, VipError> {
     };
     let mut vip = Vip::new(config)?;
     let ip = vip.config.ip;
+    // The interface the resource is configured on has vanished from this node: an error of
+    // the node (1, as IPaddr2), not "not running"; a probe only asks whether it runs here.
+    if let (false, Some(nic)) = (env.is_probe(), vip.config.nic.clone()) {
+        if vip.link_by_name(&nic)?.is_none() {
+            return Err(VipError::NotHere(ConfigError::invalid(
+                &crate::params::vip::NIC,
+                &nic,
+                "is not an interface on this host (any more)",
+            )));
+        }
+    }
     let Some(addr) = vip.find()? else {
         return Ok(not_running(
             env,

@@ -178,8 +178,14 @@ fn parse_lifetime(text: Option<&str>) -> Result<Option<u32>, ConfigError> {
 
 #[derive(Debug, thiserror::Error)]
 pub enum VipError {
+    /// A value that is wrong wherever it runs (OCF_ERR_CONFIGURED).
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// What this node lacks for a valid value (no interface of that name, no route for the
+    /// address): another node may have it, so Pacemaker must try there (OCF_ERR_GENERIC, as
+    /// IPaddr2's findif answers), never stop the resource everywhere.
+    #[error(transparent)]
+    NotHere(ConfigError),
     #[error("interface {nic} is down (no carrier or administratively down)")]
     LinkDown { nic: String },
     #[error(transparent)]
@@ -238,7 +244,11 @@ impl Vip {
         let target = match &c.nic {
             Some(nic) => {
                 let link = self.rtnl.link_by_name(nic)?.ok_or_else(|| {
-                    ConfigError::invalid(&p::NIC, nic, "is not an interface on this host")
+                    VipError::NotHere(ConfigError::invalid(
+                        &p::NIC,
+                        nic,
+                        "is not an interface on this host",
+                    ))
                 })?;
                 let prefix = match c.prefix {
                     Some(prefix) => prefix,
@@ -252,31 +262,31 @@ impl Vip {
                     )
                     .map(|r| r.prefix)
                     .ok_or_else(|| {
-                        ConfigError::invalid(
+                        VipError::NotHere(ConfigError::invalid(
                             &p::IP,
                             &c.ip.to_string(),
                             format!("matches no route on {nic}; set cidr_netmask"),
-                        )
+                        ))
                     })?,
                 };
                 Target { link, prefix }
             }
             None => {
                 let route = findif::matching_route(&routes, c.ip).ok_or_else(|| {
-                    ConfigError::invalid(
+                    VipError::NotHere(ConfigError::invalid(
                         &p::IP,
                         &c.ip.to_string(),
-                        "matches no route to find its interface by; set nic",
-                    )
+                        "matches no route on this host to find its interface by; set nic",
+                    ))
                 })?;
                 let index = route.oif.unwrap_or_default();
                 let prefix = c.prefix.unwrap_or(route.prefix);
                 let link = self.rtnl.link_by_index(index)?.ok_or_else(|| {
-                    ConfigError::invalid(
+                    VipError::NotHere(ConfigError::invalid(
                         &p::IP,
                         &c.ip.to_string(),
                         format!("routes via interface index {index}, which is gone"),
-                    )
+                    ))
                 })?;
                 Target { link, prefix }
             }
@@ -326,6 +336,10 @@ impl Vip {
 
     pub fn link(&mut self, index: u32) -> Result<Option<Link>, VipError> {
         Ok(self.rtnl.link_by_index(index)?)
+    }
+
+    pub fn link_by_name(&mut self, name: &str) -> Result<Option<Link>, VipError> {
+        Ok(self.rtnl.link_by_name(name)?)
     }
 
     /// The address to add on the target, as IPaddr2's parameters say (no valid lifetime).
