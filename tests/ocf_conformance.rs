@@ -450,3 +450,41 @@ fn docs_reference_is_generated_from_the_parameter_tables_and_current() {
         }
     }
 }
+
+#[test]
+fn meta_data_advertises_only_what_pacemaker_calls_and_usage_still_answers() {
+    let calls = [
+        "start",
+        "stop",
+        "monitor",
+        "promote",
+        "demote",
+        "notify",
+        "validate-all",
+        "meta-data",
+    ];
+    for agent in ["vip", "master"] {
+        let md = support::run_command({
+            let mut c = Command::new(support::hamaster_bin());
+            c.args(["ocf", agent, "meta-data"]);
+            c
+        });
+        for action in md.stdout.split("<action name=\"").skip(1) {
+            let name = action.split('"').next().unwrap_or_default();
+            assert!(calls.contains(&name), "{agent} advertises {name}");
+        }
+        let usage = support::run_command({
+            let mut c = Command::new(support::hamaster_bin());
+            c.args(["ocf", agent, "usage"]);
+            c
+        });
+        assert_eq!(usage.code, 0, "{agent} usage");
+        assert!(usage.stdout.starts_with(&format!("usage: {agent} {{")));
+    }
+    // So the CIBs that pcs writes (and the copies in cib/) carry no usage op.
+    for cib in ["master-with-vip", "vip-plus-master"] {
+        let xml = std::fs::read_to_string(format!("{}/cib/{cib}.xml", env!("CARGO_MANIFEST_DIR")))
+            .unwrap();
+        assert!(!xml.contains("name=\"usage\""), "{cib}.xml");
+    }
+}

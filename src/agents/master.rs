@@ -19,7 +19,7 @@ use crate::service::process::stop_orphan;
 use crate::service::ServiceSpec;
 use crate::vip::{burst, up, VipConfig};
 
-pub static ACTIONS: [ActionSpec; 10] = [
+pub static ACTIONS: [ActionSpec; 9] = [
     ActionSpec::new("start", "20s"),
     ActionSpec::new("stop", "40s"),
     ActionSpec {
@@ -38,7 +38,8 @@ pub static ACTIONS: [ActionSpec; 10] = [
     ActionSpec::new("notify", "5s"),
     ActionSpec::new("validate-all", "20s"),
     ActionSpec::new("meta-data", "5s"),
-    ActionSpec::new("usage", "5s"),
+    // No `usage` here: meta-data lists what Pacemaker calls (pcs writes an op into the CIB
+    // for every advertised action), like IPaddr2 and Stateful; usage is still answered.
 ];
 
 pub static INFO: AgentInfo = AgentInfo {
