@@ -14,10 +14,20 @@ pub fn private_dir(dir: &Path) -> io::Result<()> {
 
 /// Opens `path` for writing, truncated, 0600 (also when it existed with another mode).
 pub fn create_private(path: &Path) -> io::Result<fs::File> {
+    private_file(path, true)
+}
+
+/// Opens `path` for reading and writing as it is (created if missing), 0600.
+pub fn open_private(path: &Path) -> io::Result<fs::File> {
+    private_file(path, false)
+}
+
+fn private_file(path: &Path, truncate: bool) -> io::Result<fs::File> {
     let f = OpenOptions::new()
+        .read(true)
         .write(true)
         .create(true)
-        .truncate(true)
+        .truncate(truncate)
         .mode(0o600)
         .open(path)?;
     f.set_permissions(Permissions::from_mode(0o600))?;

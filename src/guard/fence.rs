@@ -3,9 +3,9 @@
 //! fires at once on resume) and, when the deadline comes without a renewal, removes the VIP
 //! through a netlink socket of its own, signals the service, and then tells the async side,
 //! which logs. The thread itself never logs: a blocked log sink must not hold up the SIGKILL
-//! that follows half a margin later. The async side (etcd, health, status, systemd) reaches the leadership only
-//! through the same lock, held for one short kernel call at a time, never across an await,
-//! a log write or an etcd request.
+//! that follows half a margin later. The async side (etcd, health, status, systemd) reaches
+//! the leadership only through the same lock, held for one short kernel call at a time, never
+//! across an await, a log write or an etcd request.
 //!
 //! It owns: the `FenceCore` (guard::core) behind that lock, the timer, the thread. It does not
 //! talk to etcd or write files.

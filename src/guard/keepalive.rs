@@ -64,10 +64,20 @@ pub async fn renew(
             }
             Err(e) => {
                 log::warn!("keepalive of lease {lease}: {e}");
-                // The next member, at once: the slack before the deadline is for retries.
+                // Again at once (racing for a member that answers): the slack before the
+                // deadline is for retries.
                 next = Instant::now() + Duration::from_millis(20);
             }
         }
+    }
+}
+
+/// Why the key is no longer ours, given the lease it carries now (None: deleted). Monitor
+/// reports it after "fenced: ".
+fn not_ours(carries: Option<LeaseId>) -> String {
+    match carries {
+        Some(other) => format!("leader key now carries another lease ({other})"),
+        None => "leader key was deleted in etcd".into(),
     }
 }
 
@@ -81,11 +91,11 @@ async fn confirm(
     lost: mpsc::Sender<String>,
 ) {
     if let Ok(Ok(false)) = tokio::time::timeout(limit, etcd.confirm(&key, lease)).await {
-        let why = match tokio::time::timeout(limit, etcd.holder(&key)).await {
-            Ok(Ok(Some(h))) => format!("leader key now carries another lease ({})", h.lease),
-            _ => "leader key was deleted in etcd".to_string(),
+        let now = match tokio::time::timeout(limit, etcd.holder(&key)).await {
+            Ok(Ok(Some(h))) => Some(h.lease),
+            _ => None,
         };
-        let _ = lost.send(why).await;
+        let _ = lost.send(not_ours(now)).await;
     }
 }
 
@@ -96,24 +106,22 @@ pub async fn watch_ownership(etcd: Etcd, key: String, lease: LeaseId, lost: mpsc
     loop {
         match etcd.holder(&key).await {
             Ok(None) => {
-                let _ = lost.send("leader key was deleted in etcd".into()).await;
+                let _ = lost.send(not_ours(None)).await;
                 return;
             }
             Ok(Some(h)) if h.lease != lease => {
-                let why = format!("leader key now carries another lease ({})", h.lease);
-                let _ = lost.send(why).await;
+                let _ = lost.send(not_ours(Some(h.lease))).await;
                 return;
             }
             Ok(Some(h)) => match etcd.watch(&key, h.revision + 1).await {
                 Ok(mut w) => loop {
                     match w.next().await {
                         Ok(KeyEvent::Deleted) => {
-                            let _ = lost.send("leader key was deleted in etcd".into()).await;
+                            let _ = lost.send(not_ours(None)).await;
                             return;
                         }
                         Ok(KeyEvent::Put { lease: other }) if other != lease => {
-                            let why = format!("leader key now carries another lease ({other})");
-                            let _ = lost.send(why).await;
+                            let _ = lost.send(not_ours(Some(other))).await;
                             return;
                         }
                         Ok(KeyEvent::Put { .. }) => {}

@@ -4,13 +4,12 @@
 
 use std::fs;
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::runfiles::{create_private, private_dir, write_private};
+use crate::runfiles::{create_private, open_private, private_dir, write_private};
 
 /// sun_path holds 108 bytes, one of them the terminating NUL.
 const MAX_SOCKET_PATH: usize = 107;
@@ -85,18 +84,9 @@ impl ResourceDir {
         self.create()
             .map_err(|e| format!("cannot create {}: {e}", self.root.display()))?;
         let path = self.root.join("lock");
-        let open = || {
-            std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .mode(0o600)
-                .open(&path)
-                .map_err(|e| format!("cannot open {}: {e}", path.display()))
-        };
         let until = Instant::now() + limit;
-        let mut file = open()?;
+        let mut file =
+            open_private(&path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
         loop {
             match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
                 Ok(mut held) => {
