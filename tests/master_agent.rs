@@ -16,6 +16,9 @@ const KEY: &str = "/hamaster/api/leader";
 /// Parameters to set (Some) or remove (None) from a working configuration.
 type Changes = Vec<(&'static str, Option<&'static str>)>;
 const TTL_MS: u64 = 3000;
+const MARGIN_MS: u64 = 1000;
+/// The test etcd cluster's --election-timeout.
+const ELECTION_TIMEOUT_MS: u64 = 1000;
 
 fn promoted(run: Run, node: &Node) {
     assert_eq!(run.code, 0, "promote: {}\nlog:\n{}", run.stderr, node.log());
@@ -199,9 +202,15 @@ fn etcd_quorum_loss_fences_before_the_lease_can_expire() {
         "fencing complete before expiry"
     );
     assert!(a.service_pids().is_empty(), "service stopped");
+    // How soon after the outage: etcd's leader keeps serving, renewals included, until
+    // check-quorum makes it step down, up to two election timeouts (the test cluster's is
+    // 1000 ms) after it lost its quorum; the deadline is TTL - margin after the last renewal it
+    // granted. (Seen in CI: a renewal granted 1.8 s into the outage, VIP gone at 3.8 s; the
+    // safety checks above held.)
+    let bound = TTL_MS - MARGIN_MS + 2 * ELECTION_TIMEOUT_MS;
     assert!(
-        gone - stopped < TTL_MS,
-        "VIP gone {} ms into the outage, within the TTL",
+        gone - stopped < bound,
+        "VIP gone {} ms into the outage, bound {bound} ms",
         gone - stopped
     );
     agent
