@@ -152,6 +152,7 @@ fn fence_latency_in(node: &str, peer: &str, n: usize) -> Vec<f64> {
             ip,
             prefix: 24,
             label: None,
+            broadcast: None,
             nodad: false,
             noprefixroute: false,
             preferred_lft: None,

@@ -139,6 +139,20 @@ impl Values {
         self.raw.get(p.name).map(String::as_str).or(p.default)
     }
 
+    /// Whether `p` is one of this agent's parameters.
+    pub fn knows(&self, p: &Param) -> bool {
+        self.specs.iter().any(|s| s.name == p.name)
+    }
+
+    /// The value, or the default, for a parameter this agent may not have (None if not).
+    pub fn get_if_known(&self, p: &Param) -> Option<&str> {
+        if self.knows(p) {
+            self.get(p)
+        } else {
+            None
+        }
+    }
+
     /// Whether the caller set the parameter explicitly (defaults do not count).
     pub fn is_set(&self, p: &Param) -> bool {
         self.raw.contains_key(p.name)

@@ -123,7 +123,6 @@ impl From<VipError> for Outcome {
         let exit = match &e {
             VipError::Config(_) => OcfExit::ErrConfigured,
             VipError::NotHere(_) => OcfExit::ErrGeneric,
-            VipError::LinkDown { .. } => OcfExit::ErrInstalled,
             VipError::Netlink(n) if n.is_permission() => OcfExit::ErrPerm,
             VipError::Announce(a) if a.is_permission() => OcfExit::ErrPerm,
             VipError::Netlink(_)

@@ -40,18 +40,74 @@ const DEFAULT_DAD_WAIT: Duration = Duration::from_secs(10);
 
 fn run(action: Action, env: &OcfEnv) -> Outcome {
     let values = Values::from_ocf(&VIP_AGENT, env);
+    if let Err(outcome) = enter_namespace(action, &values, env) {
+        return outcome;
+    }
+    let config = || -> Result<VipConfig, VipError> {
+        let c = VipConfig::from_values(&values)?;
+        check_not_cloned(env)?;
+        Ok(c)
+    };
     let result = match action {
-        Action::Start => VipConfig::from_values(&values)
-            .map_err(VipError::from)
-            .and_then(|c| start(c, env)),
+        Action::Start => config().and_then(|c| start(c, env)),
         Action::Stop => stop(&values),
-        Action::Monitor => monitor(&values, env),
-        Action::ValidateAll => VipConfig::from_values(&values)
-            .map_err(VipError::from)
-            .and_then(|c| Vip::new(c)?.resolve().map(|_| Outcome::ok())),
+        Action::Monitor => monitor(config(), env),
+        Action::ValidateAll => config().and_then(|c| Vip::new(c)?.target().map(|_| Outcome::ok())),
         _ => Ok(Outcome::new(OcfExit::ErrUnimplemented)),
     };
     result.unwrap_or_else(Outcome::from)
+}
+
+/// network_namespace: every action runs inside the named namespace, as IPaddr2 re-executes
+/// itself under `ip netns exec`. The namespace missing is this node's trouble: a probe finds
+/// nothing running, stop has nothing to remove, the rest fail with 1.
+fn enter_namespace(action: Action, values: &Values, env: &OcfEnv) -> Result<(), Outcome> {
+    let name = match VipConfig::from_values(values) {
+        Ok(c) => c.network_namespace,
+        Err(_) => VipConfig::for_cleanup(values).and_then(|c| c.network_namespace),
+    };
+    let Some(name) = name else {
+        return Ok(());
+    };
+    let path = std::path::Path::new("/run/netns").join(&name);
+    let entered = std::fs::File::open(&path).and_then(|f| {
+        nix::sched::setns(f, nix::sched::CloneFlags::CLONE_NEWNET).map_err(std::io::Error::from)
+    });
+    match entered {
+        Ok(()) => Ok(()),
+        Err(_) if env.is_probe() => Err(Outcome::new(OcfExit::NotRunning)),
+        Err(e) if action == Action::Stop => {
+            log::warn!("network namespace {name} ({e}): nothing of ours can be there");
+            Err(Outcome::ok())
+        }
+        Err(e) => {
+            let exit = match e.raw_os_error() {
+                Some(libc::EPERM) | Some(libc::EACCES) => OcfExit::ErrPerm,
+                _ => OcfExit::ErrGeneric,
+            };
+            Err(Outcome::with_reason(
+                exit,
+                format!(
+                    "parameter network_namespace=\"{name}\": cannot enter {}: {e}",
+                    path.display()
+                ),
+            ))
+        }
+    }
+}
+
+/// A cloned IPaddr2 is its iptables CLUSTERIP mode, which vip does not have.
+fn check_not_cloned(env: &OcfEnv) -> Result<(), ConfigError> {
+    match env.meta.get("clone_max").map(|m| m.trim().parse::<u64>()) {
+        Some(Ok(n)) if n > 1 => Err(ConfigError::Invalid {
+            param: "clone-max",
+            value: n.to_string(),
+            problem: "means IPaddr2's CLUSTERIP mode, which vip does not support: do not clone \
+                a vip resource"
+                .into(),
+        }),
+        _ => Ok(()),
+    }
 }
 
 fn start(config: VipConfig, env: &OcfEnv) -> Result<Outcome, VipError> {
@@ -76,40 +132,30 @@ fn stop(values: &Values) -> Result<Outcome, VipError> {
     up::take_down(config, &burst::run_dir()).map(|_| Outcome::ok())
 }
 
-fn monitor(values: &Values, env: &OcfEnv) -> Result<Outcome, VipError> {
-    let config = match VipConfig::from_values(values) {
+/// IPaddr2's monitor: findif must place the address (a probe that cannot: not running; a
+/// recurring monitor: 1), and the address must be there with that prefix. The state of the
+/// link does not count, as in IPaddr2; an IPv6 address that failed DAD does (it never works).
+fn monitor(config: Result<VipConfig, VipError>, env: &OcfEnv) -> Result<Outcome, VipError> {
+    let config = match config {
         Ok(c) => c,
         // A probe on a host where the resource was never configured must say "not running".
         Err(_) if env.is_probe() => return Ok(Outcome::new(OcfExit::NotRunning)),
-        Err(e) => return Err(e.into()),
+        Err(e) => return Err(e),
     };
     let mut vip = Vip::new(config)?;
     let ip = vip.config.ip;
-    // The interface the resource is configured on has vanished from this node: an error of
-    // the node (1, as IPaddr2), not "not running"; a probe only asks whether it runs here.
-    if let (false, Some(nic)) = (env.is_probe(), vip.config.nic.clone()) {
-        if vip.link_by_name(&nic)?.is_none() {
-            return Err(VipError::NotHere(ConfigError::invalid(
-                &crate::params::vip::NIC,
-                &nic,
-                "is not an interface on this host (any more)",
-            )));
-        }
-    }
-    let Some(addr) = vip.find()? else {
-        return Ok(not_running(
-            env,
-            format!("{ip} is not configured on this host"),
-        ));
+    let resolved = match vip.resolve() {
+        Ok(r) => r,
+        Err(_) if env.is_probe() => return Ok(Outcome::new(OcfExit::NotRunning)),
+        Err(e) => return Err(e),
     };
-    let link = vip.link(addr.index)?;
-    let Some(link) = link.filter(|l| l.is_up()) else {
-        let nic = vip
-            .link(addr.index)?
-            .map_or_else(|| addr.index.to_string(), |l| l.name);
+    let Some(addr) = vip.served(&resolved)? else {
         return Ok(not_running(
             env,
-            format!("{ip} is on {nic}, but {nic} is down"),
+            format!(
+                "{ip}/{} is not configured on {}",
+                resolved.prefix, resolved.nic
+            ),
         ));
     };
     if addr
@@ -118,21 +164,24 @@ fn monitor(values: &Values, env: &OcfEnv) -> Result<Outcome, VipError> {
     {
         return Ok(not_running(
             env,
-            format!("{ip} on {} failed duplicate address detection", link.name),
+            format!(
+                "{ip} on {} failed duplicate address detection",
+                resolved.nic
+            ),
         ));
     }
     let c = &vip.config;
-    if !env.is_probe() && c.arp_count_refresh > 0 {
+    if let (false, true, Some(link)) = (env.is_probe(), c.arp_count_refresh > 0, resolved.link) {
         burst::cancel(&burst::run_dir(), ip);
         let target = Target {
             link,
             prefix: addr.prefix,
+            broadcast: addr.broadcast,
         };
         up::announce(&target, c, c.arp_count_refresh, &burst::run_dir());
     }
     Ok(Outcome::ok())
 }
-
 /// 7, with a reason for recurring monitors (a probe finding nothing is not news).
 fn not_running(env: &OcfEnv, why: String) -> Outcome {
     if env.is_probe() {

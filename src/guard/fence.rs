@@ -105,6 +105,7 @@ impl Effects for Kernel {
             prefix: vip.prefix,
             flags: netlink_packet_route::address::AddressFlags::empty(),
             label: None,
+            broadcast: None,
         };
         match rtnl.del_address(&addr) {
             Ok(()) => Ok(()),

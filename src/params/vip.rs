@@ -12,7 +12,8 @@ pub const IP: Param = Param {
     shortdesc: "Floating IPv4 or IPv6 address",
     longdesc: "The floating IP address to manage, IPv4 (192.0.2.10) or IPv6 (2001:db8::10), \
         in any valid spelling. It is added to the interface where the resource runs and \
-        announced with gratuitous ARP or unsolicited Neighbor Advertisements.",
+        announced with gratuitous ARP or unsolicited Neighbor Advertisements. 127.0.0.0/8 \
+        addresses go on lo (LVS direct routing).",
 };
 
 pub const CIDR_NETMASK: Param = Param {
@@ -24,7 +25,8 @@ pub const CIDR_NETMASK: Param = Param {
     shortdesc: "Prefix length",
     longdesc: "The prefix length of the address in CIDR form (24, 64), or a dotted IPv4 \
         netmask (255.255.255.0). When unset it is taken from the route that matches the \
-        address, the way IPaddr2's findif does.",
+        address, the way IPaddr2's findif does. Without nic, a route must contain the whole \
+        network this prefix makes: a prefix wider than the base network's finds no interface.",
 };
 
 pub const NIC: Param = Param {
@@ -34,9 +36,11 @@ pub const NIC: Param = Param {
     required: false,
     unique: false,
     shortdesc: "Network interface",
-    longdesc: "The interface to add the address to. When unset, the interface of the \
-        longest-prefix, lowest-metric route matching the address is used (default and \
-        unreachable routes are ignored).",
+    longdesc: "The interface to add the address to; nic:label also sets iflabel, as in \
+        IPaddr2. When unset, the interface of the longest-prefix, lowest-metric route of the \
+        main table that contains the address is used, as IPaddr2's findif does: for IPv4 only \
+        routes of scope link (never one through a gateway), for 127.0.0.0/8 the local route \
+        on lo. Required for an IPv6 link-local address.",
 };
 
 pub const IFLABEL: Param = Param {
@@ -141,25 +145,183 @@ pub const PREFERRED_LFT: Param = Param {
         outgoing connections.",
 };
 
-/// Every parameter of the floating IP, in meta-data order.
-pub const ALL: [Param; 12] = [
+pub const BROADCAST: Param = Param {
+    name: "broadcast",
+    kind: Kind::String,
+    default: None,
+    required: false,
+    unique: false,
+    shortdesc: "Broadcast address (IPv4)",
+    longdesc: "The broadcast address of the IPv4 address: an address, '+' (host bits set) or \
+        '-' (host bits clear). When unset it is the broadcast address of the base address the \
+        matching route names as its source, as IPaddr2 does, or none. Refused for IPv6.",
+};
+
+pub const ARP_BG: Param = Param {
+    name: "arp_bg",
+    kind: Kind::Boolean,
+    default: None,
+    required: false,
+    unique: false,
+    shortdesc: "Send announcements in the background",
+    longdesc: "true or unset: the first announcement leaves before start returns and the rest \
+        follow in the background. false: start returns after the last of arp_count frames, \
+        like IPaddr2 with arp_bg=false.",
+};
+
+pub const ARP_SENDER: Param = Param {
+    name: "arp_sender",
+    kind: Kind::String,
+    default: None,
+    required: false,
+    unique: false,
+    shortdesc: "IPaddr2's ARP program (accepted, not used)",
+    longdesc: "IPaddr2's choice of program for gratuitous ARP: send_arp, iputils_arping, \
+        libnet_arping or ipoibarping. Accepted for compatibility; every announcement is sent \
+        in-process, with the frames arp_mode chooses. Any other value is refused.",
+};
+
+pub const SEND_ARP_OPTS: Param = Param {
+    name: "send_arp_opts",
+    kind: Kind::String,
+    default: None,
+    required: false,
+    unique: false,
+    shortdesc: "Options for IPaddr2's ARP program (refused)",
+    longdesc: "Extra command-line options for IPaddr2's ARP program. There is no such program \
+        here: a non-empty value is refused; use arp_mode, arp_count and arp_interval.",
+};
+
+pub const FLUSH_ROUTES: Param = Param {
+    name: "flush_routes",
+    kind: Kind::Boolean,
+    default: Some("false"),
+    required: false,
+    unique: false,
+    shortdesc: "Flush the routing cache on stop",
+    longdesc: "After removing the address, flush the kernel's routing cache of its address \
+        family (IPaddr2 runs `ip route flush cache`, which flushes IPv4 only).",
+};
+
+pub const LVS_SUPPORT: Param = Param {
+    name: "lvs_support",
+    kind: Kind::Boolean,
+    default: Some("false"),
+    required: false,
+    unique: false,
+    shortdesc: "LVS direct routing: take the address over from lo",
+    longdesc: "IPv4 only. For LVS direct-routing real servers that hold the VIP on lo: start \
+        removes a copy of the address on lo (as /32) and stop puts it back.",
+};
+
+pub const LVS_IPV6_ADDRLABEL: Param = Param {
+    name: "lvs_ipv6_addrlabel",
+    kind: Kind::Boolean,
+    default: Some("false"),
+    required: false,
+    unique: false,
+    shortdesc: "Give the IPv6 address an address label",
+    longdesc: "IPv6 only. Add an address label (`ip addrlabel`) for the address while it is up, \
+        so that source address selection avoids it (LVS direct routing).",
+};
+
+pub const LVS_IPV6_ADDRLABEL_VALUE: Param = Param {
+    name: "lvs_ipv6_addrlabel_value",
+    kind: Kind::Integer,
+    default: Some("99"),
+    required: false,
+    unique: false,
+    shortdesc: "The IPv6 address label",
+    longdesc: "The label lvs_ipv6_addrlabel gives the address.",
+};
+
+pub const MAC: Param = Param {
+    name: "mac",
+    kind: Kind::String,
+    default: None,
+    required: false,
+    unique: false,
+    shortdesc: "CLUSTERIP multicast MAC (not supported)",
+    longdesc: "IPaddr2's multicast MAC for its iptables CLUSTERIP mode. CLUSTERIP is \
+        deprecated and removed from current kernels; vip refuses a value.",
+};
+
+pub const CLUSTERIP_HASH: Param = Param {
+    name: "clusterip_hash",
+    kind: Kind::String,
+    default: Some("sourceip-sourceport"),
+    required: false,
+    unique: false,
+    shortdesc: "CLUSTERIP hash (not supported)",
+    longdesc: "IPaddr2's hash for its iptables CLUSTERIP mode, which vip does not support: \
+        any value but the default is refused.",
+};
+
+pub const UNIQUE_CLONE_ADDRESS: Param = Param {
+    name: "unique_clone_address",
+    kind: Kind::Boolean,
+    default: Some("false"),
+    required: false,
+    unique: false,
+    shortdesc: "One address per clone instance (not supported)",
+    longdesc: "IPaddr2's addresses-per-clone mode. vip is not cloned: true is refused.",
+};
+
+pub const NETWORK_NAMESPACE: Param = Param {
+    name: "network_namespace",
+    kind: Kind::String,
+    default: None,
+    required: false,
+    unique: false,
+    shortdesc: "Network namespace to operate within",
+    longdesc: "A named network namespace (/run/netns/NAME, as `ip netns add` makes them) in \
+        which every action runs: the interface must be in it.",
+};
+
+/// The floating IP's parameters, in meta-data order: those of both agents.
+pub const ALL: [Param; 17] = [
     IP,
     CIDR_NETMASK,
     NIC,
     IFLABEL,
+    BROADCAST,
     ARP_COUNT,
     ARP_INTERVAL,
     ARP_COUNT_REFRESH,
     ARP_MODE,
+    ARP_BG,
+    ARP_SENDER,
+    SEND_ARP_OPTS,
     RUN_ARPING,
     NODAD,
     NOPREFIXROUTE,
     PREFERRED_LFT,
+    FLUSH_ROUTES,
 ];
 
-/// `ocf:hamaster:vip`'s table: the same parameters, with `ip` required.
-pub static VIP_AGENT: [Param; 12] = {
-    let mut table = ALL;
+/// IPaddr2's parameters that only the stand-alone agent has: LVS, CLUSTERIP, namespaces.
+pub const VIP_ONLY: [Param; 7] = [
+    LVS_SUPPORT,
+    LVS_IPV6_ADDRLABEL,
+    LVS_IPV6_ADDRLABEL_VALUE,
+    MAC,
+    CLUSTERIP_HASH,
+    UNIQUE_CLONE_ADDRESS,
+    NETWORK_NAMESPACE,
+];
+
+/// `ocf:hamaster:vip`'s table: the same parameters with `ip` required, then its own.
+pub static VIP_AGENT: [Param; ALL.len() + VIP_ONLY.len()] = {
+    let mut table = [IP; ALL.len() + VIP_ONLY.len()];
+    let mut i = 0;
+    while i < ALL.len() {
+        table[i] = ALL[i];
+        i += 1;
+    }
+    while i < table.len() {
+        table[i] = VIP_ONLY[i - ALL.len()];
+        i += 1;
+    }
     table[0] = Param {
         required: true,
         ..IP

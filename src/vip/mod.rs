@@ -8,7 +8,7 @@ pub mod findif;
 pub mod netlink;
 pub mod up;
 
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
 use netlink_packet_route::address::AddressFlags;
@@ -27,17 +27,59 @@ pub struct VipConfig {
     pub ip: IpAddr,
     pub prefix: Option<u8>,
     pub nic: Option<String>,
+    /// From iflabel, or from nic=NIC:LABEL (which wins, as in IPaddr2). IPv4 only.
     pub iflabel: Option<String>,
+    /// IPv4 only: None derives it from the base address, as IPaddr2's findif does.
+    pub broadcast: Option<Broadcast>,
     pub arp_count: u32,
     pub arp_interval: Duration,
     pub arp_count_refresh: u32,
     pub arp_mode: ArpMode,
+    /// false: every announcement before start returns (IPaddr2's arp_bg=false).
+    pub arp_bg: bool,
     pub run_arping: bool,
     pub nodad: bool,
     pub noprefixroute: bool,
     /// Seconds; None = forever. Applies to IPv6 only, as in IPaddr2.
     pub preferred_lft: Option<u32>,
+    pub flush_routes: bool,
+    /// LVS direct routing: take the address over from lo, give it back on stop (IPv4).
+    pub lvs_support: bool,
+    /// The IPv6 address label to hold while up (lvs_ipv6_addrlabel).
+    pub addrlabel: Option<u32>,
+    pub network_namespace: Option<String>,
 }
+
+/// The broadcast parameter: an address, or `+`/`-` (host bits set/clear), as `ip addr add brd`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Broadcast {
+    Addr(Ipv4Addr),
+    HostBitsSet,
+    HostBitsClear,
+}
+
+impl Broadcast {
+    fn parse(text: &str) -> Option<Broadcast> {
+        match text.trim() {
+            "+" => Some(Broadcast::HostBitsSet),
+            "-" => Some(Broadcast::HostBitsClear),
+            t => t.parse().ok().map(Broadcast::Addr),
+        }
+    }
+
+    /// The address this asks for, for `ip/prefix`.
+    pub fn address(self, ip: Ipv4Addr, prefix: u8) -> Ipv4Addr {
+        let host = if prefix >= 32 { 0 } else { u32::MAX >> prefix };
+        match self {
+            Broadcast::Addr(a) => a,
+            Broadcast::HostBitsSet => Ipv4Addr::from(u32::from(ip) | host),
+            Broadcast::HostBitsClear => Ipv4Addr::from(u32::from(ip) & !host),
+        }
+    }
+}
+
+/// IPaddr2's arp_sender values; all of them map onto the in-process sender.
+const ARP_SENDERS: [&str; 4] = ["send_arp", "iputils_arping", "libnet_arping", "ipoibarping"];
 
 impl VipConfig {
     pub fn from_values(v: &Values) -> Result<VipConfig, ConfigError> {
@@ -47,32 +89,156 @@ impl VipConfig {
             None => None,
             Some(m) => Some(parse_prefix(m, ip)?),
         };
-        let nic = v.get(&p::NIC).map(|n| check_name(&p::NIC, n)).transpose()?;
-        let iflabel = v
-            .get(&p::IFLABEL)
-            .map(|l| check_name(&p::IFLABEL, l))
-            .transpose()?;
+        let (nic, nic_label) = match v.get(&p::NIC) {
+            None => (None, None),
+            Some(n) => {
+                let (name, label) = match n.split_once(':') {
+                    Some((name, label)) => (name, Some(label)),
+                    None => (n, None),
+                };
+                let name = check_name(&p::NIC, n, name)?;
+                let label = label.map(|l| check_name(&p::NIC, n, l)).transpose()?;
+                (Some(name), label)
+            }
+        };
+        let iflabel = match nic_label {
+            Some(l) => Some(l),
+            None => v
+                .get(&p::IFLABEL)
+                .map(|l| check_name(&p::IFLABEL, l, l))
+                .transpose()?,
+        };
+        if let (IpAddr::V6(v6), None) = (ip, &nic) {
+            if v6.is_unicast_link_local() {
+                return Err(ConfigError::invalid(
+                    &p::IP,
+                    ip_text,
+                    "is an IPv6 link-local address: nic is required with it",
+                ));
+            }
+        }
+        let broadcast = match (ip, v.get(&p::BROADCAST)) {
+            (IpAddr::V4(_), Some(b)) => Some(Broadcast::parse(b).ok_or_else(|| {
+                ConfigError::invalid(&p::BROADCAST, b, "is not an IPv4 address, '+' or '-'")
+            })?),
+            (IpAddr::V6(_), Some(b)) => {
+                return Err(ConfigError::invalid(
+                    &p::BROADCAST,
+                    b,
+                    "is for IPv4 only: IPv6 has no broadcast address",
+                ))
+            }
+            _ => None,
+        };
         let mode_text = v.required(&p::ARP_MODE)?;
         let arp_mode = ArpMode::parse(mode_text).ok_or_else(|| {
             ConfigError::invalid(&p::ARP_MODE, mode_text, "must be both, request or reply")
         })?;
+        if let Some(sender) = v.get(&p::ARP_SENDER) {
+            if !ARP_SENDERS.contains(&sender.trim()) {
+                return Err(ConfigError::invalid(
+                    &p::ARP_SENDER,
+                    sender,
+                    format!("is not one of {}", ARP_SENDERS.join(", ")),
+                ));
+            }
+        }
+        if let Some(opts) = v.get(&p::SEND_ARP_OPTS).filter(|o| !o.trim().is_empty()) {
+            return Err(ConfigError::invalid(
+                &p::SEND_ARP_OPTS,
+                opts,
+                "has no meaning here: announcements are sent in-process (use arp_mode, \
+                 arp_count and arp_interval)",
+            ));
+        }
+        let (lvs_support, addrlabel, network_namespace) = ipaddr2_only(v, ip)?;
         Ok(VipConfig {
             ip,
             prefix,
             nic,
             iflabel,
+            broadcast,
             arp_count: v.integer_in(&p::ARP_COUNT, 0..=1000)?.unwrap_or(5),
             arp_interval: Duration::from_millis(
                 v.integer_in(&p::ARP_INTERVAL, 1..=60_000)?.unwrap_or(200),
             ),
             arp_count_refresh: v.integer_in(&p::ARP_COUNT_REFRESH, 0..=1000)?.unwrap_or(0),
             arp_mode,
+            arp_bg: match v.get(&p::ARP_BG) {
+                None => true,
+                Some(_) => v.boolean(&p::ARP_BG)?,
+            },
             run_arping: v.boolean(&p::RUN_ARPING)?,
             nodad: v.boolean(&p::NODAD)?,
             noprefixroute: v.boolean(&p::NOPREFIXROUTE)?,
-            preferred_lft: parse_lifetime(v.get(&p::PREFERRED_LFT))?,
+            preferred_lft: parse_lifetime(v.get(&p::PREFERRED_LFT), ip)?,
+            flush_routes: v.boolean(&p::FLUSH_ROUTES)?,
+            lvs_support,
+            addrlabel,
+            network_namespace,
         })
     }
+}
+
+/// The parameters only `ocf:hamaster:vip` has (LVS, CLUSTERIP, namespace): what it does with
+/// them, and a clear refusal of IPaddr2's CLUSTERIP mode.
+fn ipaddr2_only(
+    v: &Values,
+    ip: IpAddr,
+) -> Result<(bool, Option<u32>, Option<String>), ConfigError> {
+    if !v.knows(&p::LVS_SUPPORT) {
+        return Ok((false, None, None));
+    }
+    let clusterip = "IPaddr2's iptables CLUSTERIP mode is not supported by vip (CLUSTERIP is \
+        deprecated and gone from current kernels)";
+    if let Some(mac) = v.get(&p::MAC).filter(|m| !m.trim().is_empty()) {
+        return Err(ConfigError::invalid(&p::MAC, mac, clusterip));
+    }
+    let hash = v.get(&p::CLUSTERIP_HASH).unwrap_or_default();
+    if Some(hash) != p::CLUSTERIP_HASH.default {
+        return Err(ConfigError::invalid(&p::CLUSTERIP_HASH, hash, clusterip));
+    }
+    if v.boolean(&p::UNIQUE_CLONE_ADDRESS)? {
+        return Err(ConfigError::invalid(
+            &p::UNIQUE_CLONE_ADDRESS,
+            v.get(&p::UNIQUE_CLONE_ADDRESS).unwrap_or_default(),
+            clusterip,
+        ));
+    }
+    let lvs = v.boolean(&p::LVS_SUPPORT)?;
+    if lvs && ip.is_ipv6() {
+        return Err(ConfigError::invalid(
+            &p::LVS_SUPPORT,
+            v.get(&p::LVS_SUPPORT).unwrap_or_default(),
+            "is for IPv4 only (IPv6: lvs_ipv6_addrlabel)",
+        ));
+    }
+    let addrlabel = if v.boolean(&p::LVS_IPV6_ADDRLABEL)? {
+        if ip.is_ipv4() {
+            return Err(ConfigError::invalid(
+                &p::LVS_IPV6_ADDRLABEL,
+                v.get(&p::LVS_IPV6_ADDRLABEL).unwrap_or_default(),
+                "is for IPv6 only",
+            ));
+        }
+        v.integer::<u32>(&p::LVS_IPV6_ADDRLABEL_VALUE)?
+    } else {
+        None
+    };
+    let netns = match v.get(&p::NETWORK_NAMESPACE).map(str::trim) {
+        None | Some("") => None,
+        Some(n) if n.len() <= 255 && !n.contains('/') && n != "." && n != ".." => {
+            Some(n.to_string())
+        }
+        Some(n) => {
+            return Err(ConfigError::invalid(
+                &p::NETWORK_NAMESPACE,
+                n,
+                "is not a namespace name (a file name under /run/netns)",
+            ))
+        }
+    };
+    Ok((lvs, addrlabel, netns))
 }
 
 impl VipConfig {
@@ -80,21 +246,31 @@ impl VipConfig {
     /// unusable: stop must still clean up what an earlier, valid configuration added.
     pub fn for_cleanup(v: &Values) -> Option<VipConfig> {
         let ip = parse_ip(v.get(&p::IP)?).ok()?;
+        let nic = v.get(&p::NIC).map(|n| n.split(':').next().unwrap_or(n));
         Some(VipConfig {
             ip,
             prefix: v
                 .get(&p::CIDR_NETMASK)
                 .and_then(|m| parse_prefix(m, ip).ok()),
-            nic: v.get(&p::NIC).and_then(|n| check_name(&p::NIC, n).ok()),
+            nic: nic.and_then(|n| check_name(&p::NIC, n, n).ok()),
             iflabel: None,
+            broadcast: None,
             arp_count: 0,
             arp_interval: Duration::from_millis(200),
             arp_count_refresh: 0,
             arp_mode: ArpMode::Both,
+            arp_bg: true,
             run_arping: false,
             nodad: false,
             noprefixroute: false,
             preferred_lft: None,
+            flush_routes: false,
+            lvs_support: false,
+            addrlabel: None,
+            network_namespace: v
+                .get_if_known(&p::NETWORK_NAMESPACE)
+                .filter(|n| !n.trim().is_empty() && !n.contains('/'))
+                .map(|n| n.trim().to_string()),
         })
     }
 }
@@ -104,10 +280,12 @@ fn parse_ip(text: &str) -> Result<IpAddr, ConfigError> {
         .trim()
         .parse()
         .map_err(|_| ConfigError::invalid(&p::IP, text, "is not an IPv4 or IPv6 address"))?;
+    // 127.0.0.0/8 is held on lo by LVS direct-routing real servers, as IPaddr2 allows; ::1 and
+    // the rest cannot be a floating address anywhere.
     let unusable = ip.is_unspecified()
         || ip.is_multicast()
-        || ip.is_loopback()
-        || matches!(ip, IpAddr::V4(v4) if v4.is_broadcast());
+        || ip == IpAddr::V6(std::net::Ipv6Addr::LOCALHOST)
+        || matches!(ip, IpAddr::V4(v4) if v4.is_broadcast() || v4.octets()[0] == 0);
     if unusable {
         return Err(ConfigError::invalid(
             &p::IP,
@@ -145,33 +323,39 @@ pub fn parse_prefix(text: &str, ip: IpAddr) -> Result<u8, ConfigError> {
     ))
 }
 
-fn check_name(param: &crate::params::Param, name: &str) -> Result<String, ConfigError> {
-    let ok = !name.is_empty()
-        && name.len() <= IFNAMSIZ_MAX
-        && name
+/// An interface name or label part (`part`) of the value `whole` given for `param`.
+fn check_name(
+    param: &crate::params::Param,
+    whole: &str,
+    part: &str,
+) -> Result<String, ConfigError> {
+    let ok = !part.is_empty()
+        && part.len() <= IFNAMSIZ_MAX
+        && part
             .chars()
             .all(|c| c.is_ascii_graphic() && c != '/' && c != ':');
     if ok {
-        Ok(name.to_string())
+        Ok(part.to_string())
     } else {
         Err(ConfigError::invalid(
             param,
-            name,
-            "is not a valid interface name (1-15 characters, no '/', ':' or spaces)",
+            whole,
+            "is not a valid interface name (1-15 characters, no '/' or spaces; nic:label \
+             for a label)",
         ))
     }
 }
 
-fn parse_lifetime(text: Option<&str>) -> Result<Option<u32>, ConfigError> {
+/// preferred_lft: seconds or 'forever'; IPv6 only (IPaddr2 ignores it for IPv4), never empty.
+fn parse_lifetime(text: Option<&str>, ip: IpAddr) -> Result<Option<u32>, ConfigError> {
+    let invalid = |t: &str, why: &str| Err(ConfigError::invalid(&p::PREFERRED_LFT, t, why));
     match text.map(str::trim) {
         None | Some("forever") => Ok(None),
+        Some("") => invalid("", "is empty: give seconds or 'forever'"),
+        Some(_) if ip.is_ipv4() => Ok(None),
         Some(t) => match t.parse::<u32>() {
             Ok(n) if n < u32::MAX => Ok(Some(n)),
-            _ => Err(ConfigError::invalid(
-                &p::PREFERRED_LFT,
-                t,
-                "is not a number of seconds or 'forever'",
-            )),
+            _ => invalid(t, "is not a number of seconds or 'forever'"),
         },
     }
 }
@@ -186,8 +370,6 @@ pub enum VipError {
     /// IPaddr2's findif answers), never stop the resource everywhere.
     #[error(transparent)]
     NotHere(ConfigError),
-    #[error("interface {nic} is down (no carrier or administratively down)")]
-    LinkDown { nic: String },
     #[error(transparent)]
     Netlink(#[from] NetlinkError),
     #[error("{ip} is already configured on {nic} as {ip}/{prefix}, not as ours")]
@@ -212,11 +394,22 @@ pub enum VipError {
     Announce(#[from] AnnounceError),
 }
 
-/// Where the address goes: the interface and the prefix length.
+/// Where the address belongs, as IPaddr2's findif answers: the interface (which need not
+/// exist when nic and cidr_netmask are both given), the prefix length, the broadcast address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    pub nic: String,
+    pub link: Option<Link>,
+    pub prefix: u8,
+    pub broadcast: Option<Ipv4Addr>,
+}
+
+/// Where the address goes: an interface that exists, the prefix length, the broadcast address.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
     pub link: Link,
     pub prefix: u8,
+    pub broadcast: Option<Ipv4Addr>,
 }
 
 /// The floating address of one resource, bound to a netlink connection.
@@ -233,67 +426,66 @@ impl Vip {
         })
     }
 
-    /// Interface and prefix, from `nic`/`cidr_netmask` or the matching route.
-    pub fn resolve(&mut self) -> Result<Target, VipError> {
-        let c = &self.config;
-        let routes = if c.nic.is_none() || c.prefix.is_none() {
-            self.rtnl.routes(c.ip.is_ipv6())?
-        } else {
-            Vec::new()
+    /// Interface, prefix and broadcast address, from the parameters and the matching route
+    /// (findif). Without a route, nic and cidr_netmask must both be given. Trouble of this
+    /// node (no route, the route's interface gone) is `NotHere`.
+    pub fn resolve(&mut self) -> Result<Resolved, VipError> {
+        let c = self.config.clone();
+        let link = match &c.nic {
+            Some(nic) => self.rtnl.link_by_name(nic)?,
+            None => None,
         };
-        let target = match &c.nic {
-            Some(nic) => {
-                let link = self.rtnl.link_by_name(nic)?.ok_or_else(|| {
-                    VipError::NotHere(ConfigError::invalid(
-                        &p::NIC,
-                        nic,
-                        "is not an interface on this host",
-                    ))
-                })?;
-                let prefix = match c.prefix {
-                    Some(prefix) => prefix,
-                    None => findif::matching_route(
-                        &routes
-                            .iter()
-                            .filter(|r| r.oif == Some(link.index))
-                            .cloned()
-                            .collect::<Vec<_>>(),
-                        c.ip,
-                    )
-                    .map(|r| r.prefix)
-                    .ok_or_else(|| {
-                        VipError::NotHere(ConfigError::invalid(
-                            &p::IP,
-                            &c.ip.to_string(),
-                            format!("matches no route on {nic}; set cidr_netmask"),
-                        ))
-                    })?,
-                };
-                Target { link, prefix }
+        let routes = self.rtnl.routes(c.ip.is_ipv6())?;
+        let lookup = findif::Lookup {
+            // A nic that is not here has no routes: the lookup must find none.
+            oif: c.nic.as_ref().map(|_| link.as_ref().map_or(0, |l| l.index)),
+            netmask: c.prefix,
+        };
+        let route = findif::matching_route(&routes, c.ip, lookup).cloned();
+        let (nic, link, prefix) = match (&c.nic, c.prefix, &route) {
+            (Some(nic), Some(prefix), _) => (nic.clone(), link, prefix),
+            (Some(nic), _, None) if link.is_none() => {
+                return Err(VipError::NotHere(ConfigError::invalid(
+                    &p::NIC,
+                    nic,
+                    "is not an interface on this host",
+                )));
             }
-            None => {
-                let route = findif::matching_route(&routes, c.ip).ok_or_else(|| {
-                    VipError::NotHere(ConfigError::invalid(
-                        &p::IP,
-                        &c.ip.to_string(),
-                        "matches no route on this host to find its interface by; set nic",
-                    ))
-                })?;
-                let index = route.oif.unwrap_or_default();
-                let prefix = c.prefix.unwrap_or(route.prefix);
-                let link = self.rtnl.link_by_index(index)?.ok_or_else(|| {
-                    VipError::NotHere(ConfigError::invalid(
+            (_, _, None) => {
+                let why = match &c.nic {
+                    Some(nic) => format!("matches no route on {nic}; set cidr_netmask"),
+                    None if c.prefix.is_some() => "matches no route here that contains the \
+                        whole network of cidr_netmask (findif); set nic, or a narrower \
+                        cidr_netmask"
+                        .to_string(),
+                    None => "matches no route on this host to find its interface by; set nic \
+                        and cidr_netmask"
+                        .to_string(),
+                };
+                return Err(VipError::NotHere(ConfigError::invalid(
+                    &p::IP,
+                    &c.ip.to_string(),
+                    why,
+                )));
+            }
+            // nic names the interface, even if it is not here (the 127/8 fallback route
+            // ignores nic, as findif's does).
+            (Some(nic), None, Some(r)) => (nic.clone(), link, r.prefix),
+            (None, prefix, Some(r)) => {
+                let index = r.oif.unwrap_or_default();
+                let Some(link) = self.rtnl.link_by_index(index)? else {
+                    return Err(VipError::NotHere(ConfigError::invalid(
                         &p::IP,
                         &c.ip.to_string(),
                         format!("routes via interface index {index}, which is gone"),
-                    ))
-                })?;
-                Target { link, prefix }
+                    )));
+                };
+                (link.name.clone(), Some(link), prefix.unwrap_or(r.prefix))
             }
         };
         if let (Some(label), IpAddr::V4(_)) = (&c.iflabel, c.ip) {
-            if target.link.name.len() + 1 + label.len() > IFNAMSIZ_MAX {
-                let full = format!("{}:{label}", target.link.name);
+            if nic.len() + 1 + label.len() > IFNAMSIZ_MAX {
+                let full = format!("{nic}:{label}");
                 return Err(ConfigError::invalid(
                     &p::IFLABEL,
                     label,
@@ -302,7 +494,65 @@ impl Vip {
                 .into());
             }
         }
-        Ok(target)
+        let broadcast = match (c.ip, c.broadcast) {
+            (IpAddr::V4(v4), Some(b)) => Some(b.address(v4, prefix)),
+            // findif: the broadcast address of the base address the route names as source.
+            (IpAddr::V4(_), None) => match route.and_then(|r| r.prefsrc) {
+                Some(src) => self
+                    .rtnl
+                    .addresses(false)?
+                    .into_iter()
+                    .find(|a| a.ip == src)
+                    .and_then(|a| a.broadcast),
+                None => None,
+            },
+            (IpAddr::V6(_), _) => None,
+        };
+        Ok(Resolved {
+            nic,
+            link,
+            prefix,
+            broadcast,
+        })
+    }
+
+    /// The resolved place, which must be an interface of this host (start, validate-all).
+    pub fn target(&mut self) -> Result<Target, VipError> {
+        let r = self.resolve()?;
+        let Some(link) = r.link else {
+            return Err(VipError::NotHere(ConfigError::invalid(
+                &p::NIC,
+                &r.nic,
+                "is not an interface on this host",
+            )));
+        };
+        Ok(Target {
+            link,
+            prefix: r.prefix,
+            broadcast: r.broadcast,
+        })
+    }
+
+    /// Our address where findif puts it: the VIP with the resolved prefix on the resolved
+    /// interface (IPaddr2's "served"), whatever the state of the link.
+    pub fn served(&mut self, r: &Resolved) -> Result<Option<Addr>, VipError> {
+        let Some(link) = &r.link else {
+            return Ok(None);
+        };
+        let (ip, index) = (self.config.ip, link.index);
+        Ok(self
+            .rtnl
+            .addresses(ip.is_ipv6())?
+            .into_iter()
+            .find(|a| a.ip == ip && a.index == index && a.prefix == r.prefix))
+    }
+
+    pub fn set_link_up(&mut self, index: u32) -> Result<(), VipError> {
+        Ok(self.rtnl.set_link_up(index)?)
+    }
+
+    pub fn rtnl(&mut self) -> &mut Rtnl {
+        &mut self.rtnl
     }
 
     /// Our address as it is on the host now: the VIP, on `nic` when given, with
@@ -324,14 +574,24 @@ impl Vip {
         }))
     }
 
-    /// The VIP on any interface with any prefix: to tell "not ours" from "absent".
-    pub fn find_any(&mut self) -> Result<Option<Addr>, VipError> {
+    /// Every copy of the VIP, on any interface with any prefix.
+    pub fn copies(&mut self) -> Result<Vec<Addr>, VipError> {
         let ip = self.config.ip;
         Ok(self
             .rtnl
             .addresses(ip.is_ipv6())?
             .into_iter()
-            .find(|a| a.ip == ip))
+            .filter(|a| a.ip == ip)
+            .collect())
+    }
+
+    /// Deletes one address; 1 if it went, 0 if someone else removed it first.
+    pub fn delete(&mut self, addr: &Addr) -> Result<usize, VipError> {
+        match self.rtnl.del_address(addr) {
+            Ok(()) => Ok(1),
+            Err(e) if e.errno() == Some(libc::EADDRNOTAVAIL) => Ok(0),
+            Err(e) => Err(e.into()),
+        }
     }
 
     pub fn link(&mut self, index: u32) -> Result<Option<Link>, VipError> {
@@ -353,6 +613,7 @@ impl Vip {
                 .iflabel
                 .as_ref()
                 .map(|l| format!("{}:{l}", target.link.name)),
+            broadcast: target.broadcast,
             nodad: c.nodad && c.ip.is_ipv6(),
             noprefixroute: c.noprefixroute,
             preferred_lft: if c.ip.is_ipv6() {
@@ -443,6 +704,54 @@ mod tests {
     }
 
     #[test]
+    fn ipaddr2_spellings_are_taken_as_ipaddr2_takes_them() {
+        let c = config(&[("ip", "192.0.2.10"), ("nic", "eth0:vip"), ("iflabel", "x")]).unwrap();
+        assert_eq!(
+            (c.nic.as_deref(), c.iflabel.as_deref()),
+            (Some("eth0"), Some("vip"))
+        );
+        let c = config(&[("ip", "127.0.0.3")]).unwrap();
+        assert!(c.ip.is_loopback());
+        let c = config(&[("ip", "fe80::10"), ("nic", "eth0")]).unwrap();
+        assert_eq!(c.nic.as_deref(), Some("eth0"));
+        // preferred_lft means nothing for IPv4, as in IPaddr2.
+        assert_eq!(
+            config(&[("ip", "192.0.2.1"), ("preferred_lft", "x")])
+                .unwrap()
+                .preferred_lft,
+            None
+        );
+        let c = config(&[("ip", "2001:db8::1"), ("lvs_ipv6_addrlabel", "1")]).unwrap();
+        assert_eq!(c.addrlabel, Some(99));
+        for sender in ARP_SENDERS {
+            assert!(config(&[("ip", "192.0.2.1"), ("arp_sender", sender)]).is_ok());
+        }
+        let c = config(&[("ip", "192.0.2.1"), ("arp_bg", "no")]).unwrap();
+        assert!(!c.arp_bg);
+        assert!(config(&[("ip", "192.0.2.1")]).unwrap().arp_bg);
+    }
+
+    #[test]
+    fn broadcast_plus_and_minus_set_and_clear_the_host_bits() {
+        let ip: Ipv4Addr = "192.0.2.77".parse().unwrap();
+        assert_eq!(
+            Broadcast::HostBitsSet.address(ip, 24),
+            Ipv4Addr::new(192, 0, 2, 255)
+        );
+        assert_eq!(
+            Broadcast::HostBitsClear.address(ip, 24),
+            Ipv4Addr::new(192, 0, 2, 0)
+        );
+        assert_eq!(
+            Broadcast::HostBitsSet.address(ip, 26),
+            Ipv4Addr::new(192, 0, 2, 127)
+        );
+        assert_eq!(Broadcast::HostBitsSet.address(ip, 32), ip);
+        let fixed = Broadcast::parse("192.0.2.127").unwrap();
+        assert_eq!(fixed.address(ip, 24), Ipv4Addr::new(192, 0, 2, 127));
+    }
+
+    #[test]
     fn any_valid_ipv6_spelling_is_accepted_and_normalised() {
         let a = config(&[("ip", "2001:0DB8:0000::0010")]).unwrap();
         let b = config(&[("ip", "2001:db8::10")]).unwrap();
@@ -491,8 +800,56 @@ mod tests {
                 "parameter arp_mode=\"gratuitous\" must be both, request or reply",
             ),
             (
-                vec![("ip", "192.0.2.1"), ("nic", "eth0:1")],
-                "parameter nic=\"eth0:1\" is not a valid interface name",
+                vec![("ip", "192.0.2.1"), ("nic", "eth0/1")],
+                "parameter nic=\"eth0/1\" is not a valid interface name",
+            ),
+            (
+                vec![("ip", "192.0.2.1"), ("nic", "eth0:")],
+                "parameter nic=\"eth0:\" is not a valid interface name",
+            ),
+            (
+                vec![("ip", "fe80::10")],
+                "parameter ip=\"fe80::10\" is an IPv6 link-local address: nic is required",
+            ),
+            (
+                vec![("ip", "192.0.2.1"), ("broadcast", "192.0.2")],
+                "parameter broadcast=\"192.0.2\" is not an IPv4 address, '+' or '-'",
+            ),
+            (
+                vec![("ip", "2001:db8::1"), ("broadcast", "+")],
+                "parameter broadcast=\"+\" is for IPv4 only",
+            ),
+            (
+                vec![("ip", "192.0.2.1"), ("mac", "01:00:5e:00:00:01")],
+                "parameter mac=\"01:00:5e:00:00:01\" IPaddr2's iptables CLUSTERIP mode",
+            ),
+            (
+                vec![("ip", "192.0.2.1"), ("clusterip_hash", "sourceip")],
+                "parameter clusterip_hash=\"sourceip\" IPaddr2's iptables CLUSTERIP",
+            ),
+            (
+                vec![("ip", "192.0.2.1"), ("unique_clone_address", "yes")],
+                "parameter unique_clone_address=\"yes\" IPaddr2's iptables CLUSTERIP",
+            ),
+            (
+                vec![("ip", "192.0.2.1"), ("send_arp_opts", "-A")],
+                "parameter send_arp_opts=\"-A\" has no meaning here",
+            ),
+            (
+                vec![("ip", "192.0.2.1"), ("arp_sender", "arping")],
+                "parameter arp_sender=\"arping\" is not one of send_arp, iputils_arping",
+            ),
+            (
+                vec![("ip", "2001:db8::1"), ("lvs_support", "true")],
+                "parameter lvs_support=\"true\" is for IPv4 only",
+            ),
+            (
+                vec![("ip", "192.0.2.1"), ("lvs_ipv6_addrlabel", "true")],
+                "parameter lvs_ipv6_addrlabel=\"true\" is for IPv6 only",
+            ),
+            (
+                vec![("ip", "192.0.2.1"), ("network_namespace", "../x")],
+                "parameter network_namespace=\"../x\" is not a namespace name",
             ),
             (
                 vec![("ip", "192.0.2.1"), ("nodad", "perhaps")],

@@ -3,17 +3,19 @@
 //! never runs `ip`.
 
 use std::io;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
 
 use netlink_packet_core::{
     NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL,
     NLM_F_REPLACE, NLM_F_REQUEST,
 };
-use netlink_packet_route::address::{AddressAttribute, AddressFlags, AddressMessage, CacheInfo};
+use netlink_packet_route::address::{
+    AddressAttribute, AddressFlags, AddressMessage, AddressScope, CacheInfo,
+};
 use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
 use netlink_packet_route::route::{
-    RouteAddress, RouteAttribute, RouteHeader, RouteMessage, RouteType,
+    RouteAddress, RouteAttribute, RouteHeader, RouteMessage, RouteScope, RouteType,
 };
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
@@ -66,6 +68,8 @@ pub struct Addr {
     pub prefix: u8,
     pub flags: AddressFlags,
     pub label: Option<String>,
+    /// IPv4 broadcast address (IFA_BROADCAST), if the address has one.
+    pub broadcast: Option<Ipv4Addr>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,6 +80,11 @@ pub struct Route {
     pub metric: u32,
     pub table: u32,
     pub kind: RouteType,
+    pub scope: RouteScope,
+    /// Reached through a gateway (RTA_GATEWAY or RTA_VIA), not directly on the link.
+    pub gateway: bool,
+    /// The preferred source address (RTA_PREFSRC): for connected routes, the base address.
+    pub prefsrc: Option<IpAddr>,
 }
 
 /// What to add: the address and the flags IPaddr2's parameters map to.
@@ -85,6 +94,8 @@ pub struct NewAddr {
     pub ip: IpAddr,
     pub prefix: u8,
     pub label: Option<String>,
+    /// IPv4 broadcast address (IFA_BROADCAST); None adds the address without one.
+    pub broadcast: Option<Ipv4Addr>,
     pub nodad: bool,
     pub noprefixroute: bool,
     /// Seconds; None = forever.
@@ -107,8 +118,15 @@ impl NewAddr {
 
     fn message(&self) -> AddressMessage {
         let mut msg = address_message(self.index, self.ip, self.prefix);
+        // As `ip addr add`: 127.0.0.0/8 has host scope (the kernel refuses another).
+        if matches!(self.ip, IpAddr::V4(v4) if v4.is_loopback()) {
+            msg.header.scope = AddressScope::Host;
+        }
         if let (true, Some(label)) = (self.ip.is_ipv4(), &self.label) {
             msg.attributes.push(AddressAttribute::Label(label.clone()));
+        }
+        if let (true, Some(brd)) = (self.ip.is_ipv4(), self.broadcast) {
+            msg.attributes.push(AddressAttribute::Broadcast(brd));
         }
         let mut flags = AddressFlags::empty();
         flags.set(AddressFlags::Nodad, self.nodad);
@@ -250,6 +268,99 @@ impl Rtnl {
         .map(drop)
     }
 
+    /// Sets the interface administratively up (`ip link set NIC up`); a no-op when it is.
+    pub fn set_link_up(&mut self, index: u32) -> Result<(), NetlinkError> {
+        let mut msg = LinkMessage::default();
+        msg.header.index = index;
+        msg.header.flags = LinkFlags::Up;
+        msg.header.change_mask = LinkFlags::Up;
+        self.exchange("set link up", RouteNetlinkMessage::SetLink(msg), NLM_F_ACK)
+            .map(drop)
+    }
+
+    /// Adds (`add`) or deletes an IPv6 address label for one address (`ip addrlabel add|del
+    /// prefix IP/128 label VALUE`). netlink-packet-route has no type for RTM_NEWADDRLABEL, so
+    /// the request is laid out here: nlmsghdr, ifaddrlblmsg, IFAL_ADDRESS, IFAL_LABEL.
+    pub fn addrlabel(&mut self, add: bool, ip: Ipv6Addr, label: u32) -> Result<(), NetlinkError> {
+        const RTM_NEWADDRLABEL: u16 = 72;
+        const RTM_DELADDRLABEL: u16 = 73;
+        const IFAL_ADDRESS: u16 = 1;
+        const IFAL_LABEL: u16 = 2;
+        let op = if add {
+            "add address label"
+        } else {
+            "delete address label"
+        };
+        self.seq = self.seq.wrapping_add(1);
+        let mut body = Vec::with_capacity(36);
+        // struct ifaddrlblmsg { family, reserved, prefixlen, flags; index; seq }
+        body.extend_from_slice(&[libc::AF_INET6 as u8, 0, 128, 0]);
+        body.extend_from_slice(&0u32.to_ne_bytes());
+        body.extend_from_slice(&0u32.to_ne_bytes());
+        body.extend_from_slice(&20u16.to_ne_bytes());
+        body.extend_from_slice(&IFAL_ADDRESS.to_ne_bytes());
+        body.extend_from_slice(&ip.octets());
+        body.extend_from_slice(&8u16.to_ne_bytes());
+        body.extend_from_slice(&IFAL_LABEL.to_ne_bytes());
+        body.extend_from_slice(&label.to_ne_bytes());
+        let flags = NLM_F_REQUEST | NLM_F_ACK | if add { NLM_F_CREATE | NLM_F_EXCL } else { 0 };
+        let mut out = Vec::with_capacity(16 + body.len());
+        out.extend_from_slice(&((16 + body.len()) as u32).to_ne_bytes());
+        let kind = if add {
+            RTM_NEWADDRLABEL
+        } else {
+            RTM_DELADDRLABEL
+        };
+        out.extend_from_slice(&kind.to_ne_bytes());
+        out.extend_from_slice(&flags.to_ne_bytes());
+        out.extend_from_slice(&self.seq.to_ne_bytes());
+        out.extend_from_slice(&0u32.to_ne_bytes());
+        out.extend_from_slice(&body);
+        self.socket
+            .send(&out, 0)
+            .map_err(|source| NetlinkError::Io { op, source })?;
+        self.await_ack(op)
+    }
+
+    /// One datagram of replies into the buffer; its length.
+    fn recv(&mut self, op: &'static str) -> Result<usize, NetlinkError> {
+        self.socket
+            .recv(&mut &mut self.buf[..], 0)
+            .map_err(|source| NetlinkError::Io { op, source })
+    }
+
+    /// Reads until the acknowledgement of the last request (an error message with code 0).
+    fn await_ack(&mut self, op: &'static str) -> Result<(), NetlinkError> {
+        loop {
+            let size = self.recv(op)?;
+            let mut offset = 0;
+            // nlmsghdr: len u32, type u16, flags u16, seq u32, pid u32; NLMSG_ERROR = 2 carries
+            // an i32 error code after it.
+            while offset + 20 <= size {
+                let word = |at: usize| {
+                    let mut b = [0u8; 4];
+                    b.copy_from_slice(&self.buf[offset + at..offset + at + 4]);
+                    b
+                };
+                let len = u32::from_ne_bytes(word(0)) as usize;
+                let kind = u16::from_ne_bytes([self.buf[offset + 4], self.buf[offset + 5]]);
+                let seq = u32::from_ne_bytes(word(8));
+                if kind == 2 && seq == self.seq {
+                    let code = i32::from_ne_bytes(word(16));
+                    if code == 0 {
+                        return Ok(());
+                    }
+                    let source = io::Error::from_raw_os_error(-code);
+                    return Err(NetlinkError::Io { op, source });
+                }
+                if len < 16 {
+                    break;
+                }
+                offset += (len + 3) & !3;
+            }
+        }
+    }
+
     fn exchange(
         &mut self,
         op: &'static str,
@@ -271,10 +382,7 @@ impl Rtnl {
         let dump = flags & NLM_F_DUMP == NLM_F_DUMP;
         let mut replies = Vec::new();
         loop {
-            let size = self
-                .socket
-                .recv(&mut &mut self.buf[..], 0)
-                .map_err(|source| NetlinkError::Io { op, source })?;
+            let size = self.recv(op)?;
             let mut offset = 0;
             while offset < size {
                 let msg =
@@ -367,6 +475,7 @@ fn addr_from(a: AddressMessage) -> Option<Addr> {
     let mut address = None;
     let mut flags = AddressFlags::from_bits_retain(u32::from(a.header.flags.bits()));
     let mut label = None;
+    let mut broadcast = None;
     for attr in a.attributes {
         match attr {
             AddressAttribute::Local(ip) => local = Some(ip),
@@ -374,6 +483,7 @@ fn addr_from(a: AddressMessage) -> Option<Addr> {
             // IFA_FLAGS carries all 32 bits; the header only the low 8.
             AddressAttribute::Flags(f) => flags = f,
             AddressAttribute::Label(l) => label = Some(l),
+            AddressAttribute::Broadcast(b) => broadcast = Some(b),
             _ => {}
         }
     }
@@ -385,6 +495,7 @@ fn addr_from(a: AddressMessage) -> Option<Addr> {
         prefix: a.header.prefix_len,
         flags,
         label,
+        broadcast,
     })
 }
 
@@ -393,6 +504,7 @@ fn route_from(r: RouteMessage) -> Option<Route> {
         destination_prefix_length,
         table,
         kind,
+        scope,
         ..
     } = r.header;
     let mut route = Route {
@@ -405,6 +517,9 @@ fn route_from(r: RouteMessage) -> Option<Route> {
         metric: 0,
         table: u32::from(table),
         kind,
+        scope,
+        gateway: false,
+        prefsrc: None,
     };
     for attr in r.attributes {
         match attr {
@@ -413,6 +528,9 @@ fn route_from(r: RouteMessage) -> Option<Route> {
             RouteAttribute::Oif(i) => route.oif = Some(i),
             RouteAttribute::Priority(p) => route.metric = p,
             RouteAttribute::Table(t) => route.table = t,
+            RouteAttribute::Gateway(_) | RouteAttribute::Via(_) => route.gateway = true,
+            RouteAttribute::PrefSource(RouteAddress::Inet(ip)) => route.prefsrc = Some(ip.into()),
+            RouteAttribute::PrefSource(RouteAddress::Inet6(ip)) => route.prefsrc = Some(ip.into()),
             _ => {}
         }
     }

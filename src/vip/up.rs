@@ -9,14 +9,24 @@ use super::announce::{Announcer, ArpMode, MonotonicNs};
 use super::burst::{self, BurstRequest};
 use super::{Target, Vip, VipConfig, VipError};
 
-/// Brings the address up on this host: resolve the interface, refuse a foreign copy, probe for
-/// duplicates (`run_arping`), add it, wait out IPv6 DAD (up to `dad_wait`), announce. An
-/// address already present with our prefix on our interface is kept. On failure nothing of
-/// ours is left behind.
+/// Brings the address up on this host, as IPaddr2's start does: resolve the interface (findif),
+/// keep an address that is already there, refuse a foreign copy, probe for duplicates
+/// (`run_arping`), add it (with its broadcast address, label and flags), bring the interface
+/// up, wait out IPv6 DAD (up to `dad_wait`), announce. A missing carrier does not stop it: the
+/// address is ready when the link comes back. On failure nothing of ours is left behind.
 pub fn bring_up(config: VipConfig, dad_wait: Duration, run_dir: &Path) -> Result<Target, VipError> {
     burst::cancel(run_dir, config.ip);
     let mut ready = prepare(config)?;
     if !ready.present {
+        if ready.vip.config.lvs_support {
+            lvs::take_from_loopback(&mut ready.vip, run_dir)?;
+        }
+        if let (IpAddr::V6(v6), Some(label)) = (ready.vip.config.ip, ready.vip.config.addrlabel) {
+            // As IPaddr2: a label that cannot be added is worth a warning, not a failure.
+            if let Err(e) = ready.vip.rtnl().addrlabel(true, v6, label) {
+                log::warn!("address label {label} for {v6}: {e}");
+            }
+        }
         ready.vip.add(&ready.target)?;
         let c = &ready.vip.config;
         log::info!(
@@ -39,43 +49,39 @@ pub struct Ready {
     pub present: bool,
 }
 
-/// Everything before the add: the interface, carrier, a foreign copy, duplicates.
+/// Everything before the add: the interface, a foreign copy, duplicates. The state of the link
+/// (down, no carrier) is no reason to refuse, as in IPaddr2: settle brings it up.
 pub fn prepare(config: VipConfig) -> Result<Ready, VipError> {
     let mut vip = Vip::new(config)?;
-    let target = vip.resolve()?;
-    if !target.link.is_up() {
-        return Err(VipError::LinkDown {
-            nic: target.link.name.clone(),
-        });
-    }
+    let target = vip.target()?;
     let c = vip.config.clone();
-    let present = match vip.find_any()? {
-        Some(a) if a.index == target.link.index && a.prefix == target.prefix => {
+    let mut present = false;
+    for a in vip.copies()? {
+        if a.index == target.link.index && a.prefix == target.prefix {
             log::info!(
                 "{}/{} is already on {}",
                 c.ip,
                 target.prefix,
                 target.link.name
             );
-            true
+            present = true;
+            continue;
         }
-        Some(a) => {
-            let nic = vip
-                .link(a.index)?
-                .map_or_else(|| a.index.to_string(), |l| l.name);
-            return Err(VipError::Conflict {
-                ip: c.ip,
-                nic,
-                prefix: a.prefix,
-            });
+        let nic = vip
+            .link(a.index)?
+            .map_or_else(|| a.index.to_string(), |l| l.name);
+        if c.lvs_support && nic.starts_with("lo") && a.prefix == 32 {
+            continue; // LVS direct routing: taken over from lo by bring_up
         }
-        None => {
-            if c.run_arping && c.ip.is_ipv4() {
-                check_no_duplicate(&target, c.ip)?;
-            }
-            false
-        }
-    };
+        return Err(VipError::Conflict {
+            ip: c.ip,
+            nic,
+            prefix: a.prefix,
+        });
+    }
+    if !present && c.run_arping && c.ip.is_ipv4() {
+        check_no_duplicate(&target, c.ip)?;
+    }
     Ok(Ready {
         vip,
         target,
@@ -83,11 +89,25 @@ pub fn prepare(config: VipConfig) -> Result<Ready, VipError> {
     })
 }
 
-/// Everything after the add: IPv6 DAD (a failed one removes the address), announcements.
+/// Everything after the add: the interface up (IPaddr2's `ip link set NIC up`), IPv6 DAD (a
+/// failed one removes the address; without carrier there is none to wait for yet), the
+/// announcements.
 pub fn settle(ready: &mut Ready, dad_wait: Duration, run_dir: &Path) -> Result<(), VipError> {
     let c = ready.vip.config.clone();
+    let index = ready.target.link.index;
+    if !ready.present && !ready.target.link.admin_up {
+        ready.vip.set_link_up(index)?;
+        log::info!("brought {} up", ready.target.link.name);
+    }
     if c.ip.is_ipv6() && !c.nodad {
-        if let Err(e) = ready.vip.wait_dad(&ready.target, dad_wait) {
+        let carrier = ready.vip.link(index)?.is_some_and(|l| l.carrier);
+        if !carrier {
+            log::warn!(
+                "{} has no carrier: {} stays tentative until the link is back",
+                ready.target.link.name,
+                c.ip
+            );
+        } else if let Err(e) = ready.vip.wait_dad(&ready.target, dad_wait) {
             // Leave nothing half-done: a tentative or duplicate address is not ours to keep.
             let _ = ready.vip.remove();
             return Err(e);
@@ -113,8 +133,9 @@ fn check_no_duplicate(target: &Target, ip: IpAddr) -> Result<(), VipError> {
     }
 }
 
-/// Sends the first frame now and hands the rest to a detached burst. Announcement trouble
-/// never fails the action: the address is up, and peers will resolve it when caches expire.
+/// Sends the first frame now and hands the rest to a detached burst (or, with arp_bg=false,
+/// sends them all before returning). Announcement trouble never fails the action: the address
+/// is up, and peers will resolve it when caches expire. Nothing is announced on lo.
 pub fn announce(target: &Target, c: &VipConfig, count: u32, run_dir: &Path) {
     if count == 0 {
         return;
@@ -130,10 +151,16 @@ pub fn announce(target: &Target, c: &VipConfig, count: u32, run_dir: &Path) {
         Ok(a) => a,
         Err(e) => return log::warn!("announcing {}: {e}", c.ip),
     };
+    let epoch = MonotonicNs::now();
+    if !c.arp_bg {
+        if let Err(e) = announcer.burst(0, count, c.arp_interval, epoch, || true) {
+            log::warn!("announcing {}: {e}", c.ip);
+        }
+        return;
+    }
     if let Err(e) = announcer.send(0) {
         return log::warn!("announcing {}: {e}", c.ip);
     }
-    let epoch = MonotonicNs::now();
     if count > 1 {
         let req = BurstRequest {
             nic: target.link.name.clone(),
@@ -150,13 +177,104 @@ pub fn announce(target: &Target, c: &VipConfig, count: u32, run_dir: &Path) {
     }
 }
 
-/// Cancels a running burst and removes our exact address; returns how many copies went.
+/// Takes the address down, as IPaddr2's stop does: cancels a running burst, removes the address
+/// where findif puts it (a copy elsewhere is not ours: start refused because of it), drops the
+/// IPv6 address label, gives an LVS loopback copy back, flushes the routing cache if asked.
+/// When findif cannot place it any more, removes it wherever nic and cidr_netmask allow.
+/// Returns how many copies went.
 pub fn take_down(config: VipConfig, run_dir: &Path) -> Result<usize, VipError> {
     burst::cancel(run_dir, config.ip);
     let mut vip = Vip::new(config)?;
-    let removed = vip.remove()?;
+    let removed = match vip.resolve() {
+        Ok(r) => match vip.served(&r)? {
+            Some(addr) => vip.delete(&addr)?,
+            None => 0,
+        },
+        // findif no longer places it (route or interface gone): IPaddr2 would leave the
+        // address up; remove it where the parameters allow it to be.
+        Err(_) => vip.remove()?,
+    };
+    let c = vip.config.clone();
     if removed > 0 {
-        log::info!("removed {}", vip.config.ip);
+        log::info!("removed {}", c.ip);
+        if c.flush_routes {
+            flush_route_cache(c.ip);
+        }
+    }
+    if let (IpAddr::V6(v6), Some(label)) = (c.ip, c.addrlabel) {
+        let _ = vip.rtnl().addrlabel(false, v6, label);
+    }
+    if c.lvs_support {
+        lvs::give_back_to_loopback(&mut vip, run_dir)?;
     }
     Ok(removed)
+}
+
+/// `ip route flush cache` for the address's family (IPaddr2 flushes IPv4's only).
+fn flush_route_cache(ip: IpAddr) {
+    let family = if ip.is_ipv6() { "ipv6" } else { "ipv4" };
+    let path = format!("/proc/sys/net/{family}/route/flush");
+    if let Err(e) = std::fs::write(&path, "1") {
+        log::warn!("flushing the routing cache ({path}): {e}");
+    }
+}
+
+/// LVS direct routing (lvs_support): a real server holds the VIP on lo as /32 so that it
+/// accepts the director's packets. While the resource runs here the address moves to the
+/// interface; stop puts the loopback copy back. What was taken is remembered in the run
+/// directory, as IPaddr2 keeps it in $HA_RSCTMP.
+mod lvs {
+    use std::path::{Path, PathBuf};
+
+    use crate::vip::{Target, Vip, VipError};
+
+    fn saved(run_dir: &Path, vip: &Vip) -> PathBuf {
+        run_dir.join(format!("lvs-loopback-{}", vip.config.ip))
+    }
+
+    pub fn take_from_loopback(vip: &mut Vip, run_dir: &Path) -> Result<(), VipError> {
+        for a in vip.copies()? {
+            let Some(link) = vip.link(a.index)? else {
+                continue;
+            };
+            if !(link.name.starts_with("lo") && a.prefix == 32) {
+                continue;
+            }
+            let _ = crate::runfiles::private_dir(run_dir);
+            let file = saved(run_dir, vip);
+            if let Err(e) = crate::runfiles::write_private(&file, link.name.as_bytes()) {
+                log::error!(
+                    "cannot save the loopback copy of {} ({e}): it will not be restored",
+                    a.ip
+                );
+            }
+            log::info!("LVS: taking {}/32 over from {}", a.ip, link.name);
+            vip.delete(&a)?;
+        }
+        Ok(())
+    }
+
+    pub fn give_back_to_loopback(vip: &mut Vip, run_dir: &Path) -> Result<(), VipError> {
+        let file = saved(run_dir, vip);
+        let Ok(name) = std::fs::read_to_string(&file) else {
+            return Ok(());
+        };
+        if let Some(link) = vip.link_by_name(name.trim())? {
+            let ip = vip.config.ip;
+            log::info!("LVS: giving {ip}/32 back to {}", link.name);
+            let target = Target {
+                link,
+                prefix: 32,
+                broadcast: Some(std::net::Ipv4Addr::BROADCAST),
+            };
+            let mut new = vip.new_addr(&target);
+            new.label = None;
+            match vip.rtnl().add_address(&new) {
+                Err(e) if e.errno() != Some(libc::EEXIST) => return Err(e.into()),
+                _ => {}
+            }
+        }
+        let _ = std::fs::remove_file(file);
+        Ok(())
+    }
 }
