@@ -87,6 +87,18 @@ fn three_nodes_master_with_vip_crash_partition_etcd_loss_and_ban() {
             && text.contains("cidr_netmask"),
         "{text}"
     );
+    // vip's meta-data, with every IPaddr2 parameter, renders in pcs without a complaint.
+    let describe = lab.pcs(0, &["resource", "describe", "ocf:hamaster:vip"]);
+    let text = String::from_utf8_lossy(&describe.stdout);
+    let complaints = String::from_utf8_lossy(&describe.stderr);
+    assert!(
+        describe.status.success()
+            && complaints.trim().is_empty()
+            && text.contains("ip (required)")
+            && text.contains("lvs_ipv6_addrlabel_value")
+            && text.contains("network_namespace"),
+        "{text}\n{complaints}"
+    );
     let (holder, token1) = lab.leader_key(KEY).expect("leader key");
     assert_eq!(holder, p);
     // Promotion scores: the key holder 100, the others (reaching etcd) 10.

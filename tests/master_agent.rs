@@ -1032,3 +1032,32 @@ fn a_silent_etcd_member_anywhere_in_the_list_costs_promote_no_attempt_timeout() 
     }
     assert_eq!(agent.run("stop").code, 0);
 }
+
+/// The master's built-in VIP is vip's: IPaddr2's nic:label and broadcast reach the kernel, and
+/// a bad broadcast is a configuration error naming the parameter.
+#[test]
+fn the_masters_vip_takes_ipaddr2s_label_and_broadcast() {
+    let mut etcd = EtcdCluster::new("mbr");
+    let a = Node::new(&mut etcd, "na");
+    let bad = a.agent(&etcd).param("broadcast", "nonsense");
+    bad.run("validate-all")
+        .expect(6, "broadcast=\"nonsense\" is not an IPv4 address");
+    let agent = a
+        .agent(&etcd)
+        .param("nic", "lan0:api")
+        .param("broadcast", "+");
+    assert_eq!(agent.run("start").code, 0);
+    promoted(agent.run("promote"), &a);
+    let lines = a.ns.address_lines("lan0");
+    let vip = lines
+        .lines()
+        .find(|l| l.contains("198.51.100.100/24"))
+        .unwrap_or_else(|| panic!("no VIP on lan0:\n{lines}"));
+    assert!(
+        vip.contains("brd 198.51.100.255") && vip.contains("lan0:api"),
+        "{vip}"
+    );
+    assert_eq!(agent.run("demote").code, 0);
+    assert!(!a.holds_vip());
+    assert_eq!(agent.run("stop").code, 0);
+}

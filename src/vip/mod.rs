@@ -395,13 +395,14 @@ pub enum VipError {
 }
 
 /// Where the address belongs, as IPaddr2's findif answers: the interface (which need not
-/// exist when nic and cidr_netmask are both given), the prefix length, the broadcast address.
+/// exist when nic and cidr_netmask are both given), the prefix length, and the base address
+/// the matching route names as its source (for the broadcast address).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resolved {
     pub nic: String,
     pub link: Option<Link>,
     pub prefix: u8,
-    pub broadcast: Option<Ipv4Addr>,
+    pub base: Option<IpAddr>,
 }
 
 /// Where the address goes: an interface that exists, the prefix length, the broadcast address.
@@ -426,16 +427,27 @@ impl Vip {
         })
     }
 
-    /// Interface, prefix and broadcast address, from the parameters and the matching route
-    /// (findif). Without a route, nic and cidr_netmask must both be given. Trouble of this
-    /// node (no route, the route's interface gone) is `NotHere`.
+    /// Interface and prefix, from the parameters and the matching route (findif). Without a
+    /// route, nic and cidr_netmask must both be given. Trouble of this node (no route, the
+    /// route's interface gone) is `NotHere`.
     pub fn resolve(&mut self) -> Result<Resolved, VipError> {
+        self.resolve_for(false)
+    }
+
+    /// `for_start`: the base address is wanted too (for the broadcast address), so the routes
+    /// are read even when nic and cidr_netmask are both given. A monitor with both reads none.
+    fn resolve_for(&mut self, for_start: bool) -> Result<Resolved, VipError> {
         let c = self.config.clone();
         let link = match &c.nic {
             Some(nic) => self.rtnl.link_by_name(nic)?,
             None => None,
         };
-        let routes = self.rtnl.routes(c.ip.is_ipv6())?;
+        let wants_base = for_start && c.ip.is_ipv4() && c.broadcast.is_none();
+        let routes = if c.nic.is_none() || c.prefix.is_none() || wants_base {
+            self.rtnl.routes(c.ip.is_ipv6())?
+        } else {
+            Vec::new()
+        };
         let lookup = findif::Lookup {
             // A nic that is not here has no routes: the lookup must find none.
             oif: c.nic.as_ref().map(|_| link.as_ref().map_or(0, |l| l.index)),
@@ -494,31 +506,18 @@ impl Vip {
                 .into());
             }
         }
-        let broadcast = match (c.ip, c.broadcast) {
-            (IpAddr::V4(v4), Some(b)) => Some(b.address(v4, prefix)),
-            // findif: the broadcast address of the base address the route names as source.
-            (IpAddr::V4(_), None) => match route.and_then(|r| r.prefsrc) {
-                Some(src) => self
-                    .rtnl
-                    .addresses(false)?
-                    .into_iter()
-                    .find(|a| a.ip == src)
-                    .and_then(|a| a.broadcast),
-                None => None,
-            },
-            (IpAddr::V6(_), _) => None,
-        };
         Ok(Resolved {
             nic,
             link,
             prefix,
-            broadcast,
+            base: route.and_then(|r| r.prefsrc),
         })
     }
 
     /// The resolved place, which must be an interface of this host (start, validate-all).
+    /// The broadcast address is the parameter's, or findif's: that of the base address.
     pub fn target(&mut self) -> Result<Target, VipError> {
-        let r = self.resolve()?;
+        let r = self.resolve_for(true)?;
         let Some(link) = r.link else {
             return Err(VipError::NotHere(ConfigError::invalid(
                 &p::NIC,
@@ -526,10 +525,20 @@ impl Vip {
                 "is not an interface on this host",
             )));
         };
+        let broadcast = match (self.config.ip, self.config.broadcast, r.base) {
+            (IpAddr::V4(v4), Some(b), _) => Some(b.address(v4, r.prefix)),
+            (IpAddr::V4(_), None, Some(base)) => self
+                .rtnl
+                .addresses(false)?
+                .into_iter()
+                .find(|a| a.ip == base)
+                .and_then(|a| a.broadcast),
+            _ => None,
+        };
         Ok(Target {
             link,
             prefix: r.prefix,
-            broadcast: r.broadcast,
+            broadcast,
         })
     }
 
