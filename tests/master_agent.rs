@@ -1061,3 +1061,149 @@ fn the_masters_vip_takes_ipaddr2s_label_and_broadcast() {
     assert!(!a.holds_vip());
     assert_eq!(agent.run("stop").code, 0);
 }
+
+/// etcd_move_leader (default on): a master promoted on the node that hosts etcd's leader moves
+/// the leadership to a member elsewhere; with etcd_move_leader=false it stays where it is.
+#[test]
+fn promote_moves_etcds_leader_off_the_masters_node() {
+    let mut etcd = EtcdCluster::new("mml");
+    // The node has member e1's name: etcd members are named after their hosts.
+    let a = Node::new(&mut etcd, "e1");
+    etcd.move_leader_to(0);
+    let off = a.agent(&etcd).param("etcd_move_leader", "false");
+    assert_eq!(off.run("start").code, 0);
+    promoted(off.run("promote"), &a);
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(etcd.leader(), Some(0), "etcd_move_leader=false leaves it");
+    assert_eq!(off.run("demote").code, 0);
+    assert_eq!(off.run("stop").code, 0);
+
+    let agent = a.agent(&etcd);
+    assert_eq!(agent.run("start").code, 0);
+    promoted(agent.run("promote"), &a);
+    let moved = support::wait_for(Duration::from_secs(5), || {
+        etcd.leader().is_some_and(|l| l != 0)
+    });
+    assert!(
+        moved,
+        "etcd's leader is still on the master's node\n{}",
+        a.log()
+    );
+    assert!(a.holds_vip());
+    assert_eq!(etcd.get(KEY).map(|k| k.0).as_deref(), Some("e1"));
+    // etcd elects the member here again while we lead: moved off within a check period.
+    etcd.move_leader_to(0);
+    let moved = support::wait_for(Duration::from_secs(8), || {
+        etcd.leader().is_some_and(|l| l != 0)
+    });
+    assert!(moved, "a re-elected leader here stays\n{}", a.log());
+    assert_eq!(agent.run("monitor").code, 8, "the master never noticed");
+    assert_eq!(agent.run("demote").code, 0);
+    assert_eq!(agent.run("stop").code, 0);
+}
+
+/// The guard reads etcd's member list: configured with one member only, that member going
+/// silent costs the master nothing, since renewals go to the members it learned.
+#[test]
+fn a_master_given_one_etcd_member_learns_the_others_from_the_member_list() {
+    let mut etcd = EtcdCluster::new("mlm");
+    let a = Node::new(&mut etcd, "na");
+    let only = etcd.endpoints().split(',').nth(1).unwrap().to_string();
+    // e2 must not lead: its silence would cost an election, not what is tested here.
+    etcd.move_leader_to(0);
+    let agent = a.agent(&etcd).param("etcd_endpoints", &only);
+    assert_eq!(agent.run("start").code, 0);
+    promoted(agent.run("promote"), &a);
+    etcd.cut_member(1);
+    // Three TTLs: without the other members every renewal would fail and the guard fence.
+    std::thread::sleep(Duration::from_millis(3 * TTL_MS));
+    assert!(
+        a.holds_vip(),
+        "fenced: the member list was not used\n{}",
+        a.log()
+    );
+    assert_eq!(agent.run("monitor").code, 8);
+    assert_eq!(etcd.get(KEY).map(|k| k.0).as_deref(), Some("na"));
+    etcd.heal_member(1);
+    assert_eq!(agent.run("demote").code, 0);
+    assert_eq!(agent.run("stop").code, 0);
+}
+
+/// push_failures (default on): the guard tells Pacemaker (`crm_resource --fail`) the moment its
+/// service exits or turns unhealthy, instead of leaving it to the next monitor; once per
+/// leadership. Off, it says nothing. (A stand-in crm_resource records the calls; the real one
+/// is exercised in make check-cluster.)
+#[test]
+fn the_guard_tells_pacemaker_at_once_when_its_service_dies_or_turns_unhealthy() {
+    let mut etcd = EtcdCluster::new("mpf");
+    let a = Node::new(&mut etcd, "na");
+    let bin = a.state.join("pcmk-push");
+    std::fs::create_dir_all(&bin).unwrap();
+    let calls = bin.join("calls");
+    std::fs::write(
+        bin.join("crm_resource"),
+        format!("#!/bin/sh\necho \"$*\" >> {}\n", calls.display()),
+    )
+    .unwrap();
+    support::must("chmod", &["+x", bin.join("crm_resource").to_str().unwrap()]);
+    let path = format!("{}:/usr/sbin:/usr/bin:/sbin:/bin", bin.display());
+    let read = || std::fs::read_to_string(&calls).unwrap_or_default();
+    let want = "--fail --resource api --node na";
+
+    // The service dies: reported within a fraction of a second.
+    let agent = a
+        .agent(&etcd)
+        .env("OCF_RESKEY_CRM_meta_on_node", "na")
+        .env("PATH", &path);
+    assert_eq!(agent.run("start").code, 0);
+    promoted(agent.run("promote"), &a);
+    assert_eq!(read(), "", "nothing to report while it is fine");
+    let killed = Instant::now();
+    for pid in a.service_pids() {
+        support::must("kill", &["-KILL", &pid.to_string()]);
+    }
+    assert!(
+        support::wait_for(Duration::from_secs(2), || read().contains(want)),
+        "no report: {:?}\n{}",
+        read(),
+        a.log()
+    );
+    let after = killed.elapsed();
+    assert!(
+        after < Duration::from_secs(1),
+        "reported after {after:?}\n{}",
+        a.log()
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(read().lines().count(), 1, "once: {:?}", read());
+    assert_eq!(agent.run("demote").code, 0);
+
+    // Unhealthy (after health_failures checks): reported as well.
+    std::fs::write(&calls, "").unwrap();
+    promoted(agent.run("promote"), &a);
+    a.set_unhealthy(true);
+    assert!(
+        support::wait_for(Duration::from_secs(15), || read().contains(want)),
+        "unhealthy not reported: {:?}\n{}",
+        read(),
+        a.log()
+    );
+    a.set_unhealthy(false);
+    assert_eq!(agent.run("demote").code, 0);
+
+    // push_failures=false: Pacemaker finds out at the next monitor only.
+    std::fs::write(&calls, "").unwrap();
+    let quiet = agent.param("push_failures", "false");
+    promoted(quiet.run("promote"), &a);
+    for pid in a.service_pids() {
+        support::must("kill", &["-KILL", &pid.to_string()]);
+    }
+    assert!(support::wait_for(Duration::from_secs(2), || quiet
+        .run("monitor")
+        .code
+        == 9));
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(read(), "", "push_failures=false reported");
+    assert_eq!(quiet.run("demote").code, 0);
+    assert_eq!(quiet.run("stop").code, 0);
+}

@@ -39,5 +39,9 @@ pub fn run(cmd: &GuardCmd) -> i32 {
         config,
         acquire_for: Duration::from_millis(cmd.acquire_timeout_ms),
         run_dir: burst::run_dir(),
+        // The agent that spawned this guard ran under Pacemaker's execd, which named it.
+        pacemaker_resource: std::env::var("OCF_RESOURCE_INSTANCE")
+            .ok()
+            .filter(|r| !r.is_empty()),
     })
 }

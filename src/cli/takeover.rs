@@ -143,6 +143,7 @@ pub fn takeover(a: &TakeoverArgs) -> i32 {
         config,
         acquire_for: Duration::from_secs(a.wait),
         run_dir: burst::run_dir(),
+        pacemaker_resource: None,
     })
 }
 

@@ -14,6 +14,8 @@ pub struct MasterConfig {
     pub service: ServiceSpec,
     pub health: HealthSpec,
     pub vip: Option<VipConfig>,
+    /// Tell Pacemaker at once when the service fails (push_failures).
+    pub push_failures: bool,
 }
 
 /// A node-local lack (program, user, file): OCF_ERR_INSTALLED, unlike configuration errors.
@@ -40,6 +42,7 @@ impl MasterConfig {
             service,
             health,
             vip,
+            push_failures: v.boolean(&crate::params::master::PUSH_FAILURES)?,
         })
     }
 

@@ -1,16 +1,19 @@
 //! The service's health while the guard leads: a check every health_interval (every 25 ms
 //! until the first success, so promote is quick), and for a systemd unit whether it is still
 //! active. Once healthy, the service counts as unhealthy only after health_failures failed
-//! checks in a row; a service that is no longer running counts at once. It only reports into
-//! the guard's status; monitor decides what that means.
+//! checks in a row; a service that is no longer running counts at once. It reports into the
+//! guard's status (monitor decides what that means) and, with push_failures, to Pacemaker at
+//! once when a healthy service turns unhealthy.
 
 use std::time::Duration;
 
 use super::config::MasterConfig;
+use super::push::Reporter;
 use super::status::Shared;
 use crate::service::{HealthProbe, ServiceSpec};
 
-pub async fn watch(cfg: MasterConfig, shared: Shared) {
+/// `push`: told once when the service, healthy before, stops being so (push_failures).
+pub async fn watch(cfg: MasterConfig, shared: Shared, push: Option<Reporter>) {
     let probe = match HealthProbe::new(&cfg.health) {
         Ok(p) => p,
         Err(e) => {
@@ -65,6 +68,14 @@ pub async fn watch(cfg: MasterConfig, shared: Shared) {
                 }
             }
         });
+        if let (Some(r), true, false) = (&push, healthy_once, healthy) {
+            let why = shared
+                .status
+                .lock()
+                .map(|s| s.service_detail.clone())
+                .unwrap_or_default();
+            r.report(&format!("service unhealthy: {why}"));
+        }
         healthy_once |= passed;
         tokio::time::sleep(if healthy_once {
             cfg.health.interval

@@ -29,6 +29,7 @@ struct Helpers {
     renewals: JoinHandle<()>,
     ownership: Option<JoinHandle<()>>,
     health: Option<JoinHandle<()>>,
+    placement: Option<JoinHandle<()>>,
 }
 
 impl Helpers {
@@ -45,6 +46,9 @@ impl Helpers {
             o.abort();
         }
         self.stop_health();
+        if let Some(p) = &self.placement {
+            p.abort();
+        }
     }
 }
 
@@ -111,6 +115,7 @@ impl Guard {
                 ))
             }),
             health: None,
+            placement: None,
         };
 
         if let Err(why) = self.raise(&fence, ready, a.token).await {
@@ -119,13 +124,35 @@ impl Guard {
             fence.stop();
             return self.give_up(why, stepdown).await;
         }
+        let reporter = match (
+            &self.args.pacemaker_resource,
+            self.args.config.push_failures,
+        ) {
+            (Some(rsc), true) => Some(super::push::Reporter::new(
+                rsc.clone(),
+                self.args.node.clone(),
+                self.args.resource.clone(),
+            )),
+            _ => None,
+        };
         helpers.health = Some(tokio::spawn(health::watch(
             self.args.config.clone(),
             self.shared.clone(),
+            reporter.clone(),
         )));
+        if self.args.config.etcd.move_leader {
+            helpers.placement = Some(tokio::spawn(super::placement::keep_leader_elsewhere(
+                a.etcd.clone(),
+                self.args.resource.clone(),
+                self.args.node.clone(),
+            )));
+        }
         self.shared.update(|s| s.problem = None);
 
         let mut fenced = false;
+        // Once the service has exited, its exit is old news: waiting on it again would return
+        // at once, over and over (the guard spun, logging the exit, until demote).
+        let mut service_exited = false;
         let mut released = false;
         let mut next_release = Instant::now();
         loop {
@@ -133,7 +160,7 @@ impl Guard {
             let event = tokio::select! {
                 _ = fence.wait_fenced(), if !fenced => Event::Fenced,
                 Some(why) = lost_rx.recv(), if !fenced => Event::Lost(why),
-                detail = async { match service { Some(s) => s.wait_exit().await, None => std::future::pending().await } }, if !fenced => Event::ServiceExited(detail),
+                detail = async { match service { Some(s) => s.wait_exit().await, None => std::future::pending().await } }, if !fenced && !service_exited => Event::ServiceExited(detail),
                 Some(reply) = stepdown.recv() => Event::StepDown(reply),
                 _ = sigterm.recv() => Event::Signal,
                 _ = sleep_until(next_release.into()), if fenced && !released => Event::RetryRelease,
@@ -149,7 +176,11 @@ impl Guard {
                     fenced = true;
                 }
                 Event::ServiceExited(detail) => {
+                    service_exited = true;
                     log::error!("guard {}: service {detail}", self.args.resource);
+                    if let Some(r) = &reporter {
+                        r.report(&format!("service {detail}"));
+                    }
                     self.shared.update(|s| {
                         s.service_running = false;
                         s.service_healthy = false;

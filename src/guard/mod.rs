@@ -13,6 +13,8 @@ mod health;
 mod keepalive;
 mod lead;
 pub mod paths;
+mod placement;
+mod push;
 #[cfg(test)]
 mod sim;
 pub mod status;
@@ -43,6 +45,9 @@ pub struct GuardArgs {
     /// How long to wait for the key (promote's timeout, minus what it needs itself).
     pub acquire_for: Duration,
     pub run_dir: PathBuf,
+    /// Pacemaker's name of the resource (OCF_RESOURCE_INSTANCE) when Pacemaker runs it: where
+    /// push_failures reports a failed service. None outside Pacemaker (takeover).
+    pub pacemaker_resource: Option<String>,
 }
 
 pub fn unix_ms() -> u64 {

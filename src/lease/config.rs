@@ -25,6 +25,8 @@ pub struct EtcdConfig {
     pub key: Option<PathBuf>,
     pub ttl: Duration,
     pub margin: Duration,
+    /// Keep etcd's raft leader off this node while leading (etcd_move_leader).
+    pub move_leader: bool,
 }
 
 impl EtcdConfig {
@@ -120,6 +122,7 @@ impl EtcdConfig {
             key,
             ttl: Duration::from_secs(ttl),
             margin: Duration::from_secs(margin),
+            move_leader: v.boolean(&p::ETCD_MOVE_LEADER)?,
         })
     }
 

@@ -9,7 +9,7 @@
 use std::fs;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use etcd_client::{
@@ -85,11 +85,34 @@ pub enum KeyEvent {
 
 #[derive(Clone)]
 pub struct Etcd {
-    members: Arc<Vec<(String, Client)>>,
+    /// The configured endpoints, then the members learned from etcd's member list.
+    members: Arc<RwLock<Vec<(String, Client)>>>,
+    opts: ConnectOptions,
+    /// Whether the member list has been read since the last pick.
+    learned: Arc<AtomicBool>,
     current: Arc<AtomicUsize>,
     /// Whether `current` answered last; false before the first request and after a failure.
     picked: Arc<AtomicBool>,
     timeout: Duration,
+}
+
+/// An endpoint as etcd and the configuration may spell it: no trailing slash.
+fn normalise(url: &str) -> String {
+    url.trim().trim_end_matches('/').to_string()
+}
+
+/// The IP address in a URL such as `https://192.0.2.21:2379` or `http://[2001:db8::1]:2379`.
+fn url_host(url: &str) -> Option<std::net::IpAddr> {
+    let rest = url.split("://").nth(1).unwrap_or(url);
+    let authority = rest.split('/').next()?;
+    if let Some(v6) = authority.strip_prefix('[') {
+        return v6.split(']').next()?.parse().ok();
+    }
+    authority
+        .rsplit_once(':')
+        .map_or(authority, |(h, _)| h)
+        .parse()
+        .ok()
 }
 
 fn read(param: &'static str, path: &std::path::Path) -> Result<Vec<u8>, LeaseError> {
@@ -184,10 +207,12 @@ impl Etcd {
                     op: "connect",
                     detail: format!("{e}: {}", causes(&err)),
                 })?;
-            members.push((e.clone(), client));
+            members.push((normalise(e), client));
         }
         Ok(Etcd {
-            members: Arc::new(members),
+            members: Arc::new(RwLock::new(members)),
+            opts,
+            learned: Arc::new(AtomicBool::new(false)),
             current: Arc::new(AtomicUsize::new(0)),
             picked: Arc::new(AtomicBool::new(false)),
             timeout,
@@ -228,9 +253,11 @@ impl Etcd {
                     errors.push(e);
                     break;
                 }
+                // In the background: it must not delay the request that waits for it.
+                let me = self.clone();
+                tokio::spawn(async move { me.learn_members().await });
             }
-            let i = self.current.load(Ordering::Relaxed) % self.members.len();
-            let (endpoint, client) = &self.members[i];
+            let (endpoint, client) = self.member();
             let sent = boottime();
             match tokio::time::timeout(self.timeout, f(client.clone())).await {
                 Ok(Ok(v)) => return Ok((v, sent)),
@@ -252,8 +279,9 @@ impl Etcd {
     /// but `except`, and makes the first to answer the current member. Bounded by the
     /// attempt timeout.
     pub async fn pick_live(&self, except: Option<usize>) -> Result<usize, String> {
+        let members = self.snapshot();
         let mut race = tokio::task::JoinSet::new();
-        for (i, (_, client)) in self.members.iter().enumerate() {
+        for (i, (_, client)) in members.iter().enumerate() {
             if Some(i) != except {
                 let mut c = client.clone();
                 race.spawn(async move { (i, c.status().await.map_err(|e| causes(&e))) });
@@ -283,7 +311,7 @@ impl Etcd {
             return Ok(i);
         }
         let mut why: Vec<String> = Vec::new();
-        for (i, (endpoint, _)) in self.members.iter().enumerate() {
+        for (i, (endpoint, _)) in members.iter().enumerate() {
             if Some(i) == except {
                 continue;
             }
@@ -298,13 +326,118 @@ impl Etcd {
         Err(why.join("; "))
     }
 
-    /// The current member failed: the next request races for a live one first.
+    /// The current member failed: the next request races for a live one first, and reads
+    /// the member list again.
     fn unpick(&self) {
         self.picked.store(false, Ordering::Relaxed);
+        self.learned.store(false, Ordering::Relaxed);
     }
 
     fn member(&self) -> (String, Client) {
-        self.members[self.current.load(Ordering::Relaxed) % self.members.len()].clone()
+        let members = self.snapshot();
+        members[self.current.load(Ordering::Relaxed) % members.len()].clone()
+    }
+
+    fn snapshot(&self) -> Vec<(String, Client)> {
+        self.members
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Adds the members etcd lists that etcd_endpoints does not name (a member added or
+    /// replaced since the configuration was written, or endpoints that name only some), so
+    /// that a request can go to any member of the cluster. Once per pick; errors only mean
+    /// the list stays as it is.
+    async fn learn_members(&self) {
+        if self.learned.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let (_, mut client) = self.member();
+        let listed = match tokio::time::timeout(self.timeout, client.member_list()).await {
+            Ok(Ok(r)) => r,
+            _ => return,
+        };
+        let known: Vec<String> = self.snapshot().into_iter().map(|(e, _)| e).collect();
+        for m in listed.members().iter().filter(|m| !m.is_learner()) {
+            for url in m.client_urls().iter().map(|u| normalise(u)) {
+                if known.contains(&url) {
+                    continue;
+                }
+                if let Ok(c) = Client::connect([url.as_str()], Some(self.opts.clone())).await {
+                    log::info!(
+                        "etcd: learned member {} at {url} from the member list",
+                        m.name()
+                    );
+                    self.members
+                        .write()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push((url, c));
+                }
+            }
+        }
+    }
+
+    /// Moves etcd's raft leadership away from this node when this node hosts it: a crash of
+    /// the node would otherwise cost an election on top of the failover, and the new master
+    /// a full lease TTL. A member is on this node when its name is `node` (etcd members are
+    /// usually named after their host) or one of its URLs names an address in `local`.
+    /// Returns the member it moved leadership to, if it did.
+    pub async fn move_leader_off(
+        &self,
+        node: &str,
+        local: &[std::net::IpAddr],
+    ) -> Result<Option<String>, LeaseError> {
+        let status = self
+            .call("status", |mut c| async move { c.status().await })
+            .await?;
+        let leader = status.leader();
+        let list = self
+            .call("member list", |mut c| async move { c.member_list().await })
+            .await?;
+        let is_local = |m: &etcd_client::Member| {
+            m.name() == node
+                || m.client_urls()
+                    .iter()
+                    .chain(m.peer_urls())
+                    .filter_map(|u| url_host(u))
+                    .any(|ip| !ip.is_loopback() && local.contains(&ip))
+        };
+        let Some(current) = list.members().iter().find(|m| m.id() == leader) else {
+            return Ok(None);
+        };
+        if !is_local(current) {
+            return Ok(None);
+        }
+        let Some(target) = list
+            .members()
+            .iter()
+            .find(|m| !m.is_learner() && !is_local(m) && !m.client_urls().is_empty())
+        else {
+            return Ok(None);
+        };
+        // MoveLeader must reach the leader itself: through our client for one of its URLs.
+        let urls: Vec<String> = current.client_urls().iter().map(|u| normalise(u)).collect();
+        let Some((endpoint, mut client)) =
+            self.snapshot().into_iter().find(|(e, _)| urls.contains(e))
+        else {
+            return Ok(None);
+        };
+        let id = target.id();
+        match tokio::time::timeout(self.timeout, client.move_leader(id)).await {
+            Ok(Ok(_)) => Ok(Some(target.name().to_string())),
+            Ok(Err(e)) => Err(LeaseError::Etcd {
+                op: "move leader",
+                detail: format!("{endpoint}: {}", causes(&e)),
+            }),
+            Err(_) => Err(LeaseError::Etcd {
+                op: "move leader",
+                detail: format!(
+                    "{endpoint}: no answer within {} ms",
+                    self.timeout.as_millis()
+                ),
+            }),
+        }
     }
 
     /// A new lease: its id, the TTL etcd granted, and when (boot clock) the request that

@@ -83,6 +83,20 @@ pub const LEASE_MARGIN: Param = Param {
     ..BASE
 };
 
+pub const ETCD_MOVE_LEADER: Param = Param {
+    name: "etcd_move_leader",
+    kind: Kind::Boolean,
+    default: Some("true"),
+    shortdesc: "Keep etcd's raft leader off the master's node",
+    longdesc: "While promoted, move etcd's leadership (MoveLeader) to a member on another node \
+        whenever a member on this node leads: checked right after promote and every 5 s. If the \
+        master's node crashed while hosting the etcd leader, etcd would first have to elect a \
+        new leader, and the old lease would outlive the crash by that election: the failover \
+        would take longer by both. A member is on this node when its name is the node's name \
+        or one of its URLs is an address of this node.",
+    ..BASE
+};
+
 pub const SERVICE: Param = Param {
     name: "service",
     shortdesc: "systemd unit of the master service",
@@ -172,8 +186,20 @@ pub const HEALTH_FAILURES: Param = Param {
     ..BASE
 };
 
+pub const PUSH_FAILURES: Param = Param {
+    name: "push_failures",
+    kind: Kind::Boolean,
+    default: Some("true"),
+    shortdesc: "Tell Pacemaker at once when the service fails",
+    longdesc: "When the promoted service exits, or turns unhealthy (after health_failures \
+        failed checks), the guard runs `crm_resource --fail` for this resource on this node, \
+        so that Pacemaker starts recovery at once instead of at the next monitor. false: \
+        Pacemaker finds out at the next promoted monitor.",
+    ..BASE
+};
+
 /// The master's own parameters, without the VIP.
-pub const OWN: [Param; 17] = [
+pub const OWN: [Param; 19] = [
     ETCD_ENDPOINTS,
     ETCD_PREFIX,
     ETCD_CACERT,
@@ -181,6 +207,7 @@ pub const OWN: [Param; 17] = [
     ETCD_KEY,
     LEASE_TTL,
     LEASE_MARGIN,
+    ETCD_MOVE_LEADER,
     SERVICE,
     COMMAND,
     ARGS,
@@ -191,6 +218,7 @@ pub const OWN: [Param; 17] = [
     HEALTH_TIMEOUT,
     HEALTH_INTERVAL,
     HEALTH_FAILURES,
+    PUSH_FAILURES,
 ];
 
 const N_VIP: usize = super::vip::ALL.len();

@@ -308,6 +308,41 @@ impl EtcdCluster {
         })
     }
 
+    /// Makes member `i` the raft leader (`etcdctl move-leader`, sent to the current leader),
+    /// and waits (bounded) until it is.
+    pub fn move_leader_to(&self, i: usize) {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        let url = |m: usize| format!("{scheme}://{}:2379", self.members[m].ip);
+        let status = self.etcdctl(&[
+            &format!("--endpoints={}", url(i)),
+            "endpoint",
+            "status",
+            "-w",
+            "fields",
+        ]);
+        let text = String::from_utf8_lossy(&status.stdout).into_owned();
+        let id: u64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix("\"MemberID\" : "))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("member {i}'s id: {text}"));
+        let moved = wait_for(Duration::from_secs(15), || {
+            match self.leader() {
+                Some(l) if l == i => return true,
+                Some(l) => {
+                    let _ = self.etcdctl(&[
+                        &format!("--endpoints={}", url(l)),
+                        "move-leader",
+                        &format!("{id:x}"),
+                    ]);
+                }
+                None => {}
+            }
+            self.leader() == Some(i)
+        });
+        assert!(moved, "member {i} did not become etcd's leader");
+    }
+
     /// Waits (bounded) until a write succeeds: the members that are left have a quorum.
     pub fn wait_writable(&self, limit: Duration) -> bool {
         wait_for(limit, || {

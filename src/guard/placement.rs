@@ -1,0 +1,42 @@
+//! Keeps etcd's raft leader off the master's node while it leads (etcd_move_leader). A crash
+//! of a node that hosts both the master and the etcd leader costs an etcd election on top of
+//! the failover, and the crashed master's lease lives on through that election: the new
+//! master waits for both. Moving the leadership away right after promote, and again whenever
+//! etcd elects a member here, takes that cost out of the next crash.
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use crate::lease::etcd::Etcd;
+use crate::vip::netlink::Rtnl;
+
+/// How often the placement is checked while leading (one status and one member-list request).
+pub const CHECK_EVERY: Duration = Duration::from_secs(5);
+
+/// Every address of this node's network namespace.
+fn local_addresses() -> Vec<IpAddr> {
+    let Ok(mut rtnl) = Rtnl::open() else {
+        return Vec::new();
+    };
+    [false, true]
+        .into_iter()
+        .flat_map(|v6| rtnl.addresses(v6).unwrap_or_default())
+        .map(|a| a.ip)
+        .collect()
+}
+
+/// Checks now and every CHECK_EVERY until aborted. Trouble is logged, never fatal: leader
+/// placement shortens a failover, it does not decide one.
+pub async fn keep_leader_elsewhere(etcd: Etcd, resource: String, node: String) {
+    loop {
+        let local = local_addresses();
+        match etcd.move_leader_off(&node, &local).await {
+            Ok(Some(to)) => log::info!(
+                "guard {resource}: etcd's leader was on this node; moved leadership to {to}"
+            ),
+            Ok(None) => {}
+            Err(e) => log::warn!("guard {resource}: cannot move etcd's leader off this node: {e}"),
+        }
+        tokio::time::sleep(CHECK_EVERY).await;
+    }
+}
