@@ -5,6 +5,6 @@
 #   NIC             the VIP's interface
 set -eu
 pcs resource create base-vip ocf:heartbeat:IPaddr2 ip="$VIP" cidr_netmask=24 nic="$NIC" \
-    op monitor interval=2s --group base
+    op monitor interval="${MONITOR_INTERVAL:-2s}" --group base
 pcs resource create base-svc ocf:heartbeat:anything binfile="$SERVICE" cmdline_options="$SERVICE_ARGS" \
-    op monitor interval=2s --group base
+    op monitor interval="${MONITOR_INTERVAL:-2s}" --group base

@@ -167,6 +167,14 @@ fn three_nodes_master_with_vip_crash_partition_etcd_loss_and_ban() {
         "the refused takeover changed nothing"
     );
 
+    // etcd's leader on the master's node: the guard moves it elsewhere (etcd_move_leader), so
+    // that the crash below costs no etcd election.
+    assert!(lab.move_etcd_leader_to(pi), "etcd leader onto {p}");
+    let moved = support::wait_for(Duration::from_secs(10), || {
+        lab.etcd_leader().is_some_and(|l| l != pi)
+    });
+    assert!(moved, "the guard on {p} left etcd's leader there");
+
     // Crash of the promoted node.
     let t_crash = Instant::now();
     lab.crash(pi);
@@ -299,6 +307,38 @@ fn three_nodes_master_with_vip_crash_partition_etcd_loss_and_ban() {
     assert!(client.wait_ok(Duration::from_secs(30)));
     let _ = lab.pcs(0, &["resource", "clear", "api-clone"]);
 
+    // The service dies on the promoted node: its guard tells Pacemaker at once
+    // (push_failures: crm_resource --fail, which Pacemaker records as a failed "asyncmon"),
+    // and a master serves again without waiting for a monitor.
+    let p5i = lab.index(&p5);
+    let state = std::fs::read_to_string(lab.run_path(p5i, "hamaster/api/state.json")).unwrap();
+    let pid = serde_json::from_str::<serde_json::Value>(&state).unwrap()["service_pid"]
+        .as_u64()
+        .expect("service pid in the guard's state");
+    let t_kill = Instant::now();
+    let killed = lab.on(p5i, &["kill", "-KILL", &pid.to_string()]);
+    assert!(killed.status.success(), "kill {pid} on {p5}");
+    assert!(
+        client.wait_failing(Duration::from_secs(5)),
+        "the kill reached the client"
+    );
+    let pushed = support::wait_for(Duration::from_secs(10), || {
+        let q = lab.on(0, &["cibadmin", "--query", "--scope", "status"]);
+        String::from_utf8_lossy(&q.stdout).contains("api_asyncmon_0")
+    });
+    assert!(
+        pushed,
+        "no asyncmon failure recorded:\n{}",
+        lab.crm_mon_text()
+    );
+    assert!(
+        client.wait_ok(Duration::from_secs(60)),
+        "served again after the service died:\n{}",
+        lab.crm_mon_text()
+    );
+    let recover_kill = t_kill.elapsed();
+    let _ = lab.pcs(0, &["resource", "cleanup", "api"]);
+
     let samples = client.finish();
     let seen = obs.finish();
     seen.assert_cadence();
@@ -330,6 +370,19 @@ fn three_nodes_master_with_vip_crash_partition_etcd_loss_and_ban() {
         overlap,
         outage(&samples, t_ban),
         Some(promote_ban),
+    );
+    record(
+        "service killed on the promoted node",
+        "master-with-vip",
+        overlap,
+        outage(&samples, t_kill),
+        None,
+    );
+    // Without push_failures Pacemaker would learn of it at the next promoted monitor (2 s
+    // here, 10 s in most configurations); pushed, recovery is Pacemaker's transition alone.
+    assert!(
+        recover_kill < Duration::from_secs(20),
+        "served again {recover_kill:?} after the kill"
     );
     assert_eq!(overlap, Duration::ZERO, "never two VIP holders");
 }

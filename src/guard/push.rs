@@ -56,10 +56,12 @@ impl Reporter {
             .kill_on_drop(true);
         let outcome = match cmd.spawn() {
             Ok(child) => tokio::time::timeout(REPORT_TIMEOUT, child.wait_with_output()).await,
-            Err(e) => return log::warn!(
+            Err(e) => {
+                return log::warn!(
                 "guard {}: cannot run crm_resource ({e}): Pacemaker finds out at the next monitor",
                 self.log_name
-            ),
+            )
+            }
         };
         match outcome {
             Ok(Ok(out)) if out.status.success() => {}

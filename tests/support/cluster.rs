@@ -436,6 +436,54 @@ impl Lab {
         cmd.args(args).output().expect("etcdctl")
     }
 
+    /// The node whose etcd member is the raft leader now.
+    pub fn etcd_leader(&self) -> Option<usize> {
+        let out = self.etcdctl(&["endpoint", "status", "-w", "fields"]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let field = |block: &str, name: &str| {
+            block
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("\"{name}\" : ")))
+                .map(|v| v.trim().trim_matches('"').to_string())
+        };
+        text.split("\"ClusterID\"").skip(1).find_map(|block| {
+            let (id, leader, endpoint) = (
+                field(block, "MemberID")?,
+                field(block, "Leader")?,
+                field(block, "Endpoint")?,
+            );
+            (id == leader)
+                .then(|| {
+                    self.nodes
+                        .iter()
+                        .position(|n| endpoint.contains(&format!("//{}:", n.ip)))
+                })
+                .flatten()
+        })
+    }
+
+    /// Makes node `i`'s etcd member the leader (`etcdctl move-leader` sent to the leader).
+    pub fn move_etcd_leader_to(&self, i: usize) -> bool {
+        let url = |k: usize| format!("--endpoints=http://{}:2379", self.nodes[k].ip);
+        let status = self.etcdctl(&[&url(i), "endpoint", "status", "-w", "fields"]);
+        let text = String::from_utf8_lossy(&status.stdout).into_owned();
+        let Some(id) = text
+            .lines()
+            .find_map(|l| l.strip_prefix("\"MemberID\" : "))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+        else {
+            return false;
+        };
+        wait_for(Duration::from_secs(15), || {
+            if let Some(l) = self.etcd_leader() {
+                if l != i {
+                    let _ = self.etcdctl(&[&url(l), "move-leader", &format!("{id:x}")]);
+                }
+            }
+            self.etcd_leader() == Some(i)
+        })
+    }
+
     pub fn wait_etcd_healthy(&self, limit: Duration) -> bool {
         wait_for(limit, || {
             self.etcdctl(&["endpoint", "health"]).status.success()
@@ -632,10 +680,15 @@ impl Drop for Lab {
 /// test service (tests/support/healthz.py over HTTP on 8443), TTL 3 s and margin 1 s; then
 /// checks the live CIB with crm_verify. `trace` shows the pcs commands (sh -x) for the demo.
 pub fn create_topology(lab: &Lab, script: &str, trace: bool) -> Output {
+    create_topology_with(lab, script, trace, "")
+}
+
+/// As create_topology, with more `NAME=value` words for the script (MONITOR_INTERVAL=10s).
+pub fn create_topology_with(lab: &Lab, script: &str, trace: bool, extra: &str) -> Output {
     let repo = env!("CARGO_MANIFEST_DIR");
     let env = format!(
         "ETCD_ENDPOINTS={} VIP={VIP} SERVICE=/usr/bin/python3 SERVICE_ARGS='{repo}/tests/support/healthz.py 8443 /run' \
-         HEALTH_URL=http://127.0.0.1:8443/healthz LEASE_TTL=3 LEASE_MARGIN=1 NIC=lan0",
+         HEALTH_URL=http://127.0.0.1:8443/healthz LEASE_TTL=3 LEASE_MARGIN=1 NIC=lan0 {extra}",
         lab.etcd_endpoints()
     );
     let out = lab.sh(
@@ -711,6 +764,13 @@ impl HealthClient {
     pub fn wait_ok(&self, limit: Duration) -> bool {
         wait_for(limit, || {
             self.latest_ok.load(std::sync::atomic::Ordering::SeqCst)
+        })
+    }
+
+    /// Waits (bounded) until a poll fails: the fault reached the client.
+    pub fn wait_failing(&self, limit: Duration) -> bool {
+        wait_for(limit, || {
+            !self.latest_ok.load(std::sync::atomic::Ordering::SeqCst)
         })
     }
 
