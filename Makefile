@@ -66,7 +66,8 @@ bench: deps
 bench-guard: deps
 	$(CARGO) bench --bench guard
 
-# Failover of hamaster vs the IPaddr2 baseline on lab clusters (about 30 minutes).
+# Failover of hamaster vs the IPaddr2 baseline on lab clusters (about 45 minutes): service
+# killed on the master (BENCH_ONLY=kill, ~12 min), then crash/partition/split (BENCH_ONLY=crash).
 bench-failover: deps
 	$(CARGO) bench --bench failover
 
