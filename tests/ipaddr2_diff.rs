@@ -279,6 +279,7 @@ fn matrix() -> Vec<Case> {
     };
     for p in [
         // Values either agent may refuse or take.
+        vec![("ip", "")],
         vec![("ip", "300.1.1.1")],
         vec![("ip", "0.1.2.3")],
         vec![("cidr_netmask", "33")],
@@ -607,7 +608,8 @@ fn findif_invalid(c: &Case) -> bool {
 
 fn validate_invalid(c: &Case) -> bool {
     let v6 = c.param("ip").unwrap_or_default().contains(':');
-    matches!(c.param("arp_count"), Some("-1" | "many"))
+    c.param("ip") == Some("")
+        || matches!(c.param("arp_count"), Some("-1" | "many"))
         || matches!(c.param("arp_interval"), Some("0" | "fast"))
         || c.param("arp_sender") == Some("bogus")
         || c.param("nic") == Some("eth0:waytoolonglabel")
@@ -691,8 +693,8 @@ fn rules() -> Vec<Rule> {
             explains: |c, a, b| {
                 validate_invalid(c)
                     && codes_differ_only_at(a, b, &[PROBE, STOP])
-                    && (a.codes[PROBE], a.codes[STOP]) == (6, 6)
-                    && (b.codes[PROBE], b.codes[STOP]) == (7, 0)
+                    && (a.codes[PROBE], b.codes[PROBE]) == (6, 7)
+                    && [(6, 0), (0, 0)].contains(&(a.codes[STOP], b.codes[STOP]))
                     && (&a.after_start, &a.after_stop) == (&b.after_start, &b.after_stop)
             },
         },

@@ -615,3 +615,31 @@ fn a_missing_or_vanished_interface_is_this_nodes_trouble_never_a_configuration_e
     assert_eq!(agent.probe().code, 7);
     assert_eq!(agent.run("stop").code, 0, "nothing left to remove");
 }
+
+/// network_namespace names a namespace that is not on this node: its trouble (1, probe 7,
+/// stop 0), never 6. A cloned vip (clone-max > 1) would be IPaddr2's CLUSTERIP mode: 6.
+#[test]
+fn a_missing_network_namespace_is_this_nodes_trouble_and_a_clone_is_refused() {
+    let pair = Pair::new("nsx");
+    let agent = Agent::new(
+        &pair.node,
+        "vip",
+        &[
+            ("ip", VIP4),
+            ("arp_count", "0"),
+            ("network_namespace", "hmt-no-such-namespace"),
+        ],
+    );
+    agent.run("start").expect(
+        1,
+        "network_namespace=\"hmt-no-such-namespace\": cannot enter",
+    );
+    assert_eq!(agent.probe().code, 7);
+    assert_eq!(agent.run("stop").code, 0);
+    let cloned = Agent::new(&pair.node, "vip", &[("ip", VIP4), ("arp_count", "0")])
+        .env("OCF_RESKEY_CRM_meta_clone_max", "2");
+    cloned
+        .run("start")
+        .expect(6, "clone-max=\"2\" means IPaddr2's CLUSTERIP mode");
+    assert!(!pair.node.holds(VIP4));
+}
