@@ -68,6 +68,7 @@ bench-guard: deps
 
 # Failover of hamaster vs the IPaddr2 baseline on lab clusters (about 45 minutes): service
 # killed on the master (BENCH_ONLY=kill, ~12 min), then crash/partition/split (BENCH_ONLY=crash).
+# BENCH_ONLY=tuning measures crash failover per corosync/lease profile for docs/tuning.md.
 bench-failover: deps
 	$(CARGO) bench --bench failover
 

@@ -268,8 +268,91 @@ fn kill_section(n: usize) -> String {
     t
 }
 
+/// A corosync + hamaster profile for docs/tuning.md.
+struct Profile {
+    name: &'static str,
+    /// totem settings (LAB_TOTEM).
+    totem: &'static str,
+    /// For the topology script: lease and monitor settings.
+    script: &'static str,
+}
+
+const PROFILES: [Profile; 3] = [
+    Profile {
+        name: "RHEL defaults: corosync token 3000 (+650 per node over 2), hamaster lease_ttl 10, monitors 10 s/11 s",
+        totem: "token: 3000",
+        script: "LEASE_TTL=10 LEASE_MARGIN=2 MONITOR_INTERVAL=10s UNPROMOTED_INTERVAL=11s",
+    },
+    Profile {
+        name: "lab: token 1000 (+650 per node over 2), lease_ttl 3, lease_margin 1, monitors 2 s/3 s",
+        totem: "token: 1000",
+        script: "LEASE_TTL=3 LEASE_MARGIN=1",
+    },
+    Profile {
+        name: "tuned: token 500, token_coefficient 0, lease_ttl 2, lease_margin 1, monitors 2 s/3 s",
+        totem: "token: 500\n  token_coefficient: 0",
+        script: "LEASE_TTL=2 LEASE_MARGIN=1",
+    },
+];
+
+/// `n` crashes of the master's node per profile: the outage the client sees.
+fn tuning_section(n: usize) -> String {
+    const START: &str = "<!-- bench:tuning:start -->";
+    const END: &str = "<!-- bench:tuning:end -->";
+    let mut t = format!(
+        "{START}\n## Crash failover by profile (docs/tuning.md)\n\nCommand: `BENCH_ONLY=tuning make \
+         bench-failover` (BENCH_TUNING_TRIALS={n}). 3-node lab, master-with-vip, etcd on every node; \
+         the master's node crashes; outage as seen by the client polling through the VIP every \
+         20 ms. Measured {} on this machine.\n\n\
+         | profile | trials | min outage (ms) | median (ms) | max (ms) |\n|---|---|---|---|---|\n",
+        common::now_utc()
+    );
+    for (k, p) in PROFILES.iter().enumerate() {
+        // Read by the lab when it writes corosync.conf; nothing else runs meanwhile.
+        std::env::set_var("LAB_TOTEM", p.totem);
+        let mut lab = Lab::new(&format!("p{k}"), 3, Etcd::OnNodes);
+        create_topology_with(&lab, "master-with-vip", false, p.script);
+        holder(&lab, Duration::from_secs(90));
+        let client = HealthClient::start(&lab, VIP, 8443);
+        let mut faults = Vec::new();
+        for i in 0..n {
+            let w = trial(&mut lab, &client, true);
+            eprintln!("profile {k} crash {i}: {:?}", w.map(|(a, b)| b - a));
+            faults.push(w.map(|(a, _)| a));
+        }
+        let samples = client.finish();
+        let v: Vec<f64> = faults
+            .into_iter()
+            .map(|f| {
+                f.and_then(|t| outage(&samples, t))
+                    .map_or(f64::INFINITY, |o| o.as_secs_f64() * 1000.0)
+            })
+            .collect();
+        t.push_str(&format!(
+            "| {} | {} | {:.0} | {:.0} | {:.0} |\n",
+            p.name,
+            v.len(),
+            common::quantile(&v, 0.0),
+            common::median(&v),
+            common::quantile(&v, 1.0)
+        ));
+    }
+    std::env::remove_var("LAB_TOTEM");
+    t.push_str(&format!("{END}\n"));
+    common::write_section(START, END, &t);
+    t
+}
+
 fn main() {
     support::clean_stale_ocf_dirs();
+    if std::env::var("BENCH_ONLY").as_deref() == Ok("tuning") {
+        let n = std::env::var("BENCH_TUNING_TRIALS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(5);
+        print!("{}", tuning_section(n));
+        return;
+    }
     let kill_trials: usize = std::env::var("BENCH_KILL_TRIALS")
         .ok()
         .and_then(|s| s.parse().ok())
