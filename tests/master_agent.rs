@@ -1098,6 +1098,27 @@ fn promote_moves_etcds_leader_off_the_masters_node() {
     });
     assert!(moved, "a re-elected leader here stays\n{}", a.log());
     assert_eq!(agent.run("monitor").code, 8, "the master never noticed");
+    // Never to a member that does not answer (the first other one in etcd's member list,
+    // silenced): a pending transfer makes the leader drop every proposal, renewals included.
+    let others: Vec<usize> = etcd
+        .member_list_order()
+        .into_iter()
+        .filter(|&i| i != 0)
+        .collect();
+    assert_eq!(others.len(), 2, "member list: {others:?}");
+    let (silent, live) = (others[0], others[1]);
+    assert_eq!(agent.run("demote").code, 0);
+    etcd.move_leader_to(0);
+    etcd.cut_member(silent);
+    promoted(agent.run("promote"), &a);
+    let moved = support::wait_for(Duration::from_secs(10), || etcd.leader() == Some(live));
+    assert!(
+        moved,
+        "leadership not moved to the live member\n{}",
+        a.log()
+    );
+    assert_eq!(agent.run("monitor").code, 8);
+    etcd.heal_member(silent);
     assert_eq!(agent.run("demote").code, 0);
     assert_eq!(agent.run("stop").code, 0);
 }

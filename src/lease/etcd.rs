@@ -409,18 +409,33 @@ impl Etcd {
         if !is_local(current) {
             return Ok(None);
         }
-        let Some(target) = list
+        // Our client for one of a member's URLs.
+        let client_of = |m: &etcd_client::Member| {
+            let urls: Vec<String> = m.client_urls().iter().map(|u| normalise(u)).collect();
+            self.snapshot().into_iter().find(|(e, _)| urls.contains(e))
+        };
+        // Only to a member that answers now: while a transfer is pending the leader drops
+        // every proposal (our renewals too), for up to an election timeout if the transferee
+        // is dead.
+        let mut target = None;
+        for m in list
             .members()
             .iter()
-            .find(|m| !m.is_learner() && !is_local(m) && !m.client_urls().is_empty())
-        else {
+            .filter(|m| !m.is_learner() && !is_local(m))
+        {
+            let Some((_, mut c)) = client_of(m) else {
+                continue;
+            };
+            if let Ok(Ok(_)) = tokio::time::timeout(self.timeout, c.status()).await {
+                target = Some(m);
+                break;
+            }
+        }
+        let Some(target) = target else {
             return Ok(None);
         };
-        // MoveLeader must reach the leader itself: through our client for one of its URLs.
-        let urls: Vec<String> = current.client_urls().iter().map(|u| normalise(u)).collect();
-        let Some((endpoint, mut client)) =
-            self.snapshot().into_iter().find(|(e, _)| urls.contains(e))
-        else {
+        // MoveLeader must reach the leader itself.
+        let Some((endpoint, mut client)) = client_of(current) else {
             return Ok(None);
         };
         let id = target.id();

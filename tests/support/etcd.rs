@@ -308,6 +308,18 @@ impl EtcdCluster {
         })
     }
 
+    /// Member indexes in the order etcd's member list gives them (by member id, not name).
+    pub fn member_list_order(&self) -> Vec<usize> {
+        let out = self.etcdctl(&["member", "list"]);
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| {
+                let name = l.split(", ").nth(2)?;
+                self.members.iter().position(|m| m.name == name)
+            })
+            .collect()
+    }
+
     /// Makes member `i` the raft leader (`etcdctl move-leader`, sent to the current leader),
     /// and waits (bounded) until it is.
     pub fn move_leader_to(&self, i: usize) {
