@@ -167,9 +167,12 @@ fn three_nodes_master_with_vip_crash_partition_etcd_loss_and_ban() {
         "the refused takeover changed nothing"
     );
 
-    // etcd's leader on the master's node: the guard moves it elsewhere (etcd_move_leader), so
-    // that the crash below costs no etcd election.
-    assert!(lab.move_etcd_leader_to(pi), "etcd leader onto {p}");
+    // etcd's leader put on the master's node: the guard moves it elsewhere (etcd_move_leader),
+    // so that the crash below costs no etcd election. The guard may win the race against the
+    // move at once (it checks every 5 s), so the move itself is best effort; what counts is
+    // where the leader is before the crash. (tests/master_agent.rs checks the guard's moves
+    // one by one.)
+    let _ = lab.move_etcd_leader_to(pi);
     let moved = support::wait_for(Duration::from_secs(10), || {
         lab.etcd_leader().is_some_and(|l| l != pi)
     });
