@@ -37,7 +37,7 @@ enum Peer {
 #[derive(Clone, Debug)]
 struct Setup {
     name: &'static str,
-    /// `ip -batch` lines after eth0/eth1 (veth pairs with fixed MACs) are created and up.
+    /// `ip -batch` lines after dif0/dif1 (veth pairs with fixed MACs) are created and up.
     cmds: Vec<&'static str>,
     /// IPv6 duplicate address detection stays on (off elsewhere, to keep the runs quick).
     dad: bool,
@@ -101,8 +101,8 @@ const MONITOR_AFTER: usize = 5;
 
 fn v4_setups() -> Vec<Setup> {
     let base = vec![
-        "addr add 192.0.2.1/24 brd + dev eth0",
-        "route add 10.9.0.0/16 dev eth1",
+        "addr add 192.0.2.1/24 brd + dev dif0",
+        "route add 10.9.0.0/16 dev dif1",
         "route add 10.0.0.0/8 via 192.0.2.254",
     ];
     let with = |extra: &[&'static str]| {
@@ -118,30 +118,30 @@ fn v4_setups() -> Vec<Setup> {
         },
         Setup {
             name: "v4 no base address",
-            cmds: vec!["route add 10.9.0.0/16 dev eth1"],
+            cmds: vec!["route add 10.9.0.0/16 dev dif1"],
             dad: false,
         },
         Setup {
-            name: "v4 no carrier on eth0",
-            cmds: with(&["link set eth0p down"]),
+            name: "v4 no carrier on dif0",
+            cmds: with(&["link set dif0p down"]),
             dad: false,
         },
         Setup {
-            name: "v4 eth0 administratively down",
-            cmds: with(&["link set eth0 down"]),
+            name: "v4 dif0 administratively down",
+            cmds: with(&["link set dif0 down"]),
             dad: false,
         },
         Setup {
             name: "v4 base without broadcast",
             cmds: vec![
-                "addr add 192.0.2.1/24 dev eth0",
-                "route add 10.9.0.0/16 dev eth1",
+                "addr add 192.0.2.1/24 dev dif0",
+                "route add 10.9.0.0/16 dev dif1",
             ],
             dad: false,
         },
         Setup {
             name: "v4 same prefix on two interfaces",
-            cmds: with(&["route add 192.0.2.0/24 dev eth1 metric 50"]),
+            cmds: with(&["route add 192.0.2.0/24 dev dif1 metric 50"]),
             dad: false,
         },
     ]
@@ -149,8 +149,8 @@ fn v4_setups() -> Vec<Setup> {
 
 fn v6_setups() -> Vec<Setup> {
     let base = vec![
-        "addr add 2001:db8::1/64 dev eth0",
-        "route add 2001:db8:9::/48 dev eth1",
+        "addr add 2001:db8::1/64 dev dif0",
+        "route add 2001:db8:9::/48 dev dif1",
         "route add 2001:db8:5::/48 via 2001:db8::fe",
     ];
     let with = |extra: &[&'static str]| {
@@ -166,12 +166,12 @@ fn v6_setups() -> Vec<Setup> {
         },
         Setup {
             name: "v6 no base address",
-            cmds: vec!["route add 2001:db8:9::/48 dev eth1"],
+            cmds: vec!["route add 2001:db8:9::/48 dev dif1"],
             dad: false,
         },
         Setup {
-            name: "v6 no carrier on eth0",
-            cmds: with(&["link set eth0p down"]),
+            name: "v6 no carrier on dif0",
+            cmds: with(&["link set dif0p down"]),
             dad: false,
         },
         Setup {
@@ -227,7 +227,7 @@ fn matrix() -> Vec<Case> {
             "127.0.0.3",
         ],
         &["", "24", "16", "28"],
-        &["", "eth0", "eth1", "nosuch0"],
+        &["", "dif0", "dif1", "nosuch0"],
         &mut cases,
     );
     for setup in &v4[1..] {
@@ -235,7 +235,7 @@ fn matrix() -> Vec<Case> {
             setup,
             &["192.0.2.10", "10.9.1.10"],
             &["", "24", "16"],
-            &["", "eth0", "eth1"],
+            &["", "dif0", "dif1"],
             &mut cases,
         );
     }
@@ -249,7 +249,7 @@ fn matrix() -> Vec<Case> {
             "fe80::10",
         ],
         &["", "64", "48", "96"],
-        &["", "eth0", "eth1", "nosuch0"],
+        &["", "dif0", "dif1", "nosuch0"],
         &mut cases,
     );
     for setup in &v6[1..3] {
@@ -257,7 +257,7 @@ fn matrix() -> Vec<Case> {
             setup,
             &["2001:db8::10", "2001:db8:9::10"],
             &["", "64", "48"],
-            &["", "eth0", "eth1"],
+            &["", "dif0", "dif1"],
             &mut cases,
         );
     }
@@ -265,7 +265,7 @@ fn matrix() -> Vec<Case> {
         &v6[3],
         &["2001:db8::10"],
         &["", "64"],
-        &["", "eth0"],
+        &["", "dif0"],
         &mut cases,
     );
 
@@ -288,9 +288,9 @@ fn matrix() -> Vec<Case> {
         vec![("cidr_netmask", "255.255.255.128")],
         vec![("cidr_netmask", "255.0.255.0")],
         vec![("cidr_netmask", "32")],
-        vec![("nic", "eth0:lbl")],
-        vec![("nic", "eth0:waytoolonglabel")],
-        vec![("nic", "eth0"), ("cidr_netmask", "24"), ("iflabel", "vip")],
+        vec![("nic", "dif0:lbl")],
+        vec![("nic", "dif0:waytoolonglabel")],
+        vec![("nic", "dif0"), ("cidr_netmask", "24"), ("iflabel", "vip")],
         vec![("iflabel", "vip")],
         vec![("iflabel", "muchtoolong")],
         vec![("broadcast", "+")],
@@ -298,7 +298,7 @@ fn matrix() -> Vec<Case> {
         vec![("broadcast", "192.0.2.127")],
         vec![("broadcast", "1.2.3.4.5")],
         vec![("broadcast", "nonsense")],
-        vec![("nic", "eth0"), ("cidr_netmask", "25"), ("broadcast", "+")],
+        vec![("nic", "dif0"), ("cidr_netmask", "25"), ("broadcast", "+")],
         vec![("arp_count", "1")],
         vec![("arp_count", "0")],
         vec![("arp_count", "-1")],
@@ -319,7 +319,7 @@ fn matrix() -> Vec<Case> {
         vec![("noprefixroute", "true")],
         vec![
             ("noprefixroute", "true"),
-            ("nic", "eth0"),
+            ("nic", "dif0"),
             ("cidr_netmask", "24"),
         ],
         vec![("preferred_lft", "0")],
@@ -338,8 +338,8 @@ fn matrix() -> Vec<Case> {
         s
     };
     let present = Setup {
-        name: "v4 VIP already on eth0",
-        ..pre("addr add 192.0.2.10/24 brd + dev eth0")
+        name: "v4 VIP already on dif0",
+        ..pre("addr add 192.0.2.10/24 brd + dev dif0")
     };
     cases.push(case(&present, &[("ip", "192.0.2.10")]));
     cases.push(case(
@@ -347,8 +347,8 @@ fn matrix() -> Vec<Case> {
         &[("ip", "192.0.2.10"), ("cidr_netmask", "25")],
     ));
     let elsewhere = Setup {
-        name: "v4 VIP on eth1",
-        ..pre("addr add 192.0.2.10/32 dev eth1")
+        name: "v4 VIP on dif1",
+        ..pre("addr add 192.0.2.10/32 dev dif1")
     };
     cases.push(case(&elsewhere, &[("ip", "192.0.2.10")]));
     let lvs = Setup {
@@ -363,8 +363,8 @@ fn matrix() -> Vec<Case> {
         vec![("ip", "2001:db8::zz")],
         vec![("ip", "2001:db8::10"), ("cidr_netmask", "129")],
         vec![("ip", "2001:DB8:0::0010")],
-        vec![("ip", "fe80::10"), ("nic", "eth0")],
-        vec![("ip", "fe80::10"), ("nic", "eth0"), ("cidr_netmask", "64")],
+        vec![("ip", "fe80::10"), ("nic", "dif0")],
+        vec![("ip", "fe80::10"), ("nic", "dif0"), ("cidr_netmask", "64")],
         vec![("ip", "2001:db8::10"), ("nodad", "true")],
         vec![("ip", "2001:db8::10"), ("preferred_lft", "0")],
         vec![("ip", "2001:db8::10"), ("preferred_lft", "120")],
@@ -390,13 +390,13 @@ fn matrix() -> Vec<Case> {
     let mut via = case(b4, &[("ip", "192.0.2.10")]);
     via.via_network_namespace = true;
     cases.push(via);
-    let mut via6 = case(b6, &[("ip", "2001:db8::10"), ("nic", "eth0")]);
+    let mut via6 = case(b6, &[("ip", "2001:db8::10"), ("nic", "dif0")]);
     via6.via_network_namespace = true;
     cases.push(via6);
     cases
 }
 
-/// The twin namespace for one agent: lo, eth0 and eth1 (veth pairs whose peers eth0p/eth1p
+/// The twin namespace for one agent: lo, dif0 and dif1 (veth pairs whose peers dif0p/dif1p
 /// stay in the namespace), then the set-up's commands.
 fn build(setup: &Setup, tag: &str) -> Netns {
     let ns = Netns::new(tag);
@@ -416,7 +416,7 @@ fn build(setup: &Setup, tag: &str) -> Netns {
         );
     }
     let mut batch = String::new();
-    for (i, name) in ["eth0", "eth1"].iter().enumerate() {
+    for (i, name) in ["dif0", "dif1"].iter().enumerate() {
         writeln!(
             batch,
             "link add {name} address 02:00:00:00:00:0{i} type veth peer name {name}p address 02:00:00:00:01:0{i}"
@@ -612,7 +612,7 @@ fn validate_invalid(c: &Case) -> bool {
         || matches!(c.param("arp_count"), Some("-1" | "many"))
         || matches!(c.param("arp_interval"), Some("0" | "fast"))
         || c.param("arp_sender") == Some("bogus")
-        || c.param("nic") == Some("eth0:waytoolonglabel")
+        || c.param("nic") == Some("dif0:waytoolonglabel")
         || c.param("iflabel") == Some("muchtoolong")
         || (!v6 && c.param("lvs_ipv6_addrlabel") == Some("true"))
         || (v6 && c.param("lvs_support") == Some("true"))
@@ -639,8 +639,8 @@ fn rules() -> Vec<Rule> {
         Rule {
             id: "D1",
             explains: |c, a, b| {
-                let nic = c.param("nic").unwrap_or("eth0");
-                !["eth0", "eth1"].contains(&nic.split(':').next().unwrap_or_default())
+                let nic = c.param("nic").unwrap_or("dif0");
+                !["dif0", "dif1"].contains(&nic.split(':').next().unwrap_or_default())
                     && codes_differ_only_at(a, b, &[VALIDATE, START])
                     && (a.codes[VALIDATE], a.codes[START]) == (6, 6)
                     && (b.codes[VALIDATE], b.codes[START]) == (1, 1)
@@ -656,10 +656,10 @@ fn rules() -> Vec<Rule> {
                     && a.codes == b.codes
                     && vip_lines(&a.after_start, ip)
                         .iter()
-                        .all(|l| l.starts_with("eth1 "))
+                        .all(|l| l.starts_with("dif1 "))
                     && vip_lines(&b.after_start, ip)
                         .iter()
-                        .all(|l| l.starts_with("eth0 "))
+                        .all(|l| l.starts_with("dif0 "))
                     && a.after_stop == b.after_stop
             },
         },
@@ -731,9 +731,9 @@ fn rules() -> Vec<Rule> {
             id: "D9",
             explains: |c, a, b| {
                 let foreign = match c.setup.name {
-                    "v4 VIP on eth1" => true,
+                    "v4 VIP on dif1" => true,
                     "v4 VIP on lo (LVS real server)" => c.param("lvs_support") != Some("true"),
-                    "v4 VIP already on eth0" => c.param("cidr_netmask").is_some_and(|m| m != "24"),
+                    "v4 VIP already on dif0" => c.param("cidr_netmask").is_some_and(|m| m != "24"),
                     _ => false,
                 };
                 foreign

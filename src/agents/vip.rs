@@ -40,19 +40,32 @@ const DEFAULT_DAD_WAIT: Duration = Duration::from_secs(10);
 
 fn run(action: Action, env: &OcfEnv) -> Outcome {
     let values = Values::from_ocf(&VIP_AGENT, env);
-    if let Err(outcome) = enter_namespace(action, &values, env) {
+    // Parsed once for every action: the namespace to enter comes from it too.
+    let parsed = VipConfig::from_values(&values);
+    // What stop can still find and remove when the configuration is unusable.
+    let cleanup = match &parsed {
+        Ok(_) => None,
+        Err(_) => VipConfig::for_cleanup(&values),
+    };
+    let netns = match (&parsed, &cleanup) {
+        (Ok(c), _) | (Err(_), Some(c)) => c.network_namespace.clone(),
+        (Err(_), None) => None,
+    };
+    if let Err(outcome) = enter_namespace(action, netns, env) {
         return outcome;
     }
-    let config = || -> Result<VipConfig, VipError> {
-        let c = VipConfig::from_values(&values)?;
+    let config = |parsed: Result<VipConfig, ConfigError>| -> Result<VipConfig, VipError> {
+        let c = parsed?;
         check_not_cloned(env)?;
         Ok(c)
     };
     let result = match action {
-        Action::Start => config().and_then(|c| start(c, env)),
-        Action::Stop => stop(&values),
-        Action::Monitor => monitor(config(), env),
-        Action::ValidateAll => config().and_then(|c| Vip::new(c)?.target().map(|_| Outcome::ok())),
+        Action::Start => config(parsed).and_then(|c| start(c, env)),
+        Action::Stop => stop(parsed, cleanup),
+        Action::Monitor => monitor(config(parsed), env),
+        Action::ValidateAll => {
+            config(parsed).and_then(|c| Vip::new(c)?.target().map(|_| Outcome::ok()))
+        }
         _ => Ok(Outcome::new(OcfExit::ErrUnimplemented)),
     };
     result.unwrap_or_else(Outcome::from)
@@ -61,11 +74,7 @@ fn run(action: Action, env: &OcfEnv) -> Outcome {
 /// network_namespace: every action runs inside the named namespace, as IPaddr2 re-executes
 /// itself under `ip netns exec`. The namespace missing is this node's trouble: a probe finds
 /// nothing running, stop has nothing to remove, the rest fail with 1.
-fn enter_namespace(action: Action, values: &Values, env: &OcfEnv) -> Result<(), Outcome> {
-    let name = match VipConfig::from_values(values) {
-        Ok(c) => c.network_namespace,
-        Err(_) => VipConfig::for_cleanup(values).and_then(|c| c.network_namespace),
-    };
+fn enter_namespace(action: Action, name: Option<String>, env: &OcfEnv) -> Result<(), Outcome> {
     let Some(name) = name else {
         return Ok(());
     };
@@ -117,17 +126,17 @@ fn start(config: VipConfig, env: &OcfEnv) -> Result<Outcome, VipError> {
     up::bring_up(config, dad_wait, &burst::run_dir()).map(|_| Outcome::ok())
 }
 
-fn stop(values: &Values) -> Result<Outcome, VipError> {
-    let config = match VipConfig::from_values(values) {
-        Ok(c) => c,
-        Err(e) => match VipConfig::for_cleanup(values) {
-            Some(c) => c,
-            // Without a usable ip nothing of ours can be on this host.
-            None => {
-                log::warn!("stop with unusable configuration ({e}): nothing to remove");
-                return Ok(Outcome::ok());
-            }
-        },
+fn stop(
+    parsed: Result<VipConfig, ConfigError>,
+    cleanup: Option<VipConfig>,
+) -> Result<Outcome, VipError> {
+    let config = match (parsed, cleanup) {
+        (Ok(c), _) | (Err(_), Some(c)) => c,
+        // Without a usable ip nothing of ours can be on this host.
+        (Err(e), None) => {
+            log::warn!("stop with unusable configuration ({e}): nothing to remove");
+            return Ok(Outcome::ok());
+        }
     };
     up::take_down(config, &burst::run_dir()).map(|_| Outcome::ok())
 }

@@ -334,7 +334,7 @@ impl Etcd {
     }
 
     fn member(&self) -> (String, Client) {
-        let members = self.snapshot();
+        let members = self.members.read().unwrap_or_else(|e| e.into_inner());
         members[self.current.load(Ordering::Relaxed) % members.len()].clone()
     }
 

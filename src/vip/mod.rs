@@ -714,15 +714,15 @@ mod tests {
 
     #[test]
     fn ipaddr2_spellings_are_taken_as_ipaddr2_takes_them() {
-        let c = config(&[("ip", "192.0.2.10"), ("nic", "eth0:vip"), ("iflabel", "x")]).unwrap();
+        let c = config(&[("ip", "192.0.2.10"), ("nic", "vip0:vip"), ("iflabel", "x")]).unwrap();
         assert_eq!(
             (c.nic.as_deref(), c.iflabel.as_deref()),
-            (Some("eth0"), Some("vip"))
+            (Some("vip0"), Some("vip"))
         );
         let c = config(&[("ip", "127.0.0.3")]).unwrap();
         assert!(c.ip.is_loopback());
-        let c = config(&[("ip", "fe80::10"), ("nic", "eth0")]).unwrap();
-        assert_eq!(c.nic.as_deref(), Some("eth0"));
+        let c = config(&[("ip", "fe80::10"), ("nic", "vip0")]).unwrap();
+        assert_eq!(c.nic.as_deref(), Some("vip0"));
         // preferred_lft means nothing for IPv4, as in IPaddr2.
         assert_eq!(
             config(&[("ip", "192.0.2.1"), ("preferred_lft", "x")])
@@ -809,12 +809,12 @@ mod tests {
                 "parameter arp_mode=\"gratuitous\" must be both, request or reply",
             ),
             (
-                vec![("ip", "192.0.2.1"), ("nic", "eth0/1")],
-                "parameter nic=\"eth0/1\" is not a valid interface name",
+                vec![("ip", "192.0.2.1"), ("nic", "vip0/1")],
+                "parameter nic=\"vip0/1\" is not a valid interface name",
             ),
             (
-                vec![("ip", "192.0.2.1"), ("nic", "eth0:")],
-                "parameter nic=\"eth0:\" is not a valid interface name",
+                vec![("ip", "192.0.2.1"), ("nic", "vip0:")],
+                "parameter nic=\"vip0:\" is not a valid interface name",
             ),
             (
                 vec![("ip", "fe80::10")],

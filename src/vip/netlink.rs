@@ -293,7 +293,8 @@ impl Rtnl {
             "delete address label"
         };
         self.seq = self.seq.wrapping_add(1);
-        let mut body = Vec::with_capacity(36);
+        // ifaddrlblmsg (12) + IFAL_ADDRESS (20) + IFAL_LABEL (8).
+        let mut body = Vec::with_capacity(40);
         // struct ifaddrlblmsg { family, reserved, prefixlen, flags; index; seq }
         body.extend_from_slice(&[libc::AF_INET6 as u8, 0, 128, 0]);
         body.extend_from_slice(&0u32.to_ne_bytes());

@@ -442,39 +442,17 @@ impl Lab {
     /// The node whose etcd member is the raft leader now.
     pub fn etcd_leader(&self) -> Option<usize> {
         let out = self.etcdctl(&["endpoint", "status", "-w", "fields"]);
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        let field = |block: &str, name: &str| {
-            block
-                .lines()
-                .find_map(|l| l.strip_prefix(&format!("\"{name}\" : ")))
-                .map(|v| v.trim().trim_matches('"').to_string())
-        };
-        text.split("\"ClusterID\"").skip(1).find_map(|block| {
-            let (id, leader, endpoint) = (
-                field(block, "MemberID")?,
-                field(block, "Leader")?,
-                field(block, "Endpoint")?,
-            );
-            (id == leader)
-                .then(|| {
-                    self.nodes
-                        .iter()
-                        .position(|n| endpoint.contains(&format!("//{}:", n.ip)))
-                })
-                .flatten()
-        })
+        let endpoint = super::etcd::leader_endpoint(&String::from_utf8_lossy(&out.stdout))?;
+        self.nodes
+            .iter()
+            .position(|n| endpoint.contains(&format!("//{}:", n.ip)))
     }
 
     /// Makes node `i`'s etcd member the leader (`etcdctl move-leader` sent to the leader).
     pub fn move_etcd_leader_to(&self, i: usize) -> bool {
         let url = |k: usize| format!("--endpoints=http://{}:2379", self.nodes[k].ip);
         let status = self.etcdctl(&[&url(i), "endpoint", "status", "-w", "fields"]);
-        let text = String::from_utf8_lossy(&status.stdout).into_owned();
-        let Some(id) = text
-            .lines()
-            .find_map(|l| l.strip_prefix("\"MemberID\" : "))
-            .and_then(|v| v.trim().parse::<u64>().ok())
-        else {
+        let Some(id) = super::etcd::member_id(&String::from_utf8_lossy(&status.stdout)) else {
             return false;
         };
         wait_for(Duration::from_secs(15), || {

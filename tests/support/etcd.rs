@@ -288,24 +288,8 @@ impl EtcdCluster {
     /// Index of the member that is the raft leader now.
     pub fn leader(&self) -> Option<usize> {
         let out = self.etcdctl(&["endpoint", "status", "-w", "fields"]);
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        let field = |block: &str, name: &str| {
-            block
-                .lines()
-                .find_map(|l| l.strip_prefix(&format!("\"{name}\" : ")))
-                .map(|v| v.trim().trim_matches('"').to_string())
-        };
-        text.split("\"ClusterID\"").skip(1).find_map(|block| {
-            let (id, leader, endpoint) = (
-                field(block, "MemberID")?,
-                field(block, "Leader")?,
-                field(block, "Endpoint")?,
-            );
-            if id != leader {
-                return None;
-            }
-            self.members.iter().position(|m| endpoint.contains(&m.ip))
-        })
+        let endpoint = leader_endpoint(&String::from_utf8_lossy(&out.stdout))?;
+        self.members.iter().position(|m| endpoint.contains(&m.ip))
     }
 
     /// Member indexes in the order etcd's member list gives them (by member id, not name).
@@ -333,11 +317,7 @@ impl EtcdCluster {
             "fields",
         ]);
         let text = String::from_utf8_lossy(&status.stdout).into_owned();
-        let id: u64 = text
-            .lines()
-            .find_map(|l| l.strip_prefix("\"MemberID\" : "))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or_else(|| panic!("member {i}'s id: {text}"));
+        let id = member_id(&text).unwrap_or_else(|| panic!("member {i}'s id: {text}"));
         let moved = wait_for(Duration::from_secs(15), || {
             match self.leader() {
                 Some(l) if l == i => return true,
@@ -396,4 +376,34 @@ impl Drop for EtcdCluster {
         }
         let _ = fs::remove_dir_all(&self.dir);
     }
+}
+
+/// The leader's endpoint in `etcdctl endpoint status -w fields` output: the block of the
+/// member whose MemberID is the Leader it reports.
+pub fn leader_endpoint(status_fields: &str) -> Option<String> {
+    let field = |block: &str, name: &str| {
+        block
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("\"{name}\" : ")))
+            .map(|v| v.trim().trim_matches('"').to_string())
+    };
+    status_fields
+        .split("\"ClusterID\"")
+        .skip(1)
+        .find_map(|block| {
+            let (id, leader, endpoint) = (
+                field(block, "MemberID")?,
+                field(block, "Leader")?,
+                field(block, "Endpoint")?,
+            );
+            (id == leader).then_some(endpoint)
+        })
+}
+
+/// The first MemberID in `etcdctl endpoint status -w fields` output (of one endpoint).
+pub fn member_id(status_fields: &str) -> Option<u64> {
+    status_fields
+        .lines()
+        .find_map(|l| l.strip_prefix("\"MemberID\" : "))
+        .and_then(|v| v.trim().parse().ok())
 }
