@@ -2,8 +2,10 @@
 //! baseline (ipaddr2-group-baseline), on the same 3-node lab cluster settings (corosync token
 //! 1000 ms; lease_ttl 3 s, lease_margin 1 s): N trials each of a crash and of a partition of
 //! the VIP holder, and a two-node split without fencing. A client in the switch namespace
-//! polls /healthz through the VIP every 20 ms; an observer samples every node every 5 ms.
-//! Writes its table into docs/benchmarks.md.
+//! polls /healthz through the VIP every 20 ms; an observer samples every node every 5 ms; a
+//! capture on the switch sees the announcements. Writes its tables into docs/benchmarks.md and
+//! the failover timelines (phase by phase, from the nodes' corosync and Pacemaker logs) into
+//! docs/failover-timeline-{crash,partition}.svg.
 
 #[path = "common/mod.rs"]
 mod common;
@@ -16,16 +18,23 @@ use support::cluster::{
     create_topology, create_topology_with, outage, Etcd, HealthClient, Lab, VIP,
 };
 use support::master::VipObserver;
+use support::timeline::{first_logged, render_svg, spread, Series, PHASES};
 
 const MARK_START: &str = "<!-- bench:failover:start -->";
 const MARK_END: &str = "<!-- bench:failover:end -->";
 const KILL_START: &str = "<!-- bench:kill:start -->";
 const KILL_END: &str = "<!-- bench:kill:end -->";
+const TIMELINE_START: &str = "<!-- bench:timeline:start -->";
+const TIMELINE_END: &str = "<!-- bench:timeline:end -->";
+
+/// Per trial, each of PHASES in ms after the fault (None: does not apply, or not seen).
+type Phases = [Option<f64>; PHASES.len()];
 
 #[derive(Default)]
 struct Stats {
     outages: Vec<f64>,
     overlaps: Vec<f64>,
+    phases: Vec<Phases>,
 }
 
 impl Stats {
@@ -69,28 +78,107 @@ fn holder(lab: &Lab, limit: Duration) -> usize {
     h.unwrap()
 }
 
-/// One fault on the VIP holder: returns the fault's time window (fault → served by another
-/// node), or None when the VIP did not move; then repairs the fault and waits until the
-/// cluster is whole again.
-fn trial(lab: &mut Lab, client: &HealthClient, crash: bool) -> Option<(Instant, Instant)> {
+/// What one fault on the VIP holder left to measure.
+struct Trial {
+    fault: Instant,
+    /// Served again by another node, plus a second.
+    end: Instant,
+    new_holder: usize,
+    /// The phases read from logs, the guard and the capture (VIP up and first 200 come from
+    /// the observer and the client, after the run).
+    phases: Phases,
+}
+
+/// The log lines that mark promote invoked and returned: hamaster's promote of api, the
+/// baseline's start of its group (base-vip first, base-svc last).
+fn promote_lines(script: &str) -> (&'static str, &'static str) {
+    if script.starts_with("ipaddr2") {
+        (
+            "execution of start operation for base-vip on",
+            "Result of start operation for base-svc on",
+        )
+    } else {
+        (
+            "execution of promote operation for api on",
+            "Result of promote operation for api on",
+        )
+    }
+}
+
+/// The announcement frames seen on the switch: ARP (request or reply) whose sender address is
+/// the VIP.
+fn first_announcement(frames: &[support::Frame], after: Instant) -> Option<Instant> {
+    let vip: std::net::Ipv4Addr = VIP.parse().unwrap();
+    frames
+        .iter()
+        .filter(|f| f.at >= after && f.bytes.len() >= 32)
+        .find(|f| f.bytes[12..14] == [0x08, 0x06] && f.bytes[28..32] == vip.octets())
+        .map(|f| f.at)
+}
+
+/// One fault on the VIP holder, then served by another node; then repairs the fault and
+/// waits until the cluster is whole again. None when the VIP did not move.
+fn trial(lab: &mut Lab, client: &HealthClient, crash: bool, script: &str) -> Option<Trial> {
     let h = holder(lab, Duration::from_secs(60));
     assert!(
         client.wait_ok(Duration::from_secs(30)),
         "client served before the fault"
     );
     std::thread::sleep(Duration::from_secs(2));
+    let capture = support::Capture::start(&lab.switch, "br0");
     let t = Instant::now();
+    let fault_unix = hamaster::guard::unix_ms();
     if crash {
         lab.crash(h);
     } else {
         lab.cut(h);
     }
+    let mut new_holder = None;
     let moved = support::wait_for(Duration::from_secs(60), || {
-        (0..lab.nodes.len()).any(|i| i != h && lab.nodes[i].ns.holds(VIP))
+        new_holder = (0..lab.nodes.len()).find(|&i| i != h && lab.nodes[i].ns.holds(VIP));
+        new_holder.is_some()
     });
     let served = moved && client.wait_ok(Duration::from_secs(30));
     std::thread::sleep(Duration::from_secs(1));
     let end = Instant::now();
+    let frames = capture.finish();
+    let result = new_holder.filter(|_| served).map(|n| {
+        let ms = |unix: u64| Some(unix.checked_sub(fault_unix)? as f64);
+        let survivors: Vec<usize> = (0..lab.nodes.len()).filter(|&i| i != h).collect();
+        let earliest = |file: &str, needle: &str, from: u64| {
+            survivors
+                .iter()
+                .filter_map(|&i| first_logged(&lab.log_text(i, file), needle, from))
+                .min()
+        };
+        let membership = earliest("corosync.log", "A new membership (", fault_unix);
+        let transition = earliest(
+            "pacemaker.log",
+            "Calculated transition",
+            membership.unwrap_or(fault_unix),
+        );
+        let (invoked_line, returned_line) = promote_lines(script);
+        let log = lab.log_text(n, "pacemaker.log");
+        let invoked = first_logged(&log, invoked_line, fault_unix);
+        let returned = first_logged(&log, returned_line, invoked.unwrap_or(fault_unix));
+        let key = lab
+            .guard_leader_since(n)
+            .filter(|&k| k >= fault_unix && !script.starts_with("ipaddr2"));
+        let wire = first_announcement(&frames, t).map(|a| (a - t).as_secs_f64() * 1000.0);
+        let mut phases: Phases = Default::default();
+        phases[0] = membership.and_then(ms);
+        phases[1] = transition.and_then(ms);
+        phases[2] = invoked.and_then(ms);
+        phases[3] = key.and_then(ms);
+        phases[5] = wire;
+        phases[6] = returned.and_then(ms);
+        Trial {
+            fault: t,
+            end,
+            new_holder: n,
+            phases,
+        }
+    });
     if crash {
         lab.restart(h);
     } else {
@@ -103,7 +191,13 @@ fn trial(lab: &mut Lab, client: &HealthClient, crash: bool) -> Option<(Instant, 
     );
     // Let the rejoined node settle (probes, unpromoted start) before the next fault.
     std::thread::sleep(Duration::from_secs(5));
-    served.then_some((t, end))
+    result
+}
+
+/// The first 200 after the first failure that follows `fault`.
+fn first_ok_after(samples: &[(Instant, bool)], fault: Instant) -> Option<Instant> {
+    let failed = samples.iter().position(|s| s.0 >= fault && !s.1)?;
+    samples[failed..].iter().find(|s| s.1).map(|s| s.0)
 }
 
 /// N crash and N partition trials of one topology on a fresh 3-node lab.
@@ -119,30 +213,39 @@ fn three_node(script: &str, n: usize, crash: &mut Stats, cut: &mut Stats) {
         VIP,
     );
     let client = HealthClient::start(&lab, VIP, 8443);
-    let mut windows = Vec::new();
+    let mut trials = Vec::new();
     for k in 0..n {
         for is_crash in [true, false] {
-            let w = trial(&mut lab, &client, is_crash);
+            let w = trial(&mut lab, &client, is_crash, script);
             eprintln!(
                 "{script} trial {k} {}: {:?}",
                 if is_crash { "crash" } else { "partition" },
-                w.map(|(a, b)| b - a)
+                w.as_ref().map(|w| (w.end - w.fault, w.phases))
             );
-            windows.push((is_crash, w));
+            trials.push((is_crash, w));
         }
     }
     let samples = client.finish();
     let seen = obs.finish();
-    for (is_crash, w) in windows {
+    for (is_crash, w) in trials {
         let stats = if is_crash { &mut *crash } else { &mut *cut };
         match w {
-            Some((t, end)) => {
+            Some(mut w) => {
+                let t = w.fault;
                 if let Some(o) = outage(&samples, t) {
                     stats.outages.push(o.as_secs_f64() * 1000.0);
                 }
                 stats
                     .overlaps
-                    .push(seen.overlap_between(t, end).as_secs_f64() * 1000.0);
+                    .push(seen.overlap_between(t, w.end).as_secs_f64() * 1000.0);
+                let after = |a: Instant| (a - t).as_secs_f64() * 1000.0;
+                let up = seen.per_node[w.new_holder]
+                    .iter()
+                    .find(|s| s.0 >= t && s.1)
+                    .map(|s| s.0);
+                w.phases[4] = up.map(after);
+                w.phases[7] = first_ok_after(&samples, t).map(after);
+                stats.phases.push(w.phases);
             }
             None => stats.outages.push(f64::INFINITY),
         }
@@ -268,6 +371,72 @@ fn kill_section(n: usize) -> String {
     t
 }
 
+/// The timeline of one scenario: per phase, the trials' values of one topology.
+fn per_phase(stats: &Stats) -> Vec<Vec<f64>> {
+    (0..PHASES.len())
+        .map(|p| stats.phases.iter().filter_map(|t| t[p]).collect())
+        .collect()
+}
+
+/// The failover timelines (crash, partition): an SVG each under docs/ and a table per
+/// scenario, phase by phase, hamaster beside the baseline.
+fn timeline_section(ham: [&Stats; 2], base: [&Stats; 2]) -> String {
+    let cell = |v: &[f64]| match spread(v) {
+        Some((lo, med, hi)) => format!("{med:.0} ({lo:.0}–{hi:.0})"),
+        None => "-".into(),
+    };
+    let mut t = format!(
+        "{TIMELINE_START}\n## Failover timeline, phase by phase\n\nCommand: `make bench-failover` \
+         (the crash and partition trials above, same run). Per trial, in ms after the fault: \
+         corosync's new membership and the DC's transition from the surviving nodes' corosync.log \
+         and pacemaker.log (time stamps in ms), promote invoked and returned from the new \
+         holder's pacemaker.log (the baseline: its group's start of base-vip, and base-svc's \
+         start returned), the leader key from the new master's guard (when its transaction \
+         that took the key returned), VIP up from the 5 ms observer, the first ARP with the VIP as sender from \
+         a capture on the switch's bridge, the first 200 from the client. Figures: median (min–max). \
+         Measured {} on this machine.\n",
+        common::now_utc()
+    );
+    for (k, scenario) in ["crash", "partition"].iter().enumerate() {
+        let (h, b) = (per_phase(ham[k]), per_phase(base[k]));
+        let file = format!("failover-timeline-{scenario}.svg");
+        let svg = render_svg(
+            &format!(
+                "{} of the VIP holder, 3-node lab (token 1000, lease_ttl 3): ms after the fault",
+                if k == 0 { "Crash" } else { "Partition" }
+            ),
+            &PHASES,
+            &[
+                Series {
+                    name: format!("hamaster ({} trials)", ham[k].phases.len()),
+                    colour: "#1f6fb4",
+                    per_phase: h.clone(),
+                },
+                Series {
+                    name: format!("IPaddr2 baseline ({} trials)", base[k].phases.len()),
+                    colour: "#c8402a",
+                    per_phase: b.clone(),
+                },
+            ],
+        );
+        std::fs::write(format!("{}/docs/{file}", env!("CARGO_MANIFEST_DIR")), svg)
+            .expect("write the timeline");
+        t.push_str(&format!(
+            "\n### {scenario}\n\n![failover timeline, {scenario}]({file})\n\n\
+             | phase | hamaster (ms) | IPaddr2 baseline (ms) |\n|---|---|---|\n"
+        ));
+        for (p, phase) in PHASES.iter().enumerate() {
+            t.push_str(&format!(
+                "| {phase} | {} | {} |\n",
+                cell(&h[p]),
+                cell(&b[p])
+            ));
+        }
+    }
+    t.push_str(&format!("{TIMELINE_END}\n"));
+    t
+}
+
 /// A corosync + hamaster profile for docs/tuning.md.
 struct Profile {
     name: &'static str,
@@ -316,9 +485,12 @@ fn tuning_section(n: usize) -> String {
         let client = HealthClient::start(&lab, VIP, 8443);
         let mut faults = Vec::new();
         for i in 0..n {
-            let w = trial(&mut lab, &client, true);
-            eprintln!("profile {k} crash {i}: {:?}", w.map(|(a, b)| b - a));
-            faults.push(w.map(|(a, _)| a));
+            let w = trial(&mut lab, &client, true, "master-with-vip");
+            eprintln!(
+                "profile {k} crash {i}: {:?}",
+                w.as_ref().map(|w| w.end - w.fault)
+            );
+            faults.push(w.map(|w| w.fault));
         }
         let samples = client.finish();
         let v: Vec<f64> = faults
@@ -419,4 +591,7 @@ fn main() {
     ));
     print!("{t}");
     common::write_section(MARK_START, MARK_END, &t);
+    let timeline = timeline_section([&ham_crash, &ham_cut], [&base_crash, &base_cut]);
+    print!("{timeline}");
+    common::write_section(TIMELINE_START, TIMELINE_END, &timeline);
 }

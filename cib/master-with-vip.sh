@@ -8,11 +8,12 @@
 #   HEALTH_URL      e.g. http://127.0.0.1:8443/healthz
 #   LEASE_TTL, LEASE_MARGIN (seconds; default 10 and 2)
 #   MONITOR_INTERVAL, UNPROMOTED_INTERVAL (default 2s and 3s), PUSH_FAILURES (default true)
+#   ETCD_MOVE_LEADER (default true)
 set -eu
 pcs resource create api ocf:hamaster:master \
     etcd_endpoints="$ETCD_ENDPOINTS" lease_ttl="${LEASE_TTL:-10}" lease_margin="${LEASE_MARGIN:-2}" \
     command="$SERVICE" args="$SERVICE_ARGS" health_url="$HEALTH_URL" \
-    push_failures="${PUSH_FAILURES:-true}" \
+    push_failures="${PUSH_FAILURES:-true}" etcd_move_leader="${ETCD_MOVE_LEADER:-true}" \
     ip="$VIP" cidr_netmask=24 \
     op monitor interval="${MONITOR_INTERVAL:-2s}" role=Promoted timeout=10s \
     op monitor interval="${UNPROMOTED_INTERVAL:-3s}" role=Unpromoted timeout=10s \

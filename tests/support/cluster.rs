@@ -439,6 +439,41 @@ impl Lab {
         cmd.args(args).output().expect("etcdctl")
     }
 
+    /// `etcdctl watch KEY` from the switch namespace through the members of `nodes` only
+    /// (a dead member's endpoint would stall it): when each PUT and DELETE arrived.
+    pub fn watch_key(&self, key: &str, nodes: &[usize]) -> KeyWatch {
+        let endpoints: Vec<String> = nodes
+            .iter()
+            .map(|&i| format!("http://{}:2379", self.nodes[i].ip))
+            .collect();
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", &self.switch.name, "etcdctl"])
+            .arg(format!("--endpoints={}", endpoints.join(",")))
+            .args(["watch", key])
+            .env("ETCDCTL_API", "3")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("etcdctl watch");
+        let out = child.stdout.take().expect("piped");
+        let events = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = events.clone();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                let kind = line.trim();
+                if kind == "PUT" || kind == "DELETE" {
+                    let at = hamaster::guard::unix_ms();
+                    sink.lock().unwrap().push((at, kind.to_string()));
+                }
+            }
+        });
+        // Let the watch reach etcd before anything happens to the key.
+        std::thread::sleep(Duration::from_millis(500));
+        KeyWatch { child, events }
+    }
+
     /// The node whose etcd member is the raft leader now.
     pub fn etcd_leader(&self) -> Option<usize> {
         let out = self.etcdctl(&["endpoint", "status", "-w", "fields"]);
@@ -579,6 +614,25 @@ impl Lab {
         self.on(i, &full)
     }
 
+    /// When the guard of `api` on node `i` took the leader key (Unix ms), from its socket;
+    /// None when it does not answer or does not lead.
+    pub fn guard_leader_since(&self, i: usize) -> Option<u64> {
+        let sock = self.run_path(i, "hamaster/api/guard.sock");
+        hamaster::guard::status::block_on(hamaster::guard::status::get_status(
+            &sock,
+            Duration::from_secs(2),
+        ))
+        .ok()?
+        .leader_since_unix_ms
+    }
+
+    /// Node `i`'s log file `name` (corosync.log, pacemaker.log) of its current boot.
+    pub fn log_text(&self, i: usize, name: &str) -> String {
+        let node = &self.nodes[i];
+        fs::read_to_string(node.dir.join(format!("boot{}/log/{name}", node.gen)))
+            .unwrap_or_default()
+    }
+
     /// Host path of a file under node `i`'s /run (current boot).
     pub fn run_path(&self, i: usize, rel: &str) -> PathBuf {
         self.nodes[i]
@@ -635,6 +689,31 @@ impl LabNode {
             let _ = c.kill();
             let _ = c.wait();
         }
+    }
+}
+
+/// See Lab::watch_key.
+pub struct KeyWatch {
+    child: Child,
+    events: std::sync::Arc<std::sync::Mutex<Vec<(u64, String)>>>,
+}
+
+impl KeyWatch {
+    /// When (Unix ms) the first `kind` event ("PUT", "DELETE") at or after `from` arrived.
+    pub fn first(&self, kind: &str, from: u64) -> Option<u64> {
+        self.events
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|e| e.0 >= from && e.1 == kind)
+            .map(|e| e.0)
+    }
+}
+
+impl Drop for KeyWatch {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 

@@ -8,6 +8,7 @@ pub mod cluster;
 pub mod deadline;
 pub mod etcd;
 pub mod master;
+pub mod timeline;
 
 use std::collections::BTreeMap;
 use std::fs;
