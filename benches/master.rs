@@ -1,7 +1,9 @@
 //! `make bench` (second part): the master agent against a real 3-member etcd cluster in
 //! namespaces, with the HTTPS test service: promote-to-healthy and demote times, monitor
-//! time (promoted and unpromoted), and the guard's memory and CPU while idle at TTL 3 s.
-//! Writes its table into docs/benchmarks.md.
+//! time (promoted and unpromoted), and the guard's memory and CPU while idle at TTL 3 s;
+//! then promote with one etcd member silent (link down: dropped) or stopped (refused), each
+//! position of the endpoint list in turn, against promote with all members alive in the same
+//! run. Writes its tables into docs/benchmarks.md.
 
 #[path = "common/mod.rs"]
 mod common;
@@ -17,6 +19,9 @@ use support::{Agent, OcfDir};
 
 const MARK_START: &str = "<!-- bench:master:start -->";
 const MARK_END: &str = "<!-- bench:master:end -->";
+const SILENT_START: &str = "<!-- bench:silent:start -->";
+const SILENT_END: &str = "<!-- bench:silent:end -->";
+const KEY: &str = "/hamaster/api/leader";
 
 /// The agent command without `ip netns exec` (this process is inside the namespace already),
 /// so that its cost is not counted.
@@ -94,6 +99,95 @@ fn main() {
     });
     print!("{table}");
     common::write_section(MARK_START, MARK_END, &table);
+    let silent = std::thread::scope(|s| {
+        s.spawn(|| silent_members(&node, &agent, &mut etcd, rounds))
+            .join()
+            .expect("measuring thread")
+    });
+    print!("{silent}");
+    common::write_section(SILENT_START, SILENT_END, &silent);
+}
+
+/// `rounds` promotes (each undone by a demote, and the key gone, before the next): wall ms.
+fn promotes(agent: &Agent, etcd: &EtcdCluster, rounds: usize) -> Vec<f64> {
+    (0..rounds)
+        .map(|_| {
+            let ms = timed(direct(agent, "promote", 0), 0);
+            timed(direct(agent, "demote", 0), 0);
+            assert!(
+                support::wait_for(Duration::from_secs(10), || etcd.get(KEY).is_none()),
+                "key released after demote"
+            );
+            ms
+        })
+        .collect()
+}
+
+/// Promote with all members alive, then with member k (k-th in etcd_endpoints) silent and
+/// stopped in turn.
+fn silent_members(node: &Node, agent: &Agent, etcd: &mut EtcdCluster, rounds: usize) -> String {
+    support::enter_netns(&node.ns.name);
+    assert_eq!(direct(agent, "start", 0).status().unwrap().code(), Some(0));
+    let alive = promotes(agent, etcd, rounds);
+    let base = common::median(&alive);
+    let mut t = format!(
+        "{SILENT_START}\n## promote with an etcd member gone\n\nCommand: `make bench` (BENCH_ROUNDS={rounds} \
+         promotes per row, each followed by demote). The same etcd cluster and node as above (lease_ttl 3 s: one \
+         attempt on a member is bounded by 1 s); a member is silent when its link is down (requests are dropped, \
+         nothing refuses) and stopped when its process is killed (connections are refused). Target: promote with a \
+         silent member anywhere in the endpoint list within 200 ms of promote with all members alive. Measured {} \
+         on this machine.\n\n\
+         | etcd members | median (ms) | max (ms) | median − all alive (ms) | target |\n|---|---|---|---|---|\n\
+         | all 3 alive | {base:.1} | {:.1} | | |\n",
+        common::now_utc(),
+        common::quantile(&alive, 1.0)
+    );
+    let mut worst = f64::NEG_INFINITY;
+    for silent in [true, false] {
+        for k in 0..3 {
+            if silent {
+                etcd.cut_member(k);
+            } else {
+                etcd.stop_member(k);
+            }
+            assert!(etcd.wait_writable(Duration::from_secs(30)));
+            let v = promotes(agent, etcd, rounds);
+            if silent {
+                etcd.heal_member(k);
+            } else {
+                etcd.start_member(k);
+            }
+            assert!(etcd.wait_healthy(Duration::from_secs(60)));
+            let d = common::median(&v) - base;
+            if silent {
+                worst = worst.max(d);
+            }
+            t.push_str(&format!(
+                "| endpoint {} of 3 {} | {:.1} | {:.1} | {d:+.1} | {} |\n",
+                k + 1,
+                if silent {
+                    "silent (dropped)"
+                } else {
+                    "stopped (refused)"
+                },
+                common::median(&v),
+                common::quantile(&v, 1.0),
+                if !silent {
+                    ""
+                } else if d <= 200.0 {
+                    "≤ 200 ms: met"
+                } else {
+                    "≤ 200 ms: NOT met"
+                }
+            ));
+        }
+    }
+    timed(direct(agent, "stop", 0), 0);
+    t.push_str(&format!(
+        "\nWorst silent member: {worst:+.1} ms against all alive (target ≤ +200 ms: {}).\n{SILENT_END}\n",
+        if worst <= 200.0 { "met" } else { "NOT met" }
+    ));
+    t
 }
 
 fn measure(node: &Node, agent: &Agent, rounds: usize, idle_secs: u64) -> String {
