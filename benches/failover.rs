@@ -35,6 +35,8 @@ struct Stats {
     outages: Vec<f64>,
     overlaps: Vec<f64>,
     phases: Vec<Phases>,
+    /// Per trial with phases: whether the node lost was Pacemaker's DC.
+    lost_dc: Vec<bool>,
 }
 
 impl Stats {
@@ -84,6 +86,8 @@ struct Trial {
     /// Served again by another node, plus a second.
     end: Instant,
     new_holder: usize,
+    /// The node lost was Pacemaker's DC (the survivors elect one before anything is scheduled).
+    lost_dc: bool,
     /// The phases read from logs, the guard and the capture (VIP up and first 200 come from
     /// the observer and the client, after the run).
     phases: Phases,
@@ -125,6 +129,7 @@ fn trial(lab: &mut Lab, client: &HealthClient, crash: bool, script: &str) -> Opt
         "client served before the fault"
     );
     std::thread::sleep(Duration::from_secs(2));
+    let lost_dc = lab.dc().as_deref() == Some(lab.nodes[h].name.as_str());
     let capture = support::Capture::start(&lab.switch, "br0");
     let t = Instant::now();
     let fault_unix = hamaster::guard::unix_ms();
@@ -176,6 +181,7 @@ fn trial(lab: &mut Lab, client: &HealthClient, crash: bool, script: &str) -> Opt
             fault: t,
             end,
             new_holder: n,
+            lost_dc,
             phases,
         }
     });
@@ -220,7 +226,7 @@ fn three_node(script: &str, n: usize, crash: &mut Stats, cut: &mut Stats) {
             eprintln!(
                 "{script} trial {k} {}: {:?}",
                 if is_crash { "crash" } else { "partition" },
-                w.as_ref().map(|w| (w.end - w.fault, w.phases))
+                w.as_ref().map(|w| (w.end - w.fault, w.lost_dc, w.phases))
             );
             trials.push((is_crash, w));
         }
@@ -246,6 +252,7 @@ fn three_node(script: &str, n: usize, crash: &mut Stats, cut: &mut Stats) {
                 w.phases[4] = up.map(after);
                 w.phases[7] = first_ok_after(&samples, t).map(after);
                 stats.phases.push(w.phases);
+                stats.lost_dc.push(w.lost_dc);
             }
             None => stats.outages.push(f64::INFINITY),
         }
@@ -378,6 +385,23 @@ fn per_phase(stats: &Stats) -> Vec<Vec<f64>> {
         .collect()
 }
 
+/// "k of n trials (j of them lost the DC; the DC was lost in d of n)".
+fn late_transitions(stats: &Stats) -> String {
+    let late: Vec<bool> = stats
+        .phases
+        .iter()
+        .map(|p| matches!((p[0], p[1]), (Some(m), Some(t)) if t - m >= 500.0))
+        .collect();
+    let both = late.iter().zip(&stats.lost_dc).filter(|(l, d)| **l && **d);
+    format!(
+        "{} of {} trials ({} of them lost the DC; the DC was lost in {})",
+        late.iter().filter(|l| **l).count(),
+        late.len(),
+        both.count(),
+        stats.lost_dc.iter().filter(|d| **d).count()
+    )
+}
+
 /// The failover timelines (crash, partition): an SVG each under docs/ and a table per
 /// scenario, phase by phase, hamaster beside the baseline.
 fn timeline_section(ham: [&Stats; 2], base: [&Stats; 2]) -> String {
@@ -432,6 +456,12 @@ fn timeline_section(ham: [&Stats; 2], base: [&Stats; 2]) -> String {
                 cell(&b[p])
             ));
         }
+        t.push_str(&format!(
+            "\nThe DC's transition came 500 ms or more after the membership in: hamaster {}, \
+             the baseline {}.\n",
+            late_transitions(ham[k]),
+            late_transitions(base[k])
+        ));
     }
     t.push_str(&format!("{TIMELINE_END}\n"));
     t

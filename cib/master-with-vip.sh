@@ -9,7 +9,6 @@
 #   LEASE_TTL, LEASE_MARGIN (seconds; default 10 and 2)
 #   MONITOR_INTERVAL, UNPROMOTED_INTERVAL (default 2s and 3s), PUSH_FAILURES (default true)
 #   ETCD_MOVE_LEADER (default true)
-#   AVOID_DC (default true): prefer to promote on a node that is not Pacemaker's DC
 set -eu
 pcs resource create api ocf:hamaster:master \
     etcd_endpoints="$ETCD_ENDPOINTS" lease_ttl="${LEASE_TTL:-10}" lease_margin="${LEASE_MARGIN:-2}" \
@@ -20,10 +19,3 @@ pcs resource create api ocf:hamaster:master \
     op monitor interval="${UNPROMOTED_INTERVAL:-3s}" role=Unpromoted timeout=10s \
     op promote timeout=30s op demote timeout=30s op stop timeout=40s \
     promotable promoted-max=1 promoted-node-max=1
-# A crash that takes the DC and the master at once costs a DC election and about 1 s more
-# before the promotion is scheduled (docs/tuning.md). -5 against the candidates' 10 keeps the
-# DC promotable when it is the only candidate, and the key holder's 100 outweighs it: a running
-# master never moves for it.
-if [ "${AVOID_DC:-true}" = true ]; then
-    pcs constraint location api-clone rule role=Promoted score=-5 '#is_dc' eq true
-fi

@@ -13,7 +13,3 @@ pcs resource create api ocf:hamaster:master \
 pcs resource create api-vip ocf:hamaster:vip ip="$VIP" cidr_netmask=24 op monitor interval=2s
 pcs constraint colocation add api-vip with Promoted api-clone INFINITY
 pcs constraint order promote api-clone then start api-vip
-# As in master-with-vip.sh: promote away from the DC where there is a choice (AVOID_DC).
-if [ "${AVOID_DC:-true}" = true ]; then
-    pcs constraint location api-clone rule role=Promoted score=-5 '#is_dc' eq true
-fi

@@ -529,6 +529,13 @@ impl Lab {
             .into_owned()
     }
 
+    /// The DC's node name, from crm_mon (None while there is none).
+    pub fn dc(&self) -> Option<String> {
+        let xml = self.crm_mon_xml();
+        let line = xml.lines().find(|l| l.contains("<current_dc "))?;
+        (attr(line, "present")? == "true").then(|| attr(line, "name"))?
+    }
+
     pub fn crm_mon_text(&self) -> String {
         let i = self
             .nodes
