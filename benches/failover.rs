@@ -18,7 +18,7 @@ use support::cluster::{
     create_topology, create_topology_with, outage, Etcd, HealthClient, Lab, VIP,
 };
 use support::master::VipObserver;
-use support::timeline::{first_logged, render_svg, spread, Series, PHASES};
+use support::timeline::{first_logged, phase, render_svg, spread, Series, PHASES};
 
 const MARK_START: &str = "<!-- bench:failover:start -->";
 const MARK_END: &str = "<!-- bench:failover:end -->";
@@ -171,12 +171,12 @@ fn trial(lab: &mut Lab, client: &HealthClient, crash: bool, script: &str) -> Opt
             .filter(|&k| k >= fault_unix && !script.starts_with("ipaddr2"));
         let wire = first_announcement(&frames, t).map(|a| (a - t).as_secs_f64() * 1000.0);
         let mut phases: Phases = Default::default();
-        phases[0] = membership.and_then(ms);
-        phases[1] = transition.and_then(ms);
-        phases[2] = invoked.and_then(ms);
-        phases[3] = key.and_then(ms);
-        phases[5] = wire;
-        phases[6] = returned.and_then(ms);
+        phases[phase::MEMBERSHIP] = membership.and_then(ms);
+        phases[phase::TRANSITION] = transition.and_then(ms);
+        phases[phase::INVOKED] = invoked.and_then(ms);
+        phases[phase::KEY] = key.and_then(ms);
+        phases[phase::ANNOUNCED] = wire;
+        phases[phase::RETURNED] = returned.and_then(ms);
         Trial {
             fault: t,
             end,
@@ -249,8 +249,8 @@ fn three_node(script: &str, n: usize, crash: &mut Stats, cut: &mut Stats) {
                     .iter()
                     .find(|s| s.0 >= t && s.1)
                     .map(|s| s.0);
-                w.phases[4] = up.map(after);
-                w.phases[7] = first_ok_after(&samples, t).map(after);
+                w.phases[phase::VIP_UP] = up.map(after);
+                w.phases[phase::FIRST_200] = first_ok_after(&samples, t).map(after);
                 stats.phases.push(w.phases);
                 stats.lost_dc.push(w.lost_dc);
             }
@@ -390,7 +390,7 @@ fn late_transitions(stats: &Stats) -> String {
     let late: Vec<bool> = stats
         .phases
         .iter()
-        .map(|p| matches!((p[0], p[1]), (Some(m), Some(t)) if t - m >= 500.0))
+        .map(|p| matches!((p[phase::MEMBERSHIP], p[phase::TRANSITION]), (Some(m), Some(t)) if t - m >= 500.0))
         .collect();
     let both = late.iter().zip(&stats.lost_dc).filter(|(l, d)| **l && **d);
     format!(

@@ -53,15 +53,17 @@ fn wait_promoted(
 
 /// Crashes node `i`, the master holding the key with `token1`, and waits (bounded) for the
 /// failover: one other node promoted, the VIP there, the client served again, the key that
-/// node's with a higher fencing token. Returns the new master, its index and its token.
+/// node's with a higher fencing token. Returns the new master, its index, its token and the
+/// time from the crash to the VIP on it.
 fn crash_master(
     lab: &mut Lab,
     obs: &VipObserver,
     client: &HealthClient,
     i: usize,
     token1: i64,
-) -> (String, usize, i64) {
+) -> (String, usize, i64, Duration) {
     let old = lab.nodes[i].name.clone();
+    let t = Instant::now();
     lab.crash(i);
     let p2 = wait_promoted(lab, (i + 1) % 3, "api", Some(&old), Duration::from_secs(60));
     let p2i = lab.index(&p2);
@@ -69,6 +71,7 @@ fn crash_master(
         obs.wait_state(p2i, true, Duration::from_secs(30)),
         "VIP moved to {p2}"
     );
+    let to_vip = t.elapsed();
     assert!(
         client.wait_ok(Duration::from_secs(30)),
         "client back after the crash"
@@ -76,7 +79,7 @@ fn crash_master(
     let (holder, token2) = lab.leader_key(KEY).expect("leader key after the crash");
     assert_eq!(holder, p2);
     assert!(token2 > token1, "fencing token rose: {token1} → {token2}");
-    (p2, p2i, token2)
+    (p2, p2i, token2, to_vip)
 }
 
 /// The new master `p2` still holds the key with `token2` three TTLs later: no self-fencing,
@@ -211,8 +214,7 @@ fn three_nodes_master_with_vip_crash_partition_etcd_loss_and_ban() {
 
     // Crash of the promoted node.
     let t_crash = Instant::now();
-    let (p2, p2i, token2) = crash_master(&mut lab, &obs, &client, pi, token1);
-    let promote_crash = t_crash.elapsed();
+    let (p2, p2i, token2, promote_crash) = crash_master(&mut lab, &obs, &client, pi, token1);
     // The new master stays: no self-fencing and re-promotion while the crashed node's etcd
     // member (the first endpoint in a third of the runs) answers nothing.
     keeps_the_key(&lab, &p2, token2);
@@ -499,8 +501,7 @@ fn three_nodes_crash_of_the_master_the_first_etcd_endpoint_and_the_etcd_leader()
     let watch = lab.watch_key(KEY, &[1, 2]);
     let t_crash = Instant::now();
     let crash_unix = hamaster::guard::unix_ms();
-    let (p2, p2i, token2) = crash_master(&mut lab, &obs, &client, 0, token1);
-    let promote_crash = t_crash.elapsed();
+    let (p2, p2i, token2, promote_crash) = crash_master(&mut lab, &obs, &client, 0, token1);
     // The old lease cannot have run out before its TTL after the crash (the last renewal
     // came before it); the new master took the key only after that.
     let since = lab.guard_leader_since(p2i).expect("the new master's guard");

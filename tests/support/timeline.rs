@@ -15,6 +15,18 @@ pub const PHASES: [&str; 8] = [
     "first 200 to the client",
 ];
 
+/// Indices into PHASES.
+pub mod phase {
+    pub const MEMBERSHIP: usize = 0;
+    pub const TRANSITION: usize = 1;
+    pub const INVOKED: usize = 2;
+    pub const KEY: usize = 3;
+    pub const VIP_UP: usize = 4;
+    pub const ANNOUNCED: usize = 5;
+    pub const RETURNED: usize = 6;
+    pub const FIRST_200: usize = 7;
+}
+
 /// Days from 1970-01-01 to the given civil date (proleptic Gregorian).
 fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     let y = if m <= 2 { y - 1 } else { y };
