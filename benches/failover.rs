@@ -15,7 +15,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use support::cluster::{
-    create_topology, create_topology_with, outage, Etcd, HealthClient, Lab, VIP,
+    create_topology, create_topology_with, first_ok_after, outage, Etcd, HealthClient, Lab, VIP,
 };
 use support::master::VipObserver;
 use support::timeline::{first_logged, phase, render_svg, spread, Series, PHASES};
@@ -198,12 +198,6 @@ fn trial(lab: &mut Lab, client: &HealthClient, crash: bool, script: &str) -> Opt
     // Let the rejoined node settle (probes, unpromoted start) before the next fault.
     std::thread::sleep(Duration::from_secs(5));
     result
-}
-
-/// The first 200 after the first failure that follows `fault`.
-fn first_ok_after(samples: &[(Instant, bool)], fault: Instant) -> Option<Instant> {
-    let failed = samples.iter().position(|s| s.0 >= fault && !s.1)?;
-    samples[failed..].iter().find(|s| s.1).map(|s| s.0)
 }
 
 /// N crash and N partition trials of one topology on a fresh 3-node lab.

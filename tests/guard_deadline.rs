@@ -143,13 +143,8 @@ fn compaction_and_member_restarts_keep_the_watch_and_without_a_watch_the_renewal
             .success());
     }
     let status = etcd.etcdctl(&["endpoint", "status", "-w", "fields"]);
-    let text = String::from_utf8_lossy(&status.stdout).into_owned();
-    let rev = text
-        .lines()
-        .find_map(|l| l.strip_prefix("\"Revision\" : "))
-        .expect("revision")
-        .trim()
-        .to_string();
+    let rev = support::etcd::field(&String::from_utf8_lossy(&status.stdout), "Revision")
+        .expect("revision");
     let compact = etcd.etcdctl(&["compact", &rev]);
     assert!(compact.status.success(), "{compact:?}");
     let observer = VipObserver::start(&[&a]);

@@ -47,10 +47,11 @@ fn run(action: Action, env: &OcfEnv) -> Outcome {
         Ok(_) => None,
         Err(_) => VipConfig::for_cleanup(&values),
     };
-    let netns = match (&parsed, &cleanup) {
-        (Ok(c), _) | (Err(_), Some(c)) => c.network_namespace.clone(),
-        (Err(_), None) => None,
-    };
+    let netns = parsed
+        .as_ref()
+        .ok()
+        .or(cleanup.as_ref())
+        .and_then(|c| c.network_namespace.clone());
     if let Err(outcome) = enter_namespace(action, netns, env) {
         return outcome;
     }

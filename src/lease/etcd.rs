@@ -410,9 +410,10 @@ impl Etcd {
             return Ok(None);
         }
         // Our client for one of a member's URLs.
+        let clients = self.snapshot();
         let client_of = |m: &etcd_client::Member| {
             let urls: Vec<String> = m.client_urls().iter().map(|u| normalise(u)).collect();
-            self.snapshot().into_iter().find(|(e, _)| urls.contains(e))
+            clients.iter().find(|(e, _)| urls.contains(e)).cloned()
         };
         // Only to a member that answers now: while a transfer is pending the leader drops
         // every proposal (our renewals too), for up to an election timeout if the transferee

@@ -510,11 +510,7 @@ impl Lab {
     pub fn leader_key(&self, key: &str) -> Option<(String, i64)> {
         let out = self.etcdctl(&["get", key, "-w", "fields"]);
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        let field = |name: &str| {
-            text.lines()
-                .find_map(|l| l.strip_prefix(&format!("\"{name}\" : ")))
-                .map(|v| v.trim().trim_matches('"').to_string())
-        };
+        let field = |name: &str| super::etcd::field(&text, name);
         Some((field("Value")?, field("CreateRevision")?.parse().ok()?))
     }
 
@@ -853,8 +849,13 @@ impl HealthClient {
 pub fn outage(samples: &[(Instant, bool)], fault: Instant) -> Option<Duration> {
     let first_fail = samples.iter().position(|s| s.0 >= fault && !s.1)?;
     let last_ok = samples[..first_fail].iter().rev().find(|s| s.1)?.0;
-    let first_ok = samples[first_fail..].iter().find(|s| s.1)?.0;
-    Some(first_ok - last_ok)
+    Some(first_ok_after(samples, fault)? - last_ok)
+}
+
+/// The first 200 after the first failure at or after `fault`.
+pub fn first_ok_after(samples: &[(Instant, bool)], fault: Instant) -> Option<Instant> {
+    let first_fail = samples.iter().position(|s| s.0 >= fault && !s.1)?;
+    samples[first_fail..].iter().find(|s| s.1).map(|s| s.0)
 }
 
 /// One row of the end-of-run table: scenario, topology, overlap, outage, promote time.

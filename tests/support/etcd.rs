@@ -354,11 +354,7 @@ impl EtcdCluster {
     pub fn get(&self, key: &str) -> Option<(String, String, i64)> {
         let out = self.etcdctl(&["get", key, "-w", "fields"]);
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        let field = |name: &str| {
-            text.lines()
-                .find_map(|l| l.strip_prefix(&format!("\"{name}\" : ")))
-                .map(|v| v.trim().trim_matches('"').to_string())
-        };
+        let field = |name: &str| field(&text, name);
         let value = field("Value")?;
         let lease: i64 = field("Lease")?.parse().ok()?;
         Some((
@@ -381,12 +377,6 @@ impl Drop for EtcdCluster {
 /// The leader's endpoint in `etcdctl endpoint status -w fields` output: the block of the
 /// member whose MemberID is the Leader it reports.
 pub fn leader_endpoint(status_fields: &str) -> Option<String> {
-    let field = |block: &str, name: &str| {
-        block
-            .lines()
-            .find_map(|l| l.strip_prefix(&format!("\"{name}\" : ")))
-            .map(|v| v.trim().trim_matches('"').to_string())
-    };
     status_fields
         .split("\"ClusterID\"")
         .skip(1)
@@ -402,8 +392,14 @@ pub fn leader_endpoint(status_fields: &str) -> Option<String> {
 
 /// The first MemberID in `etcdctl endpoint status -w fields` output (of one endpoint).
 pub fn member_id(status_fields: &str) -> Option<u64> {
-    status_fields
+    field(status_fields, "MemberID")?.parse().ok()
+}
+
+/// The first value of `name` in etcdctl's `-w fields` output (`"Name" : value` lines), its
+/// quotes removed.
+pub fn field(fields: &str, name: &str) -> Option<String> {
+    fields
         .lines()
-        .find_map(|l| l.strip_prefix("\"MemberID\" : "))
-        .and_then(|v| v.trim().parse().ok())
+        .find_map(|l| l.strip_prefix(&format!("\"{name}\" : ")))
+        .map(|v| v.trim().trim_matches('"').to_string())
 }
