@@ -41,7 +41,7 @@ check-rpm: deps
 	$(CARGO) test --test rpm -- --ignored --test-threads=1
 
 # The guard's promise at the DEFAULT lease settings (and at lease_ttl 3), timed from etcd's side:
-# master link silent, guard SIGKILLed or SIGSTOPped, compaction and a dead watch (about 8 min).
+# master link silent, guard SIGKILLed or SIGSTOPped, compaction, a revoked lease (about 8 min).
 check-guard: deps
 	$(CARGO) test --test guard_deadline -- --ignored --test-threads=1 --nocapture
 

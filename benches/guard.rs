@@ -20,8 +20,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hamaster::guard::core::{Leadership, Raise};
-use hamaster::guard::fence::{Fence, Kernel};
+use hamaster::guard::fence::{Fence, Host};
+use hamaster::guard::machine::{Machine, Plan, VipState};
 use hamaster::lease::clock::boottime;
 use hamaster::lease::LeaseClock;
 use hamaster::vip::netlink::{NewAddr, Rtnl};
@@ -158,16 +158,25 @@ fn fence_latency_in(node: &str, peer: &str, n: usize) -> Vec<f64> {
             preferred_lft: None,
             valid_lft: None,
         };
-        // A lease whose deadline is 100 ms from now.
+        // A lease whose deadline is 100 ms from now; the machine raises the VIP at once.
         let now = boottime();
-        let lead = Leadership::new(
-            DEFAULTS,
-            now + Duration::from_millis(100) - (DEFAULTS.ttl - DEFAULTS.margin),
+        let plan = Plan {
+            clock: DEFAULTS,
+            vip: true,
+            unit: None,
+        };
+        let sent = now + Duration::from_millis(100) - (DEFAULTS.ttl - DEFAULTS.margin);
+        let machine = Machine::new(
+            plan,
+            sent,
             DEFAULTS.ttl,
+            Host::new(Some(new)).expect("host"),
         );
-        let deadline = lead.deadline();
-        let fence = Fence::start(lead, Kernel::new(Some(new)).expect("kernel")).expect("fence");
-        assert_eq!(fence.add_vip(), Ok(Raise::Done));
+        let deadline = machine.deadline();
+        // The orders (settle, persist) go nowhere: only the fence's own path is measured.
+        let (orders, _unread) = tokio::sync::mpsc::unbounded_channel();
+        let fence = Fence::start(machine, orders).expect("fence");
+        assert_eq!(fence.view(|m| m.vip()), VipState::Up);
         let gone = Arc::new(AtomicBool::new(false));
         let observed = observe_removal(ip, gone.clone());
         let at = observed.join().expect("observer");

@@ -19,6 +19,31 @@ pub fn live_with_args(pid: u32, args: &[&str]) -> bool {
     matches && !zombie
 }
 
+/// The fields of /proc/PID/stat after the command name (which may hold spaces and ')').
+fn stat_fields(pid: u32) -> Option<Vec<String>> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    Some(rest.split_whitespace().map(String::from).collect())
+}
+
+/// When `pid` started, in clock ticks since boot (field 22 of /proc/PID/stat): with the pid it
+/// names one process for good, since a reused pid starts later.
+pub fn start_time(pid: u32) -> Option<u64> {
+    // Fields after the name start at field 3 (state): field 22 is index 19.
+    stat_fields(pid)?.get(19)?.parse().ok()
+}
+
+/// The process group of `pid` (field 5).
+pub fn process_group(pid: u32) -> Option<u32> {
+    stat_fields(pid)?.get(2)?.parse().ok()
+}
+
+/// Whether `pid` is still the very process recorded with `start` (not a reuse of its pid),
+/// alive or a zombie.
+pub fn same_process(pid: u32, start: u64) -> bool {
+    start_time(pid) == Some(start)
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -32,5 +57,18 @@ mod tests {
         assert!(super::live_with_args(me, &[&argv0]));
         assert!(!super::live_with_args(me, &[&argv0, "no-such-arg"]));
         assert!(!super::live_with_args(u32::MAX, &[]));
+    }
+
+    #[test]
+    fn a_process_is_named_by_its_pid_and_start_time() {
+        let me = std::process::id();
+        let start = super::start_time(me).expect("our own start time");
+        assert!(super::same_process(me, start));
+        assert!(
+            !super::same_process(me, start + 1),
+            "another start: another process"
+        );
+        assert_eq!(super::start_time(u32::MAX), None);
+        assert!(super::process_group(me).is_some());
     }
 }

@@ -753,7 +753,10 @@ case "$1" in
 start) set -a; . "$HAMASTER_RUN_DIR/api/service.env"; set +a
        setsid {service_cmd} </dev/null >/dev/null 2>&1 & echo $! > {state}/unit.pid ;;
 stop) kill "$(cat {state}/unit.pid)" 2>/dev/null; rm -f {state}/unit.pid ;;
-is-active) [ -f {state}/unit.pid ] && kill -0 "$(cat {state}/unit.pid)" 2>/dev/null ;;
+is-active) if [ -f {state}/unit.pid ] && kill -0 "$(cat {state}/unit.pid)" 2>/dev/null; then
+             [ "$2" = --quiet ] || echo active; exit 0
+           fi
+           [ "$2" = --quiet ] || echo inactive; exit 3 ;;
 esac
 "#,
         state = a.state.display()
@@ -783,7 +786,12 @@ esac
         calls.contains("is-active --quiet -- api.service"),
         "{calls}"
     );
-    assert!(calls.trim_end().ends_with("stop -- api.service"), "{calls}");
+    // Stopped without blocking on systemd, then watched until inactive.
+    assert!(calls.contains("stop --no-block -- api.service"), "{calls}");
+    assert!(
+        calls.trim_end().ends_with("is-active -- api.service"),
+        "{calls}"
+    );
     assert!(a.service_pids().is_empty());
 }
 

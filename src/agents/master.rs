@@ -8,6 +8,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::guard::config::MasterConfig;
+use crate::guard::machine::STOP_GRACE;
 use crate::guard::paths::ResourceDir;
 use crate::guard::status::{self, GuardStatus};
 use crate::lease::{leader_key, Etcd, LeaseId};
@@ -61,6 +62,10 @@ pub static AGENT: super::AgentDef = super::AgentDef { info: &INFO, run };
 
 /// Promote's timeout when the caller gave none (ocf-tester, crm_resource --force-promote).
 const DEFAULT_PROMOTE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Demote's and stop's when the caller gave none (the advertised default).
+const DEFAULT_DEMOTE_TIMEOUT: Duration = Duration::from_secs(40);
+/// Every action ends this much before its CRM_meta_timeout: the answer must reach execd.
+const SAFETY: Duration = Duration::from_secs(1);
 const SCORE_HOLDER: i32 = 100;
 const SCORE_CANDIDATE: i32 = 10;
 /// How long a guard that is alive may take to answer a status request.
@@ -106,6 +111,15 @@ fn run(action: Action, env: &OcfEnv) -> Outcome {
             .map_or(Duration::from_secs(10), |t| Duration::from_millis(t / 2));
         match dir.lock(limit, &format!("hamaster master {}", action.name())) {
             Ok(l) => Some(l),
+            // A lock file that cannot be made (/run full, read-only) must not fail stop or
+            // demote, which Pacemaker would answer by fencing the node: they go on without.
+            Err(why)
+                if matches!(action, Action::Stop | Action::Demote)
+                    && !why.starts_with("another operation") =>
+            {
+                log::warn!("{why}; going on without the resource lock");
+                None
+            }
             Err(why) => return Outcome::with_reason(OcfExit::ErrGeneric, why),
         }
     } else {
@@ -190,6 +204,17 @@ fn start(ctx: &Ctx) -> Outcome {
     }
     update_score(ctx, &cfg);
     Outcome::ok()
+}
+
+/// The moment an action must be done by: its CRM_meta_timeout (or `default`) from now, less
+/// the safety second.
+fn budget(env: &OcfEnv, default: Duration) -> Instant {
+    let timeout = env.timeout_ms().map_or(default, Duration::from_millis);
+    Instant::now() + timeout.saturating_sub(SAFETY)
+}
+
+fn left(until: Instant) -> Duration {
+    until.saturating_duration_since(Instant::now())
 }
 
 fn stop(ctx: &Ctx) -> Outcome {
@@ -278,7 +303,10 @@ fn promote(ctx: &Ctx) -> Outcome {
         .env
         .timeout_ms()
         .map_or(DEFAULT_PROMOTE_TIMEOUT, Duration::from_millis);
-    let until = Instant::now() + timeout.saturating_sub(Duration::from_secs(2));
+    let until = budget(ctx.env, DEFAULT_PROMOTE_TIMEOUT);
+    // What an undo needs at the end: the guard's step-down (service grace and release).
+    let undo = (timeout / 3).min(Duration::from_secs(15));
+    let poll_until = until.checked_sub(undo).unwrap_or(until);
     if ctx.dir.live_guard().is_some() {
         match status::block_on(status::get_status(&ctx.dir.socket(), GUARD_ANSWER)) {
             Ok(s) if s.is_healthy_leader() => {
@@ -288,7 +316,7 @@ fn promote(ctx: &Ctx) -> Outcome {
             }
             // A fenced or failed guard from before: clean it away, then start afresh.
             _ => {
-                let out = demote(ctx);
+                let out = demote_steps(ctx, Some(&cfg), poll_until);
                 if out.exit != OcfExit::Success {
                     return out;
                 }
@@ -301,8 +329,8 @@ fn promote(ctx: &Ctx) -> Outcome {
             format!("cannot create {}: {e}", ctx.dir.root.display()),
         );
     }
-    let acquire_for = timeout
-        .saturating_sub(Duration::from_secs(4))
+    let acquire_for = left(poll_until)
+        .saturating_sub(Duration::from_secs(1))
         .max(Duration::from_secs(1));
     let mut guard = match spawn_guard(ctx, acquire_for) {
         Ok(child) => child,
@@ -315,7 +343,7 @@ fn promote(ctx: &Ctx) -> Outcome {
     };
     let mut last: Option<GuardStatus> = None;
     let why = loop {
-        if Instant::now() >= until {
+        if Instant::now() >= poll_until {
             break format!(
                 "not promoted within {} s: {}",
                 timeout.as_secs(),
@@ -333,7 +361,7 @@ fn promote(ctx: &Ctx) -> Outcome {
         }
         if let Ok(s) = status::block_on(status::get_status(
             &ctx.dir.socket(),
-            Duration::from_millis(500),
+            Duration::from_millis(500).min(left(poll_until)),
         )) {
             if s.is_healthy_leader() {
                 let _ = ctx.dir.mark(ctx.dir.promoted());
@@ -353,8 +381,15 @@ fn promote(ctx: &Ctx) -> Outcome {
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    // Undo: nothing half-promoted stays behind.
-    let _ = demote_steps(ctx, Some(&cfg));
+    // Undo within what is left: nothing half-promoted stays behind.
+    let undo = demote_steps(ctx, Some(&cfg), until);
+    if undo.exit != OcfExit::Success {
+        let still = undo.reason.unwrap_or_default();
+        return Outcome::with_reason(
+            OcfExit::ErrGeneric,
+            format!("{why}; and undoing it: {still}"),
+        );
+    }
     Outcome::with_reason(OcfExit::ErrGeneric, why)
 }
 
@@ -392,7 +427,8 @@ fn spawn_guard(ctx: &Ctx, acquire_for: Duration) -> std::io::Result<std::process
 
 fn demote(ctx: &Ctx) -> Outcome {
     let cfg = MasterConfig::from_values(&ctx.values).ok();
-    let out = demote_steps(ctx, cfg.as_ref());
+    let until = budget(ctx.env, DEFAULT_DEMOTE_TIMEOUT);
+    let out = demote_steps(ctx, cfg.as_ref(), until);
     if out.exit == OcfExit::Success {
         ctx.dir.unmark(ctx.dir.promoted());
         if let Some(c) = &cfg {
@@ -402,39 +438,47 @@ fn demote(ctx: &Ctx) -> Outcome {
     out
 }
 
-/// Guard steps down; if it cannot, kill it and do its steps here. Without a usable
-/// configuration, the steps that need it (etcd, systemd) are left to the lease's expiry.
-fn demote_steps(ctx: &Ctx, cfg: Option<&MasterConfig>) -> Outcome {
-    let timeout = ctx
-        .env
-        .timeout_ms()
-        .map_or(Duration::from_secs(30), Duration::from_millis);
+/// The guard steps down within what is left of the budget; if it cannot be asked, it is
+/// killed and its steps are done here. A guard that answers "not complete" (a service that
+/// will not stop, a VIP that will not go) is left running: it keeps the lease while anything
+/// may still serve, and the failure is reported. Without a usable configuration, the steps
+/// that need it (etcd, systemd) are left to the lease's expiry.
+fn demote_steps(ctx: &Ctx, cfg: Option<&MasterConfig>, until: Instant) -> Outcome {
     if let Some(pid) = ctx.dir.live_guard() {
         // A guard that cannot answer a status request (stopped, hung) will not step down
-        // either: waiting most of the op timeout on it would leave too little for the
-        // clean-up, and a failed demote escalates to stop and then to node fencing.
+        // either: waiting most of the budget on it would leave too little for the clean-up.
         let socket = ctx.dir.socket();
         let asked = status::block_on(async {
-            status::get_status(&socket, GUARD_ANSWER).await?;
+            status::get_status(&socket, GUARD_ANSWER.min(left(until))).await?;
             log::info!("asking guard {pid} of {} to step down", ctx.resource);
-            status::step_down(&socket, timeout.saturating_sub(Duration::from_secs(5))).await
+            // Kept back: the clean-up below if the answer never comes.
+            let budget = left(until).saturating_sub(Duration::from_secs(2));
+            status::step_down(&socket, budget).await
         });
-        if asked.is_ok() && wait_gone(pid, &ctx.dir, Duration::from_secs(3)) {
-            ctx.dir.unmark(ctx.dir.promoted());
-            return Outcome::ok();
+        match asked {
+            Ok(_) => {
+                if wait_gone(pid, &ctx.dir, Duration::from_secs(3).min(left(until))) {
+                    ctx.dir.unmark(ctx.dir.promoted());
+                    return Outcome::ok();
+                }
+                log::warn!("guard {pid} stepped down but did not exit; ending it");
+            }
+            Err(status::ClientError::Incomplete(why)) => {
+                return Outcome::with_reason(
+                    OcfExit::ErrGeneric,
+                    format!("guard {pid} could not step down in time: {why}"),
+                );
+            }
+            Err(e) => log::warn!("guard {pid} did not step down ({e}); cleaning up after it"),
         }
-        log::warn!(
-            "guard {pid} did not step down ({:?}); cleaning up after it",
-            asked.err().map(|e| e.to_string())
-        );
-        // The pid we verified to be this resource's guard.
+        // The pid that holds this resource's guard socket.
         let _ = nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(pid as i32),
             nix::sys::signal::Signal::SIGKILL,
         );
-        wait_gone(pid, &ctx.dir, Duration::from_secs(2));
+        wait_gone(pid, &ctx.dir, Duration::from_secs(2).min(left(until)));
     }
-    cleanup_after_guard(ctx, cfg)
+    cleanup_after_guard(ctx, cfg, until)
 }
 
 fn wait_gone(pid: u32, dir: &ResourceDir, limit: Duration) -> bool {
@@ -448,31 +492,17 @@ fn wait_gone(pid: u32, dir: &ResourceDir, limit: Duration) -> bool {
     true
 }
 
-/// The guard's step-down done by the agent: service, VIP, key, lease; every step is tried
-/// and every failure reported.
-fn cleanup_after_guard(ctx: &Ctx, cfg: Option<&MasterConfig>) -> Outcome {
+/// The guard's step-down done by the agent, within the budget: service, VIP, then — only when
+/// both are confirmed down — key and lease. Every step is tried; only what is proven still up
+/// at the end is a failure. Nothing running (no state, a unit that is not loaded) is success.
+fn cleanup_after_guard(ctx: &Ctx, cfg: Option<&MasterConfig>, until: Instant) -> Outcome {
     let state = ctx.dir.load();
     log::info!(
         "cleaning up after the guard of {} (recorded state: {state:?})",
         ctx.resource
     );
     let mut failures = Vec::new();
-    match cfg.map(|c| &c.service) {
-        Some(ServiceSpec::Systemd { unit }) => {
-            let ok = Command::new("systemctl")
-                .args(["stop", "--", unit])
-                .status()
-                .is_ok_and(|s| s.success());
-            if !ok {
-                failures.push(format!("systemctl stop {unit} failed"));
-            }
-        }
-        _ => {
-            if let Some(pid) = state.as_ref().and_then(|s| s.service_pid) {
-                stop_orphan(pid, Duration::from_secs(5));
-            }
-        }
-    }
+    // The VIP first, as the guard does it.
     let vip = cfg
         .and_then(|c| c.vip.clone())
         .or_else(|| VipConfig::for_cleanup(&ctx.values));
@@ -481,27 +511,74 @@ fn cleanup_after_guard(ctx: &Ctx, cfg: Option<&MasterConfig>) -> Outcome {
             failures.push(format!("removing the VIP: {e}"));
         }
     }
+    match cfg.map(|c| &c.service) {
+        Some(ServiceSpec::Systemd { unit }) => {
+            if let Err(why) = stop_unit(unit, until) {
+                failures.push(why);
+            }
+        }
+        _ => {
+            if let Some(pid) = state.as_ref().and_then(|s| s.service_pid) {
+                let start = state.as_ref().and_then(|s| s.service_start);
+                let limit = left(until).saturating_sub(Duration::from_millis(500));
+                if !stop_orphan(pid, start, STOP_GRACE.min(limit / 2), limit) {
+                    failures.push(format!("the service (pid {pid}) is still running"));
+                }
+            }
+        }
+    }
+    if !failures.is_empty() {
+        // Something may still serve: the lease is not shortened, it runs out by itself.
+        return Outcome::with_reason(OcfExit::ErrGeneric, failures.join("; "));
+    }
     if let (Some(c), Some(lease)) = (cfg, state.as_ref().and_then(|s| s.lease_id)) {
         let key = leader_key(&c.etcd.prefix, &ctx.resource);
+        let limit = left(until).min(Duration::from_secs(4));
         let released = status::block_on(async {
-            let etcd = Etcd::connect(&c.etcd, Duration::from_secs(2)).await?;
-            etcd.release(&key, LeaseId(lease)).await
+            tokio::time::timeout(limit, async {
+                let etcd = Etcd::connect(&c.etcd, Duration::from_secs(2).min(limit)).await?;
+                etcd.release(&key, LeaseId(lease)).await
+            })
+            .await
         });
-        if let Err(e) = released {
+        if !matches!(released, Ok(Ok(_))) {
             // VIP and service are down: an unreleased key only delays the next leader until
             // the lease expires.
             log::warn!(
-                "could not release {key}: {e}; it expires with lease {}",
+                "could not release {key} ({released:?}); it expires with lease {}",
                 LeaseId(lease)
             );
         }
     }
     ctx.dir.remove_guard_files();
-    if failures.is_empty() {
-        ctx.dir.unmark(ctx.dir.promoted());
-        Outcome::ok()
-    } else {
-        Outcome::with_reason(OcfExit::ErrGeneric, failures.join("; "))
+    ctx.dir.unmark(ctx.dir.promoted());
+    Outcome::ok()
+}
+
+/// Stops a unit without blocking on systemd (`stop --no-block`: its exit code says nothing
+/// we need — a unit that is not loaded is stopped), then watches it until it is inactive,
+/// within the budget.
+fn stop_unit(unit: &str, until: Instant) -> Result<(), String> {
+    if crate::service::find_in_path("systemctl").is_none() {
+        // No systemd tooling here: no unit of ours can be running.
+        return Ok(());
+    }
+    let _ = Command::new("timeout")
+        .args(["5", "systemctl", "stop", "--no-block", "--", unit])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    loop {
+        let last = match status::block_on(crate::service::process::unit_state(unit)) {
+            Ok(state) if !crate::service::process::unit_may_run(&state) => return Ok(()),
+            Ok(state) => state,
+            Err(e) => e,
+        };
+        if left(until) < Duration::from_millis(300) {
+            return Err(format!("{unit} is still {last} after systemctl stop"));
+        }
+        std::thread::sleep(Duration::from_millis(200));
     }
 }
 

@@ -130,7 +130,8 @@ impl From<VipError> for Outcome {
             | VipError::Conflict { .. }
             | VipError::Duplicate { .. }
             | VipError::DadFailed { .. }
-            | VipError::DadTimeout { .. } => OcfExit::ErrGeneric,
+            | VipError::DadTimeout { .. }
+            | VipError::Abandoned { .. } => OcfExit::ErrGeneric,
         };
         let why = if exit == OcfExit::ErrPerm {
             format!("insufficient privileges (needs root): {e}")

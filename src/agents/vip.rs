@@ -188,7 +188,7 @@ fn monitor(config: Result<VipConfig, VipError>, env: &OcfEnv) -> Result<Outcome,
             prefix: addr.prefix,
             broadcast: addr.broadcast,
         };
-        up::announce(&target, c, c.arp_count_refresh, &burst::run_dir());
+        up::announce(&target, c, c.arp_count_refresh, &burst::run_dir(), &|| true);
     }
     Ok(Outcome::ok())
 }

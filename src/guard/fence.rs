@@ -1,46 +1,48 @@
-//! The guard's fencing thread: the one part of the guard that no I/O can delay. It sleeps on a
-//! CLOCK_BOOTTIME timerfd armed at the deadline (it keeps counting through a suspend and
-//! fires at once on resume) and, when the deadline comes without a renewal, removes the VIP
-//! through a netlink socket of its own, signals the service, and then tells the async side,
-//! which logs. The thread itself never logs: a blocked log sink must not hold up the SIGKILL
-//! that follows half a margin later. The async side (etcd, health, status, systemd) reaches
-//! the leadership only through the same lock, held for one short kernel call at a time, never
-//! across an await, a log write or an etcd request.
+//! The guard machine's clock and lock: the one part of the guard that no I/O can delay. A
+//! thread of its own sleeps on a CLOCK_BOOTTIME timerfd armed at the machine's next wake-up
+//! (it keeps counting through a suspend and fires at once on resume) and calls the machine
+//! then: at the deadline the machine removes the VIP through this thread's netlink socket and
+//! signals the service before anything else happens. The machine's other effects go out as
+//! orders on a channel that never blocks, to the tokio shell (guard::lead), which performs
+//! them and feeds the answers back through `Fence::handle`, under the same lock — held for one
+//! short kernel call at a time, never across an await, a log write or an etcd request. The
+//! thread itself never logs: a blocked log sink must not hold up the SIGKILL that follows.
 //!
-//! It owns: the `FenceCore` (guard::core) behind that lock, the timer, the thread. It does not
-//! talk to etcd or write files.
+//! It owns: the machine (guard::machine) behind that lock, the timer, the thread, and the
+//! host's side of the kernel effects (`Host`). It does not talk to etcd or write files.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use nix::errno::Errno;
 use nix::sys::signal::{killpg, Signal};
 use nix::sys::time::TimeSpec;
 use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
 use nix::unistd::Pid;
-use tokio::sync::Notify;
+use tokio::sync::mpsc::UnboundedSender;
 
-use super::core::{Cause, Effects, FenceCore, Leadership, Raise, ServiceRef};
+use super::machine::{Input, Kernel, Machine, Order, ServiceRef};
 use crate::lease::clock::boottime;
 use crate::vip::netlink::{NewAddr, Rtnl};
 
-/// The host side of the fencing orders: the VIP through our own netlink socket, the service
+/// The host side of the kernel effects: the VIP through our own netlink socket, the service
 /// by signal (a process group) or by `systemctl` (a unit).
-pub struct Kernel {
+pub struct Host {
     rtnl: Option<Rtnl>,
     /// The VIP as it is added: interface, prefix, flags; lifetimes are set per call.
     vip: Option<NewAddr>,
 }
 
-impl Kernel {
+impl Host {
     /// Opens the netlink socket now, in the guard's network namespace, so that fencing never
     /// has to open one.
-    pub fn new(vip: Option<NewAddr>) -> Result<Kernel, String> {
+    pub fn new(vip: Option<NewAddr>) -> Result<Host, String> {
         let rtnl = match vip {
             Some(_) => Some(Rtnl::open().map_err(|e| e.to_string())?),
             None => None,
         };
-        Ok(Kernel { rtnl, vip })
+        Ok(Host { rtnl, vip })
     }
 
     fn with_lifetime(&self, secs: u32) -> Option<NewAddr> {
@@ -65,7 +67,7 @@ impl Kernel {
     }
 }
 
-impl Effects for Kernel {
+impl Kernel for Host {
     fn add_vip(&mut self, secs: u32) -> Result<(), String> {
         let Some(new) = self.with_lifetime(secs) else {
             return Ok(());
@@ -75,7 +77,7 @@ impl Effects for Kernel {
         };
         match rtnl.add_address(&new) {
             Ok(()) => Ok(()),
-            // Already ours (checked by the caller): give it the lifetime.
+            // Already ours (checked when the VIP was prepared): give it the lifetime.
             Err(e) if e.errno() == Some(libc::EEXIST) => {
                 rtnl.replace_lifetimes(&new).map_err(|e| e.to_string())
             }
@@ -108,14 +110,14 @@ impl Effects for Kernel {
             broadcast: None,
         };
         match rtnl.del_address(&addr) {
+            // Gone already (the kernel's lifetime, or by hand) counts as removed.
             Ok(()) => Ok(()),
-            // Gone already (the kernel's lifetime, or by hand).
             Err(e) if e.errno() == Some(libc::EADDRNOTAVAIL) => Ok(()),
             Err(e) => Err(e.to_string()),
         }
     }
 
-    fn signal_service(&mut self, service: &ServiceRef, kill: bool) {
+    fn signal_service(&mut self, service: &ServiceRef, kill: bool) -> Result<(), String> {
         match service {
             ServiceRef::Group(pid) if *pid > 1 => {
                 let sig = if kill {
@@ -123,141 +125,113 @@ impl Effects for Kernel {
                 } else {
                     Signal::SIGTERM
                 };
-                let _ = killpg(Pid::from_raw(*pid as i32), sig);
+                match killpg(Pid::from_raw(*pid as i32), sig) {
+                    Ok(()) | Err(Errno::ESRCH) => Ok(()),
+                    Err(e) => Err(format!("process group {pid}: {e}")),
+                }
             }
-            ServiceRef::Group(_) => {}
+            ServiceRef::Group(pid) => Err(format!("refusing to signal process group {pid}")),
             ServiceRef::Unit(unit) => {
-                // systemd stops the unit its own way (ExecStop, TimeoutStopSec); the KILL
-                // half a margin later does not wait for that.
+                // systemd stops the unit its own way (ExecStop, TimeoutStopSec); --no-block
+                // also cancels a start job under way. The KILL later does not wait for it.
                 let args: &[&str] = if kill {
                     &["kill", "--signal=SIGKILL", "--", unit]
                 } else {
                     &["stop", "--no-block", "--", unit]
                 };
-                let spawned = std::process::Command::new("systemctl")
+                let mut child = std::process::Command::new("systemctl")
                     .args(args)
                     .stdin(std::process::Stdio::null())
                     .stdout(std::process::Stdio::null())
                     .stderr(std::process::Stdio::null())
-                    .spawn();
+                    .spawn()
+                    .map_err(|e| format!("systemctl {}: {e}", args.join(" ")))?;
                 // Reaped by a thread of its own: the fencing thread never waits on it.
-                if let Ok(mut child) = spawned {
-                    std::thread::spawn(move || child.wait());
-                }
+                std::thread::spawn(move || child.wait());
+                Ok(())
             }
         }
     }
 }
 
 struct Shared {
-    core: Mutex<FenceCore<Kernel>>,
+    machine: Mutex<Machine<Host>>,
     timer: TimerFd,
     stop: AtomicBool,
-    /// Told (after the fact) when the fencing thread has fenced.
-    fenced: Notify,
+    orders: UnboundedSender<Order>,
 }
 
-/// The handle the async side holds.
+/// The handle the shell holds.
 #[derive(Clone)]
 pub struct Fence {
     shared: Arc<Shared>,
 }
 
 impl Fence {
-    /// Starts the fencing thread for a leadership, armed at its deadline.
-    pub fn start(lead: Leadership, kernel: Kernel) -> std::io::Result<Fence> {
+    /// Starts the fencing thread for a machine; its orders go to `orders`. The machine is
+    /// looked at once at once (the raise begins).
+    pub fn start(machine: Machine<Host>, orders: UnboundedSender<Order>) -> std::io::Result<Fence> {
         let timer = TimerFd::new(ClockId::CLOCK_BOOTTIME, TimerFlags::TFD_CLOEXEC)?;
         let shared = Arc::new(Shared {
-            core: Mutex::new(FenceCore::new(lead, kernel)),
+            machine: Mutex::new(machine),
             timer,
             stop: AtomicBool::new(false),
-            fenced: Notify::new(),
+            orders,
         });
-        {
-            let core = lock(&shared);
-            arm(&shared.timer, core.next_wake());
-        }
         let thread_shared = shared.clone();
         std::thread::Builder::new()
             .name("fence".into())
             .spawn(move || fencing_thread(thread_shared))?;
-        Ok(Fence { shared })
+        let fence = Fence { shared };
+        fence.handle(Input::Tick);
+        Ok(fence)
     }
 
-    fn with<T>(&self, f: impl FnOnce(&mut FenceCore<Kernel>, Duration) -> T) -> T {
-        let mut core = lock(&self.shared);
-        let out = f(&mut core, boottime());
-        arm(&self.shared.timer, core.next_wake());
-        out
+    /// One input for the machine, now.
+    pub fn handle(&self, input: Input) {
+        step(&self.shared, input);
+    }
+
+    /// A look at the machine (status, state.json).
+    pub fn view<T>(&self, f: impl FnOnce(&Machine<Host>) -> T) -> T {
+        f(&lock(&self.shared))
     }
 
     pub fn deadline(&self) -> Duration {
-        lock(&self.shared).lead.deadline()
+        lock(&self.shared).deadline()
     }
 
-    /// A renewal sent at `sent` answered with `granted`: moves the deadline and the VIP's
-    /// kernel lifetime. false: too late, the guard has fenced or is fencing.
-    pub fn renewed(&self, sent: Duration, granted: Duration) -> bool {
-        self.with(|core, now| core.renewed(now, sent, granted))
+    /// Whether announcements may go on: asked between frames by the raise.
+    pub fn may_announce(&self) -> bool {
+        lock(&self.shared).may_announce(boottime())
     }
 
-    pub fn add_vip(&self) -> Result<Raise, String> {
-        self.with(|core, now| core.add_vip(now))
-    }
-
-    pub fn service_started(&self, service: ServiceRef) -> Raise {
-        self.with(|core, now| core.service_started(now, service))
-    }
-
-    pub fn service_gone(&self) {
-        self.with(|core, _| core.service_gone());
-    }
-
-    /// Fences now: ownership is lost. Returns whether this call fenced.
-    pub fn fence(&self, why: String) -> bool {
-        let fenced = self.with(|core, now| core.fence(now, Cause::Lost(why)));
-        if fenced {
-            self.shared.fenced.notify_one();
-        }
-        fenced
-    }
-
-    pub fn begin_step_down(&self) {
-        self.with(|core, _| core.begin_step_down());
-    }
-
-    /// When and why the guard fenced, if it has.
-    pub fn fenced(&self) -> Option<(Duration, Cause)> {
-        lock(&self.shared).lead.fenced().cloned()
-    }
-
-    /// Resolves once the guard has fenced (by the thread, or by `fence`).
-    pub async fn wait_fenced(&self) {
-        loop {
-            let notified = self.shared.fenced.notified();
-            if self.fenced().is_some() {
-                return;
-            }
-            notified.await;
-        }
-    }
-
-    /// Ends the fencing thread (after the release, or once fenced and cleaned up).
+    /// Ends the fencing thread (the machine has exited).
     pub fn stop(&self) {
         self.shared.stop.store(true, Ordering::SeqCst);
-        let _core = lock(&self.shared);
+        let _machine = lock(&self.shared);
         arm(&self.shared.timer, Some(Duration::from_nanos(1)));
     }
 }
 
 /// The lock is never held across anything that can block; a panic elsewhere while holding it
 /// must not keep the fencing thread from its work.
-fn lock(shared: &Shared) -> MutexGuard<'_, FenceCore<Kernel>> {
-    shared.core.lock().unwrap_or_else(|p| p.into_inner())
+fn lock(shared: &Shared) -> MutexGuard<'_, Machine<Host>> {
+    shared.machine.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn step(shared: &Shared, input: Input) {
+    let mut machine = lock(shared);
+    machine.handle(boottime(), input);
+    while let Some(order) = machine.poll_order() {
+        // Unbounded: never blocks. A shell that is gone has nothing left to do.
+        let _ = shared.orders.send(order);
+    }
+    arm(&shared.timer, machine.next_wake());
 }
 
 /// Arms the timer at boot-clock time `at` (None: disarmed). Called with the lock held, so the
-/// timer always matches the core.
+/// timer always matches the machine.
 fn arm(timer: &TimerFd, at: Option<Duration>) {
     let result = match at {
         Some(t) => timer.set(
@@ -280,21 +254,12 @@ fn fencing_thread(shared: Arc<Shared>) {
         if shared.stop.load(Ordering::SeqCst) {
             return;
         }
-        let fenced = {
-            let mut core = lock(&shared);
-            let fenced = core.on_timer(boottime());
-            arm(&shared.timer, core.next_wake());
-            fenced
-        };
-        // Only now, with the VIP down and the service signalled: tell the async side.
-        if fenced {
-            shared.fenced.notify_one();
-        }
+        step(&shared, Input::Tick);
     }
 }
 
 /// A real-time priority for the fencing thread, so a busy machine does not make it late. It
-/// sleeps but for a few system calls at each deadline; without the privilege it keeps the
+/// sleeps but for a few system calls at each wake-up; without the privilege it keeps the
 /// normal priority (the guard runs as root under Pacemaker, so it has it).
 fn raise_priority() {
     let param = libc::sched_param { sched_priority: 10 };

@@ -13,7 +13,13 @@ use super::status::Shared;
 use crate::service::{HealthProbe, ServiceSpec};
 
 /// `push`: told once when the service, healthy before, stops being so (push_failures).
-pub async fn watch(cfg: MasterConfig, shared: Shared, push: Option<Reporter>) {
+/// `running`: whether the guard machine has the service running.
+pub async fn watch(
+    cfg: MasterConfig,
+    shared: Shared,
+    push: Option<Reporter>,
+    running: impl Fn() -> bool,
+) {
     let probe = match HealthProbe::new(&cfg.health) {
         Ok(p) => p,
         Err(e) => {
@@ -24,20 +30,16 @@ pub async fn watch(cfg: MasterConfig, shared: Shared, push: Option<Reporter>) {
     let mut healthy_once = false;
     let mut failed_in_a_row = 0u32;
     loop {
-        let mut running = shared
-            .status
-            .lock()
-            .map(|s| s.service_running)
-            .unwrap_or(false);
+        let mut running = running();
         if let (true, ServiceSpec::Systemd { unit }) = (running, &cfg.service) {
             // A unit has no child to wait for: ask systemd whether it is still active.
             running = crate::service::process::unit_active(unit).await;
-            if !running {
-                shared.update(|s| {
-                    s.service_running = false;
+            shared.update(|s| {
+                s.unit_inactive = !running;
+                if !running {
                     s.service_detail = format!("{unit} is not active");
-                });
-            }
+                }
+            });
         }
         let (passed, detail) = match (&probe, running) {
             (_, false) => (false, None),
@@ -61,11 +63,9 @@ pub async fn watch(cfg: MasterConfig, shared: Shared, push: Option<Reporter>) {
             _ => d,
         });
         shared.update(|s| {
-            if s.service_running {
-                s.service_healthy = healthy;
-                if let Some(d) = detail {
-                    s.service_detail = d;
-                }
+            s.service_healthy = healthy && running;
+            if let (true, Some(d)) = (running, detail) {
+                s.service_detail = d;
             }
         });
         if let (Some(r), true, false) = (&push, healthy_once, healthy) {

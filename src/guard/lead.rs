@@ -1,76 +1,67 @@
-//! Leading: with the key taken, start the fencing thread at the grant's deadline, raise the
-//! VIP (through the fence, with its kernel lifetime) and the service, then wait for what ends
-//! the leadership — fencing, a lost key, a step-down or a signal. Every step-down removes the
-//! VIP first, then stops the service; an orderly one keeps renewing the lease until the key
-//! is released. Nothing here can delay fencing: the deadline belongs to the fencing thread.
+//! Leading: the tokio shell around the guard machine (guard::machine). With the key taken it
+//! starts the machine's fencing thread, then only performs what the machine orders — a
+//! keepalive, a confirm of the key, the VIP's settling and announcements, the fencing token,
+//! the service's start and the looks at whether it is gone, the release — and feeds every
+//! answer back, with the watch on the key, the service's exit, step-down requests and signals.
+//! It decides nothing itself: what a failure means is the machine's to say.
 
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
+use std::time::Duration;
 
-use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
-use tokio::time::sleep_until;
+use tokio::sync::{mpsc, oneshot};
 
-use super::core::{Cause, Leadership, Raise, ServiceRef};
-use super::fence::{Fence, Kernel};
-use super::status::{Role, StepDown};
-use super::{health, keepalive, unix_ms, unix_ms_at, Acquired, Guard, StopSignals};
+use super::fence::{Fence, Host};
+use super::machine::{Input, Level, Machine, Order, Phase, Plan, ServiceRef, DEFAULT_STEP_DOWN};
+use super::status::{GuardStatus, StepDown};
+use super::{health, keepalive, Acquired, Guard, StopSignals};
 use crate::lease::clock::boottime;
-use crate::lease::{Etcd, LeaseId};
+use crate::lease::Etcd;
 use crate::runfiles::write_private;
-use crate::service::ServiceSpec;
+use crate::service::{Running, ServiceSpec};
 use crate::vip::{burst, up};
 
-/// How long an orderly step-down gives the service between TERM and KILL.
-const STOP_GRACE: Duration = Duration::from_secs(10);
-
-/// The tasks that run beside the lead loop while the guard leads: renewals, the ownership
-/// watch, health checks.
+/// The tasks that run beside the shell while the guard leads.
+#[derive(Default)]
 struct Helpers {
-    renewals: JoinHandle<()>,
-    ownership: Option<JoinHandle<()>>,
-    health: Option<JoinHandle<()>>,
-    placement: Option<JoinHandle<()>>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl Helpers {
-    fn stop_health(&self) {
-        if let Some(h) = &self.health {
-            h.abort();
-        }
+    fn add(&mut self, t: tokio::task::JoinHandle<()>) {
+        self.tasks.push(t);
     }
-
-    /// Ends them all (after fencing, or once an orderly step-down has released the key).
-    fn stop(&self) {
-        self.renewals.abort();
-        if let Some(o) = &self.ownership {
-            o.abort();
-        }
-        self.stop_health();
-        if let Some(p) = &self.placement {
-            p.abort();
+    fn stop(&mut self) {
+        for t in self.tasks.drain(..) {
+            t.abort();
         }
     }
 }
 
-enum Event {
-    Fenced,
-    Lost(String),
-    ServiceExited(String),
-    StepDown(StepDown),
-    Signal,
-    RetryRelease,
+/// What the shell holds while it leads.
+struct Shell {
+    fence: Fence,
+    etcd: Etcd,
+    token: i64,
+    /// The prepared VIP, until the machine orders it settled.
+    ready: Option<up::Ready>,
+    run_dir: PathBuf,
+    renew_tx: mpsc::UnboundedSender<Duration>,
+    started_tx: mpsc::UnboundedSender<Running>,
+    /// Step-down requests waiting for the machine's answer.
+    waiting: Vec<oneshot::Sender<(bool, GuardStatus)>>,
+    helpers: Helpers,
 }
 
 impl Guard {
-    /// Raises VIP and service under the key, then guards them until told to stop.
+    /// Raises VIP and service under the key, then guards them until the machine is done.
     pub(super) async fn lead(
         &mut self,
         a: Acquired,
         stepdown: &mut mpsc::Receiver<StepDown>,
-        sigterm: &mut StopSignals,
+        signals: &mut StopSignals,
     ) -> i32 {
         let lease = a.grant.lease;
-        // Resolved and checked before the fence exists: route dumps and an ARP probe are no
+        // Resolved and checked before the machine exists: route dumps and an ARP probe are no
         // work for the fencing lock.
         let ready = match self.args.config.vip.clone().map(up::prepare).transpose() {
             Ok(r) => r,
@@ -79,9 +70,21 @@ impl Guard {
                 return self.give_up(format!("VIP: {e}"), stepdown).await;
             }
         };
-        let kernel = Kernel::new(ready.as_ref().map(|r| r.vip.new_addr(&r.target)));
-        let lead = Leadership::new(self.clock, a.grant.sent, a.grant.ttl);
-        let fence = match kernel.and_then(|k| Fence::start(lead, k).map_err(|e| e.to_string())) {
+        let host = Host::new(ready.as_ref().map(|r| r.vip.new_addr(&r.target)));
+        let plan = Plan {
+            clock: self.clock,
+            vip: ready.is_some(),
+            unit: match &self.args.config.service {
+                ServiceSpec::Systemd { unit } => Some(unit.clone()),
+                ServiceSpec::Command { .. } => None,
+            },
+        };
+        let (orders_tx, mut orders) = mpsc::unbounded_channel();
+        let started = host.and_then(|h| {
+            let machine = Machine::new(plan, a.grant.sent, a.grant.ttl, h);
+            Fence::start(machine, orders_tx).map_err(|e| e.to_string())
+        });
+        let fence = match started {
             Ok(f) => f,
             Err(e) => {
                 let _ = a.etcd.release(&self.key, lease).await;
@@ -92,38 +95,33 @@ impl Guard {
         };
         let _ = self.fence.set(fence.clone());
         self.record_leadership(&a);
-        let (lost_tx, mut lost_rx) = mpsc::channel::<String>(4);
-        // HAMASTER_TEST_NO_KEY_WATCH: for tests only, so they can show that the renewal's own
-        // check of the key suffices when no watch event ever comes.
-        let watched = std::env::var_os("HAMASTER_TEST_NO_KEY_WATCH").is_none();
-        let mut helpers = Helpers {
-            renewals: tokio::spawn(keepalive::renew(
-                a.etcd.clone(),
-                a.grant,
-                self.key.clone(),
-                self.clock,
-                fence.clone(),
-                lost_tx.clone(),
-                self.shared.clone(),
-            )),
-            ownership: watched.then(|| {
-                tokio::spawn(keepalive::watch_ownership(
-                    a.etcd.clone(),
-                    self.key.clone(),
-                    lease,
-                    lost_tx,
-                ))
-            }),
-            health: None,
-            placement: None,
-        };
 
-        if let Err(why) = self.raise(&fence, ready, a.token).await {
-            self.step_down_steps(&fence, &a.etcd, lease).await;
-            helpers.stop();
-            fence.stop();
-            return self.give_up(why, stepdown).await;
-        }
+        let (renew_tx, renew_rx) = mpsc::unbounded_channel();
+        let (started_tx, mut started_rx) = mpsc::unbounded_channel();
+        let mut shell = Shell {
+            fence: fence.clone(),
+            etcd: a.etcd.clone(),
+            token: a.token,
+            ready,
+            run_dir: burst::run_dir(),
+            renew_tx,
+            started_tx,
+            waiting: Vec::new(),
+            helpers: Helpers::default(),
+        };
+        shell.helpers.add(tokio::spawn(keepalive::renew(
+            a.etcd.clone(),
+            lease,
+            self.clock,
+            fence.clone(),
+            renew_rx,
+        )));
+        shell.helpers.add(tokio::spawn(keepalive::watch_ownership(
+            a.etcd.clone(),
+            self.key.clone(),
+            lease,
+            fence.clone(),
+        )));
         let reporter = match (
             &self.args.pacemaker_resource,
             self.args.config.push_failures,
@@ -135,79 +133,241 @@ impl Guard {
             )),
             _ => None,
         };
-        helpers.health = Some(tokio::spawn(health::watch(
+        let mut health_started = false;
+        let mut service_exited = false;
+        loop {
+            if !health_started && fence.view(|m| m.phase()) == Phase::Leading {
+                health_started = true;
+                self.start_leading_helpers(&mut shell, &a.etcd, reporter.clone());
+            }
+            let service = self.service.as_mut();
+            tokio::select! {
+                Some(order) = orders.recv() => {
+                    if let Some(code) = self.perform(&mut shell, order).await {
+                        shell.helpers.stop();
+                        fence.stop();
+                        return self.finish(code, &mut shell, stepdown).await;
+                    }
+                }
+                Some(request) = stepdown.recv() => {
+                    shell.waiting.push(request.reply);
+                    let budget = request.budget.unwrap_or(DEFAULT_STEP_DOWN);
+                    fence.handle(Input::StepDown { by: boottime() + budget });
+                }
+                _ = signals.recv() => {
+                    fence.handle(Input::StepDown { by: boottime() + DEFAULT_STEP_DOWN });
+                }
+                Some(running) = started_rx.recv() => self.service_started(running),
+                detail = async { match service { Some(s) => s.wait_exit().await, None => std::future::pending().await } }, if !service_exited => {
+                    service_exited = true;
+                    if fence.view(|m| m.phase()) == Phase::Leading {
+                        if let Some(r) = &reporter {
+                            r.report(&format!("service {detail}"));
+                        }
+                    }
+                    self.shared.update(|s| s.service_detail = detail.clone());
+                    fence.handle(Input::ServiceExited(detail));
+                }
+            }
+        }
+    }
+
+    fn start_leading_helpers(
+        &mut self,
+        shell: &mut Shell,
+        etcd: &Etcd,
+        reporter: Option<super::push::Reporter>,
+    ) {
+        let running = shell.fence.clone();
+        shell.helpers.add(tokio::spawn(health::watch(
             self.args.config.clone(),
             self.shared.clone(),
-            reporter.clone(),
+            reporter,
+            move || running.view(service_running),
         )));
         if self.args.config.etcd.move_leader {
-            helpers.placement = Some(tokio::spawn(super::placement::keep_leader_elsewhere(
-                a.etcd.clone(),
-                self.args.resource.clone(),
-                self.args.node.clone(),
-            )));
+            shell
+                .helpers
+                .add(tokio::spawn(super::placement::keep_leader_elsewhere(
+                    etcd.clone(),
+                    self.args.resource.clone(),
+                    self.args.node.clone(),
+                )));
         }
-        self.shared.update(|s| s.problem = None);
+    }
 
-        let mut fenced = false;
-        // Once the service has exited, its exit is old news: waiting on it again would return
-        // at once, over and over (the guard spun, logging the exit, until demote).
-        let mut service_exited = false;
-        let mut released = false;
-        let mut next_release = Instant::now();
-        loop {
-            let service = self.service.as_mut();
-            let event = tokio::select! {
-                _ = fence.wait_fenced(), if !fenced => Event::Fenced,
-                Some(why) = lost_rx.recv(), if !fenced => Event::Lost(why),
-                detail = async { match service { Some(s) => s.wait_exit().await, None => std::future::pending().await } }, if !fenced && !service_exited => Event::ServiceExited(detail),
-                Some(reply) = stepdown.recv() => Event::StepDown(reply),
-                _ = sigterm.recv() => Event::Signal,
-                _ = sleep_until(next_release.into()), if fenced && !released => Event::RetryRelease,
-            };
-            match event {
-                Event::Lost(why) => {
-                    fence.fence(why);
-                    self.after_fencing(&fence).await;
-                    fenced = true;
-                }
-                Event::Fenced => {
-                    self.after_fencing(&fence).await;
-                    fenced = true;
-                }
-                Event::ServiceExited(detail) => {
-                    service_exited = true;
-                    log::error!("guard {}: service {detail}", self.args.resource);
-                    if let Some(r) = &reporter {
-                        r.report(&format!("service {detail}"));
+    /// The started service, told to the machine already: kept to wait for its exit.
+    fn service_started(&mut self, running: Running) {
+        self.persisted.service_pid = running.pid();
+        self.persisted.service_start = running.pid().and_then(crate::procfs::start_time);
+        self.service = Some(running);
+        self.persist();
+        self.shared.update(|s| s.service_detail = "started".into());
+    }
+
+    /// Performs one order; Some(code) when the machine is done.
+    async fn perform(&mut self, shell: &mut Shell, order: Order) -> Option<i32> {
+        let fence = shell.fence.clone();
+        match order {
+            Order::Keepalive { sent } => {
+                let _ = shell.renew_tx.send(sent);
+            }
+            Order::Confirm => {
+                tokio::spawn(keepalive::confirm(
+                    shell.etcd.clone(),
+                    self.key.clone(),
+                    self.persisted_lease(),
+                    self.clock.keepalive_interval(),
+                    fence,
+                ));
+            }
+            Order::Settle { dad_wait } => {
+                let Some(mut ready) = shell.ready.take() else {
+                    fence.handle(Input::Settled(Ok(())));
+                    return None;
+                };
+                let run_dir = shell.run_dir.clone();
+                let resource = self.args.resource.clone();
+                tokio::task::spawn_blocking(move || {
+                    let keep = || fence.may_announce();
+                    let r = up::settle(&mut ready, dad_wait, &run_dir, &keep);
+                    if r.is_ok() {
+                        log::info!(
+                            "guard {resource}: VIP {} up on {}",
+                            ready.vip.config.ip,
+                            ready.target.link.name
+                        );
                     }
-                    self.shared.update(|s| {
-                        s.service_running = false;
-                        s.service_healthy = false;
-                        s.service_detail = detail;
-                    });
-                }
-                Event::RetryRelease => {
-                    // After fencing, give the key back as soon as etcd answers again.
-                    released = a.etcd.release(&self.key, lease).await.is_ok();
-                    next_release = Instant::now() + Duration::from_secs(1);
-                }
-                Event::StepDown(_) | Event::Signal => {
-                    // Renewals go on until the key is released.
-                    helpers.stop_health();
-                    self.step_down_steps(&fence, &a.etcd, lease).await;
-                    helpers.stop();
-                    fence.stop();
-                    if let Event::StepDown(reply) = event {
-                        let _ = reply.send(self.shared.snapshot());
-                    }
-                    return 0;
+                    fence.handle(Input::Settled(r.map_err(|e| e.to_string())));
+                });
+            }
+            Order::CancelAnnouncements => {
+                if let Some(vip) = &self.args.config.vip {
+                    burst::cancel(&shell.run_dir, vip.ip);
                 }
             }
-            if fenced {
-                helpers.stop();
+            Order::WriteToken => {
+                let r = self.write_token(shell.token);
+                fence.handle(Input::TokenWritten(r));
             }
+            Order::StartService => {
+                let spec = self.args.config.service.clone();
+                let env = vec![
+                    (
+                        "HAMASTER_FENCING_TOKEN".to_string(),
+                        shell.token.to_string(),
+                    ),
+                    ("HAMASTER_RESOURCE".to_string(), self.args.resource.clone()),
+                ];
+                let tag = format!("{} service", self.args.resource);
+                let tx = shell.started_tx.clone();
+                tokio::spawn(async move {
+                    // An order that waited in the queue may be stale: ask right before the
+                    // fork, and tell the machine the pid right after it, in one breath.
+                    if !fence.view(|m| m.wants_service(boottime())) {
+                        return fence.handle(Input::ServiceStarted(Err(
+                            "not started: the raise was abandoned".into(),
+                        )));
+                    }
+                    match spec.start(&env, &tag).await {
+                        Ok(running) => {
+                            fence.handle(Input::ServiceStarted(Ok(reference(&running))));
+                            let _ = tx.send(running);
+                        }
+                        Err(e) => fence.handle(Input::ServiceStarted(Err(e.to_string()))),
+                    }
+                });
+            }
+            Order::CheckService(reference) => {
+                tokio::spawn(async move {
+                    let r = crate::service::process::anything_left(&reference).await;
+                    fence.handle(Input::ServiceChecked(r));
+                });
+            }
+            Order::Release => {
+                let (etcd, key, lease) =
+                    (shell.etcd.clone(), self.key.clone(), self.persisted_lease());
+                let limit = self.clock.renewal_attempt_timeout() * 3;
+                tokio::spawn(async move {
+                    let r = match tokio::time::timeout(limit, etcd.release(&key, lease)).await {
+                        Ok(Ok(_)) => Ok(()),
+                        Ok(Err(e)) => Err(e.to_string()),
+                        Err(_) => Err(format!("no answer within {} ms", limit.as_millis())),
+                    };
+                    fence.handle(Input::Released(r));
+                });
+            }
+            Order::Persist => self.persist_machine(&fence),
+            Order::Log(level, text) => {
+                let r = &self.args.resource;
+                match level {
+                    Level::Error => log::error!("guard {r}: {text}"),
+                    Level::Warn => log::warn!("guard {r}: {text}"),
+                    Level::Info => log::info!("guard {r}: {text}"),
+                }
+            }
+            Order::StepDownAnswer(r) => {
+                let mut st = self.shared.snapshot();
+                if let Err(why) = &r {
+                    st.problem = Some(why.clone());
+                }
+                for w in shell.waiting.drain(..) {
+                    let _ = w.send((r.is_ok(), st.clone()));
+                }
+            }
+            Order::Exit(code) => return Some(code),
         }
+        None
+    }
+
+    /// The machine is done: answer whoever still waits, and end (a failed raise lingers a
+    /// little so that promote can read why).
+    async fn finish(
+        &mut self,
+        code: i32,
+        shell: &mut Shell,
+        stepdown: &mut mpsc::Receiver<StepDown>,
+    ) -> i32 {
+        self.persist_machine(&shell.fence);
+        let st = self.shared.snapshot();
+        for w in shell.waiting.drain(..) {
+            let _ = w.send((true, st.clone()));
+        }
+        self.service = None;
+        if code != 0 {
+            let why = shell
+                .fence
+                .view(|m| m.failure().map(String::from))
+                .unwrap_or_else(|| "the raise failed".into());
+            return self.give_up(why, stepdown).await;
+        }
+        code
+    }
+
+    fn persisted_lease(&self) -> crate::lease::LeaseId {
+        crate::lease::LeaseId(self.persisted.lease_id.unwrap_or_default())
+    }
+
+    /// state.json, from the machine: what is up, and what to clean up after a dead guard.
+    fn persist_machine(&mut self, fence: &Fence) {
+        let (vip_up, fenced, service_gone) = fence.view(|m| {
+            (
+                matches!(
+                    m.vip(),
+                    super::machine::VipState::Up | super::machine::VipState::MaybeUp
+                ),
+                m.fenced().map(|(_, c)| c.to_string()),
+                !m.service().may_run(),
+            )
+        });
+        self.persisted.vip_added = vip_up;
+        self.persisted.fenced = fenced;
+        if service_gone {
+            // Confirmed stopped: nothing of it may ever be signalled again.
+            self.persisted.service_pid = None;
+            self.persisted.service_start = None;
+        }
+        self.persist();
     }
 
     fn record_leadership(&mut self, a: &Acquired) {
@@ -223,90 +383,12 @@ impl Guard {
             a.token
         );
         self.shared.update(|s| {
-            s.role = Role::Leader;
             s.holder = Some(self.args.node.clone());
             s.lease_id = Some(lease.to_string());
             s.fencing_token = Some(a.token);
-            // The grant counts as the first renewal, from when it was sent.
-            s.last_renewal_unix_ms = Some(unix_ms_at(a.grant.sent));
-            s.leader_since_unix_ms = Some(unix_ms());
-            s.problem = Some("raising VIP and service".into());
+            s.leader_since_unix_ms = Some(super::unix_ms());
+            s.problem = None;
         });
-    }
-
-    /// VIP (with announcements), fencing token, service: in this order, each only while the
-    /// deadline is ahead (the fence refuses otherwise, and undoes what went up meanwhile).
-    async fn raise(
-        &mut self,
-        fence: &Fence,
-        ready: Option<up::Ready>,
-        token: i64,
-    ) -> Result<(), String> {
-        if let Some(mut ready) = ready {
-            let run_dir = burst::run_dir();
-            burst::cancel(&run_dir, ready.vip.config.ip);
-            match fence.add_vip() {
-                Ok(Raise::Done) => {}
-                Ok(Raise::TooLate) => {
-                    return Err("the lease's deadline passed before the VIP went up".into())
-                }
-                Err(e) => return Err(format!("VIP: {e}")),
-            }
-            self.persisted.vip_added = true;
-            self.persist();
-            let dad_wait = fence
-                .deadline()
-                .saturating_sub(boottime())
-                .min(Duration::from_secs(10));
-            let settled = tokio::task::spawn_blocking(move || {
-                up::settle(&mut ready, dad_wait, &run_dir).map(|()| ready)
-            })
-            .await;
-            match settled {
-                Ok(Ok(ready)) => log::info!(
-                    "guard {}: VIP {} up on {}",
-                    self.args.resource,
-                    ready.vip.config.ip,
-                    ready.target.link.name
-                ),
-                Ok(Err(e)) => return Err(format!("VIP: {e}")),
-                Err(e) => return Err(format!("VIP: {e}")),
-            }
-        }
-        self.write_token(token)?;
-        let env = vec![
-            ("HAMASTER_FENCING_TOKEN".to_string(), token.to_string()),
-            ("HAMASTER_RESOURCE".to_string(), self.args.resource.clone()),
-        ];
-        let late = || "the lease's deadline passed while the service was starting".to_string();
-        // A unit is known to the fence before it starts, so fencing can stop it mid-start.
-        if let ServiceSpec::Systemd { unit } = &self.args.config.service {
-            if fence.service_started(ServiceRef::Unit(unit.clone())) == Raise::TooLate {
-                return Err(late());
-            }
-        }
-        let running = self
-            .args
-            .config
-            .service
-            .start(&env, &format!("{} service", self.args.resource))
-            .await
-            .map_err(|e| format!("service: {e}"))?;
-        let pid = running.pid();
-        self.persisted.service_pid = pid;
-        self.persist();
-        self.service = Some(running);
-        // A command is known to the fence right after its spawn.
-        if let Some(pid) = pid {
-            if fence.service_started(ServiceRef::Group(pid)) == Raise::TooLate {
-                return Err(late());
-            }
-        }
-        self.shared.update(|s| {
-            s.service_running = true;
-            s.service_detail = "started".into();
-        });
-        Ok(())
     }
 
     fn write_token(&self, token: i64) -> Result<(), String> {
@@ -318,86 +400,17 @@ impl Guard {
             .and_then(|_| write_private(&self.dir.service_env(), env_text))
             .map_err(|e| format!("cannot write the fencing token: {e}"))
     }
+}
 
-    /// After the fence acted (VIP down, service signalled): log, reap the service, record.
-    async fn after_fencing(&mut self, fence: &Fence) {
-        let Some((at, cause)) = fence.fenced() else {
-            return;
-        };
-        // The fencing thread does not log; this is the first word of it.
-        let late = match cause {
-            Cause::Deadline => format!(
-                ", {} ms after the deadline",
-                at.saturating_sub(fence.deadline()).as_millis()
-            ),
-            Cause::Lost(_) => String::new(),
-        };
-        log::error!(
-            "guard {}: self-fenced: {cause}: VIP removed and service signalled{late}",
-            self.args.resource
-        );
-        if let Some(vip) = &self.args.config.vip {
-            burst::cancel(&burst::run_dir(), vip.ip);
-        }
-        if let Some(s) = self.service.as_mut() {
-            // Already signalled by the fence (KILL half a margin after the deadline); this
-            // only waits for it to go, within the same bound.
-            let _ = s.stop(self.clock.margin / 2).await;
-        }
-        fence.service_gone();
-        let detail = self
-            .service
-            .as_ref()
-            .and_then(|s| s.exit_detail().map(String::from))
-            .unwrap_or_else(|| "stopped".into());
-        self.persisted.vip_added = false;
-        self.persisted.fenced = Some(cause.to_string());
-        self.persist();
-        self.shared.update(|s| {
-            s.role = Role::Fenced;
-            s.problem = Some(format!("fenced: {cause}"));
-            s.fenced_at_unix_ms = Some(unix_ms_at(at));
-            s.service_running = false;
-            s.service_healthy = false;
-            s.service_detail = detail;
-            s.lease_ttl_left_ms = Some(0);
-        });
+/// How the machine addresses a started service.
+fn reference(running: &Running) -> ServiceRef {
+    match running {
+        Running::Command { pid, .. } => ServiceRef::Group(*pid),
+        Running::Systemd { unit } => ServiceRef::Unit(unit.clone()),
     }
+}
 
-    /// Orderly step-down: VIP removed, service stopped (the deadline stays armed: renewals go
-    /// on, and if they fail the fence still acts), key deleted if it still carries our lease,
-    /// lease revoked. Each step runs even when an earlier one failed.
-    async fn step_down_steps(&mut self, fence: &Fence, etcd: &Etcd, lease: LeaseId) {
-        self.shared.update(|s| s.role = Role::SteppingDown);
-        fence.begin_step_down();
-        if let Some(vip) = &self.args.config.vip {
-            burst::cancel(&burst::run_dir(), vip.ip);
-        }
-        self.persisted.vip_added = false;
-        self.persist();
-        if let Some(s) = self.service.as_mut() {
-            if let Err(e) = s.stop(STOP_GRACE).await {
-                log::error!("guard {}: stopping service: {e}", self.args.resource);
-            }
-        }
-        fence.service_gone();
-        self.service = None;
-        match etcd.release(&self.key, lease).await {
-            Ok(true) => log::info!("guard {}: leader key released", self.args.resource),
-            Ok(false) => log::info!(
-                "guard {}: leader key was no longer ours",
-                self.args.resource
-            ),
-            Err(e) => log::warn!(
-                "guard {}: releasing leader key: {e} (it expires with the lease)",
-                self.args.resource
-            ),
-        }
-        self.shared.update(|s| {
-            s.service_running = false;
-            s.service_healthy = false;
-            s.service_detail = "stopped".into();
-            s.problem = None;
-        });
-    }
+/// The service is running as the machine sees it: started, not exited, not being stopped.
+pub fn service_running(m: &Machine<Host>) -> bool {
+    matches!(m.service(), super::machine::ServiceState::Running(_)) && m.exit_detail().is_none()
 }

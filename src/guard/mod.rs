@@ -1,17 +1,17 @@
 //! `hamaster guard`: the long-lived process on the promoted node. It takes the leader key in
-//! etcd under its own lease (acquire), raises the VIP and the service (lead), keeps the lease
-//! and checks the key (keepalive), watches health (health), and self-fences before the lease
-//! could expire at etcd — the last through a thread of its own that nothing else can delay
-//! (fence), following rules kept in a plain value (core). It serves its status on a unix
-//! socket and steps down cleanly when asked.
+//! etcd under its own lease (acquire); from then on the guard machine (machine) holds the
+//! whole protocol — raise, renewals, ownership, fencing, step-down, release — as a value
+//! without I/O, clocked and locked by the fencing thread (fence), and a tokio shell (lead,
+//! keepalive, health) performs what it orders and feeds the answers back. It serves its
+//! status on a unix socket and steps down when asked.
 
 mod acquire;
 pub mod config;
-pub mod core;
 pub mod fence;
 mod health;
 mod keepalive;
 mod lead;
+pub mod machine;
 pub mod paths;
 mod placement;
 mod push;
@@ -129,9 +129,8 @@ impl Guard {
                     .ok()
                     .map(|a| a.is_some());
             }
-            if let (Some(f), Role::Leader) = (live_fence.get(), s.role) {
-                let d = f.deadline();
-                s.lease_ttl_left_ms = Some(clock.ttl_left(d, boottime()).as_millis() as u64);
+            if let Some(f) = live_fence.get() {
+                f.view(|m| from_machine(s, m, clock));
             }
         };
         let shared = Shared {
@@ -156,7 +155,7 @@ impl Guard {
         }
     }
 
-    fn persist(&self) {
+    fn persist(&mut self) {
         if let Err(e) = self.dir.save(&self.persisted) {
             log::warn!("guard {}: cannot record state: {e}", self.args.resource);
         }
@@ -171,13 +170,21 @@ impl Guard {
             );
             return 1;
         }
-        if let Some(pid) = self.dir.live_guard() {
-            log::error!(
-                "guard {}: another guard (pid {pid}) runs for this resource",
-                self.args.resource
-            );
-            return 1;
-        }
+        // The abstract socket first: holding it is what makes this the resource's guard.
+        let identity = match status::bind_abstract(&self.dir.guard_name()) {
+            Ok(l) => l,
+            Err(e) => {
+                let who = self
+                    .dir
+                    .live_guard()
+                    .map_or(String::new(), |p| format!(" (pid {p})"));
+                log::error!(
+                    "guard {}: another guard{who} runs for this resource ({e})",
+                    self.args.resource
+                );
+                return 1;
+            }
+        };
         let _ = crate::runfiles::write_private(
             &self.dir.pidfile(),
             format!("{}\n", std::process::id()),
@@ -199,6 +206,12 @@ impl Guard {
         let server = tokio::spawn(status::serve(
             listener,
             self.shared.clone(),
+            stepdown_tx.clone(),
+            open.clone(),
+        ));
+        let identity_server = tokio::spawn(status::serve(
+            identity,
+            self.shared.clone(),
             stepdown_tx,
             open.clone(),
         ));
@@ -208,9 +221,9 @@ impl Guard {
 
         let code = match self.acquire(&mut stepdown_rx, &mut sigterm).await {
             Ok(acquired) => self.lead(acquired, &mut stepdown_rx, &mut sigterm).await,
-            Err(Interrupt::StepDown(reply)) => {
+            Err(Interrupt::StepDown(request)) => {
                 self.shared.update(|s| s.role = Role::SteppingDown);
-                let _ = reply.send(self.shared.snapshot());
+                let _ = request.reply.send((true, self.shared.snapshot()));
                 0
             }
             Err(Interrupt::Signal) => 0,
@@ -218,6 +231,7 @@ impl Guard {
         };
         self.dir.remove_guard_files();
         server.abort();
+        identity_server.abort();
         open.drain(Duration::from_millis(500)).await;
         code
     }
@@ -241,9 +255,41 @@ impl Guard {
         self.problem(Role::Failed, why);
         tokio::select! {
             _ = tokio::time::sleep(FAILED_LINGER) => {}
-            Some(reply) = stepdown.recv() => { let _ = reply.send(self.shared.snapshot()); }
+            Some(request) = stepdown.recv() => { let _ = request.reply.send((true, self.shared.snapshot())); }
         }
         1
+    }
+}
+
+/// The guard's status as the machine has it: role, problem, service, lease, fencing.
+fn from_machine(s: &mut GuardStatus, m: &machine::Machine<fence::Host>, clock: LeaseClock) {
+    use machine::Phase;
+    let now = boottime();
+    s.role = match m.phase() {
+        Phase::Raising | Phase::Leading => Role::Leader,
+        Phase::Fenced => Role::Fenced,
+        Phase::SteppingDown | Phase::Done => Role::SteppingDown,
+        Phase::Failed => Role::Failed,
+    };
+    s.service_running = lead::service_running(m) && !s.unit_inactive;
+    if !s.service_running {
+        s.service_healthy = false;
+    }
+    if let Some(d) = m.exit_detail() {
+        s.service_detail = d.to_string();
+    }
+    s.last_renewal_unix_ms = Some(unix_ms_at(m.last_renewal_sent()));
+    s.lease_ttl_left_ms = Some(match m.fenced() {
+        Some(_) => 0,
+        None => clock.ttl_left(m.deadline(), now).as_millis() as u64,
+    });
+    if let Some((at, cause)) = m.fenced() {
+        s.fenced_at_unix_ms = Some(unix_ms_at(*at));
+        s.problem = Some(format!("fenced: {cause}"));
+    } else if let Some(why) = m.failure() {
+        s.problem = Some(why.to_string());
+    } else if m.phase() == Phase::Raising {
+        s.problem = Some("raising VIP and service".into());
     }
 }
 

@@ -33,6 +33,9 @@ pub struct Persisted {
     pub lease_id: Option<i64>,
     pub fencing_token: Option<i64>,
     pub service_pid: Option<u32>,
+    /// The service's start time (/proc/PID/stat), so that a reused pid is never signalled.
+    #[serde(default)]
+    pub service_start: Option<u64>,
     pub vip_added: bool,
     pub fenced: Option<String>,
 }
@@ -178,26 +181,27 @@ impl ResourceDir {
         let _ = fs::remove_file(path);
     }
 
-    /// The pid of a live guard for this resource, if any (checked against /proc, so a stale
-    /// pidfile or a reused pid is never taken for a guard).
-    pub fn live_guard(&self) -> Option<u32> {
-        let pid: u32 = fs::read_to_string(self.pidfile())
-            .ok()?
-            .trim()
-            .parse()
-            .ok()?;
-        self.is_guard(pid).then_some(pid)
+    /// The name of the guard's abstract unix socket (per network namespace, not a file): the
+    /// guard holds it for as long as it lives, so it is found — and a second guard refused —
+    /// even when the run directory was wiped.
+    pub fn guard_name(&self) -> String {
+        format!("hamaster-guard:{}", self.root.display())
     }
 
-    /// Whether `pid` is a live guard of this resource: spawned by the agent (`hamaster guard
-    /// --resource R`) or run by an operator (`hamaster takeover`, whose pidfile is this one).
+    /// The pid of the live guard for this resource, if any: the process that holds its
+    /// abstract socket (SO_PEERCRED of a connection to it), whether or not it can answer.
+    pub fn live_guard(&self) -> Option<u32> {
+        use std::os::linux::net::SocketAddrExt;
+        let addr = std::os::unix::net::SocketAddr::from_abstract_name(self.guard_name()).ok()?;
+        let stream = std::os::unix::net::UnixStream::connect_addr(&addr).ok()?;
+        let cred =
+            nix::sys::socket::getsockopt(&stream, nix::sys::socket::sockopt::PeerCredentials)
+                .ok()?;
+        u32::try_from(cred.pid()).ok().filter(|p| *p > 0)
+    }
+
+    /// Whether `pid` is the live guard of this resource.
     pub fn is_guard(&self, pid: u32) -> bool {
-        let resource = self
-            .root
-            .file_name()
-            .map(|f| f.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        crate::procfs::live_with_args(pid, &["guard", &resource])
-            || crate::procfs::live_with_args(pid, &["takeover"])
+        self.live_guard() == Some(pid)
     }
 }

@@ -1,36 +1,42 @@
-//! Deterministic fault-schedule simulation of the guard's leadership (guard::core), in virtual
-//! time. Each schedule draws, from one seed, a lease setting and a set of faults — etcd members
-//! silent, slow, refusing, answering after the deadline or without a leader; etcd leader
-//! changes that extend the lease; the key deleted or overwritten, with the watch broken
-//! (compaction) or not; a hanging health check or a blocked log sink stalling the guard's
-//! async side; slow service starts and stops; a service that ignores SIGTERM; an orderly
-//! step-down; the guard frozen (SIGSTOP) or killed — and plays the guard's protocol against it:
-//! the keepalive loop, the raise, the step-down, with the fencing thread as a timer of its own
-//! that none of the stalls delay. After every step it checks:
+//! Deterministic fault-schedule simulation of the guard machine (guard::machine) — the very
+//! value the guard runs, not a model of it — in virtual time. Each schedule draws, from one
+//! seed, a lease setting and faults on every input and every effect: etcd members silent,
+//! slow, refusing or without a leader; etcd leader changes that extend the lease; the key
+//! deleted or the lease revoked behind the guard's back, with the watch working or not; a VIP
+//! removal that fails once or always; DAD that takes up to 10 s; a `systemctl start` that
+//! takes up to 90 s; a service that ignores SIGTERM or cannot be killed; a stop that hangs;
+//! checks and releases that fail; stalls of the guard's async side (a blocked log sink, a
+//! hanging health check) that do not touch the fencing thread; an orderly step-down with its
+//! budget; the guard frozen (SIGSTOP) or killed. The simulated shell performs the machine's
+//! orders the way guard::lead does and answers them, late or failed as the schedule says.
 //!
-//! 1. the VIP is up only before the deadline (send time of the last renewal applied in time +
-//!    TTL − margin), the fencing thread's wake-up latency aside;
-//! 2. nothing is raised at or after the deadline;
-//! 3. after the deadline the service has had SIGTERM, and SIGKILL half a margin later;
-//! 4. neither the VIP nor the service outlives the lease at etcd — also when the guard is
-//!    frozen or killed, where only the kernel's lifetime of the VIP acts;
-//! 5. an orderly step-down releases the key only once the VIP and the service are down.
+//! After every step it checks:
+//! (i)   the VIP and the service are down no later than the deadline (send time of the last
+//!       renewal applied in time + TTL − margin; the service: TERM by then, KILL half a margin
+//!       later), the fencing thread's wake-up latency aside; with a VIP removal that always
+//!       fails, the kernel's lifetime takes it before the lease can end at etcd; nothing
+//!       outlives the lease at etcd, frozen or killed guard included (a frozen guard's service
+//!       is the residual risk docs/safety.md names);
+//! (ii)  the key is never released (nor the lease revoked) while the VIP or the service is up;
+//! (iii) nothing is raised once the machine has been told ownership is lost, nor at or after
+//!       the deadline;
+//! (iv)  a step-down is answered within its budget.
 //!
-//! A failing schedule names its seed; `HAMASTER_SIM_SEED=N cargo test sim` replays it alone.
+//! A failing schedule names its seed; `HAMASTER_SIM_SEED=N cargo test --lib sim` replays it.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::Duration;
 
-use super::core::{Cause, Effects, FenceCore, Leadership, Raise, ServiceRef};
+use super::machine::{Input, Kernel, Machine, Mutations, Order, Plan, ServiceRef, VIP_RETRY};
 use crate::lease::LeaseClock;
 use crate::splitmix::SplitMix64;
 
-/// The fencing thread's wake-up latency allowed by invariant 1 (the benchmark's p99 target).
+/// The fencing thread's wake-up latency allowed by invariant (i) (the benchmark's p99 target).
 const FENCE_LATENCY_BOUND: Duration = Duration::from_millis(50);
-const STOP_GRACE: Duration = Duration::from_secs(10);
-const RETRY: Duration = Duration::from_millis(20);
-const HORIZON: Duration = Duration::from_secs(90);
+const HORIZON: Duration = Duration::from_secs(120);
+/// Ticks a stopped service's check takes (the shell's killpg / systemctl is-active).
+const CHECK_TAKES: Duration = Duration::from_millis(5);
 
 struct Rng(SplitMix64);
 
@@ -41,17 +47,9 @@ impl Rng {
     fn chance(&mut self, p: f64) -> bool {
         ((self.next() >> 11) as f64) / ((1u64 << 53) as f64) < p
     }
-    /// Uniform in [lo, hi].
-    fn between(&mut self, lo: Duration, hi: Duration) -> Duration {
-        let span = hi.saturating_sub(lo).as_nanos() as u64;
-        lo + Duration::from_nanos(if span == 0 {
-            0
-        } else {
-            self.next() % (span + 1)
-        })
-    }
+    /// Uniform in [lo, hi] milliseconds.
     fn ms(&mut self, lo: u64, hi: u64) -> Duration {
-        self.between(Duration::from_millis(lo), Duration::from_millis(hi))
+        Duration::from_millis(lo + self.next() % (hi.saturating_sub(lo) + 1))
     }
 }
 
@@ -62,86 +60,85 @@ enum Member {
     Slow,
     /// A dead link: packets dropped, the attempt times out.
     Silent,
-    /// A stopped process: the connection is refused at once.
+    /// A stopped process, or a member cut off from its quorum: refused at once.
     Refusing,
-    /// Cut off from its quorum: refuses every request (the client requires a leader).
-    NoLeader,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RemoveFault {
+    Never,
+    /// The first removal fails, the retry works.
+    Once,
+    /// Every removal fails (the kernel's lifetime is the last line).
+    Always,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Ev {
-    FenceTimer,
-    KernelExpiry,
-    Freeze,
+    /// The fencing thread wakes (not delayed by the async side's stalls).
+    FenceWake,
+    /// An answer the shell feeds into the machine (delayed by stalls).
+    Deliver(Input),
+    /// etcd receives a keepalive sent at `sent`; its answer takes `reply_in`.
     EtcdRenews {
         sent: Duration,
         reply_in: Duration,
     },
     EtcdLeaderChange,
-    KeyLost,
-    Unfreeze,
-    ServiceExits,
-    // The guard's async side (delayed by stalls and freezes):
-    Granted,
-    KaSend,
-    KaReply {
-        sent: Duration,
-        ttl: Option<Duration>,
+    /// Behind the guard's back: `etcdctl del` (false) or `etcdctl lease revoke` (true).
+    OwnershipLost {
+        revoked: bool,
     },
-    RaiseVip,
-    StartService,
-    ServiceUp,
-    WatchSaysGone,
-    StepDown,
-    StopDone,
-    Release,
+    KernelExpiry,
+    ServiceDies,
+    StepDown {
+        budget: Duration,
+    },
+    /// The shell's task forks the command, if the machine still wants it, and tells the
+    /// machine its pid at once.
+    Spawn,
+    Freeze,
+    Unfreeze,
 }
 
 impl Ev {
     fn on_async_side(&self) -> bool {
-        matches!(
-            self,
-            Ev::Granted
-                | Ev::KaSend
-                | Ev::KaReply { .. }
-                | Ev::RaiseVip
-                | Ev::StartService
-                | Ev::ServiceUp
-                | Ev::WatchSaysGone
-                | Ev::StepDown
-                | Ev::StopDone
-                | Ev::Release
-        )
+        matches!(self, Ev::Deliver(_) | Ev::StepDown { .. } | Ev::Spawn)
     }
 }
 
-/// What the simulated host and service do with the core's orders.
+/// The host as the machine's kernel effects meet it, with the schedule's faults.
 #[derive(Default)]
 struct World {
     now: Duration,
     vip: bool,
     vip_kernel_end: Duration,
     kernel_slack: Duration,
+    remove_fault: Option<RemoveFault>,
+    removals: u32,
     service: bool,
     ignores_term: bool,
+    unkillable: bool,
     term_exit: Duration,
     termed_at: Option<Duration>,
-    killed_at: Option<Duration>,
+    /// Raise effects made, with their times: checked against (iii).
+    raised: Vec<Duration>,
     scheduled: Vec<(Duration, Ev)>,
     trace: Vec<String>,
 }
 
 impl World {
     fn note(&mut self, what: String) {
-        if self.trace.len() < 400 {
+        if self.trace.len() < 600 {
             self.trace
                 .push(format!("{:>10.3} {what}", self.now.as_secs_f64()));
         }
     }
 }
 
-impl Effects for World {
+impl Kernel for World {
     fn add_vip(&mut self, secs: u32) -> Result<(), String> {
+        self.raised.push(self.now);
         self.vip = true;
         self.vip_kernel_end = self.now + Duration::from_secs(secs.into()) + self.kernel_slack;
         self.scheduled.push((self.vip_kernel_end, Ev::KernelExpiry));
@@ -149,50 +146,66 @@ impl Effects for World {
         Ok(())
     }
     fn extend_vip(&mut self, secs: u32) -> Result<(), String> {
-        if self.vip {
-            self.vip_kernel_end = self.now + Duration::from_secs(secs.into()) + self.kernel_slack;
-            self.scheduled.push((self.vip_kernel_end, Ev::KernelExpiry));
-            self.note(format!("VIP lifetime {secs} s"));
+        if !self.vip {
+            return Err("the VIP is no longer on its interface".into());
         }
+        self.vip_kernel_end = self.now + Duration::from_secs(secs.into()) + self.kernel_slack;
+        self.scheduled.push((self.vip_kernel_end, Ev::KernelExpiry));
         Ok(())
     }
     fn remove_vip(&mut self) -> Result<(), String> {
+        self.removals += 1;
+        let fails = match self.remove_fault {
+            Some(RemoveFault::Always) => true,
+            Some(RemoveFault::Once) => self.removals == 1,
+            _ => false,
+        };
+        if fails && self.vip {
+            self.note("VIP removal failed".into());
+            return Err("netlink: EBUSY (simulated)".into());
+        }
+        if self.vip {
+            self.note("VIP removed".into());
+        }
         self.vip = false;
-        self.note("VIP removed".into());
         Ok(())
     }
-    fn signal_service(&mut self, _: &ServiceRef, kill: bool) {
+    fn signal_service(&mut self, _: &ServiceRef, kill: bool) -> Result<(), String> {
         if kill {
-            self.killed_at.get_or_insert(self.now);
-            if self.service {
+            if self.service && !self.unkillable {
+                self.service = false;
                 self.note("service SIGKILLed".into());
             }
-            self.service = false;
         } else {
             self.termed_at.get_or_insert(self.now);
             self.note("service SIGTERMed".into());
-            if !self.ignores_term {
+            if !self.ignores_term && !self.unkillable {
                 self.scheduled
-                    .push((self.now + self.term_exit, Ev::ServiceExits));
+                    .push((self.now + self.term_exit, Ev::ServiceDies));
             }
         }
+        Ok(())
     }
 }
 
 struct Schedule {
     clock: LeaseClock,
+    unit: bool,
     fence_latency: Duration,
-    /// (from, to, state) of the etcd members as the guard's requests meet them.
     faults: Vec<(Duration, Duration, Member)>,
-    /// (from, to): the async side does nothing (blocked log sink, hanging health check,
-    /// slow systemd call on its only thread).
     stalls: Vec<(Duration, Duration)>,
     /// (at, for): SIGSTOP for that long; None: SIGKILL.
     freeze: Option<(Duration, Option<Duration>)>,
-    raise_after: Duration,
+    settle_takes: Duration,
+    settle_fails: bool,
     start_takes: Duration,
-    stop_takes: Duration,
-    step_down_at: Option<Duration>,
+    start_fails: bool,
+    /// The watch delivers a deletion (else only the renewal's confirm finds it).
+    watch_works: bool,
+    check_fails: f64,
+    release_fails: f64,
+    step_down: Option<(Duration, Duration)>,
+    ownership_lost: Option<(Duration, bool)>,
 }
 
 impl Schedule {
@@ -221,11 +234,10 @@ impl Schedule {
         for _ in 0..rng.next() % 5 {
             let from = rng.ms(0, 60_000);
             let to = from + rng.ms(50, 25_000);
-            let kind = match rng.next() % 5 {
+            let kind = match rng.next() % 4 {
                 0 => Member::Slow,
                 1 => Member::Silent,
                 2 => Member::Refusing,
-                3 => Member::NoLeader,
                 _ => Member::Normal,
             };
             faults.push((from, to, kind));
@@ -234,43 +246,55 @@ impl Schedule {
         for _ in 0..rng.next() % 4 {
             let from = rng.ms(0, 60_000);
             let long = rng.chance(0.3);
-            stalls.push((
-                from,
-                from + if long {
-                    rng.ms(1_000, 30_000)
-                } else {
-                    rng.ms(1, 500)
-                },
-            ));
+            let len = if long {
+                rng.ms(1_000, 30_000)
+            } else {
+                rng.ms(1, 500)
+            };
+            stalls.push((from, from + len));
         }
-        let freeze = rng.chance(0.15).then(|| {
-            (
-                rng.ms(0, 40_000),
-                (!rng.chance(0.4)).then(|| rng.ms(100, 40_000)),
-            )
-        });
+        let unit = rng.chance(0.3);
         Schedule {
             clock,
+            unit,
             fence_latency: if rng.chance(0.9) {
                 rng.ms(0, 2)
             } else {
-                rng.between(Duration::ZERO, FENCE_LATENCY_BOUND)
+                rng.ms(0, FENCE_LATENCY_BOUND.as_millis() as u64)
             },
             faults,
             stalls,
-            freeze,
-            raise_after: if rng.chance(0.8) {
-                rng.ms(1, 200)
+            freeze: rng.chance(0.1).then(|| {
+                (
+                    rng.ms(0, 40_000),
+                    (!rng.chance(0.4)).then(|| rng.ms(100, 40_000)),
+                )
+            }),
+            // DAD up to 10 s, or a long foreground announcement burst.
+            settle_takes: if rng.chance(0.7) {
+                rng.ms(0, 50)
             } else {
-                rng.ms(0, 15_000)
+                rng.ms(0, 10_000)
             },
-            start_takes: if rng.chance(0.8) {
-                rng.ms(1, 50)
+            settle_fails: rng.chance(0.03),
+            // `systemctl start` up to 90 s.
+            start_takes: if rng.chance(0.7) {
+                rng.ms(0, 50)
+            } else if unit {
+                rng.ms(0, 90_000)
             } else {
-                rng.ms(0, 20_000)
+                rng.ms(0, 200)
             },
-            stop_takes: rng.ms(0, 12_000),
-            step_down_at: rng.chance(0.3).then(|| rng.ms(0, 60_000)),
+            start_fails: rng.chance(0.03),
+            watch_works: rng.chance(0.7),
+            check_fails: if rng.chance(0.2) { 0.3 } else { 0.0 },
+            release_fails: if rng.chance(0.2) { 0.5 } else { 0.0 },
+            step_down: rng
+                .chance(0.35)
+                .then(|| (rng.ms(0, 60_000), rng.ms(3_000, 40_000))),
+            ownership_lost: rng
+                .chance(0.3)
+                .then(|| (rng.ms(0, 40_000), rng.chance(0.5))),
         }
     }
 
@@ -284,7 +308,6 @@ impl Schedule {
 
     /// When the async side can next act at or after `t`.
     fn async_free_at(&self, mut t: Duration) -> Duration {
-        // Stalls may overlap or chain: repeat until none covers t.
         for _ in 0..16 {
             match self.stalls.iter().find(|(a, b)| *a <= t && t < *b) {
                 Some((_, b)) => t = *b,
@@ -298,75 +321,116 @@ impl Schedule {
 struct Sim {
     rng: Rng,
     s: Schedule,
-    core: FenceCore<World>,
-    queue: BinaryHeap<Reverse<(Duration, u64, Ev)>>,
+    m: Machine<World>,
+    queue: BinaryHeap<Reverse<(Duration, u64, EvBox)>>,
     seq: u64,
-    /// Ground truth, kept apart from the core: the deadline by the rule.
+    /// Ground truth, apart from the machine: the deadline by the rule, from what etcd
+    /// answered and when the answers arrived.
     deadline: Duration,
     /// When etcd would let the lease (and the key) go.
     etcd_expiry: Duration,
     key_ours: bool,
+    lease_alive: bool,
+    /// When the machine was first told that ownership is lost.
+    told_lost: Option<Duration>,
     frozen_until: Option<Option<Duration>>,
     killed: bool,
-    stepping_down: bool,
-    /// The raise (VIP, then service) is in progress: in the guard it runs in the same task
-    /// that answers a step-down, so a step-down waits for it.
-    raising: bool,
     released: bool,
-    /// The send time of the keepalive attempt in flight.
-    ka_in_flight: Option<Duration>,
-    /// Mutation switch for the test of the checks: count renewals from the reply time.
-    mutant: bool,
-    /// Renewal answers that came back only after the deadline had passed.
+    step_down_by: Option<Duration>,
+    answered: Option<(Duration, bool)>,
+    exited: bool,
     late_answers: u32,
 }
 
+/// Events in the heap, ordered by time and sequence only.
+#[derive(Debug, Clone)]
+struct EvBox(Ev);
+impl PartialEq for EvBox {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+impl Eq for EvBox {}
+impl PartialOrd for EvBox {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for EvBox {
+    fn cmp(&self, _: &Self) -> std::cmp::Ordering {
+        std::cmp::Ordering::Equal
+    }
+}
+
 impl Sim {
-    fn new(seed: u64) -> Sim {
+    fn new(seed: u64, mutations: Mutations) -> Sim {
+        Sim::shaped(seed, mutations, |_, _| {})
+    }
+
+    /// A schedule drawn from `seed`, then changed by `shape` before anything is scheduled.
+    fn shaped(seed: u64, mutations: Mutations, shape: impl Fn(&mut Schedule, &mut World)) -> Sim {
         let mut rng = Rng(SplitMix64(seed));
         let s = Schedule::draw(&mut rng);
         let world = World {
             kernel_slack: rng.ms(0, 350),
+            remove_fault: Some(match rng.next() % 10 {
+                0 => RemoveFault::Always,
+                1 | 2 => RemoveFault::Once,
+                _ => RemoveFault::Never,
+            }),
             ignores_term: rng.chance(0.3),
+            unkillable: rng.chance(0.03),
             term_exit: rng.ms(0, 800),
             ..World::default()
         };
+        let (mut s, mut world) = (s, world);
+        shape(&mut s, &mut world);
+        Sim::with(rng, s, world, mutations)
+    }
+
+    fn with(mut rng: Rng, s: Schedule, world: World, mutations: Mutations) -> Sim {
         // The grant: sent at 0, taken by etcd a little later.
         let granted_at_etcd = rng.ms(0, 20);
         let ttl = s.clock.ttl;
-        let lead = Leadership::new(s.clock, Duration::ZERO, ttl);
-        let deadline = lead.deadline();
+        let plan = Plan {
+            clock: s.clock,
+            vip: true,
+            unit: s.unit.then(|| "api.service".to_string()),
+        };
+        let mut m = Machine::new(plan, Duration::ZERO, ttl, world);
+        m.mutations = mutations;
+        let deadline = m.deadline();
         let mut sim = Sim {
             rng,
-            core: FenceCore::new(lead, world),
+            m,
             queue: BinaryHeap::new(),
             seq: 0,
             deadline,
             etcd_expiry: granted_at_etcd + ttl,
             key_ours: true,
+            lease_alive: true,
+            told_lost: None,
             frozen_until: None,
             killed: false,
-            stepping_down: false,
-            raising: true,
             released: false,
-            ka_in_flight: None,
-            mutant: false,
+            step_down_by: None,
+            answered: None,
+            exited: false,
             late_answers: 0,
             s,
         };
-        let reply = granted_at_etcd + sim.rng.ms(0, 20);
-        sim.at(reply, Ev::Granted);
-        sim.at(Duration::ZERO, Ev::FenceTimer);
+        // The grant's answer: the shell starts the machine then.
+        let started = granted_at_etcd + sim.rng.ms(0, 20);
+        sim.at(started, Ev::FenceWake);
         for _ in 0..sim.rng.next() % 3 {
             let t = sim.rng.ms(0, 60_000);
             sim.at(t, Ev::EtcdLeaderChange);
         }
-        if sim.rng.chance(0.2) {
-            let t = sim.rng.ms(0, 60_000);
-            sim.at(t, Ev::KeyLost);
+        if let Some((t, revoked)) = sim.s.ownership_lost {
+            sim.at(t, Ev::OwnershipLost { revoked });
         }
-        if let Some(t) = sim.s.step_down_at {
-            sim.at(t, Ev::StepDown);
+        if let Some((t, budget)) = sim.s.step_down {
+            sim.at(t, Ev::StepDown { budget });
         }
         if let Some((t, _)) = sim.s.freeze {
             sim.at(t, Ev::Freeze);
@@ -376,33 +440,31 @@ impl Sim {
 
     fn at(&mut self, t: Duration, ev: Ev) {
         self.seq += 1;
-        self.queue.push(Reverse((t, self.seq, ev)));
+        self.queue.push(Reverse((t, self.seq, EvBox(ev))));
     }
 
     fn now(&self) -> Duration {
-        self.core.effects.now
+        self.m.kernel.now
     }
 
     fn fail(&self, seed: u64, what: String) -> String {
         format!(
-            "seed {seed}: {what}\nsetting ttl {:?} margin {:?}; faults {:?}; stalls {:?}; freeze {:?}\ntrace:\n{}",
+            "seed {seed}: {what}\nsetting ttl {:?} margin {:?} unit {}; faults {:?}; stalls {:?}; \
+             freeze {:?}; step-down {:?}; lost {:?}; remove {:?}\ntrace:\n{}",
             self.s.clock.ttl,
             self.s.clock.margin,
+            self.s.unit,
             self.s.faults,
             self.s.stalls,
             self.s.freeze,
-            self.core.effects.trace.join("\n")
+            self.s.step_down,
+            self.s.ownership_lost,
+            self.m.kernel.remove_fault,
+            self.m.kernel.trace.join("\n")
         )
     }
 
-    fn arm_fence_timer(&mut self) {
-        if let Some(w) = self.core.next_wake() {
-            let t = w.max(self.now()) + self.s.fence_latency;
-            self.at(t, Ev::FenceTimer);
-        }
-    }
-
-    fn guard_frozen(&self) -> bool {
+    fn frozen(&self) -> bool {
         match self.frozen_until {
             Some(None) => true,
             Some(Some(until)) => self.now() < until,
@@ -410,23 +472,19 @@ impl Sim {
         }
     }
 
-    fn run(mut self, seed: u64) -> Result<(), String> {
-        self.run_steps(seed)
-    }
-
-    fn run_steps(&mut self, seed: u64) -> Result<(), String> {
+    fn run(&mut self, seed: u64) -> Result<(), String> {
         let mut steps = 0u32;
-        while let Some(Reverse((t, _, ev))) = self.queue.pop() {
+        while let Some(Reverse((t, _, EvBox(ev)))) = self.queue.pop() {
             steps += 1;
-            if t > HORIZON || steps > 200_000 {
+            if t > HORIZON || steps > 300_000 {
                 break;
             }
-            // The world between the previous step and this one: check before moving on.
             self.check(t, seed)?;
-            self.core.effects.now = t;
-            if self.guard_frozen() && (ev.on_async_side() || ev == Ev::FenceTimer) {
+            self.m.kernel.now = t;
+            let guard_side = ev.on_async_side() || ev == Ev::FenceWake;
+            if guard_side && self.frozen() {
                 if let Some(Some(until)) = self.frozen_until {
-                    // Stopped: the event waits for SIGCONT (a timerfd fires at once then).
+                    // Stopped: it waits for SIGCONT (a timerfd fires at once then).
                     self.at(until, ev);
                 }
                 continue;
@@ -439,71 +497,305 @@ impl Sim {
                 }
             }
             self.step(ev, seed)?;
-            for (t, ev) in std::mem::take(&mut self.core.effects.scheduled) {
+            for (t, ev) in std::mem::take(&mut self.m.kernel.scheduled) {
                 self.at(t, ev);
             }
         }
         Ok(())
     }
 
-    fn check(&self, t: Duration, seed: u64) -> Result<(), String> {
-        let w = &self.core.effects;
-        // State holds over [w.now, t): check at the latest instant of the span.
-        if w.vip && t > self.etcd_expiry {
-            return Err(self.fail(
-                seed,
-                format!(
-                    "VIP up at {:?}, after the lease could expire at etcd ({:?})",
-                    t, self.etcd_expiry
-                ),
-            ));
+    /// The machine takes one input; its orders are performed, its next wake-up armed.
+    fn feed(&mut self, input: Input, seed: u64) -> Result<(), String> {
+        if self.exited {
+            return Ok(());
         }
-        if w.service && t > self.etcd_expiry && !self.frozen_stop() {
-            return Err(self.fail(
-                seed,
-                format!(
-                    "service running at {t:?}, after the lease could expire at etcd ({:?})",
-                    self.etcd_expiry
-                ),
-            ));
+        let now = self.now();
+        if matches!(input, Input::KeyLost(_) | Input::LeaseGone { .. }) {
+            self.told_lost.get_or_insert(now);
         }
-        if self.frozen_until.is_none() && !self.killed {
-            if w.vip && t > self.deadline + FENCE_LATENCY_BOUND {
+        if let Input::Renewed { ttl, .. } = &input {
+            if ttl.is_zero() {
+                self.told_lost.get_or_insert(now);
+            }
+        }
+        let raised_before = self.m.kernel.raised.len();
+        self.m.handle(now, input);
+        self.check_raises(raised_before, seed)?;
+        while let Some(order) = self.m.poll_order() {
+            self.perform(order, seed)?;
+        }
+        if let Some(w) = self.m.next_wake() {
+            let t = w.max(now) + self.s.fence_latency;
+            self.at(t, Ev::FenceWake);
+        }
+        Ok(())
+    }
+
+    /// (iii): raises only while ownership stands and the deadline is ahead.
+    fn check_raises(&self, since: usize, seed: u64) -> Result<(), String> {
+        for &t in &self.m.kernel.raised[since..] {
+            if self.told_lost.is_some_and(|l| t >= l) {
+                return Err(self.fail(seed, format!("raised at {t:?}, after the loss was told")));
+            }
+            if t >= self.deadline {
                 return Err(self.fail(
                     seed,
-                    format!("VIP up at {t:?}, deadline {:?}", self.deadline),
+                    format!("raised at {t:?}, deadline {:?}", self.deadline),
                 ));
-            }
-            if w.service && t > self.deadline + FENCE_LATENCY_BOUND && w.termed_at.is_none() {
-                return Err(self.fail(
-                    seed,
-                    format!(
-                        "service not signalled at {t:?}, deadline {:?}",
-                        self.deadline
-                    ),
-                ));
-            }
-            let kill_by = self.deadline + self.s.clock.margin / 2 + FENCE_LATENCY_BOUND;
-            if w.service && t > kill_by {
-                return Err(self.fail(seed, format!("service alive at {t:?}, after {kill_by:?}")));
             }
         }
         Ok(())
     }
 
-    /// A SIGSTOPped guard's service runs on: a residual risk that docs/safety.md names.
-    fn frozen_stop(&self) -> bool {
-        matches!(self.s.freeze, Some((_, Some(_)))) && self.frozen_until.is_some()
+    fn deliver(&mut self, after: Duration, input: Input) {
+        let t = self.now() + after;
+        self.at(t, Ev::Deliver(input));
+    }
+
+    fn perform(&mut self, order: Order, seed: u64) -> Result<(), String> {
+        let now = self.now();
+        match order {
+            Order::Keepalive { sent } => self.keepalive(sent),
+            Order::Confirm => {
+                if !self.key_ours && self.s.member(now) == Member::Normal {
+                    let d = self.rng.ms(1, 20);
+                    self.deliver(d, Input::KeyLost(None));
+                }
+            }
+            Order::Settle { dad_wait } => {
+                let takes = self.s.settle_takes.min(dad_wait);
+                let r = if self.s.settle_fails {
+                    Err("DAD failed (simulated)".into())
+                } else {
+                    Ok(())
+                };
+                self.deliver(takes, Input::Settled(r));
+            }
+            Order::CancelAnnouncements => {}
+            Order::WriteToken => self.deliver(Duration::ZERO, Input::TokenWritten(Ok(()))),
+            Order::StartService => {
+                if self.told_lost.is_some() || now >= self.deadline {
+                    return Err(self.fail(
+                        seed,
+                        format!("service started at {now:?}, after the loss told or the deadline"),
+                    ));
+                }
+                let takes = self.s.start_takes;
+                if self.s.unit {
+                    // A unit may run from the moment its start is asked, even when the start
+                    // fails; the machine knows its name from before.
+                    self.m.kernel.service = true;
+                    self.m.kernel.note("service starting".into());
+                    let r = if self.s.start_fails {
+                        Err("start failed (simulated)".into())
+                    } else {
+                        Ok(ServiceRef::Unit("api.service".into()))
+                    };
+                    self.deliver(takes, Input::ServiceStarted(r));
+                } else {
+                    // A command is forked by the shell's task, which tells the machine its pid
+                    // in the same breath (see Ev::Spawn).
+                    let t = now + takes;
+                    self.at(t, Ev::Spawn);
+                }
+            }
+            Order::CheckService(_) => {
+                let r = if self.rng.chance(self.s.check_fails) {
+                    Err("systemctl did not answer (simulated)".into())
+                } else {
+                    Ok(self.m.kernel.service)
+                };
+                self.deliver(CHECK_TAKES, Input::ServiceChecked(r));
+            }
+            Order::Release => {
+                let w = &self.m.kernel;
+                if w.vip || w.service {
+                    return Err(self.fail(
+                        seed,
+                        format!(
+                            "release at {now:?} with the VIP ({}) or the service ({}) up",
+                            w.vip, w.service
+                        ),
+                    ));
+                }
+                if self.rng.chance(self.s.release_fails) || self.s.member(now) != Member::Normal {
+                    let d = self.rng.ms(1, 2_000);
+                    self.deliver(
+                        d,
+                        Input::Released(Err("etcd unreachable (simulated)".into())),
+                    );
+                } else {
+                    self.released = true;
+                    self.etcd_expiry = self.etcd_expiry.min(now);
+                    self.m.kernel.note("key released, lease revoked".into());
+                    self.deliver(Duration::from_millis(2), Input::Released(Ok(())));
+                }
+            }
+            Order::Persist | Order::Log(..) => {}
+            Order::StepDownAnswer(r) => {
+                if self.answered.is_none() {
+                    self.answered = Some((now, r.is_ok()));
+                }
+                if r.is_ok() && (self.m.kernel.vip || self.m.kernel.service) {
+                    return Err(self.fail(seed, "step-down answered done with things up".into()));
+                }
+            }
+            Order::Exit(_) => self.exited = true,
+        }
+        Ok(())
+    }
+
+    /// etcd and the guard's renewal task, for one keepalive sent now.
+    fn keepalive(&mut self, sent: Duration) {
+        let timeout = self.s.clock.renewal_attempt_timeout();
+        match self.s.member(sent) {
+            Member::Normal | Member::Slow => {
+                let (d1, d2) = if self.s.member(sent) == Member::Slow {
+                    (self.rng.ms(0, 4_000), self.rng.ms(0, 4_000))
+                } else {
+                    (self.rng.ms(0, 20), self.rng.ms(0, 20))
+                };
+                self.at(sent + d1, Ev::EtcdRenews { sent, reply_in: d2 });
+                if d1 + d2 > timeout {
+                    self.at(
+                        sent + timeout,
+                        Ev::Deliver(Input::RenewFailed {
+                            sent,
+                            why: "no answer in time (simulated)".into(),
+                        }),
+                    );
+                }
+            }
+            Member::Silent => self.at(
+                sent + timeout,
+                Ev::Deliver(Input::RenewFailed {
+                    sent,
+                    why: "silent member (simulated)".into(),
+                }),
+            ),
+            Member::Refusing => {
+                let d = self.rng.ms(0, 2);
+                self.at(
+                    sent + d,
+                    Ev::Deliver(Input::RenewFailed {
+                        sent,
+                        why: "refused (simulated)".into(),
+                    }),
+                );
+            }
+        }
     }
 
     fn step(&mut self, ev: Ev, seed: u64) -> Result<(), String> {
         let now = self.now();
         match ev {
-            Ev::FenceTimer => {
-                if self.core.on_timer(now) {
-                    self.core.effects.note("fenced: deadline".into());
+            Ev::FenceWake => self.feed(Input::Tick, seed)?,
+            Ev::Deliver(input) => {
+                if let Input::Renewed { sent, ttl } = &input {
+                    if !ttl.is_zero() {
+                        self.late_answers += u32::from(now >= self.deadline);
+                        if now < self.deadline {
+                            self.deadline = self.deadline.max(*sent + *ttl - self.s.clock.margin);
+                        }
+                    }
                 }
-                self.arm_fence_timer();
+                self.feed(input, seed)?;
+            }
+            Ev::EtcdRenews { sent, reply_in } => {
+                let timeout = self.s.clock.renewal_attempt_timeout();
+                let answer = if !self.lease_alive || now >= self.etcd_expiry || self.released {
+                    // A fresh stream says "lease not found"; an open one answers TTL 0.
+                    if self.rng.chance(0.5) {
+                        Input::LeaseGone { sent }
+                    } else {
+                        Input::Renewed {
+                            sent,
+                            ttl: Duration::ZERO,
+                        }
+                    }
+                } else {
+                    self.etcd_expiry = self.etcd_expiry.max(now + self.s.clock.ttl);
+                    Input::Renewed {
+                        sent,
+                        ttl: self.s.clock.ttl,
+                    }
+                };
+                if now + reply_in <= sent + timeout {
+                    self.at(now + reply_in, Ev::Deliver(answer));
+                }
+            }
+            Ev::EtcdLeaderChange => {
+                if now < self.etcd_expiry && self.lease_alive && !self.released {
+                    // A new etcd leader extends every live lease by a full TTL.
+                    self.etcd_expiry = self.etcd_expiry.max(now + self.s.clock.ttl);
+                }
+            }
+            Ev::OwnershipLost { revoked } => {
+                self.key_ours = false;
+                if revoked {
+                    self.lease_alive = false;
+                }
+                // Another node may take the key from now on: the VIP must go as soon as the
+                // guard hears of it (the watch, or the next renewal's answer or confirm).
+                self.m.kernel.note(
+                    if revoked {
+                        "lease revoked behind the guard's back"
+                    } else {
+                        "key deleted behind the guard's back"
+                    }
+                    .into(),
+                );
+                if self.s.watch_works {
+                    let d = self.rng.ms(1, 200);
+                    self.at(now + d, Ev::Deliver(Input::KeyLost(None)));
+                }
+            }
+            Ev::KernelExpiry => {
+                let w = &mut self.m.kernel;
+                if w.vip && now >= w.vip_kernel_end {
+                    w.vip = false;
+                    w.note("VIP expired in the kernel".into());
+                }
+            }
+            Ev::ServiceDies => {
+                let w = &mut self.m.kernel;
+                if w.service {
+                    w.service = false;
+                    w.note("service exited".into());
+                    if !self.s.unit {
+                        self.at(
+                            now,
+                            Ev::Deliver(Input::ServiceExited("exited (simulated)".into())),
+                        );
+                    }
+                }
+            }
+            Ev::Spawn => {
+                let input = if !self.m.wants_service(now) {
+                    Input::ServiceStarted(Err("no longer wanted".into()))
+                } else if self.s.start_fails {
+                    Input::ServiceStarted(Err("spawn failed (simulated)".into()))
+                } else {
+                    if self.told_lost.is_some() || now >= self.deadline {
+                        return Err(self.fail(
+                            seed,
+                            format!(
+                                "service forked at {now:?}, after the loss told or the deadline"
+                            ),
+                        ));
+                    }
+                    self.m.kernel.service = true;
+                    self.m.kernel.note("service starting".into());
+                    Input::ServiceStarted(Ok(ServiceRef::Group(4242)))
+                };
+                self.feed(input, seed)?;
+            }
+            Ev::StepDown { budget } => {
+                self.step_down_by = Some(now + budget);
+                self.m
+                    .kernel
+                    .note(format!("step-down asked, budget {budget:?}"));
+                self.feed(Input::StepDown { by: now + budget }, seed)?;
             }
             Ev::Freeze => {
                 let Some((_, dur)) = self.s.freeze else {
@@ -514,302 +806,177 @@ impl Sim {
                     None => {
                         self.killed = true;
                         // PR_SET_PDEATHSIG: a killed guard's command dies with it.
-                        self.core.effects.service = false;
-                        self.core.effects.note("guard SIGKILLed".into());
+                        if !self.s.unit {
+                            self.m.kernel.service = false;
+                        }
+                        self.m.kernel.note("guard SIGKILLed".into());
                     }
                     Some(d) => {
-                        self.core.effects.note("guard SIGSTOPped".into());
+                        self.m.kernel.note("guard SIGSTOPped".into());
                         self.at(now + d, Ev::Unfreeze);
                     }
                 }
             }
             Ev::Unfreeze => {
-                self.core.effects.note("guard resumed".into());
-                self.at(now, Ev::FenceTimer);
-            }
-            Ev::KernelExpiry => {
-                let w = &mut self.core.effects;
-                if w.vip && now >= w.vip_kernel_end {
-                    w.vip = false;
-                    w.note("VIP expired in the kernel".into());
-                }
-            }
-            Ev::EtcdRenews { sent, reply_in } => {
-                let ttl = if now < self.etcd_expiry && !self.released {
-                    self.etcd_expiry = self.etcd_expiry.max(now + self.s.clock.ttl);
-                    Some(self.s.clock.ttl)
-                } else {
-                    Some(Duration::ZERO)
-                };
-                let timeout = self.s.clock.renewal_attempt_timeout();
-                if now + reply_in - sent <= timeout {
-                    self.at(now + reply_in, Ev::KaReply { sent, ttl });
-                } else if now - sent <= timeout {
-                    // (When etcd got it after the timeout, KaSend has scheduled the failure.)
-                    self.at(sent + timeout, Ev::KaReply { sent, ttl: None });
-                }
-            }
-            Ev::EtcdLeaderChange => {
-                if now < self.etcd_expiry && !self.released {
-                    // A new etcd leader extends every live lease by a full TTL.
-                    self.etcd_expiry = self.etcd_expiry.max(now + self.s.clock.ttl);
-                }
-            }
-            Ev::KeyLost => {
-                self.key_ours = false;
-                self.core.effects.note("key deleted in etcd".into());
-                // Another node may take the key from now on: the VIP must go as soon as the
-                // guard hears of it (watch, or the next renewal's check), and the lease as
-                // seen at etcd no longer protects us.
-                if self.rng.chance(0.6) {
-                    let d = self.rng.ms(1, 200);
-                    self.at(now + d, Ev::WatchSaysGone);
-                }
-            }
-            Ev::ServiceExits => {
-                let w = &mut self.core.effects;
-                if w.service {
-                    w.service = false;
-                    w.note("service exited".into());
-                }
-            }
-            Ev::Granted => {
-                self.at(self.s.clock.keepalive_interval(), Ev::KaSend);
-                let t = now + self.s.raise_after;
-                self.at(t, Ev::RaiseVip);
-            }
-            Ev::KaSend => {
-                if self.ka_in_flight.is_some() || self.released || self.core.lead.fenced().is_some()
-                {
-                    return Ok(());
-                }
-                self.ka_in_flight = Some(now);
-                let timeout = self.s.clock.renewal_attempt_timeout();
-                match self.s.member(now) {
-                    Member::Normal | Member::Slow => {
-                        let slow = self.s.member(now) == Member::Slow;
-                        let (d1, d2) = if slow {
-                            (self.rng.ms(0, 4_000), self.rng.ms(0, 4_000))
-                        } else {
-                            (self.rng.ms(0, 20), self.rng.ms(0, 20))
-                        };
-                        self.at(
-                            now + d1,
-                            Ev::EtcdRenews {
-                                sent: now,
-                                reply_in: d2,
-                            },
-                        );
-                        if d1 > timeout {
-                            self.at(
-                                now + timeout,
-                                Ev::KaReply {
-                                    sent: now,
-                                    ttl: None,
-                                },
-                            );
-                        }
-                    }
-                    Member::Silent => self.at(
-                        now + timeout,
-                        Ev::KaReply {
-                            sent: now,
-                            ttl: None,
-                        },
-                    ),
-                    Member::Refusing | Member::NoLeader => {
-                        let d = self.rng.ms(0, 2);
-                        self.at(
-                            now + d,
-                            Ev::KaReply {
-                                sent: now,
-                                ttl: None,
-                            },
-                        );
-                    }
-                }
-            }
-            Ev::KaReply { sent, ttl } => {
-                if self.ka_in_flight != Some(sent) {
-                    return Ok(()); // the answer to an attempt already given up on
-                }
-                self.ka_in_flight = None;
-                let interval = self.s.clock.keepalive_interval();
-                match ttl {
-                    Some(t) if t.is_zero() => {
-                        self.core
-                            .fence(now, Cause::Lost("etcd says the lease has expired".into()));
-                        self.arm_fence_timer();
-                    }
-                    Some(t) => {
-                        self.late_answers += u32::from(now >= self.deadline);
-                        if now < self.deadline {
-                            self.deadline = self.deadline.max(sent + t - self.s.clock.margin);
-                        }
-                        let basis = if self.mutant { now } else { sent };
-                        self.core.renewed(now, basis, t);
-                        self.arm_fence_timer();
-                        // The renewal's check that the key still carries our lease.
-                        if !self.key_ours {
-                            self.core.fence(now, Cause::Lost("key lost".into()));
-                            self.arm_fence_timer();
-                            self.expect_down(seed, "the renewal found the key gone")?;
-                        }
-                        self.at((sent + interval).max(now), Ev::KaSend);
-                    }
-                    None => self.at(now + RETRY, Ev::KaSend),
-                }
-            }
-            Ev::WatchSaysGone => {
-                self.core.fence(now, Cause::Lost("key deleted".into()));
-                self.arm_fence_timer();
-                self.expect_down(seed, "the watch saw the key go")?;
-            }
-            Ev::RaiseVip => match self.core.add_vip(now) {
-                Ok(Raise::Done) => {
-                    if now >= self.deadline {
-                        return Err(self.fail(
-                            seed,
-                            format!("VIP raised at {now:?}, deadline {:?}", self.deadline),
-                        ));
-                    }
-                    self.at(now, Ev::StartService);
-                }
-                Ok(Raise::TooLate) | Err(_) => self.raising = false,
-            },
-            Ev::StartService => {
-                // The unit is registered before `systemctl start` (so fencing can stop it
-                // mid-start); a command right after its spawn: the same moment here.
-                self.core.effects.service = true;
-                self.core.effects.note("service starting".into());
-                if self
-                    .core
-                    .service_started(now, ServiceRef::Unit("svc".into()))
-                    == Raise::Done
-                {
-                    if now >= self.deadline {
-                        return Err(self.fail(
-                            seed,
-                            format!("service started at {now:?}, deadline {:?}", self.deadline),
-                        ));
-                    }
-                    let t = now + self.s.start_takes;
-                    self.at(t, Ev::ServiceUp);
-                } else {
-                    self.raising = false;
-                    self.arm_fence_timer();
-                }
-            }
-            Ev::ServiceUp => self.raising = false,
-            Ev::StepDown => {
-                if self.stepping_down {
-                    return Ok(());
-                }
-                if self.raising {
-                    self.at(now + Duration::from_millis(10), Ev::StepDown);
-                    return Ok(());
-                }
-                self.stepping_down = true;
-                self.core.effects.note("step-down asked".into());
-                // VIP first, then the service (TERM, KILL after the grace), then release.
-                self.core.begin_step_down();
-                if self.core.effects.service {
-                    self.core.effects.termed_at.get_or_insert(now);
-                    let t = now + self.s.stop_takes.min(STOP_GRACE);
-                    self.at(t, Ev::StopDone);
-                } else {
-                    self.at(now, Ev::Release);
-                }
-            }
-            Ev::StopDone => {
-                self.core.effects.service = false;
-                self.core.service_gone();
-                self.at(now, Ev::Release);
-            }
-            Ev::Release => {
-                let w = &self.core.effects;
-                if w.vip || w.service {
-                    return Err(self.fail(
-                        seed,
-                        "the key was released with the VIP or the service still up".into(),
-                    ));
-                }
-                self.released = true;
-                // Deleted and revoked: another node may take the key from now on.
-                self.etcd_expiry = self.etcd_expiry.min(now);
+                self.m.kernel.note("guard resumed".into());
+                self.at(now, Ev::FenceWake);
             }
         }
         Ok(())
     }
 
-    fn expect_down(&self, seed: u64, when: &str) -> Result<(), String> {
-        if self.core.effects.vip {
-            return Err(self.fail(seed, format!("{when}, and the VIP is still up")));
+    /// The invariants over the span [now, t), checked at its latest instant.
+    fn check(&self, t: Duration, seed: u64) -> Result<(), String> {
+        let w = &self.m.kernel;
+        let residual = self.frozen_until.is_some() || self.killed;
+        // Nothing outlives the lease at etcd; a frozen or killed guard's unit, and an
+        // unkillable service, are the residual risks.
+        if w.vip && t > self.etcd_expiry {
+            return Err(self.fail(
+                seed,
+                format!(
+                    "VIP up at {t:?}, after the lease could end at etcd ({:?})",
+                    self.etcd_expiry
+                ),
+            ));
+        }
+        let service_exempt = residual || w.unkillable;
+        if w.service && t > self.etcd_expiry && !service_exempt {
+            return Err(self.fail(
+                seed,
+                format!(
+                    "service up at {t:?}, after the lease could end at etcd ({:?})",
+                    self.etcd_expiry
+                ),
+            ));
+        }
+        if !residual {
+            // One failed removal costs one retry, which is one more wake-up of the thread.
+            let retry = if w.remove_fault == Some(RemoveFault::Once) {
+                VIP_RETRY + FENCE_LATENCY_BOUND
+            } else {
+                Duration::ZERO
+            };
+            let late = self.deadline + FENCE_LATENCY_BOUND + retry;
+            let removal_fails = w.remove_fault == Some(RemoveFault::Always);
+            if w.vip && t > late && !removal_fails {
+                return Err(self.fail(
+                    seed,
+                    format!("VIP up at {t:?}, deadline {:?}", self.deadline),
+                ));
+            }
+            if let Some(told) = self.told_lost {
+                if w.vip && t > told + FENCE_LATENCY_BOUND + retry && !removal_fails {
+                    return Err(self.fail(seed, format!("VIP up at {t:?}, loss told at {told:?}")));
+                }
+            }
+            if w.service && t > late && w.termed_at.is_none() {
+                return Err(self.fail(
+                    seed,
+                    format!(
+                        "service not signalled at {t:?}, deadline {:?}",
+                        self.deadline
+                    ),
+                ));
+            }
+            let kill_by = self.deadline + self.s.clock.margin / 2 + FENCE_LATENCY_BOUND;
+            if w.service && t > kill_by && !w.unkillable {
+                return Err(self.fail(seed, format!("service alive at {t:?}, after {kill_by:?}")));
+            }
+            // (iv): the answer by the budget (the request itself may have waited for a stall).
+            if let Some(by) = self.step_down_by {
+                let answered_in_time = self
+                    .answered
+                    .is_some_and(|(at, _)| at <= by + FENCE_LATENCY_BOUND);
+                if t > by + FENCE_LATENCY_BOUND && !answered_in_time && !self.exited {
+                    return Err(self.fail(
+                        seed,
+                        format!("step-down not answered by {by:?} (now {t:?})"),
+                    ));
+                }
+            }
         }
         Ok(())
     }
 }
 
-/// What one schedule ended in, to show what the runs exercised.
+/// What the schedules ended in, to show what the runs exercised.
 #[derive(Debug, Default)]
 struct Tally {
     fenced_at_deadline: u32,
     fenced_on_loss: u32,
-    stepped_down: u32,
-    frozen_or_killed: u32,
+    lost_while_raising: u32,
+    released: u32,
+    answered_incomplete: u32,
     kernel_expiries: u32,
     late_answers: u32,
 }
 
 impl Sim {
     fn tally(&self, t: &mut Tally) {
-        match self.core.lead.fenced() {
+        use super::machine::Cause;
+        match self.m.fenced() {
             Some((_, Cause::Deadline)) => t.fenced_at_deadline += 1,
-            Some((_, Cause::Lost(_))) => t.fenced_on_loss += 1,
+            Some(_) => t.fenced_on_loss += 1,
             None => {}
         }
-        t.stepped_down += u32::from(self.released);
-        t.frozen_or_killed += u32::from(self.s.freeze.is_some());
-        let trace = &self.core.effects.trace;
+        let trace = &self.m.kernel.trace;
+        let lost_at = trace
+            .iter()
+            .position(|l| l.contains("behind the guard's back"));
+        let leading_at = trace.iter().position(|l| l.contains("service starting"));
+        if let Some(l) = lost_at {
+            t.lost_while_raising += u32::from(leading_at.is_none_or(|s| l < s));
+        }
+        t.released += u32::from(self.released);
+        t.answered_incomplete += u32::from(self.answered.is_some_and(|(_, ok)| !ok));
         t.kernel_expiries += u32::from(trace.iter().any(|l| l.contains("expired in the kernel")));
         t.late_answers += self.late_answers;
     }
 }
 
-/// Runs one schedule; Err carries the seed and a trace.
-fn run_one(seed: u64, tally: &mut Tally) -> Result<(), String> {
-    let mut sim = Sim::new(seed);
-    sim.run_steps(seed)?;
+fn run_one(seed: u64, mutations: Mutations, tally: &mut Tally) -> Result<(), String> {
+    let mut sim = Sim::new(seed, mutations);
+    sim.run(seed)?;
     sim.tally(tally);
     Ok(())
 }
 
+fn base_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64)
+}
+
 #[test]
-fn ten_thousand_fault_schedules_keep_the_guard_never_late() {
+fn ten_thousand_fault_schedules_hold_every_invariant_of_the_real_machine() {
     if let Ok(seed) = std::env::var("HAMASTER_SIM_SEED") {
         let seed: u64 = seed.parse().expect("HAMASTER_SIM_SEED is a number");
-        run_one(seed, &mut Tally::default()).unwrap_or_else(|e| panic!("{e}"));
+        run_one(seed, Mutations::default(), &mut Tally::default())
+            .unwrap_or_else(|e| panic!("{e}"));
         return;
     }
     // A fresh base seed each run: every run explores new schedules, and a failure names its
     // seed, which replays it exactly.
-    let base = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(1, |d| d.as_nanos() as u64);
+    let base = base_seed();
     let runs = 10_000u64;
     eprintln!("fault-schedule simulation: {runs} schedules from base seed {base}");
     let mut tally = Tally::default();
     for i in 0..runs {
         let seed = base.wrapping_add(i.wrapping_mul(0x2545_f491_4f6c_dd1d));
-        if let Err(e) = run_one(seed, &mut tally) {
+        if let Err(e) = run_one(seed, Mutations::default(), &mut tally) {
             panic!("{e}\nreplay: HAMASTER_SIM_SEED={seed} cargo test --lib sim");
         }
     }
     eprintln!("fault-schedule simulation: all {runs} schedules held: {tally:?}");
     // The schedules must reach the situations the checks are about.
-    assert!(tally.fenced_at_deadline > runs as u32 / 20, "{tally:?}");
+    assert!(tally.fenced_at_deadline > runs as u32 / 50, "{tally:?}");
     assert!(
-        tally.fenced_on_loss > 0 && tally.stepped_down > 0,
+        tally.fenced_on_loss > 0 && tally.lost_while_raising > 0,
+        "{tally:?}"
+    );
+    assert!(
+        tally.released > 0 && tally.answered_incomplete > 0,
         "{tally:?}"
     );
     assert!(
@@ -818,32 +985,186 @@ fn ten_thousand_fault_schedules_keep_the_guard_never_late() {
     );
 }
 
-#[test]
-fn the_simulation_catches_a_guard_that_counts_from_the_reply() {
-    // A check that cannot fail is no check. Counting the lease from when the answer came
-    // back instead of when the request was sent is the classic mistake; with slow members
-    // and then silence, some schedule must show the VIP outliving the lease at etcd.
+/// Runs schedules with one rule of the machine switched off; some must fail, each with the
+/// invariant the rule is for.
+fn caught(
+    mutations: Mutations,
+    expect: &[&str],
+    shape: impl Fn(&mut Schedule, &mut World),
+) -> usize {
+    let base = base_seed();
     let mut caught = 0;
-    for seed in 0..500u64 {
-        let mut sim = Sim::new(seed);
-        sim.s.clock = LeaseClock {
-            ttl: Duration::from_secs(30),
-            margin: Duration::from_secs(1),
-        };
-        sim.s.faults = vec![
-            (Duration::ZERO, Duration::from_secs(40), Member::Slow),
-            (Duration::from_secs(40), HORIZON, Member::Silent),
-        ];
-        sim.s.freeze = None;
-        sim.s.stalls.clear();
-        sim.s.step_down_at = None;
-        sim.core.lead = Leadership::new(sim.s.clock, Duration::ZERO, sim.s.clock.ttl);
-        sim.deadline = sim.core.lead.deadline();
-        sim.etcd_expiry = sim.s.clock.ttl;
-        sim.mutant = true;
-        if sim.run(seed).is_err() {
+    for i in 0..400u64 {
+        let seed = base.wrapping_add(i.wrapping_mul(0x9e37_79b9));
+        let mut sim = Sim::shaped(seed, mutations, &shape);
+        if let Err(e) = sim.run(seed) {
+            assert!(
+                expect.iter().any(|x| e.contains(x)),
+                "caught for another reason than {expect:?}:\n{e}"
+            );
             caught += 1;
         }
     }
-    assert!(caught > 0, "no schedule caught the reply-time mistake");
+    caught
+}
+
+/// A quiet schedule: no freeze, no stalls, no faults but what the test sets.
+fn quiet(s: &mut Schedule, w: &mut World) {
+    s.freeze = None;
+    s.stalls.clear();
+    s.faults.clear();
+    s.step_down = None;
+    s.ownership_lost = None;
+    s.settle_fails = false;
+    s.start_fails = false;
+    w.remove_fault = Some(RemoveFault::Never);
+    w.unkillable = false;
+}
+
+#[test]
+fn without_the_deadline_rule_the_simulation_finds_a_vip_past_the_deadline() {
+    let n = caught(
+        Mutations {
+            no_deadline: true,
+            ..Mutations::default()
+        },
+        &["deadline"],
+        |s, w| {
+            quiet(s, w);
+            s.faults = vec![(Duration::from_secs(5), HORIZON, Member::Silent)];
+        },
+    );
+    assert!(
+        n > 0,
+        "no schedule caught a guard that never fences at its deadline"
+    );
+}
+
+#[test]
+fn without_the_release_rule_the_simulation_finds_a_release_with_the_service_up() {
+    let n = caught(
+        Mutations {
+            early_release: true,
+            ..Mutations::default()
+        },
+        &["release at"],
+        |s, w| {
+            quiet(s, w);
+            w.ignores_term = true;
+            s.step_down = Some((Duration::from_secs(4), Duration::from_secs(20)));
+        },
+    );
+    assert!(
+        n > 0,
+        "no schedule caught a release before the service was down"
+    );
+}
+
+#[test]
+fn without_the_raise_rule_the_simulation_finds_a_raise_after_the_loss() {
+    let n = caught(
+        Mutations {
+            lost_waits_for_raise: true,
+            ..Mutations::default()
+        },
+        &["loss told"],
+        |s, w| {
+            quiet(s, w);
+            // The key deleted one second into a 5 s raise, the watch working.
+            s.settle_takes = Duration::from_secs(5);
+            s.watch_works = true;
+            s.ownership_lost = Some((Duration::from_secs(1), false));
+        },
+    );
+    assert!(
+        n > 0,
+        "no schedule caught a guard that finishes its raise after a loss"
+    );
+}
+
+#[test]
+fn without_the_budget_rule_the_simulation_finds_a_late_step_down() {
+    let n = caught(
+        Mutations {
+            no_budget: true,
+            ..Mutations::default()
+        },
+        &["not answered by"],
+        |s, w| {
+            quiet(s, w);
+            w.ignores_term = true;
+            s.step_down = Some((Duration::from_secs(4), Duration::from_secs(5)));
+        },
+    );
+    assert!(
+        n > 0,
+        "no schedule caught a step-down that overran its budget"
+    );
+}
+
+#[test]
+fn without_the_send_time_rule_the_simulation_finds_a_vip_past_the_lease() {
+    // Counting the lease from when the answer came back instead of when the request was
+    // sent is the classic mistake; with slow members and then silence, some schedule must
+    // show the VIP outliving the lease at etcd.
+    let n = caught(
+        Mutations {
+            count_from_reply: true,
+            ..Mutations::default()
+        },
+        &[
+            "VIP up at",
+            "service not signalled",
+            "service alive",
+            "service up at",
+        ],
+        |s, w| {
+            quiet(s, w);
+            s.clock = LeaseClock {
+                ttl: Duration::from_secs(30),
+                margin: Duration::from_secs(1),
+            };
+            s.faults = vec![
+                (Duration::ZERO, Duration::from_secs(40), Member::Slow),
+                (Duration::from_secs(40), HORIZON, Member::Silent),
+            ];
+        },
+    );
+    assert!(n > 0, "no schedule caught the reply-time mistake");
+}
+
+#[test]
+fn a_key_deleted_one_second_into_a_five_second_raise_takes_the_vip_at_once() {
+    // The bug seen: the VIP stayed up until the announcement burst had finished.
+    for seed in 0..50u64 {
+        let mut sim = Sim::shaped(seed, Mutations::default(), |s, w| {
+            quiet(s, w);
+            s.clock = LeaseClock {
+                ttl: Duration::from_secs(10),
+                margin: Duration::from_secs(2),
+            };
+            s.settle_takes = Duration::from_secs(5);
+            s.watch_works = true;
+            s.ownership_lost = Some((Duration::from_secs(1), false));
+        });
+        sim.run(seed).unwrap_or_else(|e| panic!("{e}"));
+        let trace = sim.m.kernel.trace.join("\n");
+        assert!(sim.m.fenced().is_some(), "fenced:\n{trace}");
+        assert!(
+            !trace.contains("service starting"),
+            "the service never started:\n{trace}"
+        );
+        let removed = sim
+            .m
+            .kernel
+            .trace
+            .iter()
+            .find(|l| l.contains("VIP removed"))
+            .expect("removed");
+        let at: f64 = removed.split_whitespace().next().unwrap().parse().unwrap();
+        assert!(
+            at < 1.25,
+            "VIP removed at {at} s, the key went at 1 s:\n{trace}"
+        );
+    }
 }

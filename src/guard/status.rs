@@ -55,6 +55,9 @@ pub struct GuardStatus {
     pub fenced_at_unix_ms: Option<u64>,
     /// Why the guard is not (yet) a healthy leader, in words for the exit reason.
     pub problem: Option<String>,
+    /// The health watcher found the unit inactive (systemd mode).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unit_inactive: bool,
 }
 
 impl GuardStatus {
@@ -116,8 +119,21 @@ impl Shared {
     }
 }
 
-/// A step-down request: the reply comes once the guard has released everything.
-pub type StepDown = oneshot::Sender<GuardStatus>;
+/// A step-down request: `budget` is how long the asker waits (the rest of its action's
+/// timeout); the reply says whether everything is down, with the guard's status.
+pub struct StepDown {
+    pub budget: Option<Duration>,
+    pub reply: oneshot::Sender<(bool, GuardStatus)>,
+}
+
+/// The budget a step-down request names in its query (`?budget_ms=N`).
+fn budget_of(query: Option<&str>) -> Option<Duration> {
+    query?
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("budget_ms="))
+        .and_then(|v| v.parse::<u64>().ok())
+        .map(Duration::from_millis)
+}
 
 fn json(status: StatusCode, body: &GuardStatus) -> Response<Full<Bytes>> {
     let bytes = serde_json::to_vec(body).unwrap_or_default();
@@ -137,11 +153,17 @@ async fn handle(
         (&Method::GET, "/status") => json(StatusCode::OK, &shared.snapshot()),
         (&Method::POST, "/stepdown") => {
             let (tx, rx) = oneshot::channel();
-            if stepdown.send(tx).await.is_err() {
+            let request = StepDown {
+                budget: budget_of(req.uri().query()),
+                reply: tx,
+            };
+            if stepdown.send(request).await.is_err() {
                 return Ok(json(StatusCode::SERVICE_UNAVAILABLE, &shared.snapshot()));
             }
             match rx.await {
-                Ok(done) => json(StatusCode::OK, &done),
+                Ok((true, done)) => json(StatusCode::OK, &done),
+                // Not complete within the budget: what is still up is in `problem`.
+                Ok((false, st)) => json(StatusCode::CONFLICT, &st),
                 Err(_) => json(StatusCode::INTERNAL_SERVER_ERROR, &shared.snapshot()),
             }
         }
@@ -150,6 +172,16 @@ async fn handle(
             .body(Full::new(Bytes::new()))
             .expect("valid"),
     })
+}
+
+/// Binds the guard's abstract socket `name`: fails (EADDRINUSE) while another guard of the
+/// same resource holds it, which is the one proof that a guard runs.
+pub fn bind_abstract(name: &str) -> std::io::Result<UnixListener> {
+    use std::os::linux::net::SocketAddrExt;
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name)?;
+    let std = std::os::unix::net::UnixListener::bind_addr(&addr)?;
+    std.set_nonblocking(true)?;
+    UnixListener::from_std(std)
 }
 
 /// Binds the socket (replacing a stale one), mode 0600.
@@ -197,6 +229,12 @@ pub async fn serve(
         let Ok((stream, _)) = listener.accept().await else {
             continue;
         };
+        // The abstract socket has no file mode: only root (or the guard's own user) may ask.
+        let me = nix::unistd::geteuid().as_raw();
+        match stream.peer_cred() {
+            Ok(c) if c.uid() == 0 || c.uid() == me => {}
+            _ => continue,
+        }
         let (shared, stepdown, open) = (shared.clone(), stepdown.clone(), open.clone());
         open.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         tokio::spawn(async move {
@@ -217,14 +255,42 @@ pub enum ClientError {
     Unreachable { path: PathBuf, detail: String },
     #[error("guard did not answer within {0} ms")]
     Timeout(u128),
+    #[error("guard could not step down completely: {0}")]
+    Incomplete(String),
 }
 
-async fn request(path: &Path, method: Method, uri: &str) -> Result<GuardStatus, ClientError> {
+/// The guard's socket file, or, when the run directory was wiped, its abstract socket.
+async fn connect(path: &Path) -> std::io::Result<UnixStream> {
+    use std::os::linux::net::SocketAddrExt;
+    match UnixStream::connect(path).await {
+        Ok(s) => Ok(s),
+        Err(file_error) => {
+            let Some(root) = path.parent() else {
+                return Err(file_error);
+            };
+            let name = crate::guard::paths::ResourceDir {
+                root: root.to_path_buf(),
+            }
+            .guard_name();
+            let addr = std::os::unix::net::SocketAddr::from_abstract_name(name)?;
+            let std =
+                std::os::unix::net::UnixStream::connect_addr(&addr).map_err(|_| file_error)?;
+            std.set_nonblocking(true)?;
+            UnixStream::from_std(std)
+        }
+    }
+}
+
+async fn request(
+    path: &Path,
+    method: Method,
+    uri: &str,
+) -> Result<(StatusCode, GuardStatus), ClientError> {
     let unreachable = |detail: String| ClientError::Unreachable {
         path: path.to_path_buf(),
         detail,
     };
-    let stream = UnixStream::connect(path)
+    let stream = connect(path)
         .await
         .map_err(|e| unreachable(e.to_string()))?;
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
@@ -241,13 +307,16 @@ async fn request(path: &Path, method: Method, uri: &str) -> Result<GuardStatus, 
         .send_request(req)
         .await
         .map_err(|e| unreachable(e.to_string()))?;
+    let code = resp.status();
     let body = resp
         .into_body()
         .collect()
         .await
         .map_err(|e| unreachable(e.to_string()))?
         .to_bytes();
-    serde_json::from_slice(&body).map_err(|e| unreachable(format!("bad status JSON: {e}")))
+    let status =
+        serde_json::from_slice(&body).map_err(|e| unreachable(format!("bad status JSON: {e}")))?;
+    Ok((code, status))
 }
 
 /// Asks the guard for its status, within `timeout`.
@@ -255,13 +324,22 @@ pub async fn get_status(path: &Path, timeout: Duration) -> Result<GuardStatus, C
     tokio::time::timeout(timeout, request(path, Method::GET, "/status"))
         .await
         .map_err(|_| ClientError::Timeout(timeout.as_millis()))?
+        .map(|(_, s)| s)
 }
 
-/// Tells the guard to step down and waits (within `timeout`) until it has.
-pub async fn step_down(path: &Path, timeout: Duration) -> Result<GuardStatus, ClientError> {
-    tokio::time::timeout(timeout, request(path, Method::POST, "/stepdown"))
+/// Tells the guard to step down within `budget` and waits for its answer (the guard answers
+/// by then: done, or what is still up; a little more is allowed for the answer to arrive).
+pub async fn step_down(path: &Path, budget: Duration) -> Result<GuardStatus, ClientError> {
+    let uri = format!("/stepdown?budget_ms={}", budget.as_millis());
+    let wait = budget + Duration::from_millis(500);
+    let (code, st) = tokio::time::timeout(wait, request(path, Method::POST, &uri))
         .await
-        .map_err(|_| ClientError::Timeout(timeout.as_millis()))?
+        .map_err(|_| ClientError::Timeout(wait.as_millis()))??;
+    if code == StatusCode::OK {
+        Ok(st)
+    } else {
+        Err(ClientError::Incomplete(st.trouble()))
+    }
 }
 
 /// A single-threaded runtime for the agent's short calls.

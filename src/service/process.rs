@@ -235,6 +235,40 @@ impl Running {
     }
 }
 
+/// Whether anything of a service is left: its process group (the supervised command leads
+/// its own), or the unit in any state but inactive or failed (a unit that is not loaded is
+/// "inactive"). Err: systemctl could not say.
+pub async fn anything_left(service: &crate::guard::machine::ServiceRef) -> Result<bool, String> {
+    use crate::guard::machine::ServiceRef;
+    match service {
+        ServiceRef::Group(pid) if *pid > 1 => Ok(group_alive(*pid)),
+        ServiceRef::Group(_) => Ok(false),
+        ServiceRef::Unit(unit) => unit_state(unit).await.map(|s| unit_may_run(&s)),
+    }
+}
+
+/// `systemctl is-active UNIT` as text (its exit code is 0 for "active" only, so "activating"
+/// and "deactivating" need the text), within 5 s.
+pub async fn unit_state(unit: &str) -> Result<String, String> {
+    let mut cmd = tokio::process::Command::new("systemctl");
+    cmd.args(["is-active", "--", unit])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true);
+    match tokio::time::timeout(Duration::from_secs(5), cmd.output()).await {
+        Ok(Ok(out)) => Ok(String::from_utf8_lossy(&out.stdout).trim().to_string()),
+        Ok(Err(e)) => Err(format!("systemctl is-active {unit}: {e}")),
+        Err(_) => Err(format!(
+            "systemctl is-active {unit} did not answer within 5 s"
+        )),
+    }
+}
+
+/// Whether a unit in this state may still run something.
+pub fn unit_may_run(state: &str) -> bool {
+    !matches!(state, "inactive" | "failed" | "")
+}
+
 /// Sends `sig` to the process group led by `pid` (the service runs in its own session).
 pub fn signal_group(pid: u32, sig: Signal) {
     if pid > 1 {
@@ -242,18 +276,37 @@ pub fn signal_group(pid: u32, sig: Signal) {
     }
 }
 
-/// Stops a service whose supervisor is gone, by pid: TERM, wait up to `grace`, KILL.
-/// Used by demote when the guard can no longer do it.
-pub fn stop_orphan(pid: u32, grace: Duration) {
-    if pid <= 1 {
-        return;
+/// Stops a service whose supervisor is gone: TERM to its group, KILL after `grace`, then
+/// waits (to `limit` in all) for the group to be empty. Only a process proven to be the one
+/// recorded — the same pid and start time, leading its own group — is signalled; anything
+/// else is not ours, and counts as gone. Returns whether nothing of it is left.
+pub fn stop_orphan(pid: u32, start: Option<u64>, grace: Duration, limit: Duration) -> bool {
+    if pid <= 1 || !is_recorded_leader(pid, start) {
+        return true;
     }
     signal_group(pid, Signal::SIGTERM);
-    let deadline = std::time::Instant::now() + grace;
-    while std::time::Instant::now() < deadline && group_alive(pid) {
+    let begun = std::time::Instant::now();
+    let mut killed = false;
+    while group_alive(pid) {
+        let spent = begun.elapsed();
+        if spent >= limit {
+            return false;
+        }
+        if !killed && spent >= grace {
+            signal_group(pid, Signal::SIGKILL);
+            killed = true;
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
-    signal_group(pid, Signal::SIGKILL);
+    true
+}
+
+/// The recorded service: a live process with this pid and start time that leads its own
+/// process group. Without a recorded start time nothing proves it ours, and nothing is
+/// signalled: a command dies with its guard anyway (PR_SET_PDEATHSIG).
+fn is_recorded_leader(pid: u32, start: Option<u64>) -> bool {
+    start.is_some_and(|s| crate::procfs::same_process(pid, s))
+        && crate::procfs::process_group(pid) == Some(pid)
 }
 
 fn group_alive(pid: u32) -> bool {

@@ -390,6 +390,9 @@ pub enum VipError {
         nic: String,
         waited_ms: u128,
     },
+    /// The guard lost its key while the address was settling: nothing more was done for it.
+    #[error("raising {ip} abandoned: the leader key was lost meanwhile")]
+    Abandoned { ip: IpAddr },
     #[error(transparent)]
     Announce(#[from] AnnounceError),
 }
@@ -661,10 +664,18 @@ impl Vip {
     }
 
     /// Waits until the kernel's duplicate address detection for the VIP on `target` is done.
-    pub fn wait_dad(&mut self, target: &Target, limit: Duration) -> Result<(), VipError> {
+    pub fn wait_dad(
+        &mut self,
+        target: &Target,
+        limit: Duration,
+        keep: &dyn Fn() -> bool,
+    ) -> Result<(), VipError> {
         let started = Instant::now();
         let nic = target.link.name.clone();
         loop {
+            if !keep() {
+                return Err(VipError::Abandoned { ip: self.config.ip });
+            }
             let addr = self.find()?;
             match addr {
                 Some(a) if a.flags.contains(AddressFlags::Dadfailed) => {

@@ -36,7 +36,7 @@ pub fn bring_up(config: VipConfig, dad_wait: Duration, run_dir: &Path) -> Result
             ready.target.link.name
         );
     }
-    settle(&mut ready, dad_wait, run_dir)?;
+    settle(&mut ready, dad_wait, run_dir, &|| true)?;
     Ok(ready.target)
 }
 
@@ -91,8 +91,14 @@ pub fn prepare(config: VipConfig) -> Result<Ready, VipError> {
 
 /// Everything after the add: the interface up (IPaddr2's `ip link set NIC up`), IPv6 DAD (a
 /// failed one removes the address; without carrier there is none to wait for yet), the
-/// announcements.
-pub fn settle(ready: &mut Ready, dad_wait: Duration, run_dir: &Path) -> Result<(), VipError> {
+/// announcements. `keep` is asked between steps and frames: once it says no (the guard lost
+/// its key meanwhile), nothing more is waited for or sent.
+pub fn settle(
+    ready: &mut Ready,
+    dad_wait: Duration,
+    run_dir: &Path,
+    keep: &dyn Fn() -> bool,
+) -> Result<(), VipError> {
     let c = ready.vip.config.clone();
     let index = ready.target.link.index;
     if !ready.present && !ready.target.link.admin_up {
@@ -107,13 +113,16 @@ pub fn settle(ready: &mut Ready, dad_wait: Duration, run_dir: &Path) -> Result<(
                 ready.target.link.name,
                 c.ip
             );
-        } else if let Err(e) = ready.vip.wait_dad(&ready.target, dad_wait) {
+        } else if let Err(e) = ready.vip.wait_dad(&ready.target, dad_wait, keep) {
             // Leave nothing half-done: a tentative or duplicate address is not ours to keep.
             let _ = ready.vip.remove();
             return Err(e);
         }
     }
-    announce(&ready.target, &c, c.arp_count, run_dir);
+    if !keep() {
+        return Err(VipError::Abandoned { ip: c.ip });
+    }
+    announce(&ready.target, &c, c.arp_count, run_dir, keep);
     Ok(())
 }
 
@@ -136,7 +145,13 @@ fn check_no_duplicate(target: &Target, ip: IpAddr) -> Result<(), VipError> {
 /// Sends the first frame now and hands the rest to a detached burst (or, with arp_bg=false,
 /// sends them all before returning). Announcement trouble never fails the action: the address
 /// is up, and peers will resolve it when caches expire. Nothing is announced on lo.
-pub fn announce(target: &Target, c: &VipConfig, count: u32, run_dir: &Path) {
+pub fn announce(
+    target: &Target,
+    c: &VipConfig,
+    count: u32,
+    run_dir: &Path,
+    keep: &dyn Fn() -> bool,
+) {
     if count == 0 {
         return;
     }
@@ -153,7 +168,7 @@ pub fn announce(target: &Target, c: &VipConfig, count: u32, run_dir: &Path) {
     };
     let epoch = MonotonicNs::now();
     if !c.arp_bg {
-        if let Err(e) = announcer.burst(0, count, c.arp_interval, epoch, || true) {
+        if let Err(e) = announcer.burst(0, count, c.arp_interval, epoch, keep) {
             log::warn!("announcing {}: {e}", c.ip);
         }
         return;

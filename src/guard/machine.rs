@@ -1,0 +1,1043 @@
+//! The guard's whole protocol from the moment it holds the leader key, as one plain value
+//! without I/O, in the style of quinn-proto: the time and every outside event go in
+//! (`Machine::handle`), kernel effects are made through the small `Kernel` trait while the
+//! caller holds the machine's lock, every other effect comes out as an `Order` for the tokio
+//! shell to perform and answer, and `next_wake` says when the machine must be called again.
+//! The fencing thread (guard::fence) is the machine's only clock: it calls `handle(Tick)` at
+//! every wake-up, so the deadline never waits for the shell. The simulation (guard::sim)
+//! drives this same value, with faults on every input and on every effect.
+//!
+//! The rules it enforces, in every phase (docs/safety.md):
+//! - the deadline is `send time of the last renewal applied in time + granted TTL − margin`;
+//!   it only moves forward, never once it has passed;
+//! - ownership lost (the deadline, a watch or confirm saying the key is gone or carries
+//!   another lease, etcd saying the lease is gone) fences at once, raising included: the raise
+//!   is abandoned, the VIP goes first, then the service (TERM, KILL half a margin after the
+//!   deadline or the loss);
+//! - nothing is raised once ownership is lost, the deadline has passed or a step-down began;
+//! - the key is released and the lease revoked only once the VIP is confirmed absent and the
+//!   service confirmed stopped; until then the guard renews (an orderly step-down) or lets the
+//!   lease run out (fenced) — it never shortens the lease while anything may still serve;
+//! - a step-down answers by its budget: done, or what is still up;
+//! - a service confirmed stopped is forgotten: no signal ever goes to its pid again.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use crate::lease::LeaseClock;
+
+/// How late after its lifetime the kernel may still show an address: measured here at
+/// 0.03–0.35 s on an idle host (IPv4 and IPv6; docs/safety.md), rounded up. The kernel's own
+/// rule (its expiry work may defer by up to ADDRCONF_TIMER_FUZZ_MAX, a second, plus rounding)
+/// allows more; sizing this from that rule is open work (docs/safety.md).
+pub const KERNEL_EXPIRY_SLACK: Duration = Duration::from_millis(500);
+
+/// An orderly step-down gives the service this long between TERM and KILL, at most.
+pub const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// What a step-down keeps back from its budget for the release and the answer.
+pub const RELEASE_RESERVE: Duration = Duration::from_secs(2);
+
+/// The budget of a step-down nobody timed (a signal, a raise that failed).
+pub const DEFAULT_STEP_DOWN: Duration = Duration::from_secs(30);
+
+/// Retry of a VIP removal that failed (by the fencing thread: soon, it is the deadline's work).
+pub const VIP_RETRY: Duration = Duration::from_millis(20);
+/// How often a stopping service is looked at.
+const CHECK_EVERY: Duration = Duration::from_millis(100);
+/// Retry of a keepalive that failed (racing for a member that answers).
+const RENEW_RETRY: Duration = Duration::from_millis(20);
+/// Retry of a release that failed.
+const RELEASE_RETRY: Duration = Duration::from_secs(1);
+
+/// What the guard supervises, as the fencing side addresses it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServiceRef {
+    /// A supervised command: the leader of its own process group.
+    Group(u32),
+    /// A systemd unit.
+    Unit(String),
+}
+
+/// Why the guard fenced itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cause {
+    /// The deadline passed without a renewal.
+    Deadline,
+    /// The key was deleted in etcd.
+    KeyDeleted,
+    /// The key carries another lease now.
+    KeyTaken(i64),
+    /// etcd says our lease does not exist any more (TTL 0, or "lease not found").
+    LeaseGone,
+}
+
+impl std::fmt::Display for Cause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Cause::Deadline => write!(f, "lease not renewed in time"),
+            Cause::KeyDeleted => write!(f, "leader key was deleted in etcd"),
+            Cause::KeyTaken(l) => write!(
+                f,
+                "leader key now carries another lease ({})",
+                crate::lease::LeaseId(*l)
+            ),
+            Cause::LeaseGone => write!(f, "etcd says the lease no longer exists"),
+        }
+    }
+}
+
+/// The kernel effects, made under the machine's lock: each one short system call (or the
+/// spawn of one `systemctl`), so the fencing thread can make them at the deadline.
+pub trait Kernel {
+    /// Adds the VIP with valid and preferred lifetimes of `lifetime_s` seconds.
+    fn add_vip(&mut self, lifetime_s: u32) -> Result<(), String>;
+    /// Moves the VIP's lifetimes to `lifetime_s` from now. Err: not extended (gone, or the
+    /// call failed); the old, shorter lifetime stays.
+    fn extend_vip(&mut self, lifetime_s: u32) -> Result<(), String>;
+    /// Removes the VIP. Ok only when it is absent afterwards (removed, or gone already).
+    fn remove_vip(&mut self) -> Result<(), String>;
+    /// SIGTERM (`kill` false) or SIGKILL to the service. Ok when sent or when nothing of it
+    /// is left to signal.
+    fn signal_service(&mut self, service: &ServiceRef, kill: bool) -> Result<(), String>;
+}
+
+/// What the shell performs for the machine, answering with an `Input` when it is done.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Order {
+    /// One lease keepalive, sent now (`sent`, boot clock): answer Renewed, RenewFailed or
+    /// LeaseGone, always within the renewal attempt timeout.
+    Keepalive { sent: Duration },
+    /// Does the key still carry our lease? Answer KeyLost when it does not (else nothing).
+    Confirm,
+    /// The VIP was added: bring its link up, wait out DAD (at most `dad_wait`), announce.
+    /// Stop announcing as soon as `may_announce` says no. Answer Settled.
+    Settle { dad_wait: Duration },
+    /// Stop any announcement burst for the VIP (it is going down).
+    CancelAnnouncements,
+    /// Write the fencing token for the service. Answer TokenWritten.
+    WriteToken,
+    /// Start the service. Answer ServiceStarted.
+    StartService,
+    /// Is anything of the service left (its process group, the unit active)? Answer
+    /// ServiceChecked.
+    CheckService(ServiceRef),
+    /// Delete the key if it still carries our lease, then revoke the lease. Answer Released.
+    Release,
+    /// Record the machine's view (state.json).
+    Persist,
+    /// Log a line (the fencing thread never logs itself).
+    Log(Level, String),
+    /// Answer the step-down request: Ok when VIP and service are down, else what is up.
+    StepDownAnswer(Result<(), String>),
+    /// The guard's work is over: exit with this code.
+    Exit(i32),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    Error,
+    Warn,
+    Info,
+}
+
+/// Everything that goes in, besides the time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Input {
+    /// A timer fired (the fencing thread), or anything else asks the machine to look.
+    Tick,
+    /// A keepalive sent at `sent` was answered with `ttl` (zero: the lease is gone).
+    Renewed {
+        sent: Duration,
+        ttl: Duration,
+    },
+    RenewFailed {
+        sent: Duration,
+        why: String,
+    },
+    /// etcd does not know our lease (a fresh keepalive stream says "lease not found").
+    LeaseGone {
+        sent: Duration,
+    },
+    /// The watch or a confirm: the key was deleted (None) or carries this other lease.
+    KeyLost(Option<i64>),
+    Settled(Result<(), String>),
+    TokenWritten(Result<(), String>),
+    ServiceStarted(Result<ServiceRef, String>),
+    /// The supervised command's leader process exited (its group may live on).
+    ServiceExited(String),
+    /// Whether anything of the service is left (Ok(false): confirmed stopped).
+    ServiceChecked(Result<bool, String>),
+    Released(Result<(), String>),
+    /// Step down in order, answering by `by` (boot clock).
+    StepDown {
+        by: Duration,
+    },
+}
+
+/// What the machine is doing, for status and state.json.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Raising,
+    Leading,
+    Fenced,
+    SteppingDown,
+    /// The raise failed: stepping down, then exiting with 1.
+    Failed,
+    Done,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VipState {
+    /// No VIP configured, or not added yet.
+    NotRaised,
+    Up,
+    /// A removal failed: it may still be up.
+    MaybeUp,
+    /// Confirmed absent.
+    Absent,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServiceState {
+    NotStarted,
+    /// A start is under way (for a unit, the unit is known: fencing can stop it mid-start).
+    Starting(Option<ServiceRef>),
+    Running(ServiceRef),
+    /// Signalled, not yet confirmed stopped.
+    Stopping {
+        service: ServiceRef,
+        kill_at: Duration,
+        killed: bool,
+    },
+    Stopped,
+}
+
+impl ServiceState {
+    fn reference(&self) -> Option<&ServiceRef> {
+        match self {
+            ServiceState::Starting(r) => r.as_ref(),
+            ServiceState::Running(r) | ServiceState::Stopping { service: r, .. } => Some(r),
+            _ => None,
+        }
+    }
+
+    /// Whether the service may be running (anything short of confirmed stopped or never).
+    pub fn may_run(&self) -> bool {
+        !matches!(self, ServiceState::NotStarted | ServiceState::Stopped)
+    }
+}
+
+/// The deadline arithmetic of one leadership.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leadership {
+    clock: LeaseClock,
+    deadline: Duration,
+    /// The latest moment (boot clock) the lease may still live at etcd, as far as we know:
+    /// the send time of the last renewal plus the granted TTL.
+    lease_end: Duration,
+}
+
+impl Leadership {
+    /// A leadership that starts with a grant whose request was sent at `sent` (boot clock).
+    pub fn new(clock: LeaseClock, sent: Duration, granted: Duration) -> Leadership {
+        Leadership {
+            clock,
+            deadline: clock.deadline(sent, granted),
+            lease_end: sent + granted,
+        }
+    }
+
+    pub fn deadline(&self) -> Duration {
+        self.deadline
+    }
+
+    pub fn lease_end(&self) -> Duration {
+        self.lease_end
+    }
+
+    pub fn clock(&self) -> LeaseClock {
+        self.clock
+    }
+
+    /// A renewal sent at `sent` that etcd answered with `granted`, applied only while the
+    /// deadline is ahead (a late answer does not revive a lease that may already be gone).
+    fn renew(&mut self, now: Duration, sent: Duration, granted: Duration) -> bool {
+        if now >= self.deadline {
+            return false;
+        }
+        self.deadline = self.deadline.max(self.clock.deadline(sent, granted));
+        self.lease_end = self.lease_end.max(sent + granted);
+        true
+    }
+
+    /// The kernel lifetime (whole seconds) to give the VIP now. It must run out, kernel slack
+    /// included, before the lease can at etcd (`lease_end`); within that, it is the shortest
+    /// whole number of seconds that still reaches our own deadline, so the kernel never takes
+    /// the VIP from a guard that is on time. None: too little lease left for even one second.
+    pub fn vip_lifetime(&self, now: Duration) -> Option<u32> {
+        let latest = self
+            .lease_end
+            .saturating_sub(now)
+            .saturating_sub(KERNEL_EXPIRY_SLACK)
+            .as_secs();
+        let wanted = ceil_secs(self.deadline.saturating_sub(now));
+        let secs = wanted.min(latest);
+        (secs >= 1).then(|| secs.min(u64::from(u32::MAX - 1)) as u32)
+    }
+}
+
+fn ceil_secs(d: Duration) -> u64 {
+    d.as_secs() + u64::from(d.subsec_nanos() > 0)
+}
+
+/// How the raise goes, step by step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RaiseStep {
+    AddVip,
+    /// Settle ordered, waiting for its answer.
+    Settling,
+    WriteToken,
+    /// WriteToken ordered, waiting.
+    WritingToken,
+    StartService,
+    /// StartService ordered, waiting.
+    StartingService,
+    Done,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Release {
+    NotYet,
+    InFlight,
+    /// Failed; again at this time.
+    RetryAt(Duration),
+    Done,
+}
+
+/// What the machine is set up with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    pub clock: LeaseClock,
+    pub vip: bool,
+    /// The unit, when the service is a systemd unit (known before its start).
+    pub unit: Option<String>,
+}
+
+/// Rules the mutation tests switch off, one at a time, to show that the simulation notices.
+/// Compiled into tests only: the production machine has no switch.
+#[cfg(test)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Mutations {
+    /// Fence at the deadline: off.
+    pub no_deadline: bool,
+    /// Release only once VIP and service are confirmed down: off.
+    pub early_release: bool,
+    /// Ownership lost while raising fences at once: off (wait for the raise to finish).
+    pub lost_waits_for_raise: bool,
+    /// A step-down answers by its budget: off (it answers when done).
+    pub no_budget: bool,
+    /// The lease counts from the keepalive's send time: off (from its answer).
+    pub count_from_reply: bool,
+}
+
+pub struct Machine<K> {
+    plan: Plan,
+    lead: Leadership,
+    pub kernel: K,
+    phase: Phase,
+    raise: RaiseStep,
+    /// Why the guard fenced, and when.
+    fenced: Option<(Duration, Cause)>,
+    /// Why the raise failed.
+    failure: Option<String>,
+    vip: VipState,
+    vip_retry_at: Option<Duration>,
+    service: ServiceState,
+    /// A CheckService is out.
+    checking: bool,
+    next_check_at: Option<Duration>,
+    /// What the service's leader said when it exited.
+    exit_detail: Option<String>,
+    /// The keepalive in flight (its send time), and when the next one goes.
+    renewal_in_flight: Option<Duration>,
+    next_renewal_at: Duration,
+    last_renewal_sent: Duration,
+    release: Release,
+    /// A step-down: its budget's end, and whether it has been answered.
+    step_down_by: Option<Duration>,
+    answered: bool,
+    exited: bool,
+    orders: VecDeque<Order>,
+    #[cfg(test)]
+    pub mutations: Mutations,
+    #[cfg(test)]
+    pending_loss: Option<Cause>,
+}
+
+impl<K: Kernel> Machine<K> {
+    /// The machine of a leadership whose grant was sent at `sent` and answered with `ttl`.
+    pub fn new(plan: Plan, sent: Duration, ttl: Duration, kernel: K) -> Machine<K> {
+        let lead = Leadership::new(plan.clock, sent, ttl);
+        let interval = plan.clock.keepalive_interval();
+        Machine {
+            raise: if plan.vip {
+                RaiseStep::AddVip
+            } else {
+                RaiseStep::WriteToken
+            },
+            plan,
+            lead,
+            kernel,
+            phase: Phase::Raising,
+            fenced: None,
+            failure: None,
+            vip: VipState::NotRaised,
+            vip_retry_at: None,
+            service: ServiceState::NotStarted,
+            checking: false,
+            next_check_at: None,
+            exit_detail: None,
+            renewal_in_flight: None,
+            // Counted from when the grant was sent: the time the raise takes is no reason to
+            // renew late.
+            next_renewal_at: sent + interval,
+            last_renewal_sent: sent,
+            release: Release::NotYet,
+            step_down_by: None,
+            answered: false,
+            exited: false,
+            orders: VecDeque::new(),
+            #[cfg(test)]
+            mutations: Mutations::default(),
+            #[cfg(test)]
+            pending_loss: None,
+        }
+    }
+
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+    pub fn lead(&self) -> &Leadership {
+        &self.lead
+    }
+    pub fn deadline(&self) -> Duration {
+        self.lead.deadline
+    }
+    pub fn fenced(&self) -> Option<&(Duration, Cause)> {
+        self.fenced.as_ref()
+    }
+    pub fn failure(&self) -> Option<&str> {
+        self.failure.as_deref()
+    }
+    pub fn vip(&self) -> VipState {
+        self.vip
+    }
+    pub fn service(&self) -> &ServiceState {
+        &self.service
+    }
+    pub fn exit_detail(&self) -> Option<&str> {
+        self.exit_detail.as_deref()
+    }
+    pub fn last_renewal_sent(&self) -> Duration {
+        self.last_renewal_sent
+    }
+    pub fn released(&self) -> bool {
+        self.release == Release::Done
+    }
+
+    /// The next order for the shell, oldest first.
+    pub fn poll_order(&mut self) -> Option<Order> {
+        self.orders.pop_front()
+    }
+
+    /// Whether announcements for the VIP may go on (the raise is ours to finish).
+    pub fn may_announce(&self, now: Duration) -> bool {
+        self.phase == Phase::Raising && self.may_raise(now) && self.vip == VipState::Up
+    }
+
+    /// Whether the service's start is still wanted: asked by the shell right before it
+    /// spawns, so a start that waited in the queue never runs after ownership is lost.
+    pub fn wants_service(&self, now: Duration) -> bool {
+        self.may_raise(now) && self.raise == RaiseStep::StartingService
+    }
+
+    fn may_raise(&self, now: Duration) -> bool {
+        self.fenced.is_none() && self.phase == Phase::Raising && now < self.lead.deadline
+    }
+
+    fn out(&mut self, order: Order) {
+        self.orders.push_back(order);
+    }
+
+    fn log(&mut self, level: Level, text: String) {
+        self.out(Order::Log(level, text));
+    }
+
+    /// When the machine must be called again (with `Tick`), on the boot clock.
+    pub fn next_wake(&self) -> Option<Duration> {
+        if self.exited {
+            return None;
+        }
+        let mut wake: Vec<Duration> = Vec::new();
+        if self.fenced.is_none() {
+            wake.push(self.lead.deadline);
+        }
+        if let ServiceState::Stopping {
+            kill_at,
+            killed: false,
+            ..
+        } = self.service
+        {
+            wake.push(kill_at);
+        }
+        wake.extend(self.vip_retry_at);
+        wake.extend(self.next_check_at.filter(|_| !self.checking));
+        if self.renewing() && self.renewal_in_flight.is_none() {
+            wake.push(self.next_renewal_at);
+        }
+        if let Release::RetryAt(t) = self.release {
+            wake.push(t);
+        }
+        if let (Some(by), false) = (self.step_down_by, self.answered) {
+            wake.push(by);
+        }
+        wake.into_iter().min()
+    }
+
+    /// One input at `now` (boot clock); the kernel effects it calls for are made before it
+    /// returns, the other effects are queued as orders.
+    pub fn handle(&mut self, now: Duration, input: Input) {
+        if self.exited {
+            return;
+        }
+        // Deadline first: nothing in an input is worth more than the fence.
+        self.check_deadline(now);
+        match input {
+            Input::Tick => {}
+            Input::Renewed { sent, ttl } => self.renewed(now, sent, ttl),
+            Input::RenewFailed { sent, why } => {
+                if self.renewal_in_flight == Some(sent) {
+                    self.renewal_in_flight = None;
+                    self.next_renewal_at = now + RENEW_RETRY;
+                    self.log(Level::Warn, format!("keepalive: {why}"));
+                }
+            }
+            Input::LeaseGone { sent } => {
+                if self.renewal_in_flight == Some(sent) {
+                    self.renewal_in_flight = None;
+                }
+                self.lost(now, Cause::LeaseGone);
+            }
+            Input::KeyLost(None) => self.lost(now, Cause::KeyDeleted),
+            Input::KeyLost(Some(other)) => self.lost(now, Cause::KeyTaken(other)),
+            Input::Settled(r) => self.settled(now, r),
+            Input::TokenWritten(r) => self.token_written(now, r),
+            Input::ServiceStarted(r) => self.service_started(now, r),
+            Input::ServiceExited(detail) => {
+                self.exit_detail = Some(detail.clone());
+                if self.phase == Phase::Leading {
+                    self.log(Level::Error, format!("service {detail}"));
+                }
+                // Its group may live on: look (when stopping), and forget it only once it
+                // is empty.
+                if self.is_down_phase() {
+                    self.next_check_at = Some(now);
+                }
+            }
+            Input::ServiceChecked(r) => self.service_checked(now, r),
+            Input::Released(r) => self.released_answer(now, r),
+            Input::StepDown { by } => self.step_down(now, by),
+        }
+        self.advance(now);
+    }
+
+    fn check_deadline(&mut self, now: Duration) {
+        #[cfg(test)]
+        if self.mutations.no_deadline {
+            return;
+        }
+        if self.fenced.is_none() && now >= self.lead.deadline {
+            self.fence(now, Cause::Deadline);
+        }
+    }
+
+    fn lost(&mut self, now: Duration, cause: Cause) {
+        #[cfg(test)]
+        if self.mutations.lost_waits_for_raise && self.phase == Phase::Raising {
+            // The old guard: the loss queued until the raise was over.
+            self.pending_loss = Some(cause);
+            return;
+        }
+        if self.fenced.is_none() {
+            self.fence(now, cause);
+        }
+    }
+
+    /// Ownership is over: the VIP goes at once, the service is signalled, the raise is
+    /// abandoned; renewals stop (the lease is left to run out unless released).
+    fn fence(&mut self, now: Duration, cause: Cause) {
+        self.fenced = Some((now, cause));
+        // A failed raise stays failed (promote reads it), fenced or not.
+        if self.phase != Phase::Failed {
+            self.phase = Phase::Fenced;
+        }
+        self.lower_vip(now);
+        // KILL half a margin after the deadline (or the loss, if earlier): counted from the
+        // deadline, so the fencing thread's wake-up latency is not paid twice.
+        let kill_at = now.min(self.lead.deadline) + self.plan.clock.margin / 2;
+        self.stop_service(now, kill_at);
+    }
+
+    fn lower_vip(&mut self, now: Duration) {
+        if matches!(self.vip, VipState::Up | VipState::MaybeUp) {
+            match self.kernel.remove_vip() {
+                Ok(()) => {
+                    self.vip = VipState::Absent;
+                    self.vip_retry_at = None;
+                }
+                Err(e) => {
+                    self.vip = VipState::MaybeUp;
+                    self.vip_retry_at = Some(now + VIP_RETRY);
+                    self.log(
+                        Level::Error,
+                        format!("removing the VIP: {e}; again shortly"),
+                    );
+                }
+            }
+            self.out(Order::CancelAnnouncements);
+        } else if self.vip == VipState::NotRaised && self.plan.vip {
+            // Never added: nothing can be up.
+            self.vip = VipState::Absent;
+        }
+    }
+
+    /// TERM now, KILL at `kill_at` (kept if an earlier KILL time is set already).
+    fn stop_service(&mut self, now: Duration, kill_at: Duration) {
+        let service = match &self.service {
+            ServiceState::Running(s) | ServiceState::Starting(Some(s)) => s.clone(),
+            ServiceState::Stopping {
+                service,
+                kill_at: at,
+                killed,
+            } => {
+                let (service, at, killed) = (service.clone(), *at, *killed);
+                self.service = ServiceState::Stopping {
+                    service,
+                    kill_at: at.min(kill_at),
+                    killed,
+                };
+                return;
+            }
+            // A command whose spawn is under way: the answer brings its pid, and the fence
+            // then signals it at once (service_started).
+            _ => return,
+        };
+        if let Err(e) = self.kernel.signal_service(&service, false) {
+            self.log(Level::Error, format!("SIGTERM to the service: {e}"));
+        }
+        self.service = ServiceState::Stopping {
+            service,
+            kill_at,
+            killed: false,
+        };
+        self.next_check_at = Some(now + CHECK_EVERY);
+    }
+
+    fn renewing(&self) -> bool {
+        // Renewals go on while anything may still be up in an orderly step-down; once fenced
+        // the lease is left to run out; once everything is down there is nothing to keep.
+        self.fenced.is_none()
+            && self.release == Release::NotYet
+            && !(self.is_down_phase() && self.all_down())
+            && self.phase != Phase::Done
+    }
+
+    fn is_down_phase(&self) -> bool {
+        matches!(
+            self.phase,
+            Phase::SteppingDown | Phase::Failed | Phase::Fenced
+        )
+    }
+
+    fn all_down(&self) -> bool {
+        matches!(self.vip, VipState::NotRaised | VipState::Absent) && !self.service.may_run()
+    }
+
+    fn renewed(&mut self, now: Duration, sent: Duration, ttl: Duration) {
+        if self.renewal_in_flight == Some(sent) {
+            self.renewal_in_flight = None;
+        }
+        if ttl.is_zero() {
+            self.lost(now, Cause::LeaseGone);
+            return;
+        }
+        #[cfg(test)]
+        let sent = if self.mutations.count_from_reply {
+            now
+        } else {
+            sent
+        };
+        if self.fenced.is_some() || !self.lead.renew(now, sent, ttl) {
+            return;
+        }
+        self.last_renewal_sent = self.last_renewal_sent.max(sent);
+        self.next_renewal_at = sent + self.plan.clock.keepalive_interval();
+        if self.vip == VipState::Up {
+            if let Some(secs) = self.lead.vip_lifetime(now) {
+                if let Err(e) = self.kernel.extend_vip(secs) {
+                    // The old, shorter lifetime stays: safe. Monitor sees a VIP that is gone.
+                    self.log(Level::Warn, format!("extending the VIP's lifetime: {e}"));
+                }
+            }
+        }
+        // Apart from the watch: a key deleted while the watch was broken is found here.
+        self.out(Order::Confirm);
+    }
+
+    fn settled(&mut self, now: Duration, r: Result<(), String>) {
+        if self.raise != RaiseStep::Settling || self.phase != Phase::Raising {
+            return;
+        }
+        match r {
+            Ok(()) => self.raise = RaiseStep::WriteToken,
+            Err(e) => self.raise_failed(now, format!("VIP: {e}")),
+        }
+    }
+
+    fn token_written(&mut self, now: Duration, r: Result<(), String>) {
+        if self.raise != RaiseStep::WritingToken || self.phase != Phase::Raising {
+            return;
+        }
+        match r {
+            Ok(()) => self.raise = RaiseStep::StartService,
+            Err(e) => self.raise_failed(now, e),
+        }
+    }
+
+    fn service_started(&mut self, now: Duration, r: Result<ServiceRef, String>) {
+        let starting = matches!(self.service, ServiceState::Starting(_));
+        match r {
+            Ok(s) if !starting => {
+                // A stop overtook the start: if it had been confirmed, the start may have won
+                // the race after it; stop again. If it is under way, it goes on.
+                if self.service == ServiceState::Stopped {
+                    self.service = ServiceState::Running(s);
+                    let kill_at = self.kill_time(now);
+                    self.stop_service(now, kill_at);
+                }
+            }
+            Ok(s) => {
+                self.service = ServiceState::Running(s);
+                if self.phase == Phase::Raising && self.may_raise(now) {
+                    self.raise = RaiseStep::Done;
+                    self.phase = Phase::Leading;
+                    self.out(Order::Persist);
+                    return;
+                }
+                // Fenced or stepping down meanwhile (a slow start): stopped at once.
+                let kill_at = self.kill_time(now);
+                self.stop_service(now, kill_at);
+            }
+            Err(e) => {
+                if starting {
+                    // A unit whose start failed may still be activating: stop it and look
+                    // before forgetting it. A command that never spawned is nothing.
+                    match self.service.reference().cloned() {
+                        Some(s) => {
+                            self.service = ServiceState::Running(s);
+                            let kill_at = self.kill_time(now);
+                            self.stop_service(now, kill_at);
+                        }
+                        None => self.service = ServiceState::Stopped,
+                    }
+                }
+                if self.phase == Phase::Raising {
+                    self.raise_failed(now, format!("service: {e}"));
+                }
+            }
+        }
+    }
+
+    /// When a service signalled now gets SIGKILL: half a margin after the deadline (or the
+    /// loss) once fenced, else at the end of the step-down's grace.
+    fn kill_time(&self, now: Duration) -> Duration {
+        match &self.fenced {
+            Some((at, _)) => (*at).min(self.lead.deadline) + self.plan.clock.margin / 2,
+            None => now + self.grace(now),
+        }
+    }
+
+    fn service_checked(&mut self, now: Duration, r: Result<bool, String>) {
+        self.checking = false;
+        match r {
+            Ok(false) => {
+                if self.service.may_run() {
+                    self.service = ServiceState::Stopped;
+                    self.next_check_at = None;
+                    self.out(Order::Persist);
+                }
+            }
+            Ok(true) => {
+                if matches!(self.service, ServiceState::Stopping { .. }) {
+                    self.next_check_at = Some(now + CHECK_EVERY);
+                } else if self.phase == Phase::Leading {
+                    // Remnants of an exited leader while leading: left to the step-down.
+                    self.next_check_at = None;
+                }
+            }
+            Err(e) => {
+                self.log(Level::Warn, format!("looking at the service: {e}"));
+                self.next_check_at = Some(now + CHECK_EVERY);
+            }
+        }
+    }
+
+    fn released_answer(&mut self, now: Duration, r: Result<(), String>) {
+        match r {
+            Ok(()) => {
+                self.release = Release::Done;
+                self.log(Level::Info, "leader key released".into());
+            }
+            Err(e) => {
+                self.release = Release::RetryAt(now + RELEASE_RETRY);
+                self.log(
+                    Level::Warn,
+                    format!("releasing the leader key: {e} (it expires with the lease)"),
+                );
+            }
+        }
+    }
+
+    fn step_down(&mut self, now: Duration, by: Duration) {
+        // A later request with a budget of its own: the earliest answer is owed.
+        self.step_down_by = Some(self.step_down_by.map_or(by, |b| b.min(by)));
+        self.answered = false;
+        match self.phase {
+            Phase::Raising | Phase::Leading => {
+                self.phase = Phase::SteppingDown;
+                self.out(Order::Log(Level::Info, "stepping down".into()));
+            }
+            Phase::Fenced | Phase::SteppingDown | Phase::Failed | Phase::Done => {}
+        }
+        self.lower_vip(now);
+        let kill_at = self.kill_time(now);
+        self.stop_service(now, kill_at);
+    }
+
+    /// TERM → KILL time for an orderly stop: the budget less what the release needs.
+    fn grace(&self, now: Duration) -> Duration {
+        #[cfg(test)]
+        if self.mutations.no_budget {
+            return STOP_GRACE;
+        }
+        let by = self.step_down_by.unwrap_or(now + DEFAULT_STEP_DOWN);
+        by.saturating_sub(now)
+            .saturating_sub(RELEASE_RESERVE)
+            .min(STOP_GRACE)
+    }
+
+    fn raise_failed(&mut self, now: Duration, why: String) {
+        self.log(Level::Error, why.clone());
+        self.failure = Some(why);
+        self.phase = Phase::Failed;
+        self.raise = RaiseStep::Done;
+        self.lower_vip(now);
+        let kill_at = self.kill_time(now);
+        self.stop_service(now, kill_at);
+    }
+
+    #[cfg(test)]
+    fn apply_pending_loss(&mut self, now: Duration) {
+        if self.phase != Phase::Raising {
+            if let Some(cause) = self.pending_loss.take() {
+                if self.fenced.is_none() {
+                    self.fence(now, cause);
+                }
+            }
+        }
+    }
+
+    /// Everything the rules call for at `now`, after the input.
+    fn advance(&mut self, now: Duration) {
+        #[cfg(test)]
+        self.apply_pending_loss(now);
+        if self.is_down_phase() {
+            self.lower(now);
+        }
+        if self.phase == Phase::Raising {
+            self.raise_step(now);
+        }
+        if self.renewing() && self.renewal_in_flight.is_none() && now >= self.next_renewal_at {
+            self.renewal_in_flight = Some(now);
+            self.out(Order::Keepalive { sent: now });
+        }
+        if self.is_down_phase() {
+            self.release_step(now);
+            self.answer_step(now);
+        }
+    }
+
+    /// Lowering goes on until VIP and service are confirmed down.
+    fn lower(&mut self, now: Duration) {
+        if self.vip == VipState::MaybeUp && self.vip_retry_at.is_some_and(|t| now >= t) {
+            self.lower_vip(now);
+        }
+        if matches!(
+            self.service,
+            ServiceState::Running(_) | ServiceState::Starting(Some(_))
+        ) {
+            let kill_at = self.kill_time(now);
+            self.stop_service(now, kill_at);
+        }
+        if let ServiceState::Stopping {
+            service,
+            kill_at,
+            killed: false,
+        } = self.service.clone()
+        {
+            if now >= kill_at {
+                if let Err(e) = self.kernel.signal_service(&service, true) {
+                    self.log(Level::Error, format!("SIGKILL to the service: {e}"));
+                }
+                self.service = ServiceState::Stopping {
+                    service,
+                    kill_at,
+                    killed: true,
+                };
+                self.next_check_at = Some(now);
+            }
+        }
+        if let (Some(t), false) = (self.next_check_at, self.checking) {
+            if now >= t {
+                if let Some(s) = self.service.reference().cloned() {
+                    self.checking = true;
+                    self.out(Order::CheckService(s));
+                }
+                self.next_check_at = None;
+            }
+        }
+    }
+
+    fn raise_step(&mut self, now: Duration) {
+        if !self.may_raise(now) {
+            return;
+        }
+        match self.raise {
+            RaiseStep::AddVip => {
+                let Some(secs) = self.lead.vip_lifetime(now) else {
+                    return self.raise_failed(
+                        now,
+                        "too little of the lease is left to raise the VIP".into(),
+                    );
+                };
+                match self.kernel.add_vip(secs) {
+                    Ok(()) => {
+                        self.vip = VipState::Up;
+                        self.raise = RaiseStep::Settling;
+                        self.out(Order::Persist);
+                        let dad_wait = self
+                            .lead
+                            .deadline
+                            .saturating_sub(now)
+                            .min(Duration::from_secs(10));
+                        self.out(Order::Settle { dad_wait });
+                    }
+                    Err(e) => {
+                        // It may have gone on all the same (a lost answer): treat as maybe up.
+                        self.vip = VipState::MaybeUp;
+                        self.vip_retry_at = Some(now);
+                        self.raise_failed(now, format!("VIP: {e}"));
+                    }
+                }
+            }
+            RaiseStep::WriteToken => {
+                self.raise = RaiseStep::WritingToken;
+                self.out(Order::WriteToken);
+            }
+            RaiseStep::StartService => {
+                self.raise = RaiseStep::StartingService;
+                // A unit is known before its start, so fencing can stop it mid-start.
+                self.service = ServiceState::Starting(self.plan.unit.clone().map(ServiceRef::Unit));
+                self.out(Order::StartService);
+            }
+            RaiseStep::Settling
+            | RaiseStep::WritingToken
+            | RaiseStep::StartingService
+            | RaiseStep::Done => {}
+        }
+    }
+
+    fn release_step(&mut self, now: Duration) {
+        let may_release = self.all_down();
+        #[cfg(test)]
+        let may_release = may_release || self.mutations.early_release;
+        if !may_release {
+            return;
+        }
+        let due = match self.release {
+            Release::NotYet => true,
+            Release::RetryAt(t) => now >= t,
+            Release::InFlight | Release::Done => false,
+        };
+        // Past the lease's end it is gone at etcd anyway.
+        if due && now >= self.lead.lease_end && self.renewal_in_flight.is_none() {
+            self.release = Release::Done;
+            return;
+        }
+        if due {
+            self.release = Release::InFlight;
+            self.out(Order::Release);
+        }
+    }
+
+    fn answer_step(&mut self, now: Duration) {
+        let failed = self.failure.is_some();
+        let Some(by) = self
+            .step_down_by
+            .or_else(|| failed.then_some(now + DEFAULT_STEP_DOWN))
+        else {
+            return;
+        };
+        let down = self.all_down();
+        let settled = matches!(self.release, Release::Done | Release::RetryAt(_));
+        if down && settled {
+            if self.step_down_by.is_some() && !self.answered {
+                self.answered = true;
+                self.out(Order::StepDownAnswer(Ok(())));
+            }
+            self.exited = true;
+            self.out(Order::Exit(i32::from(failed)));
+            self.phase = Phase::Done;
+            return;
+        }
+        #[cfg(test)]
+        if self.mutations.no_budget {
+            return;
+        }
+        if now >= by && !self.answered && self.step_down_by.is_some() {
+            self.answered = true;
+            let why = self.still_up();
+            self.log(
+                Level::Error,
+                format!("step-down not complete in time: {why}"),
+            );
+            self.out(Order::StepDownAnswer(Err(why)));
+        }
+    }
+
+    /// What keeps the step-down from being complete, in words.
+    pub fn still_up(&self) -> String {
+        let mut up = Vec::new();
+        if matches!(self.vip, VipState::Up | VipState::MaybeUp) {
+            up.push("the VIP may still be up (its removal failed)".to_string());
+        }
+        if self.service.may_run() {
+            up.push("the service is not confirmed stopped".to_string());
+        }
+        if up.is_empty() {
+            up.push("the leader key is not released yet".to_string());
+        }
+        up.join("; ")
+    }
+}

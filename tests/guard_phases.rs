@@ -1,0 +1,246 @@
+//! The guard machine's rules in every phase, against real etcd in namespaces: a key lost in
+//! the middle of the raise, a service that will not stop on SIGTERM inside the demote budget,
+//! stop and demote with nothing running and stale files that name somebody else's process,
+//! and the run directory wiped while promoted.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use support::etcd::EtcdCluster;
+use support::master::{Node, VipObserver};
+
+const KEY: &str = "/hamaster/api/leader";
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| {
+            !s.rsplit_once(')')
+                .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
+
+/// `setsid sleep 1000`: nobody's process, leading its own group, as a stale state file might
+/// name it.
+fn bystander() -> std::process::Child {
+    std::process::Command::new("setsid")
+        .args(["sleep", "1000"])
+        .spawn()
+        .expect("setsid sleep")
+}
+
+#[test]
+fn a_key_deleted_one_second_into_a_five_second_raise_takes_the_vip_within_a_second() {
+    let mut etcd = EtcdCluster::new("gpr");
+    let a = Node::new(&mut etcd, "na");
+    let mut agent = a
+        .agent(&etcd)
+        // The default lease settings, and a foreground burst of 20 frames 250 ms apart.
+        .param("arp_bg", "false")
+        .param("arp_count", "20")
+        .param("arp_interval", "250");
+    agent.params.remove("lease_ttl");
+    agent.params.remove("lease_margin");
+    assert_eq!(agent.run("start").code, 0);
+    let observer = VipObserver::start(&[&a]);
+    let (promote, took) = std::thread::scope(|s| {
+        let promoting = s.spawn(|| agent.run("promote"));
+        assert!(
+            support::wait_for(Duration::from_secs(10), || etcd.get(KEY).is_some()),
+            "the key is taken"
+        );
+        assert!(
+            observer.wait_state(0, true, Duration::from_secs(2)),
+            "VIP up"
+        );
+        std::thread::sleep(Duration::from_secs(1));
+        let deleted = Instant::now();
+        assert!(etcd.etcdctl(&["del", KEY]).status.success());
+        assert!(
+            observer.wait_state(0, false, Duration::from_secs(5)),
+            "the VIP goes"
+        );
+        let took = deleted.elapsed();
+        (promoting.join().unwrap(), took)
+    });
+    observer.finish();
+    eprintln!("key deleted 1 s into the raise: VIP gone after {took:?}");
+    assert!(took <= Duration::from_secs(1), "{took:?}");
+    assert_eq!(promote.code, 1, "promote fails: {}", promote.stderr);
+    assert!(a.tokens().is_empty(), "the service never started");
+    assert!(a.service_pids().is_empty());
+    assert_eq!(agent.run("demote").code, 0);
+    assert_eq!(agent.run("stop").code, 0);
+    assert!(!a.holds_vip());
+}
+
+#[test]
+fn a_service_that_ignores_sigterm_is_killed_within_the_demote_budget_before_the_key_goes() {
+    let mut etcd = EtcdCluster::new("gpt");
+    let a = Node::new(&mut etcd, "na");
+    let mut agent = a
+        .agent(&etcd)
+        .param("command", "/bin/sh")
+        .param("args", "-c 'trap \"\" TERM; exec sleep 1000'");
+    agent.params.remove("health_url");
+    agent.params.remove("health_cacert");
+    assert_eq!(agent.run("start").code, 0);
+    let promote = agent.run("promote");
+    assert_eq!(promote.code, 0, "{}\n{}", promote.stderr, a.log());
+    let state: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(agent.run_dir.join("api/state.json")).expect("state.json"),
+    )
+    .unwrap();
+    let pid = state["service_pid"].as_u64().expect("service pid") as u32;
+    assert!(alive(pid));
+    // An 8 s demote: its budget is 7 s, the guard's step-down 5 s, the grace 3 s.
+    let demote_agent = agent.env("OCF_RESKEY_CRM_meta_timeout", "8000");
+    let (demote, took, dead_at, key_gone_at) = std::thread::scope(|s| {
+        let begun = Instant::now();
+        let demoting = s.spawn(|| demote_agent.run("demote"));
+        // The service's death, watched closely on a thread of its own.
+        let dying = s.spawn(move || {
+            while begun.elapsed() < Duration::from_secs(12) {
+                if !alive(pid) {
+                    return Some(begun.elapsed());
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            None
+        });
+        let mut key_gone_at = None;
+        while begun.elapsed() < Duration::from_secs(12) && !demoting.is_finished() {
+            if etcd.get(KEY).is_none() {
+                key_gone_at = Some(begun.elapsed());
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let run = demoting.join().unwrap();
+        let took = begun.elapsed();
+        (run, took, dying.join().unwrap(), key_gone_at)
+    });
+    eprintln!(
+        "TERM-ignoring service: demote {} in {took:?}, service gone at {dead_at:?}, key at {key_gone_at:?}",
+        demote.code
+    );
+    assert_eq!(demote.code, 0, "{}\n{}", demote.stderr, a.log());
+    assert!(
+        took < Duration::from_secs(8),
+        "within the timeout: {took:?}"
+    );
+    assert!(!alive(pid), "SIGKILLed after the grace");
+    assert!(etcd.get(KEY).is_none(), "released at last");
+    let dead_at = dead_at.expect("seen dying");
+    assert!(
+        key_gone_at.is_none_or(|k| dead_at <= k),
+        "the key went ({key_gone_at:?}) before the service ({dead_at:?})"
+    );
+    assert_eq!(demote_agent.run("stop").code, 0);
+}
+
+#[test]
+fn stop_and_demote_with_nothing_running_are_zero_and_signal_nobody() {
+    let mut etcd = EtcdCluster::new("gpn");
+    let a = Node::new(&mut etcd, "na");
+    let mut other = bystander();
+    let dir = a.agent(&etcd).run_dir.join("api");
+    std::fs::create_dir_all(&dir).unwrap();
+    let stale = |start: Option<u64>| {
+        let state = serde_json::json!({
+            "guard_pid": 999_999, "node": "na", "key": KEY, "lease_id": 12345,
+            "fencing_token": 7, "service_pid": other.id(), "service_start": start,
+            "vip_added": true, "fenced": null
+        });
+        std::fs::write(dir.join("state.json"), state.to_string()).unwrap();
+        std::fs::write(dir.join("promoted"), "").unwrap();
+        std::fs::write(dir.join("guard.pid"), "999999\n").unwrap();
+    };
+
+    // Command mode: a state file naming a live process of somebody else's, with no start
+    // time and with a wrong one.
+    let agent = a.agent(&etcd);
+    for start in [None, Some(1)] {
+        stale(start);
+        let demote = agent.run("demote");
+        assert_eq!(demote.code, 0, "{}", demote.stderr);
+        assert!(alive(other.id()), "never signalled (start {start:?})");
+        stale(start);
+        assert_eq!(agent.run("stop").code, 0);
+        assert!(alive(other.id()));
+    }
+
+    // systemd mode: a unit that is not loaded (stop fails with 5, is-active says inactive).
+    let stub = a.state.join("bin");
+    std::fs::create_dir_all(&stub).unwrap();
+    let script = r#"#!/bin/sh
+case "$1" in
+stop) echo "Failed to stop $3: Unit $3 not loaded." >&2; exit 5 ;;
+is-active) echo inactive; exit 3 ;;
+esac
+exit 1
+"#;
+    std::fs::write(stub.join("systemctl"), script).unwrap();
+    support::must("chmod", &["+x", stub.join("systemctl").to_str().unwrap()]);
+    let mut unit = a.agent(&etcd).param("service", "api.service").env(
+        "PATH",
+        &format!("{}:/usr/sbin:/usr/bin:/sbin:/bin", stub.display()),
+    );
+    unit.params.remove("command");
+    unit.params.remove("args");
+    stale(None);
+    let demote = unit.run("demote");
+    assert_eq!(demote.code, 0, "{}", demote.stderr);
+    assert_eq!(unit.run("stop").code, 0);
+    // No files at all.
+    assert_eq!(unit.run("demote").code, 0);
+    assert_eq!(unit.run("stop").code, 0);
+    assert!(alive(other.id()));
+    let _ = other.kill();
+    let _ = other.wait();
+}
+
+/// The guard processes in a node's namespace.
+fn guards_in(node: &Node) -> Vec<u32> {
+    support::sh("ip", &["netns", "pids", &node.ns.name])
+        .stdout
+        .split(|b| *b == b'\n')
+        .filter_map(|l| std::str::from_utf8(l).ok()?.trim().parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|c| {
+                    let argv: Vec<&[u8]> = c.split(|b| *b == 0).collect();
+                    argv.contains(&&b"guard"[..]) && argv.contains(&&b"--resource"[..])
+                })
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+#[test]
+fn with_the_run_directory_wiped_the_guard_is_still_found_and_never_doubled() {
+    let mut etcd = EtcdCluster::new("gpw");
+    let a = Node::new(&mut etcd, "na");
+    let agent = a.agent(&etcd);
+    assert_eq!(agent.run("start").code, 0);
+    let promote = agent.run("promote");
+    assert_eq!(promote.code, 0, "{}", promote.stderr);
+    let pid = a.guard_status(&agent).expect("guard answers").pid;
+    assert_eq!(guards_in(&a), vec![pid]);
+    std::fs::remove_dir_all(agent.run_dir.join("api")).unwrap();
+    let monitor = agent.run("monitor");
+    assert_eq!(monitor.code, 8, "still promoted: {}", monitor.stderr);
+    let again = agent.run("promote");
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    assert_eq!(guards_in(&a), vec![pid], "the same guard, no second one");
+    let demote = agent.run("demote");
+    assert_eq!(demote.code, 0, "{}", demote.stderr);
+    assert!(
+        support::wait_for(Duration::from_secs(3), || !alive(pid)),
+        "the guard stepped down and exited"
+    );
+    assert!(!a.holds_vip() && a.service_pids().is_empty());
+    assert!(etcd.get(KEY).is_none(), "released");
+    assert_eq!(agent.run("stop").code, 0);
+}
