@@ -73,6 +73,8 @@ const GUARD_ANSWER: Duration = Duration::from_secs(2);
 
 struct Ctx<'a> {
     env: &'a OcfEnv,
+    /// When the action began: its budget counts from here, the wait for the lock included.
+    started: Instant,
     values: Values,
     resource: String,
     node: String,
@@ -80,6 +82,7 @@ struct Ctx<'a> {
 }
 
 fn run(action: Action, env: &OcfEnv) -> Outcome {
+    let started = Instant::now();
     let values = Values::from_ocf(&MASTER_AGENT, env);
     let Some(resource) = env.resource().map(String::from) else {
         if action == Action::Monitor && env.is_probe() {
@@ -127,6 +130,7 @@ fn run(action: Action, env: &OcfEnv) -> Outcome {
     };
     let ctx = Ctx {
         env,
+        started,
         values,
         dir,
         node: node_name(env),
@@ -180,15 +184,35 @@ fn config(ctx: &Ctx) -> Result<MasterConfig, Outcome> {
 
 /// validate-all: the configuration, and under a cluster whether this Pacemaker is supported.
 fn validate(ctx: &Ctx) -> Outcome {
-    if let Err(o) = config(ctx) {
-        return o;
-    }
+    let cfg = match config(ctx) {
+        Ok(c) => c,
+        Err(o) => return o,
+    };
+    warn_of_slew(&cfg);
     if super::score::in_cluster(ctx.env) {
         if let Err(why) = super::score::tool(ctx.env, super::score::crm_master_installed) {
             return Outcome::with_reason(OcfExit::ErrInstalled, why);
         }
     }
     Outcome::ok()
+}
+
+/// A margin that cannot cover the clocks' largest slew is allowed (an administrator may know
+/// their clocks), but said: the guard could then fence after the lease ended at etcd.
+fn warn_of_slew(cfg: &MasterConfig) {
+    let clock = cfg.etcd.clock();
+    let need = clock.slew_margin();
+    if clock.margin < need {
+        log::warn!(
+            "parameter lease_margin={} does not cover the clocks' largest slew at lease_ttl={}: \
+             with this node's clock slow and etcd's fast by chrony's maxslewrate (8.4 %), the \
+             lease could end at etcd before the guard fences; a margin of at least {} s does \
+             (docs/safety.md)",
+            clock.margin.as_secs(),
+            clock.ttl.as_secs(),
+            need.as_secs_f64().ceil()
+        );
+    }
 }
 
 fn start(ctx: &Ctx) -> Outcome {
@@ -206,11 +230,11 @@ fn start(ctx: &Ctx) -> Outcome {
     Outcome::ok()
 }
 
-/// The moment an action must be done by: its CRM_meta_timeout (or `default`) from now, less
-/// the safety second.
-fn budget(env: &OcfEnv, default: Duration) -> Instant {
-    let timeout = env.timeout_ms().map_or(default, Duration::from_millis);
-    Instant::now() + timeout.saturating_sub(SAFETY)
+/// The moment an action must be done by: its CRM_meta_timeout (or `default`) from when it
+/// began, less the safety second.
+fn budget(ctx: &Ctx, default: Duration) -> Instant {
+    let timeout = ctx.env.timeout_ms().map_or(default, Duration::from_millis);
+    ctx.started + timeout.saturating_sub(SAFETY)
 }
 
 fn left(until: Instant) -> Duration {
@@ -299,11 +323,12 @@ fn promote(ctx: &Ctx) -> Outcome {
         Ok(c) => c,
         Err(o) => return o,
     };
+    warn_of_slew(&cfg);
     let timeout = ctx
         .env
         .timeout_ms()
         .map_or(DEFAULT_PROMOTE_TIMEOUT, Duration::from_millis);
-    let until = budget(ctx.env, DEFAULT_PROMOTE_TIMEOUT);
+    let until = budget(ctx, DEFAULT_PROMOTE_TIMEOUT);
     // What an undo needs at the end: the guard's step-down (service grace and release).
     let undo = (timeout / 3).min(Duration::from_secs(15));
     let poll_until = until.checked_sub(undo).unwrap_or(until);
@@ -427,7 +452,7 @@ fn spawn_guard(ctx: &Ctx, acquire_for: Duration) -> std::io::Result<std::process
 
 fn demote(ctx: &Ctx) -> Outcome {
     let cfg = MasterConfig::from_values(&ctx.values).ok();
-    let until = budget(ctx.env, DEFAULT_DEMOTE_TIMEOUT);
+    let until = budget(ctx, DEFAULT_DEMOTE_TIMEOUT);
     let out = demote_steps(ctx, cfg.as_ref(), until);
     if out.exit == OcfExit::Success {
         ctx.dir.unmark(ctx.dir.promoted());

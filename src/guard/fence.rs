@@ -146,8 +146,11 @@ impl Kernel for Host {
                     .stderr(std::process::Stdio::null())
                     .spawn()
                     .map_err(|e| format!("systemctl {}: {e}", args.join(" ")))?;
-                // Reaped by a thread of its own: the fencing thread never waits on it.
-                std::thread::spawn(move || child.wait());
+                // Reaped by a thread of its own: the fencing thread never waits on it (and
+                // never panics for want of a thread: the child is then left a zombie).
+                let _ = std::thread::Builder::new()
+                    .name("systemctl".into())
+                    .spawn(move || child.wait());
                 Ok(())
             }
         }

@@ -116,6 +116,10 @@ impl Guard {
             fence.clone(),
             renew_rx,
         )));
+        shell.helpers.add(tokio::spawn(warn_of_old_etcd(
+            a.etcd.clone(),
+            self.args.resource.clone(),
+        )));
         shell.helpers.add(tokio::spawn(keepalive::watch_ownership(
             a.etcd.clone(),
             self.key.clone(),
@@ -262,14 +266,13 @@ impl Guard {
                 let tag = format!("{} service", self.args.resource);
                 let tx = shell.started_tx.clone();
                 tokio::spawn(async move {
-                    // An order that waited in the queue may be stale: ask right before the
-                    // fork, and tell the machine the pid right after it, in one breath.
-                    if !fence.view(|m| m.wants_service(boottime())) {
-                        return fence.handle(Input::ServiceStarted(Err(
-                            "not started: the raise was abandoned".into(),
-                        )));
-                    }
-                    match spec.start(&env, &tag).await {
+                    // An order that waited in the queue may be stale: the start asks right
+                    // before the fork, and the machine hears the pid right after it.
+                    let wanted = {
+                        let fence = fence.clone();
+                        move || fence.view(|m| m.wants_service(boottime()))
+                    };
+                    match spec.start(&env, &tag, &wanted).await {
                         Ok(running) => {
                             fence.handle(Input::ServiceStarted(Ok(reference(&running))));
                             let _ = tx.send(running);
@@ -332,6 +335,10 @@ impl Guard {
         let st = self.shared.snapshot();
         for w in shell.waiting.drain(..) {
             let _ = w.send((true, st.clone()));
+        }
+        // Requests that came in while the machine finished: it is done, they are answered.
+        while let Ok(request) = stepdown.try_recv() {
+            let _ = request.reply.send((code == 0, st.clone()));
         }
         self.service = None;
         if code != 0 {
@@ -399,6 +406,19 @@ impl Guard {
         write_private(&self.dir.fencing_token(), format!("{token}\n"))
             .and_then(|_| write_private(&self.dir.service_env(), env_text))
             .map_err(|e| format!("cannot write the fencing token: {e}"))
+    }
+}
+
+/// Says so when a member runs an etcd with issue 15247 (docs/safety.md names the releases).
+async fn warn_of_old_etcd(etcd: Etcd, resource: String) {
+    for (endpoint, version) in etcd.versions().await {
+        if crate::lease::etcd::has_lease_revoke_fix(&version) == Some(false) {
+            log::warn!(
+                "guard {resource}: etcd member {endpoint} runs etcd {version}, which has etcd \
+                 issue 15247 (a stuck old leader can revoke leases early): run 3.4.30+ or \
+                 3.5.13+ (docs/safety.md)"
+            );
+        }
     }
 }
 

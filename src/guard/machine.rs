@@ -353,9 +353,14 @@ pub struct Machine<K> {
     failure: Option<String>,
     vip: VipState,
     vip_retry_at: Option<Duration>,
+    /// Failed removals in a row (the retry backs off to a second).
+    vip_failures: u32,
     service: ServiceState,
     /// A CheckService is out.
     checking: bool,
+    /// A StartService is out and not answered: whatever a look says, the start may still
+    /// bring the service up (a unit's start job waiting on its dependencies).
+    start_in_flight: bool,
     next_check_at: Option<Duration>,
     /// What the service's leader said when it exited.
     exit_detail: Option<String>,
@@ -394,8 +399,10 @@ impl<K: Kernel> Machine<K> {
             failure: None,
             vip: VipState::NotRaised,
             vip_retry_at: None,
+            vip_failures: 0,
             service: ServiceState::NotStarted,
             checking: false,
+            start_in_flight: false,
             next_check_at: None,
             exit_detail: None,
             renewal_in_flight: None,
@@ -496,7 +503,7 @@ impl<K: Kernel> Machine<K> {
         if self.renewing() && self.renewal_in_flight.is_none() {
             wake.push(self.next_renewal_at);
         }
-        if let Release::RetryAt(t) = self.release {
+        if let (Release::RetryAt(t), true) = (self.release, self.all_down()) {
             wake.push(t);
         }
         if let (Some(by), false) = (self.step_down_by, self.answered) {
@@ -539,11 +546,9 @@ impl<K: Kernel> Machine<K> {
                 if self.phase == Phase::Leading {
                     self.log(Level::Error, format!("service {detail}"));
                 }
-                // Its group may live on: look (when stopping), and forget it only once it
-                // is empty.
-                if self.is_down_phase() {
-                    self.next_check_at = Some(now);
-                }
+                // Its group may live on: look, and forget its pid once the group is empty
+                // (after the reap the pid may be reused; the group's id is not while it lives).
+                self.next_check_at = Some(now);
             }
             Input::ServiceChecked(r) => self.service_checked(now, r),
             Input::Released(r) => self.released_answer(now, r),
@@ -595,14 +600,16 @@ impl<K: Kernel> Machine<K> {
                 Ok(()) => {
                     self.vip = VipState::Absent;
                     self.vip_retry_at = None;
+                    self.vip_failures = 0;
                 }
                 Err(e) => {
                     self.vip = VipState::MaybeUp;
-                    self.vip_retry_at = Some(now + VIP_RETRY);
-                    self.log(
-                        Level::Error,
-                        format!("removing the VIP: {e}; again shortly"),
-                    );
+                    let backoff = VIP_RETRY * 2u32.saturating_pow(self.vip_failures.min(6));
+                    self.vip_retry_at = Some(now + backoff.min(Duration::from_secs(1)));
+                    if self.vip_failures == 0 {
+                        self.log(Level::Error, format!("removing the VIP: {e}; trying again"));
+                    }
+                    self.vip_failures += 1;
                 }
             }
             self.out(Order::CancelAnnouncements);
@@ -661,7 +668,9 @@ impl<K: Kernel> Machine<K> {
     }
 
     fn all_down(&self) -> bool {
-        matches!(self.vip, VipState::NotRaised | VipState::Absent) && !self.service.may_run()
+        matches!(self.vip, VipState::NotRaised | VipState::Absent)
+            && !self.service.may_run()
+            && !self.start_in_flight
     }
 
     fn renewed(&mut self, now: Duration, sent: Duration, ttl: Duration) {
@@ -678,6 +687,9 @@ impl<K: Kernel> Machine<K> {
         } else {
             sent
         };
+        // A late answer still says how long etcd keeps the lease: the release must not
+        // think it gone before it is.
+        self.lead.lease_end = self.lead.lease_end.max(sent + ttl);
         if self.fenced.is_some() || !self.lead.renew(now, sent, ttl) {
             return;
         }
@@ -717,15 +729,30 @@ impl<K: Kernel> Machine<K> {
 
     fn service_started(&mut self, now: Duration, r: Result<ServiceRef, String>) {
         let starting = matches!(self.service, ServiceState::Starting(_));
+        self.start_in_flight = false;
         match r {
             Ok(s) if !starting => {
-                // A stop overtook the start: if it had been confirmed, the start may have won
-                // the race after it; stop again. If it is under way, it goes on.
-                if self.service == ServiceState::Stopped {
-                    self.service = ServiceState::Running(s);
-                    let kill_at = self.kill_time(now);
-                    self.stop_service(now, kill_at);
+                // A stop overtook the start, and the start may have won the race after it:
+                // stop again, and look again before anything counts as stopped.
+                match self.service.clone() {
+                    ServiceState::Stopping { kill_at, .. } => {
+                        if let Err(e) = self.kernel.signal_service(&s, false) {
+                            self.log(Level::Error, format!("SIGTERM to the service: {e}"));
+                        }
+                        // And a KILL again, at the same time or at once if it has passed.
+                        self.service = ServiceState::Stopping {
+                            service: s,
+                            kill_at: kill_at.min(self.kill_time(now)),
+                            killed: false,
+                        };
+                    }
+                    _ => {
+                        self.service = ServiceState::Running(s);
+                        let kill_at = self.kill_time(now);
+                        self.stop_service(now, kill_at);
+                    }
                 }
+                self.next_check_at = Some(now + CHECK_EVERY);
             }
             Ok(s) => {
                 self.service = ServiceState::Running(s);
@@ -771,6 +798,10 @@ impl<K: Kernel> Machine<K> {
     fn service_checked(&mut self, now: Duration, r: Result<bool, String>) {
         self.checking = false;
         match r {
+            Ok(false) if self.start_in_flight => {
+                // Not up yet is not stopped: the start has not answered.
+                self.next_check_at = Some(now + CHECK_EVERY);
+            }
             Ok(false) => {
                 if self.service.may_run() {
                     self.service = ServiceState::Stopped;
@@ -810,8 +841,12 @@ impl<K: Kernel> Machine<K> {
     }
 
     fn step_down(&mut self, now: Duration, by: Duration) {
-        // A later request with a budget of its own: the earliest answer is owed.
-        self.step_down_by = Some(self.step_down_by.map_or(by, |b| b.min(by)));
+        // A request while another waits: the earlier answer is owed. A request after an
+        // answer (demote failed, now stop asks): its own budget.
+        self.step_down_by = match self.step_down_by {
+            Some(b) if !self.answered => Some(b.min(by)),
+            _ => Some(by),
+        };
         self.answered = false;
         match self.phase {
             Phase::Raising | Phase::Leading => {
@@ -865,6 +900,7 @@ impl<K: Kernel> Machine<K> {
         if self.is_down_phase() {
             self.lower(now);
         }
+        self.check_step(now);
         if self.phase == Phase::Raising {
             self.raise_step(now);
         }
@@ -908,6 +944,9 @@ impl<K: Kernel> Machine<K> {
                 self.next_check_at = Some(now);
             }
         }
+    }
+
+    fn check_step(&mut self, now: Duration) {
         if let (Some(t), false) = (self.next_check_at, self.checking) {
             if now >= t {
                 if let Some(s) = self.service.reference().cloned() {
@@ -959,6 +998,7 @@ impl<K: Kernel> Machine<K> {
                 self.raise = RaiseStep::StartingService;
                 // A unit is known before its start, so fencing can stop it mid-start.
                 self.service = ServiceState::Starting(self.plan.unit.clone().map(ServiceRef::Unit));
+                self.start_in_flight = true;
                 self.out(Order::StartService);
             }
             RaiseStep::Settling
@@ -1013,6 +1053,13 @@ impl<K: Kernel> Machine<K> {
         }
         #[cfg(test)]
         if self.mutations.no_budget {
+            return;
+        }
+        if now >= by && !self.answered && self.step_down_by.is_some() && down {
+            // VIP and service down, the release still under way: the step-down is done (an
+            // unreleased key only delays the next leader until the lease runs out).
+            self.answered = true;
+            self.out(Order::StepDownAnswer(Ok(())));
             return;
         }
         if now >= by && !self.answered && self.step_down_by.is_some() {

@@ -476,8 +476,13 @@ impl Sim {
         let mut steps = 0u32;
         while let Some(Reverse((t, _, EvBox(ev)))) = self.queue.pop() {
             steps += 1;
-            if t > HORIZON || steps > 300_000 {
+            if t > HORIZON {
                 break;
+            }
+            if steps > 300_000 {
+                // A machine that asks to be woken again and again without progress spins the
+                // real fencing thread (at real-time priority): a failure, not an end.
+                return Err(self.fail(seed, format!("no progress: 300000 steps by {t:?}")));
             }
             self.check(t, seed)?;
             self.m.kernel.now = t;
@@ -628,7 +633,13 @@ impl Sim {
                     self.released = true;
                     self.etcd_expiry = self.etcd_expiry.min(now);
                     self.m.kernel.note("key released, lease revoked".into());
-                    self.deliver(Duration::from_millis(2), Input::Released(Ok(())));
+                    // The answer may be slow to come back (a slow member).
+                    let d = if self.rng.chance(0.1) {
+                        self.rng.ms(1, 5_000)
+                    } else {
+                        Duration::from_millis(2)
+                    };
+                    self.deliver(d, Input::Released(Ok(())));
                 }
             }
             Order::Persist | Order::Log(..) => {}
@@ -691,6 +702,14 @@ impl Sim {
         match ev {
             Ev::FenceWake => self.feed(Input::Tick, seed)?,
             Ev::Deliver(input) => {
+                if let Input::ServiceStarted(Ok(ServiceRef::Unit(_))) = &input {
+                    let w = &mut self.m.kernel;
+                    if !w.service && w.termed_at.is_some() && self.rng.chance(0.5) {
+                        // The start job waited (on its dependencies) and ran after the stop.
+                        w.service = true;
+                        w.note("the unit's start job ran after the stop".into());
+                    }
+                }
                 if let Input::Renewed { sent, ttl } = &input {
                     if !ttl.is_zero() {
                         self.late_answers += u32::from(now >= self.deadline);

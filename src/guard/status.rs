@@ -335,10 +335,15 @@ pub async fn step_down(path: &Path, budget: Duration) -> Result<GuardStatus, Cli
     let (code, st) = tokio::time::timeout(wait, request(path, Method::POST, &uri))
         .await
         .map_err(|_| ClientError::Timeout(wait.as_millis()))??;
-    if code == StatusCode::OK {
-        Ok(st)
-    } else {
-        Err(ClientError::Incomplete(st.trouble()))
+    match code {
+        StatusCode::OK => Ok(st),
+        StatusCode::CONFLICT => Err(ClientError::Incomplete(st.trouble())),
+        // The guard could not take the request (it was exiting): as if unreachable, so the
+        // caller cleans up itself.
+        other => Err(ClientError::Unreachable {
+            path: path.to_path_buf(),
+            detail: format!("step-down answered {other}"),
+        }),
     }
 }
 

@@ -17,6 +17,11 @@ pub fn boottime() -> Duration {
         .unwrap_or_default()
 }
 
+/// How fast, relative to true time, a disciplined clock may run: chrony's default
+/// maxslewrate (83,333 ppm) plus the kernel's frequency limit (500 ppm). CLOCK_BOOTTIME and
+/// etcd's monotonic clock are both slewed by it (never stepped).
+pub const MAX_SLEW: f64 = 0.083_833;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LeaseClock {
     pub ttl: Duration,
@@ -44,6 +49,13 @@ impl LeaseClock {
     /// etcd answered with `granted` TTL. A granted TTL at or below the margin means "now".
     pub fn deadline(&self, sent: Duration, granted: Duration) -> Duration {
         sent + granted.saturating_sub(self.margin)
+    }
+
+    /// The smallest margin that still fences before the lease can end at etcd when this
+    /// node's clock runs slow and etcd's leader's runs fast, both at MAX_SLEW:
+    /// `(T − M)/(1 − r) ≤ T/(1 + r)`, so `M ≥ 2rT/(1 + r)` (about 15.5 % of the TTL).
+    pub fn slew_margin(&self) -> Duration {
+        self.ttl.mul_f64(2.0 * MAX_SLEW / (1.0 + MAX_SLEW))
     }
 
     /// How long the lease may still live at etcd, seen from here: the deadline plus margin.
@@ -101,6 +113,21 @@ mod tests {
             CLOCK.ttl_left(now, now + Duration::from_secs(5)),
             Duration::ZERO
         );
+    }
+
+    #[test]
+    fn the_margin_that_covers_chronys_largest_slew_grows_with_the_ttl() {
+        let at = |ttl: u64, margin: u64| LeaseClock {
+            ttl: Duration::from_secs(ttl),
+            margin: Duration::from_secs(margin),
+        };
+        // The defaults (10 s, 2 s) and the derived margins (a fifth) are covered.
+        assert!(at(10, 2).slew_margin() < Duration::from_secs(2));
+        assert!(at(3, 1).slew_margin() < Duration::from_secs(1));
+        assert!(at(30, 6).slew_margin() < Duration::from_secs(6));
+        // A margin of 1 s at 30 s is not: 4.6 s are needed.
+        let need = at(30, 1).slew_margin();
+        assert!(need > Duration::from_millis(4600) && need < Duration::from_millis(4700));
     }
 
     #[test]

@@ -338,6 +338,19 @@ impl Etcd {
         members[self.current.load(Ordering::Relaxed) % members.len()].clone()
     }
 
+    /// The etcd release each member runs, as its status says; members that do not answer
+    /// within the attempt timeout are left out.
+    pub async fn versions(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for (endpoint, client) in self.snapshot() {
+            let mut c = client.clone();
+            if let Ok(Ok(r)) = tokio::time::timeout(self.timeout, c.status()).await {
+                out.push((endpoint, r.version().to_string()));
+            }
+        }
+        out
+    }
+
     fn snapshot(&self) -> Vec<(String, Client)> {
         self.members
             .read()
@@ -718,5 +731,39 @@ impl KeepAlive {
             Some(r) => Ok(Duration::from_secs(r.ttl().max(0) as u64)),
             None => Err("keepalive stream ended".into()),
         }
+    }
+}
+
+/// Whether an etcd release has the fix for etcd issue 15247 (a stuck old leader revoking
+/// leases early): 3.4.30 and later 3.4, 3.5.13 and later 3.5, anything from 3.6 on. None: not
+/// a version this can read.
+pub fn has_lease_revoke_fix(version: &str) -> Option<bool> {
+    let mut parts = version.trim().trim_start_matches('v').split('.').map(|p| {
+        let digits: String = p.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse::<u32>().ok()
+    });
+    let (major, minor, patch) = (parts.next()??, parts.next()??, parts.next()??);
+    Some(match (major, minor) {
+        (3, 4) => patch >= 30,
+        (3, 5) => patch >= 13,
+        (3, m) => m >= 6,
+        (m, _) => m > 3,
+    })
+}
+
+#[cfg(test)]
+mod version_tests {
+    use super::has_lease_revoke_fix as fixed;
+
+    #[test]
+    fn the_releases_with_the_lease_revoke_fix_are_known() {
+        assert_eq!(fixed("3.4.23"), Some(false), "Debian bookworm's");
+        assert_eq!(fixed("3.4.30"), Some(true));
+        assert_eq!(fixed("3.5.12"), Some(false));
+        assert_eq!(fixed("3.5.16"), Some(true), "Debian trixie's");
+        assert_eq!(fixed("3.6.0"), Some(true));
+        assert_eq!(fixed("3.3.27"), Some(false));
+        assert_eq!(fixed("3.5.13-rc1"), Some(true));
+        assert_eq!(fixed("not a version"), None);
     }
 }

@@ -66,13 +66,20 @@ pub async fn unit_active(unit: &str) -> bool {
 impl ServiceSpec {
     /// Starts the service with `env` added to its environment. A command's output goes to
     /// the log, each line tagged `{tag}` (a unit's goes to the journal, as systemd does it).
+    /// `wanted` is asked right before the fork (or `systemctl start`): a start that is no
+    /// longer wanted (the guard lost its key meanwhile) is not made.
     pub async fn start(
         &self,
         env: &[(String, String)],
         tag: &str,
+        wanted: &(dyn Fn() -> bool + Send + Sync),
     ) -> Result<Running, ServiceError> {
+        let unwanted = || ServiceError::Failed("not started: the raise was abandoned".into());
         match self {
             ServiceSpec::Systemd { unit } => {
+                if !wanted() {
+                    return Err(unwanted());
+                }
                 let status = systemctl(&["start", "--", unit]).await?;
                 if !status.success() {
                     return Err(ServiceError::Failed(format!(
@@ -121,6 +128,9 @@ impl ServiceSpec {
                         set_pdeathsig(Signal::SIGKILL)?;
                         Ok(())
                     });
+                }
+                if !wanted() {
+                    return Err(unwanted());
                 }
                 let child = tokio::process::Command::from(cmd)
                     .kill_on_drop(true)
@@ -277,11 +287,20 @@ pub fn signal_group(pid: u32, sig: Signal) {
 }
 
 /// Stops a service whose supervisor is gone: TERM to its group, KILL after `grace`, then
-/// waits (to `limit` in all) for the group to be empty. Only a process proven to be the one
-/// recorded — the same pid and start time, leading its own group — is signalled; anything
-/// else is not ours, and counts as gone. Returns whether nothing of it is left.
+/// waits (to `limit` in all) for the group to be empty. The group is ours when its leader is
+/// the process recorded (same pid and start time), or when the leader is gone and members
+/// live on (its children: a group's id is not reused while the group lives). A live process
+/// under that pid that is not the one recorded is somebody else's: nothing is signalled.
+/// Returns whether nothing of it is left.
 pub fn stop_orphan(pid: u32, start: Option<u64>, grace: Duration, limit: Duration) -> bool {
-    if pid <= 1 || !is_recorded_leader(pid, start) {
+    if pid <= 1 {
+        return true;
+    }
+    let ours = match crate::procfs::start_time(pid) {
+        Some(_) => is_recorded_leader(pid, start),
+        None => group_alive(pid),
+    };
+    if !ours {
         return true;
     }
     signal_group(pid, Signal::SIGTERM);

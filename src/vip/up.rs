@@ -189,6 +189,11 @@ pub fn announce(
         if let Err(e) = burst::spawn(&req, run_dir, Some(announcer.raw_fd())) {
             log::warn!("cannot start the announcement burst for {}: {e}", c.ip);
         }
+        // The VIP may have been taken down while the burst was being spawned: a burst for an
+        // address we no longer hold must not go on.
+        if !keep() {
+            burst::cancel(run_dir, c.ip);
+        }
     }
 }
 

@@ -204,7 +204,7 @@ impl EtcdCluster {
         let data = self.dir.join(&m.name);
         let scheme = if self.tls.is_some() { "https" } else { "http" };
         let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", &m.ns.name, "etcd"])
+        cmd.args(["netns", "exec", &m.ns.name, &etcd_bin()])
             .arg(format!("--name={}", m.name))
             .arg(format!("--data-dir={}", data.display()))
             .arg(format!(
@@ -402,4 +402,25 @@ pub fn field(fields: &str, name: &str) -> Option<String> {
         .lines()
         .find_map(|l| l.strip_prefix(&format!("\"{name}\" : ")))
         .map(|v| v.trim().trim_matches('"').to_string())
+}
+
+/// The etcd the test clusters run: Debian's by default, or another build named by
+/// HAMASTER_TEST_ETCD (make check-etcd-fixed: trixie's 3.5.16, with the fix for etcd issue
+/// 15247).
+pub fn etcd_bin() -> String {
+    std::env::var("HAMASTER_TEST_ETCD").unwrap_or_else(|_| "etcd".into())
+}
+
+/// The version of the etcd the test clusters run (`etcd --version`).
+pub fn etcd_version() -> String {
+    let out = std::process::Command::new(etcd_bin())
+        .arg("--version")
+        .output()
+        .expect("etcd --version");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("etcd Version: "))
+        .unwrap_or("unknown")
+        .trim()
+        .to_string()
 }

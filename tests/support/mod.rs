@@ -8,6 +8,7 @@ pub mod cluster;
 pub mod deadline;
 pub mod etcd;
 pub mod master;
+pub mod phases;
 pub mod timeline;
 
 use std::collections::BTreeMap;
@@ -353,7 +354,29 @@ impl<'a> Agent<'a> {
     }
 
     pub fn run_with_interval(&self, action: &str, interval_ms: u64) -> Run {
-        run_command(self.command(action, interval_ms))
+        let begun = std::time::Instant::now();
+        let run = run_command(self.command(action, interval_ms));
+        self.record(action, begun.elapsed());
+        run
+    }
+
+    /// Appends the action's duration and its timeout to target/action-durations.tsv, for
+    /// `scripts/action-durations` (the worst duration of each action against its timeout).
+    fn record(&self, action: &str, took: std::time::Duration) {
+        use std::io::Write;
+        let timeout = self
+            .extra_env
+            .get("OCF_RESKEY_CRM_meta_timeout")
+            .map_or("20000", String::as_str);
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/target/action-durations.tsv");
+        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+            let _ = writeln!(
+                f,
+                "{}\t{action}\t{}\t{timeout}",
+                self.name,
+                took.as_millis()
+            );
+        }
     }
 }
 
