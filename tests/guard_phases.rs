@@ -8,7 +8,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use support::etcd::EtcdCluster;
-use support::master::{Node, VipObserver};
+use support::master::Node;
 use support::phases::{self, Loss};
 
 const KEY: &str = "/hamaster/api/leader";
@@ -234,7 +234,7 @@ fn a_unit_that_will_not_stop_keeps_the_key_and_demote_says_so_within_its_timeout
     let a = Node::new(&mut etcd, "na");
     let stub = a.state.join("bin");
     std::fs::create_dir_all(&stub).unwrap();
-    // A unit whose stop (and kill) does nothing until `stoppable` exists.
+    // A unit whose stop (and kill) does nothing: it goes only once `stoppable` exists.
     let script = format!(
         r#"#!/bin/sh
 st={state}
@@ -242,7 +242,7 @@ quiet=false; [ "$2" = --quiet ] && quiet=true
 case "$1" in
 start) touch $st/unit.active ;;
 stop|kill) [ -f $st/stoppable ] && rm -f $st/unit.active; exit 0 ;;
-is-active) if [ -f $st/unit.active ]; then $quiet || echo active; exit 0; fi
+is-active) if [ -f $st/unit.active ] && [ ! -f $st/stoppable ]; then $quiet || echo active; exit 0; fi
            $quiet || echo inactive; exit 3 ;;
 esac
 "#,
@@ -250,10 +250,10 @@ esac
     );
     std::fs::write(stub.join("systemctl"), script).unwrap();
     support::must("chmod", &["+x", stub.join("systemctl").to_str().unwrap()]);
-    let mut agent = a
-        .agent(&etcd)
-        .param("service", "api.service")
-        .env("PATH", &format!("{}:/usr/sbin:/usr/bin:/sbin:/bin", stub.display()));
+    let mut agent = a.agent(&etcd).param("service", "api.service").env(
+        "PATH",
+        &format!("{}:/usr/sbin:/usr/bin:/sbin:/bin", stub.display()),
+    );
     for p in ["command", "args", "health_url", "health_cacert"] {
         agent.params.remove(p);
     }
@@ -265,8 +265,15 @@ esac
     let begun = Instant::now();
     let demote = short.run("demote");
     let took = begun.elapsed();
-    eprintln!("unit that will not stop: demote {} in {took:?}: {:?}", demote.code, demote.reasons());
-    assert!(took < Duration::from_secs(8), "within its timeout: {took:?}");
+    eprintln!(
+        "unit that will not stop: demote {} in {took:?}: {:?}",
+        demote.code,
+        demote.reasons()
+    );
+    assert!(
+        took < Duration::from_secs(8),
+        "within its timeout: {took:?}"
+    );
     demote.expect(1, "not confirmed stopped");
     assert!(!a.holds_vip(), "the VIP went first");
     assert_eq!(
@@ -299,14 +306,18 @@ fn promote_warns_of_an_etcd_with_issue_15247_and_validate_of_a_margin_too_small_
     assert_eq!(promote.code, 0, "{}", promote.stderr);
     let warned = support::wait_for(Duration::from_secs(3), || a.log().contains("issue 15247"));
     eprintln!("etcd {version}: warned {warned}");
-    assert_eq!(warned, old, "a warning exactly for an etcd without the fix ({version})");
+    assert_eq!(
+        warned, old,
+        "a warning exactly for an etcd without the fix ({version})"
+    );
     assert_eq!(agent.run("demote").code, 0);
     assert_eq!(agent.run("stop").code, 0);
 
     let loose = agent.param("lease_ttl", "30").param("lease_margin", "1");
     assert_eq!(loose.run("validate-all").code, 0, "allowed");
     assert!(
-        a.log().contains("lease_margin=1 does not cover the clocks' largest slew at lease_ttl=30"),
+        a.log()
+            .contains("lease_margin=1 does not cover the clocks' largest slew at lease_ttl=30"),
         "{}",
         a.log()
     );

@@ -357,7 +357,7 @@ fn promote(ctx: &Ctx) -> Outcome {
     let acquire_for = left(poll_until)
         .saturating_sub(Duration::from_secs(1))
         .max(Duration::from_secs(1));
-    let mut guard = match spawn_guard(ctx, acquire_for) {
+    let mut guard = match spawn_guard(ctx, &cfg, acquire_for) {
         Ok(child) => child,
         Err(e) => {
             return Outcome::with_reason(
@@ -418,7 +418,12 @@ fn promote(ctx: &Ctx) -> Outcome {
     Outcome::with_reason(OcfExit::ErrGeneric, why)
 }
 
-fn spawn_guard(ctx: &Ctx, acquire_for: Duration) -> std::io::Result<std::process::Child> {
+/// Spawns the guard in a session of its own and hands it `cfg` on its standard input.
+fn spawn_guard(
+    ctx: &Ctx,
+    cfg: &MasterConfig,
+    acquire_for: Duration,
+) -> std::io::Result<std::process::Child> {
     let mut cmd = Command::new("/proc/self/exe");
     cmd.arg0("hamaster")
         .args([
@@ -430,7 +435,7 @@ fn spawn_guard(ctx: &Ctx, acquire_for: Duration) -> std::io::Result<std::process
             "--acquire-timeout-ms",
         ])
         .arg(acquire_for.as_millis().to_string())
-        .stdin(Stdio::null())
+        .stdin(Stdio::piped())
         .stdout(Stdio::null());
     // Whatever the guard cannot log (a crash of the runtime itself) is kept here.
     match crate::runfiles::create_private(&ctx.dir.root.join("guard.stderr")) {
@@ -447,7 +452,13 @@ fn spawn_guard(ctx: &Ctx, acquire_for: Duration) -> std::io::Result<std::process
             Ok(())
         });
     }
-    cmd.spawn()
+    let mut child = cmd.spawn()?;
+    if let Some(mut stdin) = child.stdin.take() {
+        use std::io::Write;
+        // A few hundred bytes into an empty pipe: never blocks. Closed when dropped: EOF.
+        stdin.write_all(cfg.to_json().as_bytes())?;
+    }
+    Ok(child)
 }
 
 fn demote(ctx: &Ctx) -> Outcome {

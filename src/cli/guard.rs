@@ -6,9 +6,6 @@ use clap::Args;
 
 use crate::guard::config::MasterConfig;
 use crate::guard::{self as g, GuardArgs};
-use crate::ocf::OcfEnv;
-use crate::params::master::MASTER_AGENT;
-use crate::params::Values;
 use crate::vip::burst;
 
 #[derive(Debug, Args)]
@@ -24,12 +21,28 @@ pub struct GuardCmd {
     pub acquire_timeout_ms: u64,
 }
 
+/// The agent's configuration is at most this long (it is a few hundred bytes).
+const MAX_CONFIG: u64 = 1 << 20;
+
 pub fn run(cmd: &GuardCmd) -> i32 {
-    let values = Values::from_ocf(&MASTER_AGENT, &OcfEnv::from_process());
-    let config = match MasterConfig::from_values(&values) {
+    // The configuration the agent parsed and checked, as JSON on standard input: never the
+    // inherited environment parsed a second time.
+    let mut text = String::new();
+    let read = std::io::Read::read_to_string(
+        &mut std::io::Read::take(std::io::stdin(), MAX_CONFIG),
+        &mut text,
+    );
+    let config = match read
+        .map_err(|e| e.to_string())
+        .and_then(|_| MasterConfig::from_json(&text))
+    {
         Ok(c) => c,
         Err(e) => {
-            log::error!("guard {}: {e}", cmd.resource);
+            log::error!(
+                "guard {}: takes its configuration as JSON on standard input from the master \
+                 agent: {e}",
+                cmd.resource
+            );
             return crate::ocf::OcfExit::ErrConfigured.code();
         }
     };

@@ -361,6 +361,8 @@ pub struct Machine<K> {
     /// A StartService is out and not answered: whatever a look says, the start may still
     /// bring the service up (a unit's start job waiting on its dependencies).
     start_in_flight: bool,
+    /// The look that is out was ordered before the start answered: its answer is stale.
+    check_stale: bool,
     next_check_at: Option<Duration>,
     /// What the service's leader said when it exited.
     exit_detail: Option<String>,
@@ -403,6 +405,7 @@ impl<K: Kernel> Machine<K> {
             service: ServiceState::NotStarted,
             checking: false,
             start_in_flight: false,
+            check_stale: false,
             next_check_at: None,
             exit_detail: None,
             renewal_in_flight: None,
@@ -487,7 +490,11 @@ impl<K: Kernel> Machine<K> {
             return None;
         }
         let mut wake: Vec<Duration> = Vec::new();
-        if self.fenced.is_none() {
+        #[cfg(test)]
+        let deadline_rule = !self.mutations.no_deadline;
+        #[cfg(not(test))]
+        let deadline_rule = true;
+        if self.fenced.is_none() && deadline_rule {
             wake.push(self.lead.deadline);
         }
         if let ServiceState::Stopping {
@@ -506,7 +513,11 @@ impl<K: Kernel> Machine<K> {
         if let (Release::RetryAt(t), true) = (self.release, self.all_down()) {
             wake.push(t);
         }
-        if let (Some(by), false) = (self.step_down_by, self.answered) {
+        #[cfg(test)]
+        let budget_rule = !self.mutations.no_budget;
+        #[cfg(not(test))]
+        let budget_rule = true;
+        if let (Some(by), false, true) = (self.step_down_by, self.answered, budget_rule) {
             wake.push(by);
         }
         wake.into_iter().min()
@@ -730,6 +741,8 @@ impl<K: Kernel> Machine<K> {
     fn service_started(&mut self, now: Duration, r: Result<ServiceRef, String>) {
         let starting = matches!(self.service, ServiceState::Starting(_));
         self.start_in_flight = false;
+        // A look already out saw the service before this answer: it says nothing now.
+        self.check_stale = self.checking;
         match r {
             Ok(s) if !starting => {
                 // A stop overtook the start, and the start may have won the race after it:
@@ -797,6 +810,10 @@ impl<K: Kernel> Machine<K> {
 
     fn service_checked(&mut self, now: Duration, r: Result<bool, String>) {
         self.checking = false;
+        if std::mem::take(&mut self.check_stale) {
+            self.next_check_at = Some(now);
+            return;
+        }
         match r {
             Ok(false) if self.start_in_flight => {
                 // Not up yet is not stopped: the start has not answered.

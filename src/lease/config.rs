@@ -15,7 +15,7 @@ pub fn derived_margin(ttl: u64) -> u64 {
     ((ttl + 2) / 5).clamp(1, ((2 * ttl).saturating_sub(1) / 3).max(1))
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct EtcdConfig {
     pub endpoints: Vec<String>,
     pub prefix: String,

@@ -15,7 +15,7 @@ use crate::params::{ConfigError, Values};
 pub use health::HealthProbe;
 pub use process::Running;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ServiceSpec {
     Command {
         program: PathBuf,
@@ -28,8 +28,9 @@ pub enum ServiceSpec {
     },
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct HealthSpec {
+    #[serde(with = "uri_text")]
     pub url: Option<hyper::Uri>,
     pub cacert: Option<PathBuf>,
     pub timeout: Duration,
@@ -185,6 +186,21 @@ impl HealthSpec {
             interval,
             failures,
         })
+    }
+}
+
+/// A URL as its text, for the configuration the agent hands its guard (guard::config).
+mod uri_text {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(u: &Option<hyper::Uri>, s: S) -> Result<S::Ok, S::Error> {
+        u.as_ref().map(|u| u.to_string()).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<hyper::Uri>, D::Error> {
+        let text: Option<String> = Option::deserialize(d)?;
+        text.map(|t| t.parse().map_err(serde::de::Error::custom))
+            .transpose()
     }
 }
 

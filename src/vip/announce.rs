@@ -44,7 +44,7 @@ impl MonotonicNs {
 }
 
 /// Which gratuitous ARP frames to send (`arp_mode`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ArpMode {
     Both,
     Request,

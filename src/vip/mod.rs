@@ -22,7 +22,7 @@ use netlink::{Addr, Link, NetlinkError, NewAddr, Rtnl};
 const IFNAMSIZ_MAX: usize = 15;
 
 /// The VIP parameters, parsed and checked without looking at the system.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct VipConfig {
     pub ip: IpAddr,
     pub prefix: Option<u8>,
@@ -51,7 +51,7 @@ pub struct VipConfig {
 }
 
 /// The broadcast parameter: an address, or `+`/`-` (host bits set/clear), as `ip addr add brd`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Broadcast {
     Addr(Ipv4Addr),
     HostBitsSet,

@@ -169,7 +169,7 @@ impl VipObserver {
                     let limit = Instant::now() + Duration::from_secs(1800);
                     while !stop.load(Ordering::SeqCst) && Instant::now() < limit {
                         let held = rtnl
-                            .addresses(false)
+                            .addresses(ip.is_ipv6())
                             .map(|a| a.iter().any(|x| x.ip == ip))
                             .unwrap_or(false);
                         samples.push((Instant::now(), held));
@@ -179,7 +179,7 @@ impl VipObserver {
                     // One last sample at the moment of `finish`, so that a change the test
                     // saw by other means before finishing is in the record too.
                     let held = rtnl
-                        .addresses(false)
+                        .addresses(ip.is_ipv6())
                         .map(|a| a.iter().any(|x| x.ip == ip))
                         .unwrap_or(false);
                     samples.push((Instant::now(), held));

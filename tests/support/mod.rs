@@ -369,7 +369,11 @@ impl<'a> Agent<'a> {
             .get("OCF_RESKEY_CRM_meta_timeout")
             .map_or("20000", String::as_str);
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/target/action-durations.tsv");
-        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
             let _ = writeln!(
                 f,
                 "{}\t{action}\t{}\t{timeout}",

@@ -29,9 +29,18 @@ pub fn slow_raise<'a>(a: &'a Node, etcd: &EtcdCluster, v6: bool) -> (Agent<'a>, 
         a.ns.ip(&["addr", "add", "2001:db8:5::1/64", "dev", "lan0", "nodad"]);
         super::must(
             "ip",
-            &["netns", "exec", &a.ns.name, "sysctl", "-qw", "net.ipv6.conf.lan0.dad_transmits=5"],
+            &[
+                "netns",
+                "exec",
+                &a.ns.name,
+                "sysctl",
+                "-qw",
+                "net.ipv6.conf.lan0.dad_transmits=5",
+            ],
         );
-        let agent = agent.param("ip", "2001:db8:5::100").param("cidr_netmask", "64");
+        let agent = agent
+            .param("ip", "2001:db8:5::100")
+            .param("cidr_netmask", "64");
         (agent, "2001:db8:5::100")
     } else {
         let agent = agent
@@ -64,14 +73,18 @@ pub fn lose_during_the_raise(
     loss: Loss,
 ) -> Duration {
     assert_eq!(agent.run("start").code, 0);
-    let observer = VipObserver::start_ns(&[a.ns.name.clone()], vip);
+    let observer = VipObserver::start_ns(std::slice::from_ref(&a.ns.name), vip);
     let (promote, took) = std::thread::scope(|s| {
         let promoting = s.spawn(|| agent.run("promote"));
         assert!(
             super::wait_for(Duration::from_secs(10), || etcd.get(KEY).is_some()),
             "the key is taken"
         );
-        assert!(observer.wait_state(0, true, Duration::from_secs(3)), "VIP up");
+        assert!(
+            observer.wait_state(0, true, Duration::from_secs(3)),
+            "VIP up\n{}",
+            a.log()
+        );
         std::thread::sleep(Duration::from_secs(1));
         let lost = Instant::now();
         lose(etcd, loss);
