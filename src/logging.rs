@@ -1,7 +1,10 @@
 //! Logging the way resource-agents' shell agents do it: `HA_LOGFACILITY` (or
-//! `HA_logfacility`) selects a syslog facility, `HA_LOGFILE` appends to a file, `HA_debug`
+//! `HA_logfacility`) selects a syslog facility, `HA_LOGFILE` (or `HA_logfile`) appends to a
+//! file, `none` in either turns it off (Pacemaker 1.1 exports `HA_logfile=none`), `HA_debug`
 //! enables debug lines; on a terminal, or with neither syslog nor a file, lines go to stderr.
-//! Every line carries its level as `ERROR:`/`WARNING:`/`INFO:`/`DEBUG:`.
+//! Every line carries its level as `ERROR:`/`WARNING:`/`INFO:`/`DEBUG:`. Lines in the file
+//! read like Pacemaker's own beside them: local time as `Dec 01 08:01:07.123`, the node, the
+//! program and its pid (or in `HA_DATEFMT`, as resource-agents' `hadate` does, when it is set).
 
 use std::fs::OpenOptions;
 use std::io::{IsTerminal, Write};
@@ -17,6 +20,8 @@ pub struct Sinks {
     pub syslog: Option<Facility>,
     pub file: Option<String>,
     pub debug: bool,
+    /// resource-agents' time stamp format for the file (strftime), when set.
+    pub datefmt: Option<String>,
 }
 
 impl Sinks {
@@ -27,7 +32,7 @@ impl Sinks {
             .and_then(|f| f.parse::<Facility>().ok());
         let file = get("HA_LOGFILE")
             .or_else(|| get("HA_logfile"))
-            .filter(|f| !f.is_empty());
+            .filter(|f| !f.is_empty() && f != "none");
         let debug = get("HA_debug").is_some_and(|d| d != "0" && !d.is_empty());
         let stderr = on_tty || (syslog.is_none() && file.is_none());
         Sinks {
@@ -35,6 +40,7 @@ impl Sinks {
             syslog,
             file,
             debug,
+            datefmt: get("HA_DATEFMT").filter(|f| !f.is_empty()),
         }
     }
 }
@@ -42,6 +48,8 @@ impl Sinks {
 struct HaLogger {
     sinks: Sinks,
     tag: String,
+    /// The node's name as the kernel has it (per UTS namespace), as Pacemaker's lines show it.
+    node: String,
     /// Connected on first use: most agent calls (a healthy monitor) log nothing.
     syslog: Mutex<Option<Logger<LoggerBackend, Formatter3164>>>,
 }
@@ -80,8 +88,9 @@ impl Log for HaLogger {
             if let Ok(mut f) = OpenOptions::new().create(true).append(true).open(path) {
                 let _ = writeln!(
                     f,
-                    "{} {}[{}]: {line}",
-                    timestamp(),
+                    "{} {} {}[{}]: {line}",
+                    timestamp(self.sinks.datefmt.as_deref(), now_unix()),
+                    self.node,
                     self.tag,
                     std::process::id()
                 );
@@ -120,11 +129,34 @@ impl HaLogger {
     }
 }
 
-fn timestamp() -> String {
-    let now = std::time::SystemTime::now()
+fn now_unix() -> std::time::Duration {
+    std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    format!("{}.{:03}", now.as_secs(), now.subsec_millis())
+        .unwrap_or_default()
+}
+
+/// Local time at `at` (since the epoch): Pacemaker's `%b %d %T` with milliseconds, or
+/// `datefmt` through strftime (resource-agents' HA_DATEFMT, whose default `%b %d %T ` ends in
+/// a space).
+fn timestamp(datefmt: Option<&str>, at: std::time::Duration) -> String {
+    let fmt = datefmt.unwrap_or("%b %d %T");
+    let Ok(cfmt) = std::ffi::CString::new(fmt) else {
+        return format!("{}.{:03}", at.as_secs(), at.subsec_millis());
+    };
+    // SAFETY: localtime_r fills the tm we own from a plain integer; strftime writes at most
+    // buf.len() bytes into buf and returns how many it wrote (0 when it did not fit).
+    let text = unsafe {
+        let t = at.as_secs() as libc::time_t;
+        let mut tm: libc::tm = std::mem::zeroed();
+        libc::localtime_r(&t, &mut tm);
+        let mut buf = [0u8; 128];
+        let n = libc::strftime(buf.as_mut_ptr().cast(), buf.len(), cfmt.as_ptr(), &tm);
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    };
+    match datefmt {
+        Some(_) => text.trim_end().to_string(),
+        None => format!("{text}.{:03}", at.subsec_millis()),
+    }
 }
 
 /// Installs the logger once for this process. `tag` names the program in syslog, e.g.
@@ -136,9 +168,13 @@ pub fn init(tag: &str) {
     } else {
         LevelFilter::Info
     };
+    let node = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "localhost".into());
     let logger = HaLogger {
         sinks,
         tag: tag.to_string(),
+        node,
         syslog: Mutex::new(None),
     };
     if log::set_boxed_logger(Box::new(logger)).is_ok() {
@@ -189,6 +225,31 @@ mod tests {
         assert_eq!(s.file.as_deref(), Some("/tmp/x.log"));
         assert!(s.debug && !s.stderr);
         assert!(!sinks(&[("HA_debug", "0")], false).debug);
+    }
+
+    #[test]
+    fn none_turns_the_file_off_as_pacemaker_1_1_exports_it() {
+        assert!(sinks(&[("HA_logfile", "none")], false).file.is_none());
+        assert!(sinks(&[("HA_LOGFILE", "none")], false).stderr);
+    }
+
+    #[test]
+    fn file_time_stamps_read_like_pacemakers() {
+        // 2026-12-01 08:01:07.123 UTC, shown in local time.
+        let at = std::time::Duration::from_millis(1_796_112_067_123);
+        let ts = timestamp(None, at);
+        let words: Vec<&str> = ts.split(' ').collect();
+        assert_eq!(words.len(), 3, "{ts}");
+        assert!(
+            ["Nov", "Dec"].contains(&words[0]) && words[1].len() == 2,
+            "month and day: {ts}"
+        );
+        let (hms, ms) = words[2].split_once('.').expect("milliseconds");
+        assert_eq!((hms.len(), ms), (8, "123"), "{ts}");
+        assert_eq!(hms.matches(':').count(), 2);
+        // HA_DATEFMT as resource-agents' hadate uses it (its trailing space dropped).
+        assert_eq!(timestamp(Some("%Y"), at), "2026");
+        assert_eq!(timestamp(Some("%b %d %T "), at), ts.split('.').next().unwrap());
     }
 
     #[test]

@@ -129,6 +129,42 @@ fn meta_data_validates_against_the_dtd_and_the_relaxng_schema() {
     }
 }
 
+/// The master's monitor roles follow the Pacemaker whose CIB schemas are installed:
+/// Master/Slave where the newest schema is older than pacemaker-3.7 (Pacemaker 2.0, RHEL
+/// 8.0-8.4: pcs copies the roles into the CIB, which that schema would refuse),
+/// Promoted/Unpromoted from it on. The schemas are found where Pacemaker looks for them.
+#[test]
+fn master_meta_data_spells_the_roles_the_installed_schema_knows() {
+    let dir = std::env::temp_dir().join(format!("hm-schemas-{}", std::process::id()));
+    let roles_with = |schemas: &[&str]| {
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        for s in schemas {
+            std::fs::write(dir.join(s), "").unwrap();
+        }
+        let out = Command::new(OcfDir::get().agent("master"))
+            .arg("meta-data")
+            .env("PCMK_schema_directory", &dir)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    // Pacemaker 2.0.5's schemas end at 3.5; 2.1.5's at 3.9.
+    let old = roles_with(&["pacemaker-3.0.rng", "pacemaker-3.5.rng", "upgrade-2.10.xsl"]);
+    assert!(old.contains("interval=\"10s\" role=\"Master\""), "{old}");
+    assert!(old.contains("interval=\"11s\" role=\"Slave\""), "{old}");
+    assert!(!old.contains("Promoted"), "{old}");
+    let dtd = xmllint(&["--noout", "--valid", "-"], &old, "/usr/share/resource-agents");
+    assert!(dtd.status.success(), "{}", String::from_utf8_lossy(&dtd.stderr));
+    let new = roles_with(&["pacemaker-3.5.rng", "pacemaker-3.7.rng", "pacemaker-3.9.rng"]);
+    assert!(new.contains("role=\"Promoted\"") && new.contains("role=\"Unpromoted\""));
+    // No schemas found at all (no Pacemaker here): today's names.
+    let none = roles_with(&[]);
+    assert!(none.contains("role=\"Promoted\""), "{none}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn meta_data_matches_the_golden_copies_in_ocf() {
     for (agent, _) in AGENTS {
@@ -182,6 +218,26 @@ fn crm_resource_validate_accepts_the_agent_in_a_private_mount_namespace() {
 
 /// Every bad-input case: validate-all and start both answer 6 with one reason line naming
 /// the parameter and the value, and nothing is added.
+/// A Pacemaker older than 1.1 (CRM feature set below 3.0.0) is refused with a reason by
+/// validate-all, start and the probe — Pacemaker passes its feature set to every action, not
+/// only to those under a node name — as OCF_ERR_INSTALLED; a supported one is not.
+#[test]
+fn an_unsupported_pacemaker_is_refused_by_validate_start_and_probe() {
+    let pair = Pair::new("old");
+    let base = Agent::new(&pair.node, "master", &[])
+        .instance("api")
+        .param("etcd_endpoints", "http://127.0.0.1:2379")
+        .param("command", "/bin/sleep")
+        .param("args", "1000");
+    let old = base.clone().param("crm_feature_set", "2.0.0");
+    for run in [old.run("validate-all"), old.run("start"), old.probe()] {
+        run.expect(5, "CRM feature set 2.0.0 is not supported");
+    }
+    let current = base.param("crm_feature_set", "3.17.4");
+    assert_eq!(current.run("validate-all").code, 0);
+    assert_eq!(current.probe().code, 7);
+}
+
 #[test]
 fn bad_configuration_is_err_configured_with_the_parameter_named() {
     let pair = Pair::new("bad");

@@ -32,6 +32,17 @@ fn package(dir: &str, name: &str, suffix: &str) -> PathBuf {
         .unwrap_or_else(|| panic!("no *{suffix} under {}", root.display()))
 }
 
+/// The newest GLIBC_x.y version named in `text` (objdump -T, rpm -qR).
+fn newest_glibc(text: &str) -> Option<(u32, u32)> {
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
+        .filter_map(|w| w.strip_prefix("GLIBC_"))
+        .filter_map(|v| {
+            let mut p = v.split('.').map(|x| x.parse::<u32>().ok());
+            Some((p.next()??, p.next().flatten().unwrap_or(0)))
+        })
+        .max()
+}
+
 fn walk(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
@@ -136,6 +147,15 @@ fn rpm_builds_installs_the_right_files_and_its_unpacked_agents_pass_ocf_tester_a
     // Shipped stripped; the debug information is in hamaster-debuginfo.
     let file = must("file", &[root.join("usr/sbin/hamaster").to_str().unwrap()]);
     assert!(file.contains(", stripped"), "{file}");
+    // One binary for RHEL 8 (glibc 2.28), 9 (2.34) and 10 (2.39): nothing newer than 2.17.
+    let symbols = must("objdump", &["-T", root.join("usr/sbin/hamaster").to_str().unwrap()]);
+    let newest = newest_glibc(&symbols).expect("glibc symbols");
+    eprintln!("the shipped binary needs GLIBC_{}.{}", newest.0, newest.1);
+    assert!(newest <= (2, 17), "needs GLIBC_{}.{}", newest.0, newest.1);
+    assert!(
+        newest_glibc(&requires).is_some_and(|v| v <= (2, 17)),
+        "Requires: {requires}"
+    );
     let agents = root.join("usr/lib/ocf/resource.d/hamaster");
 
     let pair = Pair::new("rpm");
@@ -218,5 +238,40 @@ fn rpm_builds_installs_the_right_files_and_its_unpacked_agents_pass_ocf_tester_a
         "{crm}"
     );
     let _ = std::fs::remove_dir_all(&root);
+
+    // The source RPM rebuilds by itself, offline (vendored crates), with no --define: what
+    // mock, copr or a RHEL build host does with it.
+    let spec = must(
+        "sh",
+        &["-c", &format!("rpm2cpio {} | cpio -i --to-stdout --quiet hamaster.spec", srpm.display())],
+    );
+    let version = env!("CARGO_PKG_VERSION");
+    assert!(
+        spec.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["Version:", version]),
+        "the source RPM's spec names version {version}"
+    );
+    let top = std::env::temp_dir().join(format!("hamaster-rebuild-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&top);
+    let rebuild = Command::new("rpmbuild")
+        .args(["--rebuild", "--nodeps", "--define"])
+        .arg(format!("_topdir {}", top.display()))
+        .arg(&srpm)
+        .env("CARGO_NET_OFFLINE", "true")
+        .output()
+        .unwrap();
+    assert!(
+        rebuild.status.success(),
+        "rpmbuild --rebuild: {}",
+        String::from_utf8_lossy(&rebuild.stderr)
+    );
+    let rebuilt = walk(&top.join("RPMS"));
+    assert!(
+        rebuilt.iter().any(|p| p
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with(&format!("hamaster-{version}-")))),
+        "{rebuilt:?}"
+    );
+    let _ = std::fs::remove_dir_all(&top);
     let _ = NODE_IF;
 }

@@ -189,12 +189,15 @@ fn validate(ctx: &Ctx) -> Outcome {
         Err(o) => return o,
     };
     warn_of_slew(&cfg);
-    if super::score::in_cluster(ctx.env) {
-        if let Err(why) = super::score::tool(ctx.env, super::score::crm_master_installed) {
-            return Outcome::with_reason(OcfExit::ErrInstalled, why);
-        }
-    }
-    Outcome::ok()
+    unsupported(ctx).unwrap_or_else(Outcome::ok)
+}
+
+/// An unsupported Pacemaker (announced by its feature set), as OCF_ERR_INSTALLED: this node's
+/// cluster software cannot run the resource, for validate-all, start and probes alike.
+fn unsupported(ctx: &Ctx) -> Option<Outcome> {
+    super::score::check_supported(ctx.env)
+        .err()
+        .map(|why| Outcome::with_reason(OcfExit::ErrInstalled, why))
 }
 
 /// A margin that cannot cover the clocks' largest slew is allowed (an administrator may know
@@ -216,6 +219,9 @@ fn warn_of_slew(cfg: &MasterConfig) {
 }
 
 fn start(ctx: &Ctx) -> Outcome {
+    if let Some(o) = unsupported(ctx) {
+        return o;
+    }
     let cfg = match config(ctx) {
         Ok(c) => c,
         Err(o) => return o,
@@ -264,6 +270,11 @@ fn status_timeout(env: &OcfEnv) -> Duration {
 }
 
 fn monitor(ctx: &Ctx) -> Outcome {
+    if ctx.env.is_probe() {
+        if let Some(o) = unsupported(ctx) {
+            return o;
+        }
+    }
     let started = ctx.dir.started().exists();
     if !started && !is_promoted_here(ctx) {
         return Outcome::new(OcfExit::NotRunning);

@@ -81,7 +81,7 @@ pub fn dispatch(agent: &AgentDef, action: Option<&str>, env: &OcfEnv) -> Outcome
     };
     match action {
         Action::MetaData => {
-            print!("{}", metadata::render(agent.info));
+            print!("{}", metadata::render(agent.info, schema_roles()));
             Outcome::ok()
         }
         Action::Usage => {
@@ -89,6 +89,31 @@ pub fn dispatch(agent: &AgentDef, action: Option<&str>, env: &OcfEnv) -> Outcome
             Outcome::ok()
         }
         _ => guarded(|| (agent.run)(action, env)),
+    }
+}
+
+/// The role names the installed Pacemaker's CIB schemas know, found where Pacemaker looks for
+/// them (PCMK_schema_directory, else /usr/share/pacemaker): Master/Slave when the newest
+/// schema is older than pacemaker-3.7 (Pacemaker 2.1), else Promoted/Unpromoted. pcs copies
+/// the meta-data's monitor roles into the CIB, which the older schema would refuse.
+pub fn schema_roles() -> metadata::RoleNames {
+    let dir = std::env::var_os("PCMK_schema_directory")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| "/usr/share/pacemaker".into());
+    let newest = std::fs::read_dir(dir).ok().and_then(|entries| {
+        entries
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                let v = name.strip_prefix("pacemaker-")?.strip_suffix(".rng")?;
+                let (major, minor) = v.split_once('.')?;
+                Some((major.parse::<u32>().ok()?, minor.parse::<u32>().ok()?))
+            })
+            .max()
+    });
+    match newest {
+        Some(v) if v < (3, 7) => metadata::RoleNames::MasterSlave,
+        _ => metadata::RoleNames::PromotedUnpromoted,
     }
 }
 

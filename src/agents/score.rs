@@ -70,6 +70,16 @@ pub fn tool(env: &OcfEnv, crm_master: impl Fn() -> bool) -> Result<Tool, String>
     }
 }
 
+/// Whether the Pacemaker that calls us (its announced CRM feature set: every action gets it,
+/// validate-all and probes included) is one hamaster supports; Err names the version.
+/// Outside Pacemaker (no feature set) there is nothing to check.
+pub fn check_supported(env: &OcfEnv) -> Result<(), String> {
+    match feature_set(env) {
+        Some(_) => tool(env, crm_master_installed).map(drop),
+        None => Ok(()),
+    }
+}
+
 pub fn crm_master_installed() -> bool {
     crate::service::find_in_path("crm_master").is_some()
 }

@@ -45,6 +45,7 @@ impl OcfEnv {
             exit_reason_prefix: super::reason::DEFAULT_PREFIX.to_string(),
             ..OcfEnv::default()
         };
+        let mut check_level: Option<u32> = None;
         for (key, value) in vars {
             let key = key.as_ref();
             let value: String = value.into();
@@ -57,12 +58,18 @@ impl OcfEnv {
             } else {
                 match key {
                     "OCF_RESOURCE_INSTANCE" if !value.is_empty() => env.instance = Some(value),
-                    "OCF_CHECK_LEVEL" => env.check_level = value.trim().parse().unwrap_or(0),
+                    "OCF_CHECK_LEVEL" => check_level = Some(value.trim().parse().unwrap_or(0)),
                     "OCF_EXIT_REASON_PREFIX" => env.exit_reason_prefix = value,
                     _ => {}
                 }
             }
         }
+        // Pacemaker before 2.0.5 exports the level only as OCF_RESKEY_OCF_CHECK_LEVEL; like
+        // resource-agents, take it from there when OCF_CHECK_LEVEL is absent. Not a parameter.
+        let legacy = env.params.remove("OCF_CHECK_LEVEL");
+        env.check_level = check_level
+            .or_else(|| legacy.map(|v| v.trim().parse().unwrap_or(0)))
+            .unwrap_or(0);
         env
     }
 
@@ -135,6 +142,18 @@ mod tests {
         assert_eq!(e.instance.as_deref(), Some("api:2"));
         assert_eq!(e.check_level, 20);
         assert_eq!(env(&[("OCF_CHECK_LEVEL", "x")]).check_level, 0);
+    }
+
+    #[test]
+    fn the_check_level_of_pacemaker_before_2_0_5_is_honoured() {
+        let old = env(&[("OCF_RESKEY_OCF_CHECK_LEVEL", "20")]);
+        assert_eq!(old.check_level, 20);
+        assert!(old.params.is_empty(), "not a parameter of ours");
+        let both = env(&[
+            ("OCF_RESKEY_OCF_CHECK_LEVEL", "20"),
+            ("OCF_CHECK_LEVEL", "10"),
+        ]);
+        assert_eq!(both.check_level, 10, "OCF_CHECK_LEVEL wins");
     }
 
     #[test]

@@ -29,6 +29,26 @@ impl ActionSpec {
     }
 }
 
+/// How the roles of a promotable clone are spelled: Promoted/Unpromoted from Pacemaker 2.1's
+/// CIB schema 3.7 on, Master/Slave before (Pacemaker 1.1 and 2.0, pcs 0.9 and 0.10 up to
+/// 0.10.8 refuse the new names). Agents describe their actions with the new names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RoleNames {
+    PromotedUnpromoted,
+    MasterSlave,
+}
+
+impl RoleNames {
+    /// `role` as this generation spells it.
+    pub fn spell(self, role: &'static str) -> &'static str {
+        match (self, role) {
+            (RoleNames::MasterSlave, "Promoted") => "Master",
+            (RoleNames::MasterSlave, "Unpromoted") => "Slave",
+            (_, r) => r,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 pub struct AgentInfo {
     pub name: &'static str,
@@ -38,8 +58,9 @@ pub struct AgentInfo {
     pub actions: &'static [ActionSpec],
 }
 
-/// The meta-data document. Infallible by construction: writing to a Vec cannot fail.
-pub fn render(agent: &AgentInfo) -> String {
+/// The meta-data document, its roles spelled as `roles`. Infallible by construction: writing
+/// to a Vec cannot fail.
+pub fn render(agent: &AgentInfo, roles: RoleNames) -> String {
     let mut w = Writer::new_with_indent(Vec::new(), b' ', 2);
     let mut emit = |e: Event| {
         w.write_event(e)
@@ -83,7 +104,7 @@ pub fn render(agent: &AgentInfo) -> String {
         el.push_attribute(("timeout", a.timeout));
         for (key, value) in [
             ("interval", a.interval),
-            ("role", a.role),
+            ("role", a.role.map(|r| roles.spell(r))),
             ("depth", a.depth),
         ] {
             if let Some(v) = value {
@@ -135,13 +156,16 @@ mod tests {
 
     #[test]
     fn renders_doctype_parameters_escaped_text_and_actions() {
-        let xml = render(&AgentInfo {
+        let info = AgentInfo {
             name: "vip",
             shortdesc: "s",
             longdesc: "l",
             params: &PARAMS,
             actions: &ACTIONS,
-        });
+        };
+        let old = render(&info, RoleNames::MasterSlave);
+        assert!(old.contains("role=\"Master\""), "{old}");
+        let xml = render(&info, RoleNames::PromotedUnpromoted);
         assert!(
             xml.starts_with(
                 "<?xml version=\"1.0\"?>\n<!DOCTYPE resource-agent SYSTEM \"ra-api-1.dtd\">"

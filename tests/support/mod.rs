@@ -264,6 +264,7 @@ impl Run {
 }
 
 /// An agent invocation context: namespace, parameters, and a private run directory.
+#[derive(Clone)]
 pub struct Agent<'a> {
     pub ns: &'a Netns,
     pub name: &'static str,
