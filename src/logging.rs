@@ -249,7 +249,10 @@ mod tests {
         assert_eq!(hms.matches(':').count(), 2);
         // HA_DATEFMT as resource-agents' hadate uses it (its trailing space dropped).
         assert_eq!(timestamp(Some("%Y"), at), "2026");
-        assert_eq!(timestamp(Some("%b %d %T "), at), ts.split('.').next().unwrap());
+        assert_eq!(
+            timestamp(Some("%b %d %T "), at),
+            ts.split('.').next().unwrap()
+        );
     }
 
     #[test]

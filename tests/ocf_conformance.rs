@@ -155,9 +155,21 @@ fn master_meta_data_spells_the_roles_the_installed_schema_knows() {
     assert!(old.contains("interval=\"10s\" role=\"Master\""), "{old}");
     assert!(old.contains("interval=\"11s\" role=\"Slave\""), "{old}");
     assert!(!old.contains("Promoted"), "{old}");
-    let dtd = xmllint(&["--noout", "--valid", "-"], &old, "/usr/share/resource-agents");
-    assert!(dtd.status.success(), "{}", String::from_utf8_lossy(&dtd.stderr));
-    let new = roles_with(&["pacemaker-3.5.rng", "pacemaker-3.7.rng", "pacemaker-3.9.rng"]);
+    let dtd = xmllint(
+        &["--noout", "--valid", "-"],
+        &old,
+        "/usr/share/resource-agents",
+    );
+    assert!(
+        dtd.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dtd.stderr)
+    );
+    let new = roles_with(&[
+        "pacemaker-3.5.rng",
+        "pacemaker-3.7.rng",
+        "pacemaker-3.9.rng",
+    ]);
     assert!(new.contains("role=\"Promoted\"") && new.contains("role=\"Unpromoted\""));
     // No schemas found at all (no Pacemaker here): today's names.
     let none = roles_with(&[]);

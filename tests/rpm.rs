@@ -148,7 +148,10 @@ fn rpm_builds_installs_the_right_files_and_its_unpacked_agents_pass_ocf_tester_a
     let file = must("file", &[root.join("usr/sbin/hamaster").to_str().unwrap()]);
     assert!(file.contains(", stripped"), "{file}");
     // One binary for RHEL 8 (glibc 2.28), 9 (2.34) and 10 (2.39): nothing newer than 2.17.
-    let symbols = must("objdump", &["-T", root.join("usr/sbin/hamaster").to_str().unwrap()]);
+    let symbols = must(
+        "objdump",
+        &["-T", root.join("usr/sbin/hamaster").to_str().unwrap()],
+    );
     let newest = newest_glibc(&symbols).expect("glibc symbols");
     eprintln!("the shipped binary needs GLIBC_{}.{}", newest.0, newest.1);
     assert!(newest <= (2, 17), "needs GLIBC_{}.{}", newest.0, newest.1);
@@ -243,11 +246,18 @@ fn rpm_builds_installs_the_right_files_and_its_unpacked_agents_pass_ocf_tester_a
     // mock, copr or a RHEL build host does with it.
     let spec = must(
         "sh",
-        &["-c", &format!("rpm2cpio {} | cpio -i --to-stdout --quiet hamaster.spec", srpm.display())],
+        &[
+            "-c",
+            &format!(
+                "rpm2cpio {} | cpio -i --to-stdout --quiet hamaster.spec",
+                srpm.display()
+            ),
+        ],
     );
     let version = env!("CARGO_PKG_VERSION");
     assert!(
-        spec.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["Version:", version]),
+        spec.lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["Version:", version]),
         "the source RPM's spec names version {version}"
     );
     let top = std::env::temp_dir().join(format!("hamaster-rebuild-{}", std::process::id()));

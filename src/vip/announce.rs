@@ -74,7 +74,7 @@ impl ArpMode {
         match self {
             ArpMode::Request => ArpOperations::Request,
             ArpMode::Reply => ArpOperations::Reply,
-            ArpMode::Both if n % 2 == 0 => ArpOperations::Request,
+            ArpMode::Both if n.is_multiple_of(2) => ArpOperations::Request,
             ArpMode::Both => ArpOperations::Reply,
         }
     }
