@@ -2,7 +2,7 @@
 CARGO ?= cargo
 BIN := target/debug/hamaster
 
-.PHONY: all build deps ocf docs golden check lint test check-etcd-fixed check-guard check-cluster demo bench bench-guard bench-phases bench-failover rpm check-rpm clean
+.PHONY: all build deps ocf docs golden check lint test check-etcd-fixed check-generations check-guard check-cluster demo bench bench-guard bench-phases bench-failover rpm check-rpm clean
 
 all: build
 
@@ -35,7 +35,7 @@ test:
 	rm -f target/action-durations.tsv
 	$(CARGO) test
 
-check: deps lint test check-etcd-fixed check-rpm check-guard check-cluster
+check: deps lint test check-etcd-fixed check-rpm check-generations check-guard check-cluster
 	@echo; echo "Worst agent action durations against their timeouts (all tests above):"
 	@scripts/action-durations
 
@@ -44,6 +44,12 @@ check: deps lint test check-etcd-fixed check-rpm check-guard check-cluster
 # Debian bookworm's 3.4.23, which `make test` runs.
 check-etcd-fixed: deps
 	HAMASTER_TEST_ETCD=$$(scripts/fetch-etcd-fixed) $(CARGO) test --test guard_phases --test master_agent -- --test-threads=1
+
+# The pcs spelling of each cluster generation against that generation's own pcs and schema:
+# Debian roots (scripts/make-root: bullseye = RHEL 8.4's Pacemaker 2.0.5 / pcs 0.10.8, trixie =
+# RHEL 10's 3.0.0 / 0.12.0; cached under /var/tmp) with the RPM's glibc-2.17 binary inside.
+check-generations: deps
+	$(CARGO) test --test generations -- --ignored --test-threads=1 --nocapture
 
 # Builds the RPM and tests it (its file list; the unpacked agents with ocf-tester, pcs, crm).
 check-rpm: deps

@@ -72,7 +72,8 @@ pub fn render(agent: &AgentInfo, roles: RoleNames) -> String {
     )));
     let mut root = BytesStart::new("resource-agent");
     root.push_attribute(("name", agent.name));
-    root.push_attribute(("version", env!("CARGO_PKG_VERSION")));
+    // No `version` attribute here: resource-agents' metadata.rng before 4.9 (RHEL 8.4's 4.7)
+    // refuses it, and IPaddr2 of that generation has none; the <version> element is OCF's.
     emit(Event::Start(root));
     text_element(&mut emit, "version", None, "1.1");
     text_element(&mut emit, "longdesc", Some("en"), agent.longdesc);
