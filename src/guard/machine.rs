@@ -252,10 +252,6 @@ impl Leadership {
         self.deadline
     }
 
-    pub fn lease_end(&self) -> Duration {
-        self.lease_end
-    }
-
     pub fn clock(&self) -> LeaseClock {
         self.clock
     }
@@ -428,9 +424,6 @@ impl<K: Kernel> Machine<K> {
     pub fn phase(&self) -> Phase {
         self.phase
     }
-    pub fn lead(&self) -> &Leadership {
-        &self.lead
-    }
     pub fn deadline(&self) -> Duration {
         self.lead.deadline
     }
@@ -451,9 +444,6 @@ impl<K: Kernel> Machine<K> {
     }
     pub fn last_renewal_sent(&self) -> Duration {
         self.last_renewal_sent
-    }
-    pub fn released(&self) -> bool {
-        self.release == Release::Done
     }
 
     /// The next order for the shell, oldest first.
@@ -1091,7 +1081,7 @@ impl<K: Kernel> Machine<K> {
     }
 
     /// What keeps the step-down from being complete, in words.
-    pub fn still_up(&self) -> String {
+    fn still_up(&self) -> String {
         let mut up = Vec::new();
         if matches!(self.vip, VipState::Up | VipState::MaybeUp) {
             up.push("the VIP may still be up (its removal failed)".to_string());
