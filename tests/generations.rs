@@ -62,29 +62,23 @@ fn install(root: &Path, binary: &Path) {
 /// Runs `script` in the root: a private mount namespace with /proc, an empty network
 /// namespace, chroot. Returns (success, stdout + stderr).
 fn in_root(root: &Path, script: &str) -> (bool, String) {
-    let out = Command::new("unshare")
-        .args([
-            "--mount",
-            "--propagation",
-            "private",
-            "--net",
-            "--fork",
-            "sh",
-            "-c",
-        ])
-        .arg(format!(
-            "mount -t proc proc {root}/proc && exec chroot {root} sh -c \"$0\"",
-            root = root.display()
-        ))
-        .arg(script)
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
+    let mut cmd = Command::new("unshare");
+    cmd.args([
+        "--mount",
+        "--propagation",
+        "private",
+        "--net",
+        "--fork",
+        "sh",
+        "-c",
+    ])
+    .arg(format!(
+        "mount -t proc proc {root}/proc && exec chroot {root} sh -c \"$0\"",
+        root = root.display()
+    ))
+    .arg(script);
+    let run = support::run_command(cmd);
+    (run.code == 0, format!("{}{}", run.stdout, run.stderr))
 }
 
 /// One generation: its root, what it runs, and how its documentation spells the roles.

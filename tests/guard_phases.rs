@@ -9,9 +9,7 @@ use std::time::{Duration, Instant};
 
 use support::etcd::EtcdCluster;
 use support::master::Node;
-use support::phases::{self, Loss};
-
-const KEY: &str = "/hamaster/api/leader";
+use support::phases::{self, Loss, KEY};
 
 fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))

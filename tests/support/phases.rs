@@ -51,6 +51,23 @@ pub fn slow_raise<'a>(a: &'a Node, etcd: &EtcdCluster, v6: bool) -> (Agent<'a>, 
     }
 }
 
+/// Loses the key now and returns how long the VIP (seen by `observer`) outlives the loss,
+/// waiting at most `limit` for it to go.
+fn time_the_loss(
+    etcd: &EtcdCluster,
+    observer: &VipObserver,
+    loss: Loss,
+    limit: Duration,
+) -> Duration {
+    let lost = Instant::now();
+    lose(etcd, loss);
+    assert!(
+        observer.wait_state(0, false, limit),
+        "the VIP goes after {loss:?}"
+    );
+    lost.elapsed()
+}
+
 fn lose(etcd: &EtcdCluster, loss: Loss) {
     let done = match loss {
         Loss::Deleted => etcd.etcdctl(&["del", KEY]),
@@ -86,13 +103,7 @@ pub fn lose_during_the_raise(
             a.log()
         );
         std::thread::sleep(Duration::from_secs(1));
-        let lost = Instant::now();
-        lose(etcd, loss);
-        assert!(
-            observer.wait_state(0, false, Duration::from_secs(5)),
-            "the VIP goes"
-        );
-        let took = lost.elapsed();
+        let took = time_the_loss(etcd, &observer, loss, Duration::from_secs(5));
         (promoting.join().unwrap(), took)
     });
     observer.finish();
@@ -114,13 +125,7 @@ pub fn lose_while_leading(etcd: &EtcdCluster, a: &Node, agent: &Agent, loss: Los
     assert_eq!(promote.code, 0, "{}", promote.stderr);
     let observer = VipObserver::start(&[a]);
     assert!(observer.wait_state(0, true, Duration::from_secs(2)));
-    let lost = Instant::now();
-    lose(etcd, loss);
-    assert!(
-        observer.wait_state(0, false, Duration::from_secs(12)),
-        "fenced after the loss"
-    );
-    let took = lost.elapsed();
+    let took = time_the_loss(etcd, &observer, loss, Duration::from_secs(12));
     observer.finish();
     agent.run("monitor").expect(9, "fenced");
     assert_eq!(agent.run("demote").code, 0);
