@@ -202,8 +202,13 @@ fn trial(lab: &mut Lab, client: &HealthClient, crash: bool, script: &str) -> Opt
 
 /// N crash and N partition trials of one topology on a fresh 3-node lab.
 fn three_node(script: &str, n: usize, crash: &mut Stats, cut: &mut Stats) {
+    three_node_with(script, "", n, crash, cut)
+}
+
+/// As three_node, with more `NAME=value` words for the topology script.
+fn three_node_with(script: &str, extra: &str, n: usize, crash: &mut Stats, cut: &mut Stats) {
     let mut lab = Lab::new(&format!("f{}", &script[..1]), 3, Etcd::OnNodes);
-    topology(&lab, script);
+    create_topology_with(&lab, script, false, extra);
     holder(&lab, Duration::from_secs(90));
     let obs = VipObserver::start_ns(
         &lab.nodes
@@ -461,6 +466,27 @@ fn timeline_section(ham: [&Stats; 2], base: [&Stats; 2]) -> String {
     t
 }
 
+/// The table's head and its crash and partition rows, hamaster beside the baseline; the
+/// medians (hamaster crash, baseline crash, hamaster partition, baseline partition).
+fn crash_and_cut_rows(t: &mut String, ham: [&Stats; 2], base: [&Stats; 2]) -> (f64, f64, f64, f64) {
+    t.push_str(
+        "| scenario | topology | trials | median outage (ms) | max outage (ms) | max overlap (ms) | \
+         trials with overlap |\n|---|---|---|---|---|---|---|\n",
+    );
+    for (k, scenario) in [
+        "crash of the VIP holder (3 nodes)",
+        "partition of the VIP holder (3 nodes)",
+    ]
+    .iter()
+    .enumerate()
+    {
+        t.push_str(&ham[k].row(scenario, "hamaster"));
+        t.push_str(&base[k].row(scenario, "IPaddr2 baseline"));
+    }
+    let m = |s: &Stats| common::median(&s.outages);
+    (m(ham[0]), m(base[0]), m(ham[1]), m(base[1]))
+}
+
 /// A corosync + hamaster profile for docs/tuning.md.
 struct Profile {
     name: &'static str,
@@ -539,8 +565,62 @@ fn tuning_section(n: usize) -> String {
     t
 }
 
+const RHEL_START: &str = "<!-- bench:rhel:start -->";
+const RHEL_END: &str = "<!-- bench:rhel:end -->";
+
+/// Crash and partition at RHEL's settings: corosync's default token (3000 ms), hamaster's
+/// default lease (no lease setting given), the default monitor intervals — hamaster beside the
+/// IPaddr2 baseline on the same lab settings.
+fn rhel_section(n: usize) -> String {
+    std::env::set_var("LAB_TOTEM", "token: 3000");
+    let (mut ham_crash, mut ham_cut, mut base_crash, mut base_cut) = Default::default();
+    // Empty words: the script passes no lease setting, so the agent's defaults apply.
+    three_node_with(
+        "master-with-vip",
+        "LEASE_TTL= LEASE_MARGIN= MONITOR_INTERVAL=10s UNPROMOTED_INTERVAL=11s",
+        n,
+        &mut ham_crash,
+        &mut ham_cut,
+    );
+    three_node_with(
+        "ipaddr2-group-baseline",
+        "MONITOR_INTERVAL=10s",
+        n,
+        &mut base_crash,
+        &mut base_cut,
+    );
+    std::env::remove_var("LAB_TOTEM");
+    let mut t = format!(
+        "{RHEL_START}\n## Failover at RHEL's defaults: hamaster vs the IPaddr2 baseline\n\nCommand: \
+         `BENCH_ONLY=rhel make bench-failover` (BENCH_RHEL_TRIALS={n}). 3-node lab, corosync token 3000 ms \
+         (corosync 3's default; +650 ms per node over 2), etcd member on every node; hamaster = \
+         cib/master-with-vip.sh with the default lease settings and monitors 10 s/11 s; baseline = \
+         cib/ipaddr2-group-baseline.sh with monitors 10 s. Outage and overlap measured as in the table \
+         above. Measured {} on this machine.\n\n\
+\n",
+        common::now_utc()
+    );
+    let (hc, bc, hp, bp) =
+        crash_and_cut_rows(&mut t, [&ham_crash, &ham_cut], [&base_crash, &base_cut]);
+    t.push_str(&format!(
+        "\nhamaster's median minus the baseline's: crash {:+.0} ms, partition {:+.0} ms.\n{RHEL_END}\n",
+        hc - bc,
+        hp - bp
+    ));
+    common::write_section(RHEL_START, RHEL_END, &t);
+    t
+}
+
 fn main() {
     support::clean_stale_ocf_dirs();
+    if std::env::var("BENCH_ONLY").as_deref() == Ok("rhel") {
+        let n = std::env::var("BENCH_RHEL_TRIALS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(5);
+        print!("{}", rhel_section(n));
+        return;
+    }
     if std::env::var("BENCH_ONLY").as_deref() == Ok("tuning") {
         let n = std::env::var("BENCH_TUNING_TRIALS")
             .ok()
@@ -588,22 +668,13 @@ fn main() {
          baseline = cib/ipaddr2-group-baseline.sh (IPaddr2 + ocf:heartbeat:anything in a group). Outage = last 200 before → \
          first 200 after, seen by a client polling /healthz through the VIP every 20 ms. Overlap = time two nodes held the \
          VIP at once, sampled every 5 ms. Measured {} on this machine.\n\n\
-         | scenario | topology | trials | median outage (ms) | max outage (ms) | max overlap (ms) | trials with overlap |\n\
-         |---|---|---|---|---|---|---|\n",
+\n",
         common::now_utc()
     );
-    t.push_str(&ham_crash.row("crash of the VIP holder (3 nodes)", "hamaster"));
-    t.push_str(&base_crash.row("crash of the VIP holder (3 nodes)", "IPaddr2 baseline"));
-    t.push_str(&ham_cut.row("partition of the VIP holder (3 nodes)", "hamaster"));
-    t.push_str(&base_cut.row("partition of the VIP holder (3 nodes)", "IPaddr2 baseline"));
+    let (hc, bc, hp, bp) =
+        crash_and_cut_rows(&mut t, [&ham_crash, &ham_cut], [&base_crash, &base_cut]);
     t.push_str(&ham_split.row("two-node split, no fencing, 10 s", "hamaster"));
     t.push_str(&base_split.row("two-node split, no fencing, 10 s", "IPaddr2 baseline"));
-    let (hc, bc, hp, bp) = (
-        common::median(&ham_crash.outages),
-        common::median(&base_crash.outages),
-        common::median(&ham_cut.outages),
-        common::median(&base_cut.outages),
-    );
     t.push_str(&format!(
         "\nTargets: hamaster's median outage no worse than the baseline's + 500 ms — crash {hc:.0} vs {bc:.0} ms ({}), \
          partition {hp:.0} vs {bp:.0} ms ({}); 0 ms overlap in every hamaster trial ({}); the baseline overlaps in the \

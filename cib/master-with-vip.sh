@@ -6,16 +6,23 @@
 #   SERVICE         absolute path of the master service's program
 #   SERVICE_ARGS    its arguments (shell-style words)
 #   HEALTH_URL      e.g. http://127.0.0.1:8443/healthz
-#   LEASE_TTL, LEASE_MARGIN (seconds; default 10 and 2)
+#   LEASE_TTL, LEASE_MARGIN (seconds; unset: the agent's defaults)
 #   MONITOR_INTERVAL, UNPROMOTED_INTERVAL (default 2s and 3s), PUSH_FAILURES (default true)
 #   ETCD_MOVE_LEADER (default true)
 set -eu
+# The role names this pcs takes: Master/Slave up to pcs 0.10.8 (RHEL 8.0-8.4), Promoted and
+# Unpromoted from 0.10.9 on (RHEL 8.5+, 9, 10). RHEL 7's pcs 0.9 (no "promotable") is untested.
+case "$(pcs --version)" in
+0.9.*) echo "pcs $(pcs --version) (RHEL 7) is not supported by this script; see README.md" >&2; exit 1 ;;
+0.10.[0-8] | 0.10.[0-8][!0-9]*) PROMOTED=Master UNPROMOTED=Slave ;;
+*) PROMOTED=Promoted UNPROMOTED=Unpromoted ;;
+esac
 pcs resource create api ocf:hamaster:master \
-    etcd_endpoints="$ETCD_ENDPOINTS" lease_ttl="${LEASE_TTL:-10}" lease_margin="${LEASE_MARGIN:-2}" \
+    etcd_endpoints="$ETCD_ENDPOINTS" ${LEASE_TTL:+lease_ttl="$LEASE_TTL"} ${LEASE_MARGIN:+lease_margin="$LEASE_MARGIN"} \
     command="$SERVICE" args="$SERVICE_ARGS" health_url="$HEALTH_URL" \
     push_failures="${PUSH_FAILURES:-true}" etcd_move_leader="${ETCD_MOVE_LEADER:-true}" \
     ip="$VIP" cidr_netmask=24 \
-    op monitor interval="${MONITOR_INTERVAL:-2s}" role=Promoted timeout=10s \
-    op monitor interval="${UNPROMOTED_INTERVAL:-3s}" role=Unpromoted timeout=10s \
+    op monitor interval="${MONITOR_INTERVAL:-2s}" role="$PROMOTED" timeout=10s \
+    op monitor interval="${UNPROMOTED_INTERVAL:-3s}" role="$UNPROMOTED" timeout=10s \
     op promote timeout=30s op demote timeout=30s op stop timeout=40s \
     promotable promoted-max=1 promoted-node-max=1

@@ -3,13 +3,20 @@
 # the promoted instance of a promotable ocf:hamaster:master (without a built-in VIP) and
 # started after it is promoted. Variables as in master-with-vip.sh.
 set -eu
+# The role names this pcs takes: Master/Slave up to pcs 0.10.8 (RHEL 8.0-8.4), Promoted and
+# Unpromoted from 0.10.9 on (RHEL 8.5+, 9, 10). RHEL 7's pcs 0.9 (no "promotable") is untested.
+case "$(pcs --version)" in
+0.9.*) echo "pcs $(pcs --version) (RHEL 7) is not supported by this script; see README.md" >&2; exit 1 ;;
+0.10.[0-8] | 0.10.[0-8][!0-9]*) PROMOTED=Master UNPROMOTED=Slave ;;
+*) PROMOTED=Promoted UNPROMOTED=Unpromoted ;;
+esac
 pcs resource create api ocf:hamaster:master \
-    etcd_endpoints="$ETCD_ENDPOINTS" lease_ttl="${LEASE_TTL:-10}" lease_margin="${LEASE_MARGIN:-2}" \
+    etcd_endpoints="$ETCD_ENDPOINTS" ${LEASE_TTL:+lease_ttl="$LEASE_TTL"} ${LEASE_MARGIN:+lease_margin="$LEASE_MARGIN"} \
     command="$SERVICE" args="$SERVICE_ARGS" health_url="$HEALTH_URL" \
-    op monitor interval=2s role=Promoted timeout=10s \
-    op monitor interval=3s role=Unpromoted timeout=10s \
+    op monitor interval=2s role="$PROMOTED" timeout=10s \
+    op monitor interval=3s role="$UNPROMOTED" timeout=10s \
     op promote timeout=30s op demote timeout=30s op stop timeout=40s \
     promotable promoted-max=1 promoted-node-max=1
 pcs resource create api-vip ocf:hamaster:vip ip="$VIP" cidr_netmask=24 op monitor interval=2s
-pcs constraint colocation add api-vip with Promoted api-clone INFINITY
+pcs constraint colocation add api-vip with "$PROMOTED" api-clone INFINITY
 pcs constraint order promote api-clone then start api-vip

@@ -33,6 +33,9 @@ pub struct Param {
     pub default: Option<&'static str>,
     pub required: bool,
     pub unique: bool,
+    /// A change needs no restart: Pacemaker 2.1+ calls reload-agent for it (OCF 1.1), and a
+    /// running guard takes the new value at once (see `MasterConfig::reload_refusal`).
+    pub reloadable: bool,
     pub shortdesc: &'static str,
     pub longdesc: &'static str,
 }
@@ -228,6 +231,7 @@ mod tests {
         default: Some("5"),
         required: false,
         unique: false,
+        reloadable: false,
         shortdesc: "a",
         longdesc: "a",
     };

@@ -481,6 +481,78 @@ fn one_slow_health_check_is_tolerated_a_failing_or_dead_service_is_not() {
     assert_eq!(agent.run("demote").code, 0);
 }
 
+/// reload-agent: the running guard takes new health settings at once and keeps its lease,
+/// VIP and service; a change that needs a restart is refused with a reason and changes nothing.
+#[test]
+fn reload_agent_changes_health_settings_without_a_restart_and_refuses_the_rest() {
+    let mut etcd = EtcdCluster::new("mr");
+    let a = Node::new(&mut etcd, "na");
+    let agent = a.agent(&etcd);
+    let md = agent.run("meta-data").stdout;
+    assert!(
+        md.contains("<action name=\"reload-agent\"")
+            && md.contains(
+                "<parameter name=\"health_url\" unique=\"0\" required=\"0\" reloadable=\"1\">"
+            )
+            && md.contains("<parameter name=\"lease_ttl\" unique=\"0\" required=\"0\">"),
+        "Pacemaker 2.1's meta-data advertises reload-agent: {md}"
+    );
+    assert_eq!(agent.run("reload-agent").code, 0, "nothing runs yet");
+    assert_eq!(agent.run("start").code, 0);
+    promoted(agent.run("promote"), &a);
+    let guard = a.guard_status(&agent).unwrap().pid;
+    let (_, lease, token) = etcd.get(KEY).expect("leader key");
+    let service = a.service_pids();
+    let obs = VipObserver::start(&[&a]);
+
+    // A path the service does not serve, and one failed check is enough: the guard's next
+    // check (brought forward by the reload) fails and monitor says so.
+    let other = format!(
+        "https://127.0.0.1:{}/elsewhere",
+        support::master::HEALTH_PORT
+    );
+    let reloaded = a
+        .agent(&etcd)
+        .param("health_url", &other)
+        .param("health_failures", "1")
+        .run("reload-agent");
+    assert_eq!(reloaded.code, 0, "reload: {}", reloaded.stderr);
+    assert!(
+        support::wait_for(Duration::from_secs(5), || agent.run("monitor").code == 9),
+        "the new health_url is checked"
+    );
+    agent
+        .run("monitor")
+        .expect(9, &format!("service unhealthy: {other} answered 503"));
+
+    // A lease setting needs a restart: refused, nothing changes.
+    let refused = a.agent(&etcd).param("lease_ttl", "5").run("reload-agent");
+    refused.expect(
+        1,
+        "the etcd and lease settings changed: that needs a restart",
+    );
+
+    // Back to the served path: healthy again, by the same guard on the same lease.
+    let back = a.agent(&etcd).run("reload-agent");
+    assert_eq!(back.code, 0, "reload back: {}", back.stderr);
+    assert!(
+        support::wait_for(Duration::from_secs(5), || agent.run("monitor").code == 8),
+        "healthy again on the old health_url"
+    );
+    let seen = obs.finish();
+    assert_eq!(seen.first_loss(0), None, "the VIP stayed up throughout");
+    assert_eq!(a.guard_status(&agent).unwrap().pid, guard, "the same guard");
+    let (_, lease_now, token_now) = etcd.get(KEY).expect("leader key");
+    assert_eq!(
+        (lease_now, token_now),
+        (lease, token),
+        "the same lease and key"
+    );
+    assert_eq!(a.service_pids(), service, "the same service process");
+    assert_eq!(agent.run("demote").code, 0);
+    assert_eq!(agent.run("stop").code, 0);
+}
+
 #[test]
 fn a_vip_removed_by_hand_makes_monitor_report_failed_promoted() {
     let mut etcd = EtcdCluster::new("mv");

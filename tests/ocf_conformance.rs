@@ -1,5 +1,6 @@
 //! What OCF tools check: ocf-tester on the vip agent (IPv4 and IPv6) inside a namespace,
-//! meta-data against ra-api-1.dtd and metadata.rng, `crm_resource --validate` with the agent
+//! meta-data against ra-api-1.dtd and the schema of its dialect (pcs's ocf-1.1.rng from Pacemaker 2.1,
+//! resource-agents' metadata.rng before), `crm_resource --validate` with the agent
 //! bind-mounted into a private mount namespace, and every bad-input case with its exit code
 //! and reason line.
 
@@ -95,11 +96,12 @@ fn meta_data_validates_against_the_dtd_and_the_relaxng_schema() {
             "{agent} DTD: {}",
             String::from_utf8_lossy(&dtd.stderr)
         );
+        // Pacemaker 2.1+ (this host): OCF 1.1, as pcs validates it.
         let rng = xmllint(
             &[
                 "--noout",
                 "--relaxng",
-                "/usr/share/resource-agents/metadata.rng",
+                "/usr/share/pcs/data/ocf-1.1.rng",
                 "-",
             ],
             &xml,
@@ -107,8 +109,13 @@ fn meta_data_validates_against_the_dtd_and_the_relaxng_schema() {
         );
         assert!(
             rng.status.success(),
-            "{agent} RNG: {}",
+            "{agent} OCF 1.1 RNG: {}",
             String::from_utf8_lossy(&rng.stderr)
+        );
+        assert!(
+            xml.contains("<action name=\"reload-agent\" timeout=\"10s\"/>")
+                && xml.contains(" reloadable=\"1\">"),
+            "{agent}: {xml}"
         );
         for p in params.iter() {
             assert!(
@@ -155,6 +162,8 @@ fn master_meta_data_spells_the_roles_the_installed_schema_knows() {
     assert!(old.contains("interval=\"10s\" role=\"Master\""), "{old}");
     assert!(old.contains("interval=\"11s\" role=\"Slave\""), "{old}");
     assert!(!old.contains("Promoted"), "{old}");
+    // Pacemaker 2.0 knows no reload-agent: OCF 1.0.
+    assert!(!old.contains("reload"), "{old}");
     let dtd = xmllint(
         &["--noout", "--valid", "-"],
         &old,
@@ -165,6 +174,8 @@ fn master_meta_data_spells_the_roles_the_installed_schema_knows() {
         "{}",
         String::from_utf8_lossy(&dtd.stderr)
     );
+    // resource-agents' metadata.rng of that generation (4.7) checks it in the bullseye root
+    // (tests/generations.rs); this host's 4.12 knows only the new role names.
     let new = roles_with(&[
         "pacemaker-3.5.rng",
         "pacemaker-3.7.rng",
@@ -360,7 +371,7 @@ fn unknown_or_missing_action_is_unimplemented_with_usage() {
     run.expect(3, "\"reload\"");
     assert!(
         run.stderr
-            .contains("usage: vip {start|stop|monitor|validate-all|meta-data|usage}"),
+            .contains("usage: vip {start|stop|monitor|reload-agent|validate-all|meta-data|usage}"),
         "{}",
         run.stderr
     );
@@ -528,6 +539,7 @@ fn meta_data_advertises_only_what_pacemaker_calls_and_usage_still_answers() {
         "promote",
         "demote",
         "notify",
+        "reload-agent",
         "validate-all",
         "meta-data",
     ];

@@ -20,7 +20,7 @@ use crate::service::process::stop_orphan;
 use crate::service::ServiceSpec;
 use crate::vip::{burst, up, VipConfig};
 
-pub static ACTIONS: [ActionSpec; 9] = [
+pub static ACTIONS: [ActionSpec; 10] = [
     ActionSpec::new("start", "20s"),
     ActionSpec::new("stop", "40s"),
     ActionSpec {
@@ -33,10 +33,11 @@ pub static ACTIONS: [ActionSpec; 9] = [
         role: Some("Promoted"),
         ..ActionSpec::new("monitor", "20s")
     },
-    // Must outwait a crashed holder's lease (lease_ttl, default 10 s) plus service start.
+    // Must outwait a crashed holder's lease (lease_ttl, at most 10 s by default) plus service start.
     ActionSpec::new("promote", "60s"),
     ActionSpec::new("demote", "40s"),
     ActionSpec::new("notify", "5s"),
+    ActionSpec::ocf_1_1("reload-agent", "10s"),
     ActionSpec::new("validate-all", "20s"),
     ActionSpec::new("meta-data", "5s"),
     // No `usage` here: meta-data lists what Pacemaker calls (pcs writes an op into the CIB
@@ -143,6 +144,7 @@ fn run(action: Action, env: &OcfEnv) -> Outcome {
         Action::Promote => promote(&ctx),
         Action::Demote => demote(&ctx),
         Action::Notify => Outcome::ok(),
+        Action::ReloadAgent => reload(&ctx),
         Action::ValidateAll => validate(&ctx),
         _ => Outcome::new(OcfExit::ErrUnimplemented),
     }
@@ -190,6 +192,35 @@ fn validate(ctx: &Ctx) -> Outcome {
     };
     warn_of_slew(&cfg);
     unsupported(ctx).unwrap_or_else(Outcome::ok)
+}
+
+/// reload-agent's timeout when the caller gave none (the advertised default).
+const DEFAULT_RELOAD_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// reload-agent (Pacemaker 2.1 and later, when only reloadable parameters changed): a running
+/// guard takes the new health, push and announcement settings at once and keeps its lease, VIP
+/// and service; without a guard there is nothing to change, as every action reads its
+/// parameters anew. The guard refuses a change that needs a restart (1, with its reason).
+fn reload(ctx: &Ctx) -> Outcome {
+    let cfg = match config(ctx) {
+        Ok(c) => c,
+        Err(o) => return o,
+    };
+    if ctx.dir.live_guard().is_none() {
+        log::info!(
+            "{}: reloaded: no guard runs here, the new values apply from the next promote",
+            ctx.resource
+        );
+        return Outcome::ok();
+    }
+    let until = budget(ctx, DEFAULT_RELOAD_TIMEOUT);
+    match status::block_on(status::reload(&ctx.dir.socket(), &cfg, left(until))) {
+        Ok(_) => {
+            log::info!("{}: reloaded: the guard took the new values", ctx.resource);
+            Outcome::ok()
+        }
+        Err(e) => Outcome::with_reason(OcfExit::ErrGeneric, format!("reload-agent: {e}")),
+    }
 }
 
 /// An unsupported Pacemaker (announced by its feature set), as OCF_ERR_INSTALLED: this node's

@@ -81,7 +81,7 @@ pub fn dispatch(agent: &AgentDef, action: Option<&str>, env: &OcfEnv) -> Outcome
     };
     match action {
         Action::MetaData => {
-            print!("{}", metadata::render(agent.info, schema_roles()));
+            print!("{}", metadata::render(agent.info, installed_generation()));
             Outcome::ok()
         }
         Action::Usage => {
@@ -92,11 +92,11 @@ pub fn dispatch(agent: &AgentDef, action: Option<&str>, env: &OcfEnv) -> Outcome
     }
 }
 
-/// The role names the installed Pacemaker's CIB schemas know, found where Pacemaker looks for
-/// them (PCMK_schema_directory, else /usr/share/pacemaker): Master/Slave when the newest
-/// schema is older than pacemaker-3.7 (Pacemaker 2.1), else Promoted/Unpromoted. pcs copies
-/// the meta-data's monitor roles into the CIB, which the older schema would refuse.
-pub fn schema_roles() -> metadata::RoleNames {
+/// The installed Pacemaker's generation, told by its CIB schemas where Pacemaker looks for
+/// them (PCMK_schema_directory, else /usr/share/pacemaker): before 2.1 when the newest schema
+/// is older than pacemaker-3.7. pcs copies the meta-data's monitor roles into the CIB, which
+/// the older schema would refuse; Pacemaker 2.0 knows no reload-agent.
+pub fn installed_generation() -> metadata::Generation {
     let dir = std::env::var_os("PCMK_schema_directory")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| "/usr/share/pacemaker".into());
@@ -112,8 +112,8 @@ pub fn schema_roles() -> metadata::RoleNames {
             .max()
     });
     match newest {
-        Some(v) if v < (3, 7) => metadata::RoleNames::MasterSlave,
-        _ => metadata::RoleNames::PromotedUnpromoted,
+        Some(v) if v < (3, 7) => metadata::Generation::Pacemaker20,
+        _ => metadata::Generation::Pacemaker21,
     }
 }
 

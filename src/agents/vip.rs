@@ -10,7 +10,7 @@ use crate::params::{ConfigError, Values};
 use crate::vip::burst;
 use crate::vip::{up, Target, Vip, VipConfig, VipError};
 
-pub static ACTIONS: [ActionSpec; 5] = [
+pub static ACTIONS: [ActionSpec; 6] = [
     ActionSpec::new("start", "20s"),
     ActionSpec::new("stop", "20s"),
     ActionSpec {
@@ -18,6 +18,7 @@ pub static ACTIONS: [ActionSpec; 5] = [
         depth: Some("0"),
         ..ActionSpec::new("monitor", "20s")
     },
+    ActionSpec::ocf_1_1("reload-agent", "10s"),
     ActionSpec::new("validate-all", "20s"),
     ActionSpec::new("meta-data", "5s"),
 ];
@@ -67,6 +68,9 @@ fn run(action: Action, env: &OcfEnv) -> Outcome {
         Action::ValidateAll => {
             config(parsed).and_then(|c| Vip::new(c)?.target().map(|_| Outcome::ok()))
         }
+        // Only announcement settings are reloadable, and nothing keeps them between actions:
+        // the next start and every monitor read them anew. The address stays as it is.
+        Action::ReloadAgent => config(parsed).map(|_| Outcome::ok()),
         _ => Ok(Outcome::new(OcfExit::ErrUnimplemented)),
     };
     result.unwrap_or_else(Outcome::from)

@@ -57,6 +57,30 @@ impl MasterConfig {
         serde_json::from_str(text).map_err(|e| format!("not a guard configuration: {e}"))
     }
 
+    /// Why a running guard cannot take `new` in place of this configuration — a setting that
+    /// is not reloadable (src/params/) changed — or None when only reloadable ones differ:
+    /// the health check, push_failures and the announcements.
+    pub fn reload_refusal(&self, new: &MasterConfig) -> Option<String> {
+        let mut kept = new.clone();
+        kept.health = self.health.clone();
+        kept.push_failures = self.push_failures;
+        if let (Some(k), Some(old)) = (&mut kept.vip, &self.vip) {
+            k.take_announcements_of(old);
+        }
+        let what = if kept == *self {
+            return None;
+        } else if kept.etcd != self.etcd {
+            "etcd and lease"
+        } else if kept.service != self.service {
+            "service"
+        } else {
+            "VIP address"
+        };
+        Some(format!(
+            "the {what} settings changed: that needs a restart, not a reload"
+        ))
+    }
+
     /// Reads every file the configuration names and checks the service can run here.
     pub fn check_installed(&self) -> Result<(), InstallError> {
         tls_options(&self.etcd)?;
@@ -99,5 +123,112 @@ mod tests {
         assert!(MasterConfig::from_json("{}")
             .unwrap_err()
             .contains("not a guard configuration"));
+    }
+
+    fn parse(vars: &[(&str, &str)]) -> MasterConfig {
+        let env = OcfEnv::from_vars(
+            vars.iter()
+                .map(|(k, v)| (format!("OCF_RESKEY_{k}"), v.to_string())),
+        );
+        MasterConfig::from_values(&Values::from_ocf(&MASTER_AGENT, &env))
+            .unwrap_or_else(|e| panic!("{vars:?}: {e}"))
+    }
+
+    /// One definition: a running guard takes a change of exactly the parameters the table
+    /// marks reloadable, and refuses every other one.
+    #[test]
+    fn a_guard_reloads_exactly_what_the_parameter_table_calls_reloadable() {
+        let base = [
+            ("etcd_endpoints", "https://192.0.2.1:2379"),
+            ("etcd_cacert", "/etc/ssl/ca.pem"),
+            ("command", "/usr/bin/api"),
+            ("ip", "192.0.2.10"),
+            ("cidr_netmask", "24"),
+            ("health_url", "http://127.0.0.1:8443/healthz"),
+        ];
+        // preferred_lft applies to IPv6 only: it is compared on an IPv6 address.
+        let mut base6 = base;
+        base6[3] = ("ip", "2001:db8::10");
+        base6[4] = ("cidr_netmask", "64");
+        let mut compared = 0;
+        for p in MASTER_AGENT.iter() {
+            let base = if p.name == "preferred_lft" {
+                base6
+            } else {
+                base
+            };
+            let before = parse(&base);
+            // Another valid value for each parameter (and what it replaces).
+            let (value, drop) = match p.name {
+                "etcd_endpoints" => ("https://192.0.2.2:2379", ""),
+                "etcd_prefix" => ("/other", ""),
+                "etcd_cacert" => ("/etc/ssl/other.pem", ""),
+                "health_cacert" => ("/etc/ssl/ca.pem", ""),
+                // Each needs the other: the pair is the change.
+                "etcd_cert" | "etcd_key" => ("/etc/ssl/client.pem", ""),
+                "lease_ttl" => ("12", ""),
+                "lease_margin" => ("3", ""),
+                "service" => ("api.service", "command"),
+                "command" => ("/usr/bin/other", ""),
+                "args" => ("--port 9", ""),
+                "workdir" => ("/tmp", ""),
+                "user" => ("nobody", ""),
+                "health_url" => ("http://127.0.0.1:9000/h", ""),
+                "health_timeout" => ("3000", ""),
+                "health_interval" => ("5", ""),
+                "health_failures" => ("4", ""),
+                "ip" => ("192.0.2.11", ""),
+                "cidr_netmask" => ("25", ""),
+                "nic" => ("eth1", ""),
+                "iflabel" => ("x", ""),
+                "broadcast" => ("+", ""),
+                "arp_count" => ("3", ""),
+                "arp_interval" => ("100", ""),
+                "arp_count_refresh" => ("2", ""),
+                "arp_mode" => ("reply", ""),
+                "arp_sender" => ("send_arp", ""),
+                "send_arp_opts" => ("", ""),
+                "preferred_lft" => ("60", ""),
+                _ if p.kind == crate::params::Kind::Boolean => (
+                    if p.default == Some("true") {
+                        "false"
+                    } else {
+                        "true"
+                    },
+                    "",
+                ),
+                other => panic!("no other value for {other}: add one here"),
+            };
+            let mut vars: Vec<(&str, &str)> = base
+                .iter()
+                .copied()
+                .filter(|(k, _)| *k != drop && *k != p.name)
+                .collect();
+            vars.push((p.name, value));
+            for (pair, path) in [("etcd_cert", "etcd_key"), ("etcd_key", "etcd_cert")] {
+                if p.name == pair {
+                    vars.push((path, "/etc/ssl/client.pem"));
+                }
+            }
+            let after = parse(&vars);
+            if after == before {
+                // Accepted and not used (IPaddr2's arp_sender): nothing to restart for.
+                assert!(
+                    p.reloadable,
+                    "{} changes nothing yet is not reloadable",
+                    p.name
+                );
+                continue;
+            }
+            compared += 1;
+            assert_eq!(
+                before.reload_refusal(&after).is_none(),
+                p.reloadable,
+                "{}={value}: {:?}",
+                p.name,
+                before.reload_refusal(&after)
+            );
+        }
+        assert!(compared >= 30, "only {compared} parameters compared");
     }
 }

@@ -3,9 +3,12 @@
 //! active. Once healthy, the service counts as unhealthy only after health_failures failed
 //! checks in a row; a service that is no longer running counts at once. It reports into the
 //! guard's status (monitor decides what that means) and, with push_failures, to Pacemaker at
-//! once when a healthy service turns unhealthy.
+//! once when a healthy service turns unhealthy. A reload (health_url, health_timeout,
+//! health_interval, health_failures) takes effect at the next check, which it brings forward.
 
 use std::time::Duration;
+
+use tokio::sync::watch;
 
 use super::config::MasterConfig;
 use super::push::Reporter;
@@ -15,21 +18,31 @@ use crate::service::{HealthProbe, ServiceSpec};
 /// `push`: told once when the service, healthy before, stops being so (push_failures).
 /// `running`: whether the guard machine has the service running.
 pub async fn watch(
-    cfg: MasterConfig,
+    mut config: watch::Receiver<MasterConfig>,
     shared: Shared,
     push: Option<Reporter>,
     running: impl Fn() -> bool,
 ) {
-    let probe = match HealthProbe::new(&cfg.health) {
-        Ok(p) => p,
-        Err(e) => {
-            shared.update(|s| s.service_detail = format!("health probe unusable: {e}"));
-            return;
-        }
-    };
+    let mut cfg = config.borrow_and_update().clone();
+    // Made anew after a reload changed the health settings (None inside: no health_url).
+    let mut probe: Option<Option<HealthProbe>> = None;
     let mut healthy_once = false;
     let mut failed_in_a_row = 0u32;
     loop {
+        if probe.is_none() {
+            probe = match HealthProbe::new(&cfg.health) {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    // At promote this keeps it waiting; after a reload it is a failure.
+                    shared.update(|s| {
+                        s.service_healthy = false;
+                        s.service_detail = format!("health probe unusable: {e}");
+                    });
+                    return;
+                }
+            };
+        }
+        let check = probe.as_ref().and_then(Option::as_ref);
         let mut running = running();
         if let (true, ServiceSpec::Systemd { unit }) = (running, &cfg.service) {
             // A unit has no child to wait for: ask systemd whether it is still active.
@@ -41,7 +54,7 @@ pub async fn watch(
                 }
             });
         }
-        let (passed, detail) = match (&probe, running) {
+        let (passed, detail) = match (check, running) {
             (_, false) => (false, None),
             (None, true) => (true, Some("running (no health_url)".to_string())),
             (Some(p), true) => match p.check().await {
@@ -77,11 +90,25 @@ pub async fn watch(
             r.report(&format!("service unhealthy: {why}"));
         }
         healthy_once |= passed;
-        tokio::time::sleep(if healthy_once {
+        let pause = if healthy_once {
             cfg.health.interval
         } else {
             Duration::from_millis(25)
-        })
-        .await;
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(pause) => {}
+            changed = config.changed() => {
+                if changed.is_err() {
+                    // The guard is ending: nothing reloads any more.
+                    tokio::time::sleep(pause).await;
+                }
+            }
+        }
+        let now = config.borrow_and_update().clone();
+        if now.health != cfg.health {
+            probe = None;
+            failed_in_a_row = 0;
+        }
+        cfg = now;
     }
 }

@@ -63,7 +63,9 @@ impl Guard {
         let lease = a.grant.lease;
         // Resolved and checked before the machine exists: route dumps and an ARP probe are no
         // work for the fencing lock.
-        let ready = match self.args.config.vip.clone().map(up::prepare).transpose() {
+        // The configuration in force now (a reload may have changed the announcements).
+        let vip = self.shared.config.borrow().vip.clone();
+        let ready = match vip.map(up::prepare).transpose() {
             Ok(r) => r,
             Err(e) => {
                 let _ = a.etcd.release(&self.key, lease).await;
@@ -126,17 +128,15 @@ impl Guard {
             lease,
             fence.clone(),
         )));
-        let reporter = match (
-            &self.args.pacemaker_resource,
-            self.args.config.push_failures,
-        ) {
-            (Some(rsc), true) => Some(super::push::Reporter::new(
+        // Under Pacemaker; whether it reports is push_failures in force at the time.
+        let reporter = self.args.pacemaker_resource.as_ref().map(|rsc| {
+            super::push::Reporter::new(
                 rsc.clone(),
                 self.args.node.clone(),
                 self.args.resource.clone(),
-            )),
-            _ => None,
-        };
+                self.shared.config.subscribe(),
+            )
+        });
         let mut health_started = false;
         let mut service_exited = false;
         loop {
@@ -184,7 +184,7 @@ impl Guard {
     ) {
         let running = shell.fence.clone();
         shell.helpers.add(tokio::spawn(health::watch(
-            self.args.config.clone(),
+            self.shared.config.subscribe(),
             self.shared.clone(),
             reporter,
             move || running.view(service_running),

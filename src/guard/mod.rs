@@ -136,6 +136,7 @@ impl Guard {
         let shared = Shared {
             status: Arc::new(Mutex::new(initial)),
             live: Arc::new(live),
+            config: Arc::new(tokio::sync::watch::Sender::new(args.config.clone())),
         };
         let persisted = Persisted {
             guard_pid: std::process::id(),

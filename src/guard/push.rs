@@ -8,10 +8,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::watch;
+
+use super::config::MasterConfig;
+
 /// crm_resource asks the controller over IPC; it answers at once unless the node is in trouble.
 const REPORT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Tells Pacemaker, once per leadership, that the resource failed on this node.
+/// Tells Pacemaker, once per leadership, that the resource failed on this node — while the
+/// configuration in force says push_failures.
 #[derive(Clone)]
 pub struct Reporter {
     /// Pacemaker's name of the resource (OCF_RESOURCE_INSTANCE, as execd gave it).
@@ -19,21 +24,29 @@ pub struct Reporter {
     node: String,
     log_name: String,
     sent: Arc<AtomicBool>,
+    config: watch::Receiver<MasterConfig>,
 }
 
 impl Reporter {
-    pub fn new(rsc: String, node: String, log_name: String) -> Reporter {
+    pub fn new(
+        rsc: String,
+        node: String,
+        log_name: String,
+        config: watch::Receiver<MasterConfig>,
+    ) -> Reporter {
         Reporter {
             rsc,
             node,
             log_name,
             sent: Arc::new(AtomicBool::new(false)),
+            config,
         }
     }
 
-    /// Reports `why` in the background; later calls do nothing.
+    /// Reports `why` in the background; later calls do nothing. With push_failures off,
+    /// nothing is sent (Pacemaker finds out at the next monitor).
     pub fn report(&self, why: &str) {
-        if self.sent.swap(true, Ordering::SeqCst) {
+        if !self.config.borrow().push_failures || self.sent.swap(true, Ordering::SeqCst) {
             return;
         }
         let me = self.clone();

@@ -1,5 +1,6 @@
 //! The guard's status: what it serves as JSON on its unix socket (`GET /status`), how it is
-//! asked to step down (`POST /stepdown`), and the client the agent and `hamaster status` use.
+//! asked to step down (`POST /stepdown`) or to take reloaded settings (`POST /reload`, a
+//! MasterConfig as JSON), and the client the agent and `hamaster status` use.
 //! HTTP/1 over a 0600 unix socket: only root on this node can ask or command.
 
 use std::convert::Infallible;
@@ -7,13 +8,18 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use http_body_util::{BodyExt, Empty, Full};
+use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use serde::{Deserialize, Serialize};
 use tokio::net::{UnixListener, UnixStream};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
+
+use super::config::MasterConfig;
+
+/// The largest reload request body taken (a configuration is a few KiB).
+const MAX_RELOAD_BODY: usize = 1 << 20;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
@@ -98,11 +104,13 @@ impl GuardStatus {
 }
 
 /// The guard's view, shared between its main loop and its status server. `live` fills in
-/// what must be looked up at request time (VIP presence, TTL left).
+/// what must be looked up at request time (VIP presence, TTL left). `config` is the
+/// configuration in force: a reload replaces it, and the health watch and the raise read it.
 #[derive(Clone)]
 pub struct Shared {
     pub status: Arc<Mutex<GuardStatus>>,
     pub live: Arc<dyn Fn(&mut GuardStatus) + Send + Sync>,
+    pub config: Arc<watch::Sender<MasterConfig>>,
 }
 
 impl Shared {
@@ -167,11 +175,43 @@ async fn handle(
                 Err(_) => json(StatusCode::INTERNAL_SERVER_ERROR, &shared.snapshot()),
             }
         }
+        (&Method::POST, "/reload") => {
+            let (code, st) = reload_from(req, &shared).await;
+            json(code, &st)
+        }
         _ => Response::builder()
             .status(StatusCode::NOT_FOUND)
             .body(Full::new(Bytes::new()))
             .expect("valid"),
     })
+}
+
+/// Takes a reloaded configuration: 200 when in force, 409 (the reason in `problem`) when a
+/// setting that needs a restart differs, 400 when the body is not a configuration.
+async fn reload_from(req: Request<Incoming>, shared: &Shared) -> (StatusCode, GuardStatus) {
+    let refused = |code: StatusCode, why: String| {
+        let mut st = shared.snapshot();
+        st.problem = Some(why);
+        (code, st)
+    };
+    let body = match http_body_util::Limited::new(req.into_body(), MAX_RELOAD_BODY)
+        .collect()
+        .await
+    {
+        Ok(b) => b.to_bytes(),
+        Err(e) => return refused(StatusCode::BAD_REQUEST, format!("reload body: {e}")),
+    };
+    let new = match MasterConfig::from_json(&String::from_utf8_lossy(&body)) {
+        Ok(c) => c,
+        Err(why) => return refused(StatusCode::BAD_REQUEST, why),
+    };
+    if let Some(why) = shared.config.borrow().reload_refusal(&new) {
+        return refused(StatusCode::CONFLICT, why);
+    }
+    let resource = shared.snapshot().resource;
+    log::info!("guard {resource}: reloaded: new health, push and announcement settings in force");
+    shared.config.send_replace(new);
+    (StatusCode::OK, shared.snapshot())
 }
 
 /// Binds the guard's abstract socket `name`: fails (EADDRINUSE) while another guard of the
@@ -257,6 +297,8 @@ pub enum ClientError {
     Timeout(u128),
     #[error("guard could not step down completely: {0}")]
     Incomplete(String),
+    #[error("guard refused the reload: {0}")]
+    Refused(String),
 }
 
 /// The guard's socket file, or, when the run directory was wiped, its abstract socket.
@@ -285,6 +327,7 @@ async fn request(
     path: &Path,
     method: Method,
     uri: &str,
+    body: String,
 ) -> Result<(StatusCode, GuardStatus), ClientError> {
     let unreachable = |detail: String| ClientError::Unreachable {
         path: path.to_path_buf(),
@@ -301,7 +344,7 @@ async fn request(
         .method(method)
         .uri(uri)
         .header("host", "guard")
-        .body(Empty::<Bytes>::new())
+        .body(Full::new(Bytes::from(body)))
         .expect("valid request");
     let resp = sender
         .send_request(req)
@@ -321,10 +364,13 @@ async fn request(
 
 /// Asks the guard for its status, within `timeout`.
 pub async fn get_status(path: &Path, timeout: Duration) -> Result<GuardStatus, ClientError> {
-    tokio::time::timeout(timeout, request(path, Method::GET, "/status"))
-        .await
-        .map_err(|_| ClientError::Timeout(timeout.as_millis()))?
-        .map(|(_, s)| s)
+    tokio::time::timeout(
+        timeout,
+        request(path, Method::GET, "/status", String::new()),
+    )
+    .await
+    .map_err(|_| ClientError::Timeout(timeout.as_millis()))?
+    .map(|(_, s)| s)
 }
 
 /// Tells the guard to step down within `budget` and waits for its answer (the guard answers
@@ -332,7 +378,7 @@ pub async fn get_status(path: &Path, timeout: Duration) -> Result<GuardStatus, C
 pub async fn step_down(path: &Path, budget: Duration) -> Result<GuardStatus, ClientError> {
     let uri = format!("/stepdown?budget_ms={}", budget.as_millis());
     let wait = budget + Duration::from_millis(500);
-    let (code, st) = tokio::time::timeout(wait, request(path, Method::POST, &uri))
+    let (code, st) = tokio::time::timeout(wait, request(path, Method::POST, &uri, String::new()))
         .await
         .map_err(|_| ClientError::Timeout(wait.as_millis()))??;
     match code {
@@ -344,6 +390,26 @@ pub async fn step_down(path: &Path, budget: Duration) -> Result<GuardStatus, Cli
             path: path.to_path_buf(),
             detail: format!("step-down answered {other}"),
         }),
+    }
+}
+
+/// Hands the guard a reloaded configuration, within `timeout`.
+pub async fn reload(
+    path: &Path,
+    config: &MasterConfig,
+    timeout: Duration,
+) -> Result<GuardStatus, ClientError> {
+    let (code, st) = tokio::time::timeout(
+        timeout,
+        request(path, Method::POST, "/reload", config.to_json()),
+    )
+    .await
+    .map_err(|_| ClientError::Timeout(timeout.as_millis()))??;
+    match code {
+        StatusCode::OK => Ok(st),
+        _ => Err(ClientError::Refused(
+            st.problem.unwrap_or_else(|| format!("answered {code}")),
+        )),
     }
 }
 

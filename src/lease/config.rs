@@ -10,7 +10,7 @@ use crate::params::{ConfigError, Values};
 pub const MIN_TTL_SECS: u64 = 2;
 
 /// lease_margin when it is not set: a fifth of the TTL, rounded, kept within the rule
-/// `1 ≤ margin < 2·ttl/3` (2 for the default TTL of 10, 1 for 3, 6 for 30).
+/// `1 ≤ margin < 2·ttl/3` (2 for a TTL of 10 or 8, 1 for 3, 6 for 30).
 pub fn derived_margin(ttl: u64) -> u64 {
     ((ttl + 2) / 5).clamp(1, ((2 * ttl).saturating_sub(1) / 3).max(1))
 }
@@ -97,7 +97,10 @@ impl EtcdConfig {
                 "uses http, but TLS files are set: use https:// endpoints",
             ));
         }
-        let ttl: u64 = v.integer(&p::LEASE_TTL)?.unwrap_or(10);
+        let ttl: u64 = match v.integer(&p::LEASE_TTL)? {
+            Some(t) => t,
+            None => super::cluster::default_ttl(),
+        };
         if !(MIN_TTL_SECS..=3600).contains(&ttl) {
             return Err(ConfigError::invalid(&p::LEASE_TTL, &ttl.to_string(), format!("is out of range {MIN_TTL_SECS}..3600 (etcd's minimum lease is {MIN_TTL_SECS} s)")));
         }

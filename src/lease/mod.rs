@@ -3,6 +3,7 @@
 //! it never touches addresses or services.
 
 pub mod clock;
+pub mod cluster;
 pub mod config;
 pub mod etcd;
 

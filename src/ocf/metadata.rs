@@ -1,6 +1,9 @@
-//! Meta-data XML, generated from an agent's description and its parameter table. The output
-//! must satisfy both ra-api-1.dtd (ocf-tester's `xmllint --valid`) and resource-agents'
-//! metadata.rng, so it keeps to the attributes both know.
+//! Meta-data XML, generated from an agent's description and its parameter table, in the
+//! dialect of the installed Pacemaker (`Generation`). Both dialects satisfy ra-api-1.dtd
+//! (ocf-tester's `xmllint --valid`). Pacemaker 2.0's is OCF 1.0 as resource-agents'
+//! metadata.rng knows it; from 2.1 on it is OCF 1.1 (pcs's ocf-1.1.rng): roles Promoted and
+//! Unpromoted, `reload-agent` and `reloadable="1"`, which the DOCTYPE's internal subset
+//! declares on top of ra-api-1.dtd so that the DTD check still holds (docs/reference-notes.md).
 
 use quick_xml::events::{BytesDecl, BytesEnd, BytesStart, BytesText, Event};
 use quick_xml::Writer;
@@ -15,6 +18,8 @@ pub struct ActionSpec {
     pub interval: Option<&'static str>,
     pub role: Option<&'static str>,
     pub depth: Option<&'static str>,
+    /// An OCF 1.1 action (reload-agent): left out for Pacemaker before 2.1.
+    pub ocf_1_1: bool,
 }
 
 impl ActionSpec {
@@ -25,27 +30,44 @@ impl ActionSpec {
             interval: None,
             role: None,
             depth: None,
+            ocf_1_1: false,
+        }
+    }
+
+    /// An action only Pacemaker 2.1 and later call.
+    pub const fn ocf_1_1(name: &'static str, timeout: &'static str) -> ActionSpec {
+        ActionSpec {
+            ocf_1_1: true,
+            ..ActionSpec::new(name, timeout)
         }
     }
 }
 
-/// How the roles of a promotable clone are spelled: Promoted/Unpromoted from Pacemaker 2.1's
-/// CIB schema 3.7 on, Master/Slave before (Pacemaker 1.1 and 2.0, pcs 0.9 and 0.10 up to
-/// 0.10.8 refuse the new names). Agents describe their actions with the new names.
+/// The Pacemaker generation the meta-data is written for, told by the installed CIB schemas
+/// (`agents::installed_generation`). Pacemaker 2.1 brought CIB schema 3.7 and OCF 1.1 with it:
+/// the roles Promoted/Unpromoted (Pacemaker 1.1 and 2.0, pcs 0.9 and 0.10 up to 0.10.8 refuse
+/// them), `reload-agent` and `reloadable` parameters (Pacemaker 2.0 would ignore them and
+/// restart on any change). Agents describe their actions with the new role names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RoleNames {
-    PromotedUnpromoted,
-    MasterSlave,
+pub enum Generation {
+    /// Pacemaker 1.1 and 2.0: Master/Slave, OCF 1.0.
+    Pacemaker20,
+    /// Pacemaker 2.1 and later: Promoted/Unpromoted, OCF 1.1.
+    Pacemaker21,
 }
 
-impl RoleNames {
+impl Generation {
     /// `role` as this generation spells it.
     pub fn spell(self, role: &'static str) -> &'static str {
         match (self, role) {
-            (RoleNames::MasterSlave, "Promoted") => "Master",
-            (RoleNames::MasterSlave, "Unpromoted") => "Slave",
+            (Generation::Pacemaker20, "Promoted") => "Master",
+            (Generation::Pacemaker20, "Unpromoted") => "Slave",
             (_, r) => r,
         }
+    }
+
+    pub fn has_reload_agent(self) -> bool {
+        self == Generation::Pacemaker21
     }
 }
 
@@ -58,18 +80,25 @@ pub struct AgentInfo {
     pub actions: &'static [ActionSpec],
 }
 
-/// The meta-data document, its roles spelled as `roles`. Infallible by construction: writing
-/// to a Vec cannot fail.
-pub fn render(agent: &AgentInfo, roles: RoleNames) -> String {
+/// ra-api-1.dtd knows neither `reloadable` nor `reload-agent`: declared here, the document
+/// stays valid against it (internal declarations come first and win).
+const OCF_1_1_SUBSET: &str =
+    " [\n<!ATTLIST parameter reloadable (1|0) \"0\">\n<!ATTLIST action name CDATA #REQUIRED>\n]";
+
+/// The meta-data document for `generation`. Infallible by construction: writing to a Vec
+/// cannot fail.
+pub fn render(agent: &AgentInfo, generation: Generation) -> String {
     let mut w = Writer::new_with_indent(Vec::new(), b' ', 2);
     let mut emit = |e: Event| {
         w.write_event(e)
             .expect("writing XML into memory cannot fail")
     };
     emit(Event::Decl(BytesDecl::new("1.0", None, None)));
-    emit(Event::DocType(BytesText::from_escaped(
-        "resource-agent SYSTEM \"ra-api-1.dtd\"",
-    )));
+    let ocf_1_1 = generation.has_reload_agent();
+    let subset = if ocf_1_1 { OCF_1_1_SUBSET } else { "" };
+    emit(Event::DocType(BytesText::from_escaped(format!(
+        "resource-agent SYSTEM \"ra-api-1.dtd\"{subset}"
+    ))));
     let mut root = BytesStart::new("resource-agent");
     root.push_attribute(("name", agent.name));
     // No `version` attribute here: resource-agents' metadata.rng before 4.9 (RHEL 8.4's 4.7)
@@ -85,6 +114,9 @@ pub fn render(agent: &AgentInfo, roles: RoleNames) -> String {
         el.push_attribute(("name", p.name));
         el.push_attribute(("unique", if p.unique { "1" } else { "0" }));
         el.push_attribute(("required", if p.required { "1" } else { "0" }));
+        if ocf_1_1 && p.reloadable {
+            el.push_attribute(("reloadable", "1"));
+        }
         emit(Event::Start(el));
         text_element(&mut emit, "longdesc", Some("en"), p.longdesc);
         text_element(&mut emit, "shortdesc", Some("en"), p.shortdesc);
@@ -99,13 +131,13 @@ pub fn render(agent: &AgentInfo, roles: RoleNames) -> String {
     emit(Event::End(BytesEnd::new("parameters")));
 
     emit(Event::Start(BytesStart::new("actions")));
-    for a in agent.actions {
+    for a in agent.actions.iter().filter(|a| ocf_1_1 || !a.ocf_1_1) {
         let mut el = BytesStart::new("action");
         el.push_attribute(("name", a.name));
         el.push_attribute(("timeout", a.timeout));
         for (key, value) in [
             ("interval", a.interval),
-            ("role", a.role.map(|r| roles.spell(r))),
+            ("role", a.role.map(|r| generation.spell(r))),
             ("depth", a.depth),
         ] {
             if let Some(v) = value {
@@ -142,12 +174,14 @@ mod tests {
         default: Some("5"),
         required: true,
         unique: true,
+        reloadable: true,
         shortdesc: "short <x>",
         longdesc: "long & more",
     };
     static PARAMS: [Param; 1] = [P];
-    static ACTIONS: [ActionSpec; 2] = [
+    static ACTIONS: [ActionSpec; 3] = [
         ActionSpec::new("start", "20s"),
+        ActionSpec::ocf_1_1("reload-agent", "10s"),
         ActionSpec {
             interval: Some("10s"),
             role: Some("Promoted"),
@@ -164,17 +198,28 @@ mod tests {
             params: &PARAMS,
             actions: &ACTIONS,
         };
-        let old = render(&info, RoleNames::MasterSlave);
+        let old = render(&info, Generation::Pacemaker20);
         assert!(old.contains("role=\"Master\""), "{old}");
-        let xml = render(&info, RoleNames::PromotedUnpromoted);
+        assert!(
+            old.starts_with(
+                "<?xml version=\"1.0\"?>\n<!DOCTYPE resource-agent SYSTEM \"ra-api-1.dtd\">"
+            ),
+            "{old}"
+        );
+        assert!(!old.contains("reload"), "{old}");
+        let xml = render(&info, Generation::Pacemaker21);
         assert!(
             xml.starts_with(
-                "<?xml version=\"1.0\"?>\n<!DOCTYPE resource-agent SYSTEM \"ra-api-1.dtd\">"
+                "<?xml version=\"1.0\"?>\n<!DOCTYPE resource-agent SYSTEM \"ra-api-1.dtd\" [\n<!ATTLIST parameter reloadable"
             ),
             "{xml}"
         );
         assert!(
-            xml.contains("<parameter name=\"ip\" unique=\"1\" required=\"1\">"),
+            xml.contains("<action name=\"reload-agent\" timeout=\"10s\"/>"),
+            "{xml}"
+        );
+        assert!(
+            xml.contains("<parameter name=\"ip\" unique=\"1\" required=\"1\" reloadable=\"1\">"),
             "{xml}"
         );
         assert!(

@@ -10,6 +10,7 @@ const BASE: Param = Param {
     default: None,
     required: false,
     unique: false,
+    reloadable: false,
     shortdesc: "",
     longdesc: "",
 };
@@ -59,11 +60,16 @@ pub const ETCD_KEY: Param = Param {
 pub const LEASE_TTL: Param = Param {
     name: "lease_ttl",
     kind: Kind::Integer,
-    default: Some("10"),
+    // Follows the cluster when unset (lease::cluster::default_ttl).
+    default: None,
     shortdesc: "Leader lease TTL (seconds)",
     longdesc: "Time to live of the etcd lease that holds the leader key, in seconds (at least 2, \
         etcd's minimum). The guard renews it every lease_ttl/3. A crashed holder's key expires \
-        at most lease_ttl after its last renewal, so promote timeouts must exceed it.",
+        at most lease_ttl after its last renewal, so promote timeouts must exceed it. When not \
+        set it follows the cluster: corosync's failure detection time (token timeout plus \
+        consensus timeout, as corosync runs them) in whole seconds, within 3 to 10 — 8 with \
+        RHEL's defaults on 3 nodes (token 3000), 6 on 2 nodes — so that a crashed holder's \
+        lease is gone when Pacemaker can promote elsewhere; 10 where no corosync runs.",
     ..BASE
 };
 
@@ -78,8 +84,8 @@ pub const LEASE_MARGIN: Param = Param {
         before the lease could expire at etcd: its deadline is the send time of the last \
         successful keepalive + lease_ttl - lease_margin. At least 1, and less than 2/3 of \
         lease_ttl. It must exceed the worst clock drift and the time fencing takes. When not \
-        set: lease_ttl/5 rounded, at least 1 and below 2/3 of lease_ttl (2 for the default \
-        lease_ttl of 10, 1 for lease_ttl 3, 6 for lease_ttl 30).",
+        set: lease_ttl/5 rounded, at least 1 and below 2/3 of lease_ttl (2 for lease_ttl 10 or 8, \
+        1 for lease_ttl 3, 6 for lease_ttl 30).",
     ..BASE
 };
 
@@ -144,6 +150,7 @@ pub const HEALTH_URL: Param = Param {
     longdesc: "http:// or https:// URL that answers 2xx while the service is healthy. Promote \
         waits for it; a failing check makes monitor report a failed promoted instance. Without \
         it, a running process (or an active unit) counts as healthy.",
+    reloadable: true,
     ..BASE
 };
 
@@ -151,6 +158,7 @@ pub const HEALTH_CACERT: Param = Param {
     name: "health_cacert",
     shortdesc: "CA certificate for health_url (PEM)",
     longdesc: "PEM CA certificate that signed the service's certificate, for https health URLs.",
+    reloadable: true,
     ..BASE
 };
 
@@ -160,6 +168,7 @@ pub const HEALTH_TIMEOUT: Param = Param {
     default: Some("2000"),
     shortdesc: "Health check timeout (ms)",
     longdesc: "Timeout of one health check, in milliseconds.",
+    reloadable: true,
     ..BASE
 };
 
@@ -170,6 +179,7 @@ pub const HEALTH_INTERVAL: Param = Param {
     shortdesc: "Health check interval (s)",
     longdesc: "Seconds between two health checks of the promoted service (like keepalived's \
         vrrp_script interval).",
+    reloadable: true,
     ..BASE
 };
 
@@ -183,6 +193,7 @@ pub const HEALTH_FAILURES: Param = Param {
         recovers it — like keepalived's vrrp_script fall or Kubernetes' failureThreshold. One \
         slow or failed check alone never fails over. A service process that has exited counts \
         at once, whatever this says.",
+    reloadable: true,
     ..BASE
 };
 
@@ -195,6 +206,7 @@ pub const PUSH_FAILURES: Param = Param {
         failed checks), the guard runs `crm_resource --fail` for this resource on this node, \
         so that Pacemaker starts recovery at once instead of at the next monitor. false: \
         Pacemaker finds out at the next promoted monitor.",
+    reloadable: true,
     ..BASE
 };
 

@@ -9,6 +9,7 @@ pub const IP: Param = Param {
     default: None,
     required: false,
     unique: true,
+    reloadable: false,
     shortdesc: "Floating IPv4 or IPv6 address",
     longdesc: "The floating IP address to manage, IPv4 (192.0.2.10) or IPv6 (2001:db8::10), \
         in any valid spelling. It is added to the interface where the resource runs and \
@@ -22,6 +23,7 @@ pub const CIDR_NETMASK: Param = Param {
     default: None,
     required: false,
     unique: false,
+    reloadable: false,
     shortdesc: "Prefix length",
     longdesc: "The prefix length of the address in CIDR form (24, 64), or a dotted IPv4 \
         netmask (255.255.255.0). When unset it is taken from the route that matches the \
@@ -35,6 +37,7 @@ pub const NIC: Param = Param {
     default: None,
     required: false,
     unique: false,
+    reloadable: false,
     shortdesc: "Network interface",
     longdesc: "The interface to add the address to; nic:label also sets iflabel, as in \
         IPaddr2. When unset, the interface of the longest-prefix, lowest-metric route of the \
@@ -49,6 +52,7 @@ pub const IFLABEL: Param = Param {
     default: None,
     required: false,
     unique: false,
+    reloadable: false,
     shortdesc: "Interface label (IPv4)",
     longdesc: "A label for the IPv4 address: it shows as nic:iflabel in `ip addr`. \
         nic:iflabel must fit in 15 characters. Ignored for IPv6, like IPaddr2.",
@@ -60,6 +64,7 @@ pub const ARP_COUNT: Param = Param {
     default: Some("5"),
     required: false,
     unique: false,
+    reloadable: true,
     shortdesc: "Number of announcements at start",
     longdesc: "How many gratuitous ARP (IPv4) or unsolicited Neighbor Advertisement (IPv6) \
         frames to send when the address is brought up. The first leaves before start \
@@ -72,6 +77,7 @@ pub const ARP_INTERVAL: Param = Param {
     default: Some("200"),
     required: false,
     unique: false,
+    reloadable: true,
     shortdesc: "Milliseconds between announcements",
     longdesc: "The interval in milliseconds between two announcement frames.",
 };
@@ -82,6 +88,7 @@ pub const ARP_COUNT_REFRESH: Param = Param {
     default: Some("0"),
     required: false,
     unique: false,
+    reloadable: true,
     shortdesc: "Announcements on each monitor",
     longdesc: "How many announcement frames to send on every recurring monitor, to refresh \
         stale ARP and neighbour caches (after a split brain, for instance). 0 sends none.",
@@ -93,6 +100,7 @@ pub const ARP_MODE: Param = Param {
     default: Some("both"),
     required: false,
     unique: false,
+    reloadable: true,
     shortdesc: "ARP frame type: both, request or reply",
     longdesc: "Which gratuitous ARP frames to send for an IPv4 address: 'both' alternates \
         request and reply (some switches and hosts honour only one of them), 'request' or \
@@ -105,6 +113,7 @@ pub const RUN_ARPING: Param = Param {
     default: Some("false"),
     required: false,
     unique: false,
+    reloadable: true,
     shortdesc: "Check for a duplicate address before adding it",
     longdesc: "Before adding an IPv4 address, probe with ARP (sender 0.0.0.0) whether another \
         host already answers for it, and fail the start if one does. IPv6 relies on the \
@@ -117,6 +126,7 @@ pub const NODAD: Param = Param {
     default: Some("false"),
     required: false,
     unique: false,
+    reloadable: false,
     shortdesc: "Skip IPv6 duplicate address detection",
     longdesc: "For IPv6: add the address without duplicate address detection, so it is \
         usable at once. When false, start waits (bounded by the operation timeout) until \
@@ -129,6 +139,7 @@ pub const NOPREFIXROUTE: Param = Param {
     default: Some("false"),
     required: false,
     unique: false,
+    reloadable: false,
     shortdesc: "Do not add a prefix route",
     longdesc: "Add the address without the kernel's automatic route for its prefix.",
 };
@@ -139,6 +150,7 @@ pub const PREFERRED_LFT: Param = Param {
     default: Some("forever"),
     required: false,
     unique: false,
+    reloadable: false,
     shortdesc: "Preferred lifetime (IPv6)",
     longdesc: "For IPv6: the preferred lifetime of the address in seconds, or 'forever'. \
         0 marks the address deprecated, so it is not chosen as a source address for \
@@ -151,6 +163,7 @@ pub const BROADCAST: Param = Param {
     default: None,
     required: false,
     unique: false,
+    reloadable: false,
     shortdesc: "Broadcast address (IPv4)",
     longdesc: "The broadcast address of the IPv4 address: an address, '+' (host bits set) or \
         '-' (host bits clear). When unset it is the broadcast address of the base address the \
@@ -163,6 +176,7 @@ pub const ARP_BG: Param = Param {
     default: None,
     required: false,
     unique: false,
+    reloadable: true,
     shortdesc: "Send announcements in the background",
     longdesc: "true or unset: the first announcement leaves before start returns and the rest \
         follow in the background. false: start returns after the last of arp_count frames, \
@@ -175,6 +189,7 @@ pub const ARP_SENDER: Param = Param {
     default: None,
     required: false,
     unique: false,
+    reloadable: true,
     shortdesc: "IPaddr2's ARP program (accepted, not used)",
     longdesc: "IPaddr2's choice of program for gratuitous ARP: send_arp, iputils_arping, \
         libnet_arping or ipoibarping. Accepted for compatibility; every announcement is sent \
@@ -187,6 +202,7 @@ pub const SEND_ARP_OPTS: Param = Param {
     default: None,
     required: false,
     unique: false,
+    reloadable: true,
     shortdesc: "Options for IPaddr2's ARP program (refused)",
     longdesc: "Extra command-line options for IPaddr2's ARP program. There is no such program \
         here: a non-empty value is refused; use arp_mode, arp_count and arp_interval.",
@@ -198,6 +214,7 @@ pub const FLUSH_ROUTES: Param = Param {
     default: Some("false"),
     required: false,
     unique: false,
+    reloadable: false,
     shortdesc: "Flush the routing cache on stop",
     longdesc: "After removing the address, flush the kernel's routing cache of its address \
         family (IPaddr2 runs `ip route flush cache`, which flushes IPv4 only).",
@@ -209,6 +226,7 @@ pub const LVS_SUPPORT: Param = Param {
     default: Some("false"),
     required: false,
     unique: false,
+    reloadable: false,
     shortdesc: "LVS direct routing: take the address over from lo",
     longdesc: "IPv4 only. For LVS direct-routing real servers that hold the VIP on lo: start \
         removes a copy of the address on lo (as /32) and stop puts it back.",
@@ -220,6 +238,7 @@ pub const LVS_IPV6_ADDRLABEL: Param = Param {
     default: Some("false"),
     required: false,
     unique: false,
+    reloadable: false,
     shortdesc: "Give the IPv6 address an address label",
     longdesc: "IPv6 only. Add an address label (`ip addrlabel`) for the address while it is up, \
         so that source address selection avoids it (LVS direct routing).",
@@ -231,6 +250,7 @@ pub const LVS_IPV6_ADDRLABEL_VALUE: Param = Param {
     default: Some("99"),
     required: false,
     unique: false,
+    reloadable: false,
     shortdesc: "The IPv6 address label",
     longdesc: "The label lvs_ipv6_addrlabel gives the address.",
 };
@@ -241,6 +261,7 @@ pub const MAC: Param = Param {
     default: None,
     required: false,
     unique: false,
+    reloadable: false,
     shortdesc: "CLUSTERIP multicast MAC (not supported)",
     longdesc: "IPaddr2's multicast MAC for its iptables CLUSTERIP mode. CLUSTERIP is \
         deprecated and removed from current kernels; vip refuses a value.",
@@ -252,6 +273,7 @@ pub const CLUSTERIP_HASH: Param = Param {
     default: Some("sourceip-sourceport"),
     required: false,
     unique: false,
+    reloadable: false,
     shortdesc: "CLUSTERIP hash (not supported)",
     longdesc: "IPaddr2's hash for its iptables CLUSTERIP mode, which vip does not support: \
         any value but the default is refused.",
@@ -263,6 +285,7 @@ pub const UNIQUE_CLONE_ADDRESS: Param = Param {
     default: Some("false"),
     required: false,
     unique: false,
+    reloadable: false,
     shortdesc: "One address per clone instance (not supported)",
     longdesc: "IPaddr2's addresses-per-clone mode. vip is not cloned: true is refused.",
 };
@@ -273,6 +296,7 @@ pub const NETWORK_NAMESPACE: Param = Param {
     default: None,
     required: false,
     unique: false,
+    reloadable: false,
     shortdesc: "Network namespace to operate within",
     longdesc: "A named network namespace (/run/netns/NAME, as `ip netns add` makes them) in \
         which every action runs: the interface must be in it.",

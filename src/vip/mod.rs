@@ -82,6 +82,16 @@ impl Broadcast {
 const ARP_SENDERS: [&str; 4] = ["send_arp", "iputils_arping", "libnet_arping", "ipoibarping"];
 
 impl VipConfig {
+    /// Takes `other`'s announcement settings (the reloadable ones, src/params/vip.rs).
+    pub fn take_announcements_of(&mut self, other: &VipConfig) {
+        self.arp_count = other.arp_count;
+        self.arp_interval = other.arp_interval;
+        self.arp_count_refresh = other.arp_count_refresh;
+        self.arp_mode = other.arp_mode;
+        self.arp_bg = other.arp_bg;
+        self.run_arping = other.run_arping;
+    }
+
     pub fn from_values(v: &Values) -> Result<VipConfig, ConfigError> {
         let ip_text = v.required(&p::IP)?;
         let ip = parse_ip(ip_text)?;

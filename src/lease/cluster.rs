@@ -1,0 +1,74 @@
+//! lease_ttl when it is not set follows the cluster: corosync's failure detection time (the
+//! token timeout, with its per-node coefficient, plus the consensus timeout) in whole
+//! seconds, within 3..=10. A crashed holder's lease is then gone by the time corosync has
+//! noticed the crash and Pacemaker can promote elsewhere, so the lease adds no wait to a
+//! failover; the guard fences after lease_ttl − lease_margin without a renewal, which is no
+//! more eager than corosync's own verdict on a silent node. Without a running corosync
+//! (`hamaster takeover`, tests) it is 10, the TTL before this rule.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// The default when corosync does not answer, and the most the rule gives.
+pub const FALLBACK_TTL_SECS: u64 = 10;
+/// The least the rule gives: lease_margin (at least 1) and a renewal every ttl/3 need room.
+pub const MIN_DERIVED_TTL_SECS: u64 = 3;
+
+/// The TTL for a cluster whose corosync detects a silent node after `detection`.
+pub fn ttl_for_detection(detection: Duration) -> u64 {
+    detection
+        .as_secs()
+        .clamp(MIN_DERIVED_TTL_SECS, FALLBACK_TTL_SECS)
+}
+
+/// corosync's failure detection time as it runs now (`corosync-cmapctl`: the runtime token
+/// and consensus timeouts), or None when no corosync answers.
+pub fn corosync_detection() -> Option<Duration> {
+    let get = |key: &str| -> Option<u64> {
+        let out = Command::new("timeout")
+            .args(["2", "corosync-cmapctl", "-g", key])
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output()
+            .ok()?;
+        if !out.status.success() {
+            return None;
+        }
+        // "runtime.config.totem.token (u32) = 3650"
+        String::from_utf8_lossy(&out.stdout)
+            .rsplit('=')
+            .next()?
+            .trim()
+            .parse()
+            .ok()
+    };
+    let token = get("runtime.config.totem.token")?;
+    let consensus = get("runtime.config.totem.consensus")?;
+    Some(Duration::from_millis(token + consensus))
+}
+
+/// lease_ttl's default on this node.
+pub fn default_ttl() -> u64 {
+    corosync_detection().map_or(FALLBACK_TTL_SECS, ttl_for_detection)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_lease_ends_before_corosync_declares_the_holder_lost() {
+        // RHEL's defaults on 3 nodes: token 3000 + 650 = 3650 ms, consensus 1.2 × 3650.
+        assert_eq!(ttl_for_detection(Duration::from_millis(3650 + 4380)), 8);
+        // 2 nodes: no coefficient.
+        assert_eq!(ttl_for_detection(Duration::from_millis(3000 + 3600)), 6);
+        // token 1000 on 3 nodes (the lab): 1650 + 1980.
+        assert_eq!(ttl_for_detection(Duration::from_millis(1650 + 1980)), 3);
+        // Tuned far down, or up: within 3..=10.
+        assert_eq!(ttl_for_detection(Duration::from_millis(500 + 600)), 3);
+        assert_eq!(
+            ttl_for_detection(Duration::from_millis(10_650 + 12_780)),
+            10
+        );
+    }
+}
