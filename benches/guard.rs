@@ -49,7 +49,7 @@ fn main() {
     let min = |v: &[f64]| v.iter().copied().fold(f64::MAX, f64::min);
     let section = format!(
         "{MARK_START}\n## The guard's deadline (`make bench-guard`, {})\n\n\
-         Default lease settings (lease_ttl 10 s, lease_margin 2 s), three etcd members in their own\n\
+         Default lease settings where no corosync runs (lease_ttl 10 s, lease_margin 2 s), three etcd members in their own\n\
          namespaces, the master in a fourth; key deletion timed from etcd's side (`etcdctl watch`),\n\
          the VIP by a 5 ms netlink observer on the master.\n\n\
          | what | trials | min | median | max | target |\n|---|---|---|---|---|---|\n\

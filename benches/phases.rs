@@ -54,7 +54,7 @@ fn main() {
     }
     let section = format!(
         "{MARK_START}\n## The guard machine in every phase (`make bench-phases`, {})\n\n\
-         Default lease settings (lease_ttl 10 s, lease_margin 2 s), three etcd members in their own\n\
+         Default lease settings where no corosync runs (lease_ttl 10 s, lease_margin 2 s), three etcd members in their own\n\
          namespaces; the VIP seen by a 5 ms netlink observer in the master's namespace, the loss\n\
          made with etcdctl from a member's namespace.\n\n\
          | what | trials | min | median | max | target |\n|---|---|---|---|---|---|\n{}{}",

@@ -531,6 +531,9 @@ fn reload_agent_changes_health_settings_without_a_restart_and_refuses_the_rest()
         1,
         "the etcd and lease settings changed: that needs a restart",
     );
+    agent
+        .run("monitor")
+        .expect(9, &format!("service unhealthy: {other} answered 503"));
 
     // Back to the served path: healthy again, by the same guard on the same lease.
     let back = a.agent(&etcd).run("reload-agent");

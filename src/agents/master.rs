@@ -53,8 +53,10 @@ pub static INFO: AgentInfo = AgentInfo {
         itself before the lease can expire, so two nodes never serve as master at once, even \
         when Pacemaker itself is split. Configure as a promotable clone with promoted-max=1. \
         The promote timeout must exceed lease_ttl plus the service's start time. Supported: \
-        Pacemaker 1.1 (RHEL 7), 2.0 (RHEL 8.0-8.4) and 2.1 or later (RHEL 8.5+, 9); promotion \
-        scores go through crm_master before 2.1 and crm_attribute --promotion from 2.1 on.",
+        Pacemaker 2.0 (RHEL 8.0-8.4) and 2.1 or later (RHEL 8.5+, 9, 10), tested with 2.0.5, \
+        2.1.5 and 3.0.0; written for 1.1 (RHEL 7), untested there. Promotion scores go through \
+        crm_master before 2.1 and crm_attribute --promotion from 2.1 on; from 2.1 on, the \
+        reloadable parameters change without a restart (reload-agent).",
     params: &MASTER_AGENT,
     actions: &ACTIONS,
 };

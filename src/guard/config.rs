@@ -62,6 +62,14 @@ impl MasterConfig {
     /// the health check, push_failures and the announcements.
     pub fn reload_refusal(&self, new: &MasterConfig) -> Option<String> {
         let mut kept = new.clone();
+        // A lease that follows the cluster was fixed at promote: corosync changing since
+        // (a node added, a new token) is no change of the resource's settings.
+        if self.etcd.ttl_from_cluster && new.etcd.ttl_from_cluster {
+            kept.etcd.ttl = self.etcd.ttl;
+            if self.etcd.margin_derived && new.etcd.margin_derived {
+                kept.etcd.margin = self.etcd.margin;
+            }
+        }
         kept.health = self.health.clone();
         kept.push_failures = self.push_failures;
         if let (Some(k), Some(old)) = (&mut kept.vip, &self.vip) {
@@ -230,5 +238,30 @@ mod tests {
             );
         }
         assert!(compared >= 30, "only {compared} parameters compared");
+    }
+
+    /// corosync changing after promote (a node added, a new token) changes the TTL a lease
+    /// that follows the cluster would get; a reload must not take that for a changed setting.
+    #[test]
+    fn a_reload_ignores_a_cluster_derived_lease_that_moved_with_corosync() {
+        let base = [
+            ("etcd_endpoints", "http://192.0.2.1:2379"),
+            ("command", "/usr/bin/api"),
+        ];
+        let before = parse(&base);
+        assert!(before.etcd.ttl_from_cluster && before.etcd.margin_derived);
+        let mut after = parse(&[("health_interval", "5"), base[0], base[1]]);
+        after.etcd.ttl += std::time::Duration::from_secs(1);
+        after.etcd.margin += std::time::Duration::from_secs(1);
+        assert_eq!(before.reload_refusal(&after), None);
+        // A lease_ttl set by the administrator is a setting: changing it needs a restart.
+        let set = parse(&[("lease_ttl", "10"), base[0], base[1]]);
+        let mut moved = set.clone();
+        moved.etcd.ttl += std::time::Duration::from_secs(1);
+        assert!(set.reload_refusal(&moved).is_some());
+        // From derived to set (the same value or not) is a change too.
+        let mut explicit = before.clone();
+        explicit.etcd.ttl_from_cluster = false;
+        assert!(before.reload_refusal(&explicit).is_some());
     }
 }

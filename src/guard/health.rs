@@ -4,7 +4,8 @@
 //! checks in a row; a service that is no longer running counts at once. It reports into the
 //! guard's status (monitor decides what that means) and, with push_failures, to Pacemaker at
 //! once when a healthy service turns unhealthy. A reload (health_url, health_timeout,
-//! health_interval, health_failures) takes effect at the next check, which it brings forward.
+//! health_interval, health_failures) takes effect at the next check, which it brings forward;
+//! a new URL (or CA) is a new check, which must pass before its failures are forgiven.
 
 use std::time::Duration;
 
@@ -105,9 +106,14 @@ pub async fn watch(
             }
         }
         let now = config.borrow_and_update().clone();
+        if (&now.health.url, &now.health.cacert) != (&cfg.health.url, &cfg.health.cacert) {
+            // Another check: its failures count afresh, and like the first check of all it
+            // must pass once before a failure is forgiven (no healthy verdict without a pass).
+            failed_in_a_row = 0;
+            healthy_once = false;
+        }
         if now.health != cfg.health {
             probe = None;
-            failed_in_a_row = 0;
         }
         cfg = now;
     }

@@ -208,6 +208,10 @@ async fn reload_from(req: Request<Incoming>, shared: &Shared) -> (StatusCode, Gu
     if let Some(why) = shared.config.borrow().reload_refusal(&new) {
         return refused(StatusCode::CONFLICT, why);
     }
+    // The health watch must be able to use it (the agent checked the files already).
+    if let Err(e) = crate::service::HealthProbe::new(&new.health) {
+        return refused(StatusCode::CONFLICT, format!("health check unusable: {e}"));
+    }
     let resource = shared.snapshot().resource;
     log::info!("guard {resource}: reloaded: new health, push and announcement settings in force");
     shared.config.send_replace(new);

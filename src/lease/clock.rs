@@ -121,7 +121,7 @@ mod tests {
             ttl: Duration::from_secs(ttl),
             margin: Duration::from_secs(margin),
         };
-        // The defaults (10 s, 2 s) and the derived margins (a fifth) are covered.
+        // 10 s / 2 s and the derived margins (a fifth, at least 2 s where allowed) are covered.
         assert!(at(10, 2).slew_margin() < Duration::from_secs(2));
         assert!(at(3, 1).slew_margin() < Duration::from_secs(1));
         assert!(at(30, 6).slew_margin() < Duration::from_secs(6));

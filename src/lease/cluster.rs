@@ -1,18 +1,21 @@
 //! lease_ttl when it is not set follows the cluster: corosync's failure detection time (the
 //! token timeout, with its per-node coefficient, plus the consensus timeout) in whole
-//! seconds, within 3..=10. A crashed holder's lease is then gone by the time corosync has
+//! seconds, within 6..=10. A crashed holder's lease is then gone by the time corosync has
 //! noticed the crash and Pacemaker can promote elsewhere, so the lease adds no wait to a
-//! failover; the guard fences after lease_ttl − lease_margin without a renewal, which is no
-//! more eager than corosync's own verdict on a silent node. Without a running corosync
-//! (`hamaster takeover`, tests) it is 10, the TTL before this rule.
+//! failover (at RHEL's defaults: 8 s on 3 nodes, 6 s on 2). The floor keeps a default lease
+//! from turning fragile on a cluster tuned for speed (token 1000: 3.6 s), where the lease is
+//! the administrator's to shorten with the token. The cost: the guard fences after lease_ttl −
+//! lease_margin without a renewal, earlier than with 10 (docs/tuning.md). Without a running
+//! corosync (`hamaster takeover`, tests) it is 10, the TTL before this rule.
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 /// The default when corosync does not answer, and the most the rule gives.
 pub const FALLBACK_TTL_SECS: u64 = 10;
-/// The least the rule gives: lease_margin (at least 1) and a renewal every ttl/3 need room.
-pub const MIN_DERIVED_TTL_SECS: u64 = 3;
+/// The least the rule gives: a derived margin of 2 s and a renewal every ttl/3 leave 2 s
+/// to reach etcd in.
+pub const MIN_DERIVED_TTL_SECS: u64 = 6;
 
 /// The TTL for a cluster whose corosync detects a silent node after `detection`.
 pub fn ttl_for_detection(detection: Duration) -> u64 {
@@ -62,10 +65,12 @@ mod tests {
         assert_eq!(ttl_for_detection(Duration::from_millis(3650 + 4380)), 8);
         // 2 nodes: no coefficient.
         assert_eq!(ttl_for_detection(Duration::from_millis(3000 + 3600)), 6);
-        // token 1000 on 3 nodes (the lab): 1650 + 1980.
-        assert_eq!(ttl_for_detection(Duration::from_millis(1650 + 1980)), 3);
-        // Tuned far down, or up: within 3..=10.
-        assert_eq!(ttl_for_detection(Duration::from_millis(500 + 600)), 3);
+        // 4 nodes: 3000 + 2 × 650, consensus 1.2 × that.
+        assert_eq!(ttl_for_detection(Duration::from_millis(4300 + 5160)), 9);
+        // token 1000 on 3 nodes (the lab): 1650 + 1980, below the floor.
+        assert_eq!(ttl_for_detection(Duration::from_millis(1650 + 1980)), 6);
+        // Tuned far down, or up: within 6..=10.
+        assert_eq!(ttl_for_detection(Duration::from_millis(500 + 600)), 6);
         assert_eq!(
             ttl_for_detection(Duration::from_millis(10_650 + 12_780)),
             10

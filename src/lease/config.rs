@@ -9,10 +9,21 @@ use crate::params::{ConfigError, Values};
 /// etcd refuses leases shorter than its minimum (1.5 × election timeout, 2 s by default).
 pub const MIN_TTL_SECS: u64 = 2;
 
-/// lease_margin when it is not set: a fifth of the TTL, rounded, kept within the rule
-/// `1 ≤ margin < 2·ttl/3` (2 for a TTL of 10 or 8, 1 for 3, 6 for 30).
+/// lease_margin when it is not set: a fifth of the TTL, rounded, but at least 2 s and at least
+/// what chrony's largest slew needs (`LeaseClock::slew_margin`), kept within the rule
+/// `1 ≤ margin < 2·ttl/3` (1 for a TTL of 2 or 3, 2 from 4 to 12, 6 for 30).
 pub fn derived_margin(ttl: u64) -> u64 {
-    ((ttl + 2) / 5).clamp(1, ((2 * ttl).saturating_sub(1) / 3).max(1))
+    let slew = super::LeaseClock {
+        ttl: Duration::from_secs(ttl),
+        margin: Duration::ZERO,
+    }
+    .slew_margin()
+    .as_secs_f64()
+    .ceil() as u64;
+    ((ttl + 2) / 5)
+        .max(2)
+        .max(slew)
+        .clamp(1, ((2 * ttl).saturating_sub(1) / 3).max(1))
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -25,6 +36,12 @@ pub struct EtcdConfig {
     pub key: Option<PathBuf>,
     pub ttl: Duration,
     pub margin: Duration,
+    /// lease_ttl was not set: `ttl` follows the cluster (lease::cluster).
+    #[serde(default)]
+    pub ttl_from_cluster: bool,
+    /// lease_margin was not set: `margin` follows `ttl` (derived_margin).
+    #[serde(default)]
+    pub margin_derived: bool,
     /// Keep etcd's raft leader off this node while leading (etcd_move_leader).
     pub move_leader: bool,
 }
@@ -97,16 +114,19 @@ impl EtcdConfig {
                 "uses http, but TLS files are set: use https:// endpoints",
             ));
         }
-        let ttl: u64 = match v.integer(&p::LEASE_TTL)? {
-            Some(t) => t,
-            None => super::cluster::default_ttl(),
+        let set_margin: Option<u64> = v.integer(&p::LEASE_MARGIN)?;
+        let set_ttl: Option<u64> = v.integer(&p::LEASE_TTL)?;
+        let ttl = match (set_ttl, set_margin) {
+            (Some(t), _) => t,
+            // A margin set alone: the cluster's TTL, raised so that the margin stays valid
+            // (what corosync says on one node must not make the setting wrong everywhere).
+            (None, Some(m)) => super::cluster::default_ttl().max(3 * m / 2 + 1),
+            (None, None) => super::cluster::default_ttl(),
         };
         if !(MIN_TTL_SECS..=3600).contains(&ttl) {
             return Err(ConfigError::invalid(&p::LEASE_TTL, &ttl.to_string(), format!("is out of range {MIN_TTL_SECS}..3600 (etcd's minimum lease is {MIN_TTL_SECS} s)")));
         }
-        let margin: u64 = v
-            .integer(&p::LEASE_MARGIN)?
-            .unwrap_or_else(|| derived_margin(ttl));
+        let margin: u64 = set_margin.unwrap_or_else(|| derived_margin(ttl));
         // The deadline (ttl - margin after a keepalive) must come after the next keepalive
         // (ttl/3), or every renewal would arrive too late.
         if margin < 1 || 3 * margin >= 2 * ttl {
@@ -125,6 +145,8 @@ impl EtcdConfig {
             key,
             ttl: Duration::from_secs(ttl),
             margin: Duration::from_secs(margin),
+            ttl_from_cluster: set_ttl.is_none(),
+            margin_derived: set_margin.is_none(),
             move_leader: v.boolean(&p::ETCD_MOVE_LEADER)?,
         })
     }
@@ -241,13 +263,36 @@ mod tests {
         assert_eq!(config(&[ep]).unwrap().margin, Duration::from_secs(2));
         let three = config(&[ep, ("lease_ttl", "3")]).expect("lease_ttl=3 alone is valid");
         assert_eq!(three.margin, Duration::from_secs(1));
-        for (ttl, want) in [(2, 1), (3, 1), (7, 1), (8, 2), (10, 2), (15, 3), (30, 6)] {
+        for (ttl, want) in [
+            (2, 1),
+            (3, 1),
+            (4, 2),
+            (6, 2),
+            (7, 2),
+            (8, 2),
+            (10, 2),
+            (15, 3),
+            (30, 6),
+        ] {
             assert_eq!(derived_margin(ttl), want, "lease_ttl {ttl}");
         }
         for ttl in MIN_TTL_SECS..=3600 {
             let m = derived_margin(ttl);
             assert!(m >= 1 && 3 * m < 2 * ttl, "lease_ttl {ttl}: margin {m}");
+            // And it covers chrony's largest slew wherever the rule leaves room for it.
+            let clock = crate::lease::LeaseClock {
+                ttl: Duration::from_secs(ttl),
+                margin: Duration::from_secs(m),
+            };
+            assert!(
+                ttl < 4 || clock.slew_margin() <= clock.margin,
+                "lease_ttl {ttl}"
+            );
         }
+        // A margin set alone stays valid whatever TTL the cluster gives.
+        let alone = config(&[ep, ("lease_margin", "5")]).expect("lease_margin alone");
+        assert!(3 * alone.margin < 2 * alone.ttl, "{alone:?}");
+        assert!(alone.ttl_from_cluster && !alone.margin_derived);
         // An explicit margin is still checked.
         let bad = config(&[ep, ("lease_ttl", "3"), ("lease_margin", "2")]).unwrap_err();
         assert!(bad.to_string().contains("lease_margin=\"2\""), "{bad}");

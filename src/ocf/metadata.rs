@@ -3,7 +3,7 @@
 //! (ocf-tester's `xmllint --valid`). Pacemaker 2.0's is OCF 1.0 as resource-agents'
 //! metadata.rng knows it; from 2.1 on it is OCF 1.1 (pcs's ocf-1.1.rng): roles Promoted and
 //! Unpromoted, `reload-agent` and `reloadable="1"`, which the DOCTYPE's internal subset
-//! declares on top of ra-api-1.dtd so that the DTD check still holds (docs/reference-notes.md).
+//! declares on top of ra-api-1.dtd so that the DTD check still holds (docs/pacemaker-generations.md).
 
 use quick_xml::events::{BytesDecl, BytesEnd, BytesStart, BytesText, Event};
 use quick_xml::Writer;

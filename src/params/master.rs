@@ -67,7 +67,7 @@ pub const LEASE_TTL: Param = Param {
         etcd's minimum). The guard renews it every lease_ttl/3. A crashed holder's key expires \
         at most lease_ttl after its last renewal, so promote timeouts must exceed it. When not \
         set it follows the cluster: corosync's failure detection time (token timeout plus \
-        consensus timeout, as corosync runs them) in whole seconds, within 3 to 10 — 8 with \
+        consensus timeout, as corosync runs them) in whole seconds, within 6 to 10 — 8 with \
         RHEL's defaults on 3 nodes (token 3000), 6 on 2 nodes — so that a crashed holder's \
         lease is gone when Pacemaker can promote elsewhere; 10 where no corosync runs.",
     ..BASE
@@ -84,8 +84,10 @@ pub const LEASE_MARGIN: Param = Param {
         before the lease could expire at etcd: its deadline is the send time of the last \
         successful keepalive + lease_ttl - lease_margin. At least 1, and less than 2/3 of \
         lease_ttl. It must exceed the worst clock drift and the time fencing takes. When not \
-        set: lease_ttl/5 rounded, at least 1 and below 2/3 of lease_ttl (2 for lease_ttl 10 or 8, \
-        1 for lease_ttl 3, 6 for lease_ttl 30).",
+        set: lease_ttl/5 rounded, but at least 2 and at least what the fastest clock slew \
+        needs (0.155 × lease_ttl), always below 2/3 of lease_ttl (1 for lease_ttl 2 or 3, 2 from \
+        4 to 12, 6 for 30). Set alone, with lease_ttl following the cluster, that lease_ttl is \
+        raised where needed to keep lease_margin valid.",
     ..BASE
 };
 

@@ -2,7 +2,10 @@
 //! cluster-in-namespaces.md): a switch namespace with a bridge, and per node a network +
 //! mount + UTS namespace held by a holder process, with its own corosync, pacemakerd and etcd
 //! member, and hamaster's OCF directory bind-mounted at /usr/lib/ocf/resource.d/hamaster.
-//! Nothing is installed on the host. Everything is torn down on drop, also after a failure.
+//! `Lab::in_root` runs another generation's cluster stack instead: every node's daemons and
+//! commands under chroot in a Debian root (scripts/make-root) with hamaster installed in it;
+//! etcd still comes from the host. Nothing is installed on the host. Everything is torn down
+//! on drop, also after a failure.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -46,6 +49,8 @@ pub struct Lab {
     witness: Option<(Netns, Option<Child>)>,
     two_node: bool,
     created_mount_point: bool,
+    /// The root the cluster stack runs in (None: the host's).
+    root: Option<PathBuf>,
 }
 
 fn corosync_conf(names: &[(String, String)], two_node: bool) -> String {
@@ -71,6 +76,16 @@ fn corosync_conf(names: &[(String, String)], two_node: bool) -> String {
 impl Lab {
     /// Brings up `n` nodes (2 or 3) and waits until all are online and etcd is healthy.
     pub fn new(tag: &str, n: usize, etcd: Etcd) -> Lab {
+        Lab::build(tag, n, etcd, None)
+    }
+
+    /// As `new`, with corosync, Pacemaker, pcs and the agents of the root at `root` (hamaster
+    /// installed there already), one etcd member per node.
+    pub fn in_root(tag: &str, n: usize, root: &Path) -> Lab {
+        Lab::build(tag, n, Etcd::OnNodes, Some(root.to_path_buf()))
+    }
+
+    fn build(tag: &str, n: usize, etcd: Etcd, root: Option<PathBuf>) -> Lab {
         let started = Instant::now();
         let dir = std::env::temp_dir().join(unique(&format!("lab-{tag}")));
         fs::create_dir_all(&dir).unwrap();
@@ -78,7 +93,7 @@ impl Lab {
         switch.ip(&["link", "add", "br0", "type", "bridge"]);
         switch.ip(&["link", "set", "br0", "up"]);
         switch.ip(&["addr", "add", &format!("{SWITCH_IP}/24"), "dev", "br0"]);
-        let created_mount_point = !Path::new(OCF_MOUNT).exists();
+        let created_mount_point = root.is_none() && !Path::new(OCF_MOUNT).exists();
         if created_mount_point {
             fs::create_dir_all(OCF_MOUNT).unwrap();
         }
@@ -89,6 +104,7 @@ impl Lab {
             witness: None,
             two_node: n == 2,
             created_mount_point,
+            root,
         };
         for i in 1..=n {
             let name = format!("n{i}");
@@ -127,8 +143,9 @@ impl Lab {
         }
         assert!(
             lab.wait_online(&lab.node_names(), Duration::from_secs(120)),
-            "cluster did not come online:\n{}",
-            lab.crm_mon_text()
+            "cluster did not come online:\n{}\n{}",
+            lab.crm_mon_text(),
+            lab.boot_output()
         );
         assert!(
             lab.wait_etcd_healthy(Duration::from_secs(60)),
@@ -201,7 +218,7 @@ impl Lab {
         let conf = corosync_conf(&names, self.two_node);
         let node = &mut self.nodes[i];
         node.gen += 1;
-        let g = node.dir.join(format!("boot{}", node.gen));
+        let g = node.boot_dir();
         for sub in [
             "run",
             "lib-pacemaker/cib",
@@ -217,15 +234,18 @@ impl Lab {
         }
         fs::write(g.join("etc-corosync/corosync.conf"), &conf).unwrap();
         must("chmod", &["1777", g.join("shm").to_str().unwrap()]);
-        must(
-            "chown",
-            &[
-                "-R",
-                "hacluster:haclient",
-                g.join("lib-pacemaker").to_str().unwrap(),
-                g.join("log").to_str().unwrap(),
-            ],
-        );
+        // In a root, its own hacluster (the holder's script); the host's ids may differ.
+        if self.root.is_none() {
+            must(
+                "chown",
+                &[
+                    "-R",
+                    "hacluster:haclient",
+                    g.join("lib-pacemaker").to_str().unwrap(),
+                    g.join("log").to_str().unwrap(),
+                ],
+            );
+        }
         let binds = [
             ("run", "/run"),
             ("lib-pacemaker", "/var/lib/pacemaker"),
@@ -234,23 +254,53 @@ impl Lab {
             ("etc-corosync", "/etc/corosync"),
             ("lib-corosync", "/var/lib/corosync"),
         ];
-        // Someone may have removed the (empty) mount point meanwhile: a lab owns what it needs.
-        if !Path::new(OCF_MOUNT).exists() {
-            fs::create_dir_all(OCF_MOUNT).unwrap();
-            self.created_mount_point = true;
-        }
         let mut script = String::from("set -e; ");
-        for (src, dst) in binds {
-            script.push_str(&format!("mount --bind {} {dst}; ", g.join(src).display()));
+        match &self.root {
+            None => {
+                // Someone may have removed the (empty) mount point meanwhile: a lab owns what
+                // it needs.
+                if !Path::new(OCF_MOUNT).exists() {
+                    fs::create_dir_all(OCF_MOUNT).unwrap();
+                    self.created_mount_point = true;
+                }
+                for (src, dst) in binds {
+                    script.push_str(&format!("mount --bind {} {dst}; ", g.join(src).display()));
+                }
+                script.push_str(&format!(
+                    "mount --bind {} {OCF_MOUNT}; ",
+                    OcfDir::get().provider().display()
+                ));
+                script.push_str(&format!(
+                    "hostname {}; touch /run/holder-ready; exec sleep 1000000",
+                    node.name
+                ));
+            }
+            Some(root) => {
+                // The root's own /proc, /sys and /dev, the node's directories over the root's,
+                // the repository where the tests expect it (cib/ scripts, the test service);
+                // then the holder changes its root, which every command entering the node takes
+                // (nsenter --root). The mounts live and die with the node's mount namespace.
+                let r = root.display();
+                let repo = env!("CARGO_MANIFEST_DIR");
+                fs::create_dir_all(root.join(repo.trim_start_matches('/'))).unwrap();
+                script.push_str(&format!(
+                    "mount -t proc proc {r}/proc; mount -t sysfs sysfs {r}/sys; \
+                     mount --rbind /dev {r}/dev; mount --bind {repo} {r}{repo}; "
+                ));
+                for (src, dst) in binds {
+                    script.push_str(&format!(
+                        "mount --bind {} {r}{dst}; ",
+                        g.join(src).display()
+                    ));
+                }
+                // Ready only once changed root: what enters before would get the host's.
+                script.push_str(&format!(
+                    "chroot {r} chown -R hacluster:haclient /var/lib/pacemaker /var/log/pacemaker; \
+                     hostname {}; exec chroot {r} sh -c 'touch /run/holder-ready; exec sleep 1000000'",
+                    node.name
+                ));
+            }
         }
-        script.push_str(&format!(
-            "mount --bind {} {OCF_MOUNT}; ",
-            OcfDir::get().provider().display()
-        ));
-        script.push_str(&format!(
-            "hostname {}; touch /run/holder-ready; exec sleep 1000000",
-            node.name
-        ));
         let holder = Command::new("ip")
             .args([
                 "netns",
@@ -290,11 +340,42 @@ impl Lab {
         });
         assert!(
             cfg_ready,
-            "corosync on {} did not start",
-            self.nodes[i].name
+            "corosync on {} did not start:\n{}",
+            self.nodes[i].name,
+            self.boot_output()
         );
         let pcmk = self.spawn_on(i, "pacemakerd.out", &["pacemakerd"]);
         self.nodes[i].daemons.push(pcmk);
+    }
+
+    /// What every node's holder and daemons printed in their current boot, for a failure.
+    fn boot_output(&self) -> String {
+        let mut out = String::new();
+        for n in &self.nodes {
+            let g = n.boot_dir();
+            for f in [
+                "holder.err",
+                "corosync.out",
+                "pacemakerd.out",
+                "log/pacemaker.log",
+            ] {
+                let text = fs::read_to_string(g.join(f)).unwrap_or_default();
+                // The first errors, then the end.
+                let errors: Vec<&str> = text
+                    .lines()
+                    .filter(|l| l.contains("error") || l.contains("crit"))
+                    .take(10)
+                    .collect();
+                let lines: Vec<&str> = text.lines().collect();
+                let tail = format!(
+                    "{}\n...\n{}",
+                    errors.join("\n"),
+                    lines[lines.len().saturating_sub(8)..].join("\n")
+                );
+                out.push_str(&format!("--- {} {f}:\n{tail}\n", n.name));
+            }
+        }
+        out
     }
 
     fn holder_pid(&self, i: usize) -> u32 {
@@ -303,16 +384,19 @@ impl Lab {
         h.id()
     }
 
+    /// A command in node `i`'s namespaces, under its root when the lab has one.
     fn nsenter(&self, i: usize, args: &[&str]) -> Command {
+        self.nsenter_in(i, self.root.is_some(), args)
+    }
+
+    /// `rooted`: in the node's root (the holder's); else with the host's programs.
+    fn nsenter_in(&self, i: usize, rooted: bool, args: &[&str]) -> Command {
         let mut cmd = Command::new("nsenter");
-        cmd.args([
-            "-t",
-            &self.holder_pid(i).to_string(),
-            "-m",
-            "-u",
-            "-n",
-            "--",
-        ]);
+        cmd.args(["-t", &self.holder_pid(i).to_string(), "-m", "-u", "-n"]);
+        if rooted {
+            cmd.args(["--root", "--wd"]);
+        }
+        cmd.arg("--");
         cmd.args(args);
         cmd.env("PCMK_node_name", &self.nodes[i].name);
         cmd.env("PCMK_logfile", "/var/log/pacemaker/pacemaker.log");
@@ -322,9 +406,13 @@ impl Lab {
     }
 
     fn spawn_on(&self, i: usize, log: &str, args: &[&str]) -> Child {
-        let g = self.nodes[i].dir.join(format!("boot{}", self.nodes[i].gen));
+        self.spawn_in(i, self.root.is_some(), log, args)
+    }
+
+    fn spawn_in(&self, i: usize, rooted: bool, log: &str, args: &[&str]) -> Child {
+        let g = self.nodes[i].boot_dir();
         let out = fs::File::create(g.join(log)).unwrap();
-        self.nsenter(i, args)
+        self.nsenter_in(i, rooted, args)
             .stdout(out.try_clone().unwrap())
             .stderr(out)
             .spawn()
@@ -391,7 +479,8 @@ impl Lab {
         let n = &self.nodes[i];
         let args = self.etcd_args(&n.name, &n.ip, &n.dir.join("etcd"));
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let child = self.spawn_on(i, "etcd.out", &args);
+        // The host's etcd, also beside a root's cluster stack.
+        let child = self.spawn_in(i, false, "etcd.out", &args);
         self.nodes[i].etcd = Some(child);
     }
 
@@ -631,17 +720,12 @@ impl Lab {
 
     /// Node `i`'s log file `name` (corosync.log, pacemaker.log) of its current boot.
     pub fn log_text(&self, i: usize, name: &str) -> String {
-        let node = &self.nodes[i];
-        fs::read_to_string(node.dir.join(format!("boot{}/log/{name}", node.gen)))
-            .unwrap_or_default()
+        fs::read_to_string(self.nodes[i].boot_dir().join("log").join(name)).unwrap_or_default()
     }
 
     /// Host path of a file under node `i`'s /run (current boot).
     pub fn run_path(&self, i: usize, rel: &str) -> PathBuf {
-        self.nodes[i]
-            .dir
-            .join(format!("boot{}/run", self.nodes[i].gen))
-            .join(rel)
+        self.nodes[i].boot_dir().join("run").join(rel)
     }
 }
 
@@ -657,9 +741,15 @@ pub fn resources_in_role(xml: &str, resource: &str, role: &str) -> Vec<String> {
     let mut lines = xml.lines().peekable();
     while let Some(l) = lines.next() {
         let l = l.trim_start();
+        // Pacemaker 2.0's crm_mon says Master and Slave.
+        let seen = attr(l, "role").map(|r| match r.as_str() {
+            "Master" => "Promoted".to_string(),
+            "Slave" => "Unpromoted".to_string(),
+            _ => r,
+        });
         if l.starts_with("<resource ")
             && attr(l, "id").as_deref() == Some(resource)
-            && attr(l, "role").as_deref() == Some(role)
+            && seen.as_deref() == Some(role)
             && attr(l, "active").as_deref() == Some("true")
         {
             if let Some(next) = lines.peek() {
@@ -680,6 +770,11 @@ fn kill_all_in(ns: &str) {
 }
 
 impl LabNode {
+    /// This node's directory of its current boot.
+    fn boot_dir(&self) -> PathBuf {
+        self.dir.join(format!("boot{}", self.gen))
+    }
+
     /// Kills every process of the node and reaps the ones this process started.
     fn kill(&mut self) {
         kill_all_in(&self.ns.name);
