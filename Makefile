@@ -45,9 +45,10 @@ check: deps lint test check-etcd-fixed check-rpm check-generations check-guard c
 check-etcd-fixed: deps
 	HAMASTER_TEST_ETCD=$$(scripts/fetch-etcd-fixed) $(CARGO) test --test guard_phases --test master_agent -- --test-threads=1
 
-# The pcs spelling of each cluster generation against that generation's own pcs and schema:
-# Debian roots (scripts/make-root: bullseye = RHEL 8.4's Pacemaker 2.0.5 / pcs 0.10.8, trixie =
-# RHEL 10's 3.0.0 / 0.12.0; cached under /var/tmp) with the RPM's glibc-2.17 binary inside.
+# Each cluster generation with the RPM's glibc-2.17 binary: Debian roots (scripts/make-root:
+# bullseye = RHEL 8.4's Pacemaker 2.0.5 / pcs 0.10.8, trixie = RHEL 10's 3.0.0 / 0.12.0; cached
+# under /var/tmp) checked against their own pcs and schema, then a live 3-node cluster in
+# each (the root's daemons under chroot in the node namespaces) and one on the host.
 check-generations: deps
 	$(CARGO) test --test generations -- --ignored --test-threads=1 --nocapture
 

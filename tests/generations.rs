@@ -265,6 +265,7 @@ struct Live {
     versions: String,
     ttl: String,
     update: &'static str,
+    partition_ms: u128,
     failover_ms: u128,
 }
 
@@ -296,21 +297,101 @@ fn holder_of_vip(lab: &Lab, limit: Duration) -> Option<usize> {
     h
 }
 
+/// One generation live: what runs there, and the corosync token its lab is given.
+struct LiveGeneration {
+    suite: &'static str,
+    /// `pacemakerd --version`, `pcs --version` and `corosync -v` must name these.
+    versions: [&'static str; 3],
+    /// LAB_TOTEM for its corosync.conf, and the lease that must follow from it on 3 nodes.
+    totem: &'static str,
+    ttl: &'static str,
+}
+
+const LIVE: [LiveGeneration; 3] = [
+    LiveGeneration {
+        suite: "bullseye",
+        versions: ["Pacemaker 2.0.5", "0.10.8", "version '3.1.2'"],
+        // 1650 + 1980 ms: below the floor of a lease that follows corosync.
+        totem: "token: 1000",
+        ttl: "6s",
+    },
+    LiveGeneration {
+        suite: "bookworm",
+        versions: ["Pacemaker 2.1.5", "0.11.5", "version '3.1.7'"],
+        // RHEL's defaults: 3650 + 4380 ms.
+        totem: "token: 3000",
+        ttl: "8s",
+    },
+    LiveGeneration {
+        suite: "trixie",
+        versions: ["Pacemaker 3.0.0", "0.12.0", "version '3.1.9'"],
+        totem: "token: 1000",
+        ttl: "6s",
+    },
+];
+
+/// Cuts (partition) or crashes the VIP's holder; waits until another node holds the VIP and
+/// the key. Returns the new holder and how long it took.
+fn fail_over(lab: &mut Lab, suite: &str, crash: bool) -> (usize, u128) {
+    let h = holder_of_vip(lab, Duration::from_secs(30)).expect("a holder");
+    let at = Instant::now();
+    if crash {
+        lab.crash(h);
+    } else {
+        lab.cut(h);
+    }
+    let mut new = None;
+    let moved = support::wait_for(Duration::from_secs(60), || {
+        new = (0..3).find(|&i| i != h && lab.nodes[i].ns.holds(VIP));
+        new.is_some()
+    });
+    let took = at.elapsed().as_millis();
+    assert!(
+        moved,
+        "{suite}: the VIP moved (crash: {crash}):\n{}",
+        lab.crm_mon_text()
+    );
+    let n = new.unwrap();
+    assert!(
+        support::wait_for(Duration::from_secs(10), || lab.leader_key(KEY).map(|k| k.0)
+            == Some(lab.nodes[n].name.clone())),
+        "{suite}: the key moved with the VIP"
+    );
+    if !crash {
+        lab.heal(h);
+        assert!(
+            lab.wait_online(&lab.node_names(), Duration::from_secs(180)),
+            "{suite}: whole again after the partition:\n{}",
+            lab.crm_mon_text()
+        );
+    }
+    (n, took)
+}
+
 /// One generation's live cluster: documented create without lease settings (the lease follows
-/// corosync: token 1000 on 3 nodes gives the floor, 6 s), promote, describe, ocf-tester on both
-/// agents, an update of a reloadable parameter, a crash failover; VIP overlap 0 throughout.
-fn live(suite: &'static str, root: Option<&Path>) -> Live {
+/// corosync), promote, describe, ocf-tester on both agents, an update of a reloadable
+/// parameter, a partition and a crash of the holder; VIP overlap 0 throughout.
+fn live(g: &LiveGeneration, root: Option<&Path>) -> Live {
+    let suite = g.suite;
+    std::env::set_var("LAB_TOTEM", g.totem);
     let mut lab = match root {
         Some(r) => Lab::in_root(&suite[..2], 3, r),
         None => Lab::new(&suite[..2], 3, Etcd::OnNodes),
     };
+    std::env::remove_var("LAB_TOTEM");
     let versions = String::from_utf8_lossy(
-        &lab.sh(0, "pacemakerd --version | head -1; pcs --version")
-            .stdout,
+        &lab.sh(
+            0,
+            "pacemakerd --version | head -1; pcs --version; corosync -v | head -1",
+        )
+        .stdout,
     )
     .split_whitespace()
     .collect::<Vec<_>>()
     .join(" ");
+    for v in g.versions {
+        assert!(versions.contains(v), "{suite}: {v} in {versions}");
+    }
     let obs = VipObserver::start_ns(
         &lab.nodes
             .iter()
@@ -331,10 +412,10 @@ fn live(suite: &'static str, root: Option<&Path>) -> Live {
     let (holder, revision) = lab.leader_key(KEY).expect("leader key");
     assert_eq!(holder, name, "{suite}: etcd names the VIP's holder");
     let (lease, ttl) = lease_of_key(&lab);
-    // token 1000 on 3 nodes detects in 3.6 s: below the floor of a lease that follows it.
     assert_eq!(
-        ttl, "6s",
-        "{suite}: the default lease follows corosync (token 1000, 3 nodes)"
+        ttl, g.ttl,
+        "{suite}: the default lease follows corosync ({}, 3 nodes)",
+        g.totem
     );
 
     // pcs describes both agents; ocf-tester passes both on a node, under other names.
@@ -377,6 +458,12 @@ fn live(suite: &'static str, root: Option<&Path>) -> Live {
     // A reloadable parameter: Pacemaker 2.1 and later reload it in place (same key, lease and
     // holder, the VIP never down); Pacemaker 2.0 knows no reload-agent and restarts.
     let reloads = suite != "bullseye";
+    let guard_before = lab.guard_status(h).expect("the holder's guard answers");
+    assert_eq!(
+        guard_before.health_interval_ms,
+        Some(2000),
+        "{suite}: the default"
+    );
     let changed = Instant::now();
     let up = lab.pcs(0, &["resource", "update", "api", "health_interval=3"]);
     assert!(
@@ -397,6 +484,12 @@ fn live(suite: &'static str, root: Option<&Path>) -> Live {
             lab.log_text(h, "pacemaker.log")
         );
         std::thread::sleep(Duration::from_secs(3));
+        let guard_after = lab.guard_status(h).expect("the holder's guard answers");
+        assert_eq!(
+            (guard_after.pid, guard_after.health_interval_ms),
+            (guard_before.pid, Some(3000)),
+            "{suite}: the same guard took the new health_interval"
+        );
         assert_eq!(
             lab.leader_key(KEY),
             Some((name.clone(), revision)),
@@ -422,34 +515,32 @@ fn live(suite: &'static str, root: Option<&Path>) -> Live {
     };
     eprintln!("{suite}: update: {update} after {:?}", changed.elapsed());
 
-    // Crash of the holder: another node serves, with the key, and never two at once.
-    let h = holder_of_vip(&lab, Duration::from_secs(30)).expect("a holder");
-    let crashed = Instant::now();
-    lab.crash(h);
-    let mut new = None;
-    let moved = support::wait_for(Duration::from_secs(60), || {
-        new = (0..3).find(|&i| i != h && lab.nodes[i].ns.holds(VIP));
-        new.is_some()
-    });
-    let failover_ms = crashed.elapsed().as_millis();
-    assert!(moved, "{suite}: the VIP moved after the crash");
-    let n = new.unwrap();
-    assert_eq!(
-        lab.leader_key(KEY).map(|k| k.0),
-        Some(lab.nodes[n].name.clone()),
-        "{suite}: the key moved with the VIP"
-    );
+    let reloaded_at = Instant::now();
+
+    // A partition of the holder, then a crash of the next: another node serves each time,
+    // with the key, and never two at once (the cut-off node keeps running: it must fence
+    // itself before its lease ends).
+    let (_, partition_ms) = fail_over(&mut lab, suite, false);
+    let (_, failover_ms) = fail_over(&mut lab, suite, true);
     let seen = obs.finish();
+    seen.assert_cadence();
     assert_eq!(
         seen.overlap(),
         Duration::ZERO,
         "{suite}: two nodes held the VIP at once"
     );
+    if reloads {
+        assert!(
+            seen.first_loss(h).is_none_or(|t| t >= reloaded_at),
+            "{suite}: the VIP left {name} during the reload"
+        );
+    }
     Live {
         suite,
         versions,
         ttl,
         update,
+        partition_ms,
         failover_ms,
     }
 }
@@ -461,19 +552,20 @@ fn each_generation_runs_the_master_live_with_the_rpms_binary() {
     // The host's lab runs the RPM's binary too (support::OcfDir copies HAMASTER_BIN).
     std::env::set_var("HAMASTER_BIN", &binary);
     let mut seen = Vec::new();
-    for suite in ["bullseye", "bookworm", "trixie"] {
-        let root = (suite != "bookworm").then(|| {
-            let r = PathBuf::from(must(&format!("{MANIFEST}/scripts/make-root"), &[suite]).trim());
+    for g in &LIVE {
+        let root = (g.suite != "bookworm").then(|| {
+            let r =
+                PathBuf::from(must(&format!("{MANIFEST}/scripts/make-root"), &[g.suite]).trim());
             install(&r, &binary);
             r
         });
-        seen.push(live(suite, root.as_deref()));
+        seen.push(live(g, root.as_deref()));
     }
     for l in &seen {
         eprintln!(
             "{}: {} — lease {} (from corosync), pcs resource update health_interval: {}, \
-             crash → VIP on another node after {} ms, overlap 0",
-            l.suite, l.versions, l.ttl, l.update, l.failover_ms
+             partition → VIP on another node after {} ms, crash → after {} ms, overlap 0",
+            l.suite, l.versions, l.ttl, l.update, l.partition_ms, l.failover_ms
         );
     }
     let _ = std::fs::remove_dir_all(binary.parent().unwrap().parent().unwrap().parent().unwrap());

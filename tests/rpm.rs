@@ -262,8 +262,9 @@ fn rpm_builds_installs_the_right_files_and_its_unpacked_agents_pass_ocf_tester_a
     );
     let top = std::env::temp_dir().join(format!("hamaster-rebuild-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&top);
-    let rebuild = Command::new("rpmbuild")
-        .args(["--rebuild", "--nodeps", "--define"])
+    // In an empty network namespace: the SRPM must carry everything it builds from.
+    let rebuild = Command::new("unshare")
+        .args(["--net", "rpmbuild", "--rebuild", "--nodeps", "--define"])
         .arg(format!("_topdir {}", top.display()))
         .arg(&srpm)
         .env("CARGO_NET_OFFLINE", "true")

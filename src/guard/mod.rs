@@ -118,6 +118,7 @@ impl Guard {
             pid: std::process::id(),
             vip: args.config.vip.as_ref().map(|v| v.ip.to_string()),
             service_detail: "not started".into(),
+            health_interval_ms: Some(args.config.health.interval.as_millis() as u64),
             ..GuardStatus::default()
         };
         let vip_config = args.config.vip.clone();

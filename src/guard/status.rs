@@ -61,6 +61,9 @@ pub struct GuardStatus {
     pub fenced_at_unix_ms: Option<u64>,
     /// Why the guard is not (yet) a healthy leader, in words for the exit reason.
     pub problem: Option<String>,
+    /// The health check interval in force (health_interval, as last reloaded).
+    #[serde(default)]
+    pub health_interval_ms: Option<u64>,
     /// The health watcher found the unit inactive (systemd mode).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unit_inactive: bool,
@@ -214,7 +217,9 @@ async fn reload_from(req: Request<Incoming>, shared: &Shared) -> (StatusCode, Gu
     }
     let resource = shared.snapshot().resource;
     log::info!("guard {resource}: reloaded: new health, push and announcement settings in force");
+    let interval = new.health.interval.as_millis() as u64;
     shared.config.send_replace(new);
+    shared.update(|s| s.health_interval_ms = Some(interval));
     (StatusCode::OK, shared.snapshot())
 }
 

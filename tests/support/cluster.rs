@@ -322,8 +322,9 @@ impl Lab {
             .expect("holder");
         node.holder = Some(holder);
         let ready = g.join("run/holder-ready");
+        // Generous: a root's holder mounts more, and the cores may be busy.
         assert!(
-            wait_for(Duration::from_secs(10), || ready.exists()),
+            wait_for(Duration::from_secs(30), || ready.exists()),
             "holder of {} not ready: {}",
             node.name,
             fs::read_to_string(g.join("holder.err")).unwrap_or_default()
@@ -335,7 +336,7 @@ impl Lab {
         );
         self.nodes[i].daemons.push(corosync);
         // pacemakerd gives up when corosync is not answering yet; corosync needs a moment.
-        let cfg_ready = wait_for(Duration::from_secs(10), || {
+        let cfg_ready = wait_for(Duration::from_secs(30), || {
             self.on(i, &["corosync-cfgtool", "-s"]).status.success()
         });
         assert!(
@@ -709,13 +710,17 @@ impl Lab {
     /// When the guard of `api` on node `i` took the leader key (Unix ms), from its socket;
     /// None when it does not answer or does not lead.
     pub fn guard_leader_since(&self, i: usize) -> Option<u64> {
+        self.guard_status(i)?.leader_since_unix_ms
+    }
+
+    /// The status of `api`'s guard on node `i`, from its socket (None: no guard answers).
+    pub fn guard_status(&self, i: usize) -> Option<hamaster::guard::status::GuardStatus> {
         let sock = self.run_path(i, "hamaster/api/guard.sock");
         hamaster::guard::status::block_on(hamaster::guard::status::get_status(
             &sock,
             Duration::from_secs(2),
         ))
-        .ok()?
-        .leader_since_unix_ms
+        .ok()
     }
 
     /// Node `i`'s log file `name` (corosync.log, pacemaker.log) of its current boot.
