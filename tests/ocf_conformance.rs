@@ -163,7 +163,10 @@ fn master_meta_data_spells_the_roles_the_installed_schema_knows() {
     assert!(old.contains("interval=\"11s\" role=\"Slave\""), "{old}");
     assert!(!old.contains("Promoted"), "{old}");
     // Pacemaker 2.0 knows no reload-agent: OCF 1.0.
-    assert!(!old.contains("reload"), "{old}");
+    assert!(
+        !old.contains("<action name=\"reload-agent\"") && !old.contains("reloadable="),
+        "{old}"
+    );
     let dtd = xmllint(
         &["--noout", "--valid", "-"],
         &old,

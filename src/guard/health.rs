@@ -100,7 +100,7 @@ pub async fn watch(
             _ = tokio::time::sleep(pause) => {}
             changed = config.changed() => {
                 if changed.is_err() {
-                    // The guard is ending: nothing reloads any more.
+                    // No sender (cannot happen while Shared holds it): no busy loop either.
                     tokio::time::sleep(pause).await;
                 }
             }

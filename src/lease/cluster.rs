@@ -24,29 +24,34 @@ pub fn ttl_for_detection(detection: Duration) -> u64 {
         .clamp(MIN_DERIVED_TTL_SECS, FALLBACK_TTL_SECS)
 }
 
-/// corosync's failure detection time as it runs now (`corosync-cmapctl`: the runtime token
-/// and consensus timeouts), or None when no corosync answers.
+/// corosync's failure detection time as it runs now (`corosync-cmapctl`'s runtime token and
+/// consensus timeouts, one call of at most a second), or None when no corosync answers.
 pub fn corosync_detection() -> Option<Duration> {
-    let get = |key: &str| -> Option<u64> {
-        let out = Command::new("timeout")
-            .args(["2", "corosync-cmapctl", "-g", key])
-            .stdin(Stdio::null())
-            .stderr(Stdio::null())
-            .output()
-            .ok()?;
-        if !out.status.success() {
-            return None;
-        }
-        // "runtime.config.totem.token (u32) = 3650"
-        String::from_utf8_lossy(&out.stdout)
-            .rsplit('=')
-            .next()?
-            .trim()
-            .parse()
-            .ok()
+    let out = Command::new("timeout")
+        .args(["1", "corosync-cmapctl", "runtime.config.totem."])
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    detection_from(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// Token plus consensus from `corosync-cmapctl` lines such as
+/// `runtime.config.totem.token (u32) = 3650`.
+fn detection_from(listing: &str) -> Option<Duration> {
+    let value = |key: &str| -> Option<u64> {
+        listing.lines().find_map(|l| {
+            let (name, value) = l.split_once('=')?;
+            (name.split_whitespace().next()? == key)
+                .then(|| value.trim().parse().ok())
+                .flatten()
+        })
     };
-    let token = get("runtime.config.totem.token")?;
-    let consensus = get("runtime.config.totem.consensus")?;
+    let token = value("runtime.config.totem.token")?;
+    let consensus = value("runtime.config.totem.consensus")?;
     Some(Duration::from_millis(token + consensus))
 }
 
@@ -58,6 +63,20 @@ pub fn default_ttl() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn corosync_cmapctls_listing_gives_token_plus_consensus() {
+        let listing = "runtime.config.totem.consensus (u32) = 4380\n\
+                       runtime.config.totem.token (u32) = 3650\n\
+                       runtime.config.totem.token_retransmit (u32) = 869\n\
+                       runtime.config.totem.token_retransmits_before_loss_const (u32) = 4\n";
+        assert_eq!(detection_from(listing), Some(Duration::from_millis(8030)));
+        assert_eq!(
+            detection_from("runtime.config.totem.token (u32) = 3650\n"),
+            None
+        );
+        assert_eq!(detection_from(""), None);
+    }
 
     #[test]
     fn the_default_lease_ends_before_corosync_declares_the_holder_lost() {
