@@ -10,11 +10,11 @@
 #   MONITOR_INTERVAL, UNPROMOTED_INTERVAL (default 2s and 3s), PUSH_FAILURES (default true)
 #   ETCD_MOVE_LEADER (default true)
 set -eu
-# The role names this pcs takes: Master/Slave up to pcs 0.10.8 (RHEL 8.0-8.4), Promoted and
-# Unpromoted from 0.10.9 on (RHEL 8.5+, 9, 10). RHEL 7's pcs 0.9 (no "promotable") is untested.
+# The role names this pcs takes: Master/Slave up to pcs 0.10.9 (RHEL 8.0-8.4), Promoted and
+# Unpromoted from 0.10.10 on (RHEL 8.5+, 9, 10). RHEL 7's pcs 0.9 (no "promotable") is untested.
 case "$(pcs --version)" in
 0.9.*) echo "pcs $(pcs --version) (RHEL 7) is not supported by this script; see README.md" >&2; exit 1 ;;
-0.10.[0-8] | 0.10.[0-8][!0-9]*) PROMOTED=Master UNPROMOTED=Slave ;;
+0.10.[0-9] | 0.10.[0-9][!0-9]*) PROMOTED=Master UNPROMOTED=Slave ;;
 *) PROMOTED=Promoted UNPROMOTED=Unpromoted ;;
 esac
 pcs resource create api ocf:hamaster:master \

@@ -45,7 +45,7 @@ impl ActionSpec {
 
 /// The Pacemaker generation the meta-data is written for, told by the installed CIB schemas
 /// (`agents::installed_generation`). Pacemaker 2.1 brought CIB schema 3.7 and OCF 1.1 with it:
-/// the roles Promoted/Unpromoted (Pacemaker 1.1 and 2.0, pcs 0.9 and 0.10 up to 0.10.8 refuse
+/// the roles Promoted/Unpromoted (Pacemaker 1.1 and 2.0, pcs 0.9 and 0.10 up to 0.10.9 refuse
 /// them), `reload-agent` and `reloadable` parameters (Pacemaker 2.0 would ignore them and
 /// restart on any change). Agents describe their actions with the new role names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
