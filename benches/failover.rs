@@ -68,16 +68,8 @@ fn topology(lab: &Lab, script: &str) {
 }
 
 fn holder(lab: &Lab, limit: Duration) -> usize {
-    let mut h = None;
-    assert!(
-        support::wait_for(limit, || {
-            h = (0..lab.nodes.len()).find(|&i| lab.nodes[i].ns.holds(VIP));
-            h.is_some()
-        }),
-        "nobody holds the VIP:\n{}",
-        lab.crm_mon_text()
-    );
-    h.unwrap()
+    lab.vip_holder(limit, None)
+        .unwrap_or_else(|| panic!("nobody holds the VIP:\n{}", lab.crm_mon_text()))
 }
 
 /// What one fault on the VIP holder left to measure.
@@ -138,12 +130,8 @@ fn trial(lab: &mut Lab, client: &HealthClient, crash: bool, script: &str) -> Opt
     } else {
         lab.cut(h);
     }
-    let mut new_holder = None;
-    let moved = support::wait_for(Duration::from_secs(60), || {
-        new_holder = (0..lab.nodes.len()).find(|&i| i != h && lab.nodes[i].ns.holds(VIP));
-        new_holder.is_some()
-    });
-    let served = moved && client.wait_ok(Duration::from_secs(30));
+    let new_holder = lab.vip_holder(Duration::from_secs(60), Some(h));
+    let served = new_holder.is_some() && client.wait_ok(Duration::from_secs(30));
     std::thread::sleep(Duration::from_secs(1));
     let end = Instant::now();
     let frames = capture.finish();

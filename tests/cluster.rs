@@ -566,12 +566,9 @@ fn two_node_split_brain_baseline_overlaps_hamaster_does_not() {
     // Baseline: IPaddr2 + service in a group.
     let obs = observer(&lab);
     topology(&lab, "ipaddr2-group-baseline");
-    let mut holder = None;
-    assert!(support::wait_for(Duration::from_secs(60), || {
-        holder = (0..2).find(|&i| lab.nodes[i].ns.holds(VIP));
-        holder.is_some()
-    }));
-    let hi = holder.unwrap();
+    let hi = lab
+        .vip_holder(Duration::from_secs(60), None)
+        .expect("the baseline raises the VIP");
     std::thread::sleep(Duration::from_secs(2));
     let t_cut = Instant::now();
     lab.cut(hi);

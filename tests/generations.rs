@@ -19,21 +19,10 @@ use support::must;
 
 const MANIFEST: &str = env!("CARGO_MANIFEST_DIR");
 
-/// The RPM's binary, unpacked (built by `make rpm` when it is not there yet).
+/// The RPM's binary, unpacked (built by `make rpm` when it is not there yet, or older than
+/// the sources).
 fn rpm_binary() -> PathBuf {
-    let rpms = Path::new(MANIFEST).join("target/rpm/RPMS/x86_64");
-    let find = || {
-        std::fs::read_dir(&rpms)
-            .ok()?
-            .flatten()
-            .map(|e| e.path())
-            .find(|p| {
-                p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with("hamaster-0") && n.ends_with(".x86_64.rpm"))
-            })
-    };
-    // Built from the sources as they are now, or built again.
+    let find = || support::built_rpm("RPMS", "hamaster", ".x86_64.rpm");
     let fresh = |rpm: &PathBuf| {
         let built = std::fs::metadata(rpm).and_then(|m| m.modified()).ok();
         built.is_some_and(|b| newest_source().is_none_or(|n| n <= b))
@@ -43,37 +32,17 @@ fn rpm_binary() -> PathBuf {
         find().expect("the RPM")
     });
     let dir = std::env::temp_dir().join(format!("hm-gen-rpm-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let ok = Command::new("sh")
-        .arg("-c")
-        .arg(format!("rpm2cpio {} | cpio -idm --quiet", rpm.display()))
-        .current_dir(&dir)
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "unpacking {}", rpm.display());
+    support::unpack_rpm(&rpm, &dir);
     dir.join("usr/sbin/hamaster")
 }
 
 /// The last change to what the RPM's binary is built from.
 fn newest_source() -> Option<std::time::SystemTime> {
-    fn walk(p: &Path, newest: &mut Option<std::time::SystemTime>) {
-        if let Ok(m) = std::fs::metadata(p) {
-            if m.is_dir() {
-                for e in std::fs::read_dir(p).into_iter().flatten().flatten() {
-                    walk(&e.path(), newest);
-                }
-            } else if let Ok(t) = m.modified() {
-                *newest = (*newest).max(Some(t));
-            }
-        }
-    }
-    let mut newest = None;
-    for part in ["src", "Cargo.toml", "Cargo.lock", "build.rs", "packaging"] {
-        walk(&Path::new(MANIFEST).join(part), &mut newest);
-    }
-    newest
+    ["src", "Cargo.toml", "Cargo.lock", "build.rs", "packaging"]
+        .iter()
+        .flat_map(|part| support::files_under(&Path::new(MANIFEST).join(part)))
+        .filter_map(|f| std::fs::metadata(f).and_then(|m| m.modified()).ok())
+        .max()
 }
 
 /// Installs the binary and the agents' links into the root, as the RPM lays them out.
@@ -288,15 +257,6 @@ fn lease_of_key(lab: &Lab) -> (String, String) {
     (id, granted)
 }
 
-fn holder_of_vip(lab: &Lab, limit: Duration) -> Option<usize> {
-    let mut h = None;
-    support::wait_for(limit, || {
-        h = (0..lab.nodes.len()).find(|&i| lab.nodes[i].ns.holds(VIP));
-        h.is_some()
-    });
-    h
-}
-
 /// One generation live: what runs there, and the corosync token its lab is given.
 struct LiveGeneration {
     suite: &'static str,
@@ -333,21 +293,19 @@ const LIVE: [LiveGeneration; 3] = [
 /// Cuts (partition) or crashes the VIP's holder; waits until another node holds the VIP and
 /// the key. Returns the new holder and how long it took.
 fn fail_over(lab: &mut Lab, suite: &str, crash: bool) -> (usize, u128) {
-    let h = holder_of_vip(lab, Duration::from_secs(30)).expect("a holder");
+    let h = lab
+        .vip_holder(Duration::from_secs(30), None)
+        .expect("a holder");
     let at = Instant::now();
     if crash {
         lab.crash(h);
     } else {
         lab.cut(h);
     }
-    let mut new = None;
-    let moved = support::wait_for(Duration::from_secs(60), || {
-        new = (0..3).find(|&i| i != h && lab.nodes[i].ns.holds(VIP));
-        new.is_some()
-    });
+    let new = lab.vip_holder(Duration::from_secs(60), Some(h));
     let took = at.elapsed().as_millis();
     assert!(
-        moved,
+        new.is_some(),
         "{suite}: the VIP moved (crash: {crash}):\n{}",
         lab.crm_mon_text()
     );
@@ -400,7 +358,8 @@ fn live(g: &LiveGeneration, root: Option<&Path>) -> Live {
         VIP,
     );
     create_topology_with(&lab, "master-with-vip", false, "LEASE_TTL= LEASE_MARGIN=");
-    let h = holder_of_vip(&lab, Duration::from_secs(90))
+    let h = lab
+        .vip_holder(Duration::from_secs(90), None)
         .unwrap_or_else(|| panic!("{suite}: nobody promoted:\n{}", lab.crm_mon_text()));
     let name = lab.nodes[h].name.clone();
     assert!(
@@ -506,7 +465,7 @@ fn live(g: &LiveGeneration, root: Option<&Path>) -> Live {
         assert!(
             support::wait_for(Duration::from_secs(60), || {
                 lab.leader_key(KEY).is_some_and(|(_, r)| r != revision)
-                    && holder_of_vip(&lab, Duration::from_millis(10)).is_some()
+                    && lab.vip_holder(Duration::from_millis(10), None).is_some()
             }),
             "{suite}: promoted again after the update:\n{}",
             lab.crm_mon_text()

@@ -5,31 +5,15 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use support::{must, Pair, NODE_IF};
 
-/// The newest package under target/rpm/DIR whose file name starts with `name-` followed by
-/// the version (so `hamaster` is not `hamaster-debuginfo`) and ends with `suffix`.
+/// A package `make rpm` built (see support::built_rpm).
 fn package(dir: &str, name: &str, suffix: &str) -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("target/rpm")
-        .join(dir);
-    let mut found: Vec<PathBuf> = walk(&root)
-        .into_iter()
-        .filter(|p| {
-            let file = p.file_name().unwrap_or_default().to_string_lossy();
-            file.ends_with(suffix)
-                && file
-                    .strip_prefix(&format!("{name}-"))
-                    .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit()))
-        })
-        .collect();
-    found.sort();
-    found
-        .pop()
-        .unwrap_or_else(|| panic!("no *{suffix} under {}", root.display()))
+    support::built_rpm(dir, name, suffix)
+        .unwrap_or_else(|| panic!("no {name}-*{suffix} under target/rpm/{dir}"))
 }
 
 /// The newest GLIBC_x.y version named in `text` (objdump -T, rpm -qR).
@@ -41,19 +25,6 @@ fn newest_glibc(text: &str) -> Option<(u32, u32)> {
             Some((p.next()??, p.next().flatten().unwrap_or(0)))
         })
         .max()
-}
-
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
 }
 
 #[test]
@@ -134,15 +105,7 @@ fn rpm_builds_installs_the_right_files_and_its_unpacked_agents_pass_ocf_tester_a
 
     // Unpack into a world-readable place (ocf-tester runs meta-data as nobody).
     let root = std::env::temp_dir().join(format!("hamaster-rpm-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
-    std::fs::create_dir_all(&root).unwrap();
-    let unpack = Command::new("sh")
-        .arg("-c")
-        .arg(format!("rpm2cpio {} | cpio -idm --quiet", rpm.display()))
-        .current_dir(&root)
-        .status()
-        .unwrap();
-    assert!(unpack.success());
+    support::unpack_rpm(&rpm, &root);
     must("chmod", &["-R", "a+rX", root.to_str().unwrap()]);
     // Shipped stripped; the debug information is in hamaster-debuginfo.
     let file = must("file", &[root.join("usr/sbin/hamaster").to_str().unwrap()]);
@@ -275,7 +238,7 @@ fn rpm_builds_installs_the_right_files_and_its_unpacked_agents_pass_ocf_tester_a
         "rpmbuild --rebuild: {}",
         String::from_utf8_lossy(&rebuild.stderr)
     );
-    let rebuilt = walk(&top.join("RPMS"));
+    let rebuilt = support::files_under(&top.join("RPMS"));
     assert!(
         rebuilt.iter().any(|p| p
             .file_name()

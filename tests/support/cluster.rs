@@ -691,6 +691,16 @@ impl Lab {
         self.start_etcd(i);
     }
 
+    /// The node that holds the VIP, other than `except`, waiting for one up to `limit`.
+    pub fn vip_holder(&self, limit: Duration, except: Option<usize>) -> Option<usize> {
+        let mut h = None;
+        wait_for(limit, || {
+            h = (0..self.nodes.len()).find(|&i| Some(i) != except && self.nodes[i].ns.holds(VIP));
+            h.is_some()
+        });
+        h
+    }
+
     /// Cuts node `i` off the switch (its processes keep running): a partition.
     pub fn cut(&self, i: usize) {
         self.switch

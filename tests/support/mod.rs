@@ -485,6 +485,55 @@ impl Drop for Capture {
 }
 
 /// Polls `cond` every 10 ms until it holds or `limit` passes.
+/// Every file under `path`, recursively (`path` itself when it is a file; none when it is
+/// missing).
+pub fn files_under(path: &Path) -> Vec<PathBuf> {
+    if path.is_file() {
+        return vec![path.to_path_buf()];
+    }
+    fs::read_dir(path)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .flat_map(|e| files_under(&e.path()))
+        .collect()
+}
+
+/// The newest package under target/rpm/DIR (RPMS, SRPMS) whose file name is `name-` and a
+/// version (so `hamaster` is not `hamaster-debuginfo`) ending in `suffix`; None before
+/// `make rpm`.
+pub fn built_rpm(dir: &str, name: &str, suffix: &str) -> Option<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("target/rpm")
+        .join(dir);
+    let mut found: Vec<PathBuf> = files_under(&root)
+        .into_iter()
+        .filter(|p| {
+            let file = p.file_name().unwrap_or_default().to_string_lossy();
+            file.ends_with(suffix)
+                && file
+                    .strip_prefix(&format!("{name}-"))
+                    .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit()))
+        })
+        .collect();
+    found.sort();
+    found.pop()
+}
+
+/// Unpacks `rpm` into `dir`, made anew (rpm2cpio | cpio).
+pub fn unpack_rpm(rpm: &Path, dir: &Path) {
+    let _ = fs::remove_dir_all(dir);
+    fs::create_dir_all(dir).unwrap();
+    let ok = Command::new("sh")
+        .arg("-c")
+        .arg(format!("rpm2cpio {} | cpio -idm --quiet", rpm.display()))
+        .current_dir(dir)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "unpacking {}", rpm.display());
+}
+
 pub fn wait_for(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + limit;
     loop {
