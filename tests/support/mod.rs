@@ -375,12 +375,10 @@ impl<'a> Agent<'a> {
             .append(true)
             .open(path)
         {
-            let _ = writeln!(
-                f,
-                "{}\t{action}\t{}\t{timeout}",
-                self.name,
-                took.as_millis()
-            );
+            // One write of the whole line: tests run in parallel and append to the same file,
+            // and O_APPEND keeps a single short write whole where writeln!'s pieces interleave.
+            let line = format!("{}\t{action}\t{}\t{timeout}\n", self.name, took.as_millis());
+            let _ = f.write_all(line.as_bytes());
         }
     }
 }
