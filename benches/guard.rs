@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hamaster::guard::fence::{Fence, Host};
-use hamaster::guard::machine::{Machine, Plan, VipState};
+use hamaster::guard::machine::{Machine, Plan, VipState, WatchdogPlan};
 use hamaster::lease::clock::boottime;
 use hamaster::lease::LeaseClock;
 use hamaster::vip::netlink::{NewAddr, Rtnl};
@@ -164,13 +164,14 @@ fn fence_latency_in(node: &str, peer: &str, n: usize) -> Vec<f64> {
             clock: DEFAULTS,
             vip: true,
             unit: None,
+            watchdog: WatchdogPlan::Off,
         };
         let sent = now + Duration::from_millis(100) - (DEFAULTS.ttl - DEFAULTS.margin);
         let machine = Machine::new(
             plan,
             sent,
             DEFAULTS.ttl,
-            Host::new(Some(new)).expect("host"),
+            Host::new(Some(new), None).expect("host"),
         );
         let deadline = machine.deadline();
         // The orders (settle, persist) go nowhere: only the fence's own path is measured.

@@ -690,6 +690,16 @@ fn bad_input_gets_the_right_code_and_names_the_parameter() {
             "health_url=\"htp:/x\"",
         ),
         (
+            vec![("watchdog", Some("always"))],
+            6,
+            "watchdog=\"always\" must be off, auto or required",
+        ),
+        (
+            vec![("watchdog_device", Some("watchdog1"))],
+            6,
+            "watchdog_device=\"watchdog1\" must be a device path under /dev/",
+        ),
+        (
             vec![("health_cacert", Some("/nonexistent/ca.pem"))],
             5,
             "health_cacert=\"/nonexistent/ca.pem\" cannot be read",

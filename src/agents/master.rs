@@ -668,6 +668,13 @@ fn update_score(ctx: &Ctx, cfg: &MasterConfig) {
     if !super::score::in_cluster(ctx.env) {
         return;
     }
+    if cfg.watchdog.mode == crate::guard::watchdog::Mode::Required {
+        if let Err(why) = crate::guard::watchdog::choose(&cfg.watchdog) {
+            // Like Patroni's required mode: a node that cannot arm one is never the master.
+            log::warn!("no promotion score: {why}");
+            return set_score(ctx, None);
+        }
+    }
     let key = leader_key(&cfg.etcd.prefix, &ctx.resource);
     let holder = status::block_on(async {
         let etcd = Etcd::connect(&cfg.etcd, Duration::from_secs(1)).await?;

@@ -120,6 +120,30 @@ fn gather(cfg: &EtcdConfig, resource: &str) -> Report {
     }
 }
 
+/// The watchdog row: device, armed or not, timeout, last ping; or why there is none.
+fn watchdog_line(w: &crate::guard::status::WatchdogStatus) -> String {
+    let Some(device) = &w.device else {
+        return format!("none: {}", w.note.as_deref().unwrap_or("not chosen"));
+    };
+    let mut line = device.clone();
+    if w.armed {
+        line.push_str(&format!(
+            " armed, timeout {} s",
+            w.timeout_s.map_or("?".into(), |t| t.to_string())
+        ));
+        if let Some(p) = w.last_ping_unix_ms {
+            let ago = crate::guard::unix_ms().saturating_sub(p);
+            line.push_str(&format!(", last ping {:.1} s ago", ago as f64 / 1000.0));
+        }
+    } else {
+        line.push_str(" not armed");
+    }
+    if let Some(n) = &w.note {
+        line.push_str(&format!(" ({n})"));
+    }
+    line
+}
+
 fn table(r: &Report) -> String {
     let mut out = String::new();
     let mut row = |k: &str, v: String| out.push_str(&format!("{k:<15} {v}\n"));
@@ -185,6 +209,9 @@ fn table(r: &Report) -> String {
                     g.service_detail
                 ),
             );
+            if let Some(w) = &g.watchdog {
+                row("watchdog", watchdog_line(w));
+            }
             if let Some(p) = &g.problem {
                 row("problem", p.clone());
             }

@@ -17,6 +17,7 @@ pub struct MasterConfig {
     pub vip: Option<VipConfig>,
     /// Tell Pacemaker at once when the service fails (push_failures).
     pub push_failures: bool,
+    pub watchdog: super::watchdog::WatchdogConfig,
 }
 
 /// A node-local lack (program, user, file): OCF_ERR_INSTALLED, unlike configuration errors.
@@ -44,6 +45,7 @@ impl MasterConfig {
             health,
             vip,
             push_failures: v.boolean(&crate::params::master::PUSH_FAILURES)?,
+            watchdog: super::watchdog::WatchdogConfig::from_values(v)?,
         })
     }
 
@@ -81,6 +83,8 @@ impl MasterConfig {
             "etcd and lease"
         } else if kept.service != self.service {
             "service"
+        } else if kept.watchdog != self.watchdog {
+            "watchdog"
         } else {
             "VIP address"
         };
@@ -197,6 +201,8 @@ mod tests {
                 "arp_sender" => ("send_arp", ""),
                 "send_arp_opts" => ("", ""),
                 "preferred_lft" => ("60", ""),
+                "watchdog" => ("required", ""),
+                "watchdog_device" => ("/dev/watchdog1", ""),
                 _ if p.kind == crate::params::Kind::Boolean => (
                     if p.default == Some("true") {
                         "false"

@@ -23,6 +23,7 @@ use nix::unistd::Pid;
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::machine::{Input, Kernel, Machine, Order, ServiceRef};
+use super::watchdog::Dog;
 use crate::lease::clock::boottime;
 use crate::vip::netlink::{NewAddr, Rtnl};
 
@@ -32,17 +33,24 @@ pub struct Host {
     rtnl: Option<Rtnl>,
     /// The VIP as it is added: interface, prefix, flags; lifetimes are set per call.
     vip: Option<NewAddr>,
+    /// The watchdog device chosen before the key was taken (guard::watchdog).
+    dog: Option<Dog>,
 }
 
 impl Host {
     /// Opens the netlink socket now, in the guard's network namespace, so that fencing never
     /// has to open one.
-    pub fn new(vip: Option<NewAddr>) -> Result<Host, String> {
+    pub fn new(vip: Option<NewAddr>, dog: Option<Dog>) -> Result<Host, String> {
         let rtnl = match vip {
             Some(_) => Some(Rtnl::open().map_err(|e| e.to_string())?),
             None => None,
         };
-        Ok(Host { rtnl, vip })
+        Ok(Host { rtnl, vip, dog })
+    }
+
+    /// The watchdog device's path, when there is one.
+    pub fn watchdog_device(&self) -> Option<&std::path::Path> {
+        self.dog.as_ref().map(Dog::path)
     }
 
     fn with_lifetime(&self, secs: u32) -> Option<NewAddr> {
@@ -115,6 +123,24 @@ impl Kernel for Host {
             Err(e) if e.errno() == Some(libc::EADDRNOTAVAIL) => Ok(()),
             Err(e) => Err(e.to_string()),
         }
+    }
+
+    fn arm_watchdog(&mut self, timeout_s: u32) -> Result<u32, String> {
+        self.dog
+            .as_mut()
+            .ok_or_else(|| "no watchdog device".to_string())?
+            .arm(timeout_s)
+    }
+
+    fn ping_watchdog(&mut self, timeout_s: u32) -> Result<u32, String> {
+        self.dog
+            .as_mut()
+            .ok_or_else(|| "no watchdog device".to_string())?
+            .ping(timeout_s)
+    }
+
+    fn disarm_watchdog(&mut self) -> Result<(), String> {
+        self.dog.as_mut().map_or(Ok(()), Dog::disarm)
     }
 
     fn signal_service(&mut self, service: &ServiceRef, kill: bool) -> Result<(), String> {
@@ -268,5 +294,8 @@ fn raise_priority() {
     let param = libc::sched_param { sched_priority: 10 };
     // SAFETY: sched_setscheduler(0, …) changes the calling thread only; param is a valid
     // sched_param that lives across the call. nix has no wrapper for it.
-    let _ = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
+    // SCHED_RESET_ON_FORK: the systemctl it spawns runs at the normal priority.
+    let _ = unsafe {
+        libc::sched_setscheduler(0, libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK, &param)
+    };
 }

@@ -11,8 +11,11 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
 use super::fence::{Fence, Host};
-use super::machine::{Input, Level, Machine, Order, Phase, Plan, ServiceRef, DEFAULT_STEP_DOWN};
+use super::machine::{
+    Input, Level, Machine, Order, Phase, Plan, ServiceRef, WatchdogPlan, DEFAULT_STEP_DOWN,
+};
 use super::status::{GuardStatus, StepDown};
+use super::watchdog::{DevPath, Dog, Mode as WatchdogMode};
 use super::{health, keepalive, Acquired, Guard, StopSignals};
 use crate::lease::clock::boottime;
 use crate::lease::Etcd;
@@ -72,10 +75,21 @@ impl Guard {
                 return self.give_up(format!("VIP: {e}"), stepdown).await;
             }
         };
-        let host = Host::new(ready.as_ref().map(|r| r.vip.new_addr(&r.target)));
+        let (dog, watchdog) = match &self.watchdog {
+            super::watchdog::Choice::Use(path) => (
+                Some(Dog::new(Box::new(DevPath(path.clone())))),
+                match self.args.config.watchdog.mode {
+                    WatchdogMode::Required => WatchdogPlan::Required,
+                    _ => WatchdogPlan::Auto,
+                },
+            ),
+            _ => (None, WatchdogPlan::Off),
+        };
+        let host = Host::new(ready.as_ref().map(|r| r.vip.new_addr(&r.target)), dog);
         let plan = Plan {
             clock: self.clock,
             vip: ready.is_some(),
+            watchdog,
             unit: match &self.args.config.service {
                 ServiceSpec::Systemd { unit } => Some(unit.clone()),
                 ServiceSpec::Command { .. } => None,

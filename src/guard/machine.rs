@@ -41,6 +41,17 @@ pub const RELEASE_RESERVE: Duration = Duration::from_secs(2);
 /// The budget of a step-down nobody timed (a signal, a raise that failed).
 pub const DEFAULT_STEP_DOWN: Duration = Duration::from_secs(30);
 
+/// How much later than its timeout a watchdog may reset the node (i6300esb counts 1.024 s per
+/// second of timeout): the timeout the guard sets is its room divided by 1 + this.
+pub const WATCHDOG_TOLERANCE: f64 = 1.0 / 32.0;
+
+/// With a watchdog armed the guard fences at least this long before it would reset the node,
+/// so that a guard that is alive stops its service and disarms instead of being reset.
+pub const WATCHDOG_LEAD: Duration = Duration::from_millis(200);
+
+/// A second ping closer than this to the first is not worth a wake-up.
+const SECOND_PING_MIN: Duration = Duration::from_millis(50);
+
 /// Retry of a VIP removal that failed (by the fencing thread: soon, it is the deadline's work).
 pub const VIP_RETRY: Duration = Duration::from_millis(20);
 /// How often a stopping service is looked at.
@@ -97,6 +108,14 @@ pub trait Kernel {
     fn extend_vip(&mut self, lifetime_s: u32) -> Result<(), String>;
     /// Removes the VIP. Ok only when it is absent afterwards (removed, or gone already).
     fn remove_vip(&mut self) -> Result<(), String>;
+    /// Opens the watchdog and sets its timeout to `timeout_s`; Ok: the timeout the driver
+    /// applied (read back).
+    fn arm_watchdog(&mut self, timeout_s: u32) -> Result<u32, String>;
+    /// Pings the armed watchdog so that it resets the node `timeout_s` from now at the latest
+    /// (setting that timeout where it differs); Ok: the timeout in force.
+    fn ping_watchdog(&mut self, timeout_s: u32) -> Result<u32, String>;
+    /// The magic close: the watchdog stops. Err: it could not be stopped (the node resets).
+    fn disarm_watchdog(&mut self) -> Result<(), String>;
     /// SIGTERM (`kill` false) or SIGKILL to the service. Ok when sent or when nothing of it
     /// is left to signal.
     fn signal_service(&mut self, service: &ServiceRef, kill: bool) -> Result<(), String>;
@@ -187,6 +206,51 @@ pub enum Phase {
     Done,
 }
 
+/// The watchdog as the machine knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WatchdogState {
+    /// None in the plan (watchdog=off, or auto without a device).
+    Off,
+    NotArmed,
+    /// It resets the node `timeout_s` after `pinged` (boot clock) unless pinged again.
+    Armed {
+        timeout_s: u32,
+        pinged: Duration,
+    },
+    /// Stopped by the magic close, VIP and service confirmed down.
+    Disarmed,
+    /// watchdog=auto and arming failed: leading without, for this reason.
+    Unavailable(String),
+    /// The magic close failed: the node resets at `fires_at`.
+    DisarmFailed {
+        fires_at: Duration,
+        why: String,
+    },
+}
+
+impl WatchdogState {
+    /// When the watchdog resets the node unless pinged, at its nominal timeout.
+    pub fn fires_at(&self) -> Option<Duration> {
+        match self {
+            WatchdogState::Armed { timeout_s, pinged } => {
+                Some(*pinged + Duration::from_secs((*timeout_s).into()))
+            }
+            WatchdogState::DisarmFailed { fires_at, .. } => Some(*fires_at),
+            _ => None,
+        }
+    }
+}
+
+/// How the plan wants the watchdog.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchdogPlan {
+    Off,
+    /// Arm it; lead without it when arming fails.
+    Auto,
+    /// Arm it; a failure fails the raise.
+    Required,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum VipState {
     /// No VIP configured, or not added yet.
@@ -236,6 +300,9 @@ pub struct Leadership {
     /// The latest moment (boot clock) the lease may still live at etcd, as far as we know:
     /// the send time of the last renewal plus the granted TTL.
     lease_end: Duration,
+    /// The earliest the lease may end at etcd after the last renewal applied in time, etcd's
+    /// clock running fast at MAX_SLEW: what a watchdog's reset must come before.
+    watchdog_end: Duration,
 }
 
 impl Leadership {
@@ -245,6 +312,7 @@ impl Leadership {
             clock,
             deadline: clock.deadline(sent, granted),
             lease_end: sent + granted,
+            watchdog_end: clock.watchdog_end(sent, granted),
         }
     }
 
@@ -264,7 +332,19 @@ impl Leadership {
         }
         self.deadline = self.deadline.max(self.clock.deadline(sent, granted));
         self.lease_end = self.lease_end.max(sent + granted);
+        self.watchdog_end = self
+            .watchdog_end
+            .max(self.clock.watchdog_end(sent, granted));
         true
+    }
+
+    /// The watchdog timeout (whole seconds) to set now: the longest whose reset, the driver's
+    /// tolerance included, still comes before the lease can end at etcd. None: less than a
+    /// second is left.
+    pub fn watchdog_timeout(&self, now: Duration) -> Option<u32> {
+        let room = self.watchdog_end.saturating_sub(now).as_secs_f64();
+        let secs = (room / (1.0 + WATCHDOG_TOLERANCE)).floor();
+        (secs >= 1.0).then(|| secs.min(f64::from(u32::MAX - 1)) as u32)
     }
 
     /// The kernel lifetime (whole seconds) to give the VIP now. It must run out, kernel slack
@@ -290,6 +370,8 @@ fn ceil_secs(d: Duration) -> u64 {
 /// How the raise goes, step by step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum RaiseStep {
+    /// Before anything is raised.
+    ArmWatchdog,
     AddVip,
     /// Settle ordered, waiting for its answer.
     Settling,
@@ -318,6 +400,7 @@ pub struct Plan {
     pub vip: bool,
     /// The unit, when the service is a systemd unit (known before its start).
     pub unit: Option<String>,
+    pub watchdog: WatchdogPlan,
 }
 
 /// Rules the mutation tests switch off, one at a time, to show that the simulation notices.
@@ -335,6 +418,15 @@ pub struct Mutations {
     pub no_budget: bool,
     /// The lease counts from the keepalive's send time: off (from its answer).
     pub count_from_reply: bool,
+    /// The watchdog is armed before anything is raised: off (after the VIP).
+    pub arm_after_vip: bool,
+    /// The watchdog is pinged only for a renewal applied in time: off (at every wake-up, a
+    /// timer of its own).
+    pub ping_on_wake: bool,
+    /// The watchdog is disarmed only once VIP and service are down: off (at the step-down).
+    pub early_disarm: bool,
+    /// The watchdog's timeout ends before the lease can: off (the whole TTL).
+    pub watchdog_full_ttl: bool,
 }
 
 pub struct Machine<K> {
@@ -348,6 +440,13 @@ pub struct Machine<K> {
     /// Why the raise failed.
     failure: Option<String>,
     vip: VipState,
+    watchdog: WatchdogState,
+    /// How much the watchdog's driver rounded a timeout up, at most (its granularity): later
+    /// asks are that much shorter, so a ping never sets a reset later than allowed.
+    watchdog_excess: u32,
+    /// The second ping of a renewal: at the moment the whole-second timeout reaches the
+    /// lease's end exactly (see `ping_watchdog`).
+    watchdog_ping_at: Option<Duration>,
     vip_retry_at: Option<Duration>,
     /// Failed removals in a row (the retry backs off to a second).
     vip_failures: u32,
@@ -384,10 +483,18 @@ impl<K: Kernel> Machine<K> {
         let lead = Leadership::new(plan.clock, sent, ttl);
         let interval = plan.clock.keepalive_interval();
         Machine {
-            raise: if plan.vip {
+            raise: if plan.watchdog != WatchdogPlan::Off {
+                RaiseStep::ArmWatchdog
+            } else if plan.vip {
                 RaiseStep::AddVip
             } else {
                 RaiseStep::WriteToken
+            },
+            watchdog_excess: 0,
+            watchdog_ping_at: None,
+            watchdog: match plan.watchdog {
+                WatchdogPlan::Off => WatchdogState::Off,
+                _ => WatchdogState::NotArmed,
             },
             plan,
             lead,
@@ -436,6 +543,19 @@ impl<K: Kernel> Machine<K> {
     pub fn vip(&self) -> VipState {
         self.vip
     }
+    pub fn watchdog(&self) -> &WatchdogState {
+        &self.watchdog
+    }
+
+    /// When the guard fences itself: its deadline, or earlier, by WATCHDOG_LEAD, than the
+    /// watchdog would reset the node (its timeout is whole seconds: the reset may come before
+    /// the deadline).
+    pub fn fence_at(&self) -> Duration {
+        match self.watchdog.fires_at() {
+            Some(f) => self.lead.deadline.min(f.saturating_sub(WATCHDOG_LEAD)),
+            None => self.lead.deadline,
+        }
+    }
     pub fn service(&self) -> &ServiceState {
         &self.service
     }
@@ -463,7 +583,7 @@ impl<K: Kernel> Machine<K> {
     }
 
     fn may_raise(&self, now: Duration) -> bool {
-        self.fenced.is_none() && self.phase == Phase::Raising && now < self.lead.deadline
+        self.fenced.is_none() && self.phase == Phase::Raising && now < self.fence_at()
     }
 
     fn out(&mut self, order: Order) {
@@ -485,7 +605,7 @@ impl<K: Kernel> Machine<K> {
         #[cfg(not(test))]
         let deadline_rule = true;
         if self.fenced.is_none() && deadline_rule {
-            wake.push(self.lead.deadline);
+            wake.push(self.fence_at());
         }
         if let ServiceState::Stopping {
             kill_at,
@@ -495,6 +615,7 @@ impl<K: Kernel> Machine<K> {
         {
             wake.push(kill_at);
         }
+        wake.extend(self.watchdog_ping_at.filter(|_| self.fenced.is_none()));
         wake.extend(self.vip_retry_at);
         wake.extend(self.next_check_at.filter(|_| !self.checking));
         if self.renewing() && self.renewal_in_flight.is_none() {
@@ -522,6 +643,8 @@ impl<K: Kernel> Machine<K> {
         // Deadline first: nothing in an input is worth more than the fence.
         self.check_deadline(now);
         match input {
+            #[cfg(test)]
+            Input::Tick if self.mutations.ping_on_wake => self.ping_watchdog(now),
             Input::Tick => {}
             Input::Renewed { sent, ttl } => self.renewed(now, sent, ttl),
             Input::RenewFailed { sent, why } => {
@@ -563,7 +686,7 @@ impl<K: Kernel> Machine<K> {
         if self.mutations.no_deadline {
             return;
         }
-        if self.fenced.is_none() && now >= self.lead.deadline {
+        if self.fenced.is_none() && now >= self.fence_at() {
             self.fence(now, Cause::Deadline);
         }
     }
@@ -589,9 +712,7 @@ impl<K: Kernel> Machine<K> {
             self.phase = Phase::Fenced;
         }
         self.lower_vip(now);
-        // KILL half a margin after the deadline (or the loss, if earlier): counted from the
-        // deadline, so the fencing thread's wake-up latency is not paid twice.
-        let kill_at = now.min(self.lead.deadline) + self.plan.clock.margin / 2;
+        let kill_at = self.kill_time(now);
         self.stop_service(now, kill_at);
     }
 
@@ -696,6 +817,7 @@ impl<K: Kernel> Machine<K> {
         }
         self.last_renewal_sent = self.last_renewal_sent.max(sent);
         self.next_renewal_at = sent + self.plan.clock.keepalive_interval();
+        self.ping_watchdog(now);
         if self.vip == VipState::Up {
             if let Some(secs) = self.lead.vip_lifetime(now) {
                 if let Err(e) = self.kernel.extend_vip(secs) {
@@ -790,10 +912,19 @@ impl<K: Kernel> Machine<K> {
     }
 
     /// When a service signalled now gets SIGKILL: half a margin after the deadline (or the
-    /// loss) once fenced, else at the end of the step-down's grace.
+    /// loss) once fenced — counted from the deadline, so the fencing thread's wake-up latency
+    /// is not paid twice — but before an armed watchdog would reset the node; else at the end
+    /// of the step-down's grace.
     fn kill_time(&self, now: Duration) -> Duration {
         match &self.fenced {
-            Some((at, _)) => (*at).min(self.lead.deadline) + self.plan.clock.margin / 2,
+            Some((at, _)) => {
+                let at = (*at).min(self.fence_at());
+                let kill = at + self.plan.clock.margin / 2;
+                match self.watchdog.fires_at() {
+                    Some(f) => kill.min(f.saturating_sub(WATCHDOG_LEAD / 2)).max(at),
+                    None => kill,
+                }
+            }
             None => now + self.grace(now),
         }
     }
@@ -908,6 +1039,7 @@ impl<K: Kernel> Machine<K> {
             self.lower(now);
         }
         self.check_step(now);
+        self.second_ping(now);
         if self.phase == Phase::Raising {
             self.raise_step(now);
         }
@@ -916,8 +1048,187 @@ impl<K: Kernel> Machine<K> {
             self.out(Order::Keepalive { sent: now });
         }
         if self.is_down_phase() {
+            self.disarm_step(now);
             self.release_step(now);
             self.answer_step(now);
+        }
+    }
+
+    /// After a renewal applied in time: the watchdog's reset moves to just before the lease's
+    /// new end. Less than a second of room: no ping (the reset comes when it must).
+    fn ping_watchdog(&mut self, now: Duration) {
+        let WatchdogState::Armed { timeout_s, .. } = self.watchdog else {
+            return;
+        };
+        #[cfg(test)]
+        let wanted = if self.mutations.watchdog_full_ttl {
+            Some(self.plan.clock.ttl.as_secs() as u32)
+        } else {
+            self.lead.watchdog_timeout(now)
+        };
+        #[cfg(not(test))]
+        let wanted = self.lead.watchdog_timeout(now);
+        let Some(wanted) = wanted else {
+            return;
+        };
+        let ask = wanted.saturating_sub(self.watchdog_excess).max(1);
+        let pinged = self.kernel.ping_watchdog(ask);
+        match self.fit_watchdog(wanted, ask, pinged) {
+            Ok(applied) => {
+                if applied > wanted && applied != timeout_s {
+                    self.log(
+                        Level::Warn,
+                        format!(
+                            "the watchdog took a timeout of {applied} s for {wanted} s: a frozen \
+                             guard's node resets up to {} s late",
+                            applied - wanted
+                        ),
+                    );
+                }
+                self.watchdog = WatchdogState::Armed {
+                    timeout_s: applied,
+                    pinged: now,
+                };
+                // Whole seconds lose up to one against the lease: a second ping, when the same
+                // timeout ends just at the bound, moves the reset up to a second later — room
+                // for a guard that fences at its deadline to stop the service and disarm.
+                let exact = self.lead.watchdog_end.saturating_sub(
+                    Duration::from_secs(applied.into()).mul_f64(1.0 + WATCHDOG_TOLERANCE),
+                );
+                self.watchdog_ping_at = (exact > now + SECOND_PING_MIN)
+                    .then(|| exact.saturating_sub(Duration::from_millis(2)));
+            }
+            // Not pinged: the reset stays where it was, and the guard fences before it.
+            Err(e) => self.log(Level::Error, format!("pinging the watchdog: {e}")),
+        }
+    }
+
+    /// The renewal's second ping, when it is due and the promise still holds.
+    fn second_ping(&mut self, now: Duration) {
+        let Some(at) = self.watchdog_ping_at else {
+            return;
+        };
+        if now < at {
+            return;
+        }
+        self.watchdog_ping_at = None;
+        let later = match (self.lead.watchdog_timeout(now), self.watchdog.fires_at()) {
+            (Some(w), Some(f)) => now + Duration::from_secs(w.into()) > f,
+            _ => false,
+        };
+        // Woken late, the whole seconds may no longer reach past the first ping's reset.
+        if later && self.fenced.is_none() && now < self.fence_at() {
+            self.ping_watchdog(now);
+            // One second ping per renewal.
+            self.watchdog_ping_at = None;
+        }
+    }
+
+    /// A driver that rounds a timeout up (its granularity) is asked for shorter ones, a few
+    /// at most, until what it applies is not longer than `wanted`; each ask pings too.
+    fn fit_watchdog(
+        &mut self,
+        wanted: u32,
+        mut ask: u32,
+        first: Result<u32, String>,
+    ) -> Result<u32, String> {
+        let mut result = first;
+        while let Ok(applied) = result {
+            self.watchdog_excess = self.watchdog_excess.max(applied.saturating_sub(ask));
+            if applied <= wanted || ask <= 1 || wanted - ask >= 3 {
+                break;
+            }
+            ask -= 1;
+            result = self.kernel.ping_watchdog(ask);
+        }
+        result
+    }
+
+    /// The magic close, once VIP and service are confirmed down.
+    fn disarm_step(&mut self, now: Duration) {
+        let down = self.all_down();
+        #[cfg(test)]
+        let down = down || self.mutations.early_disarm;
+        if !down {
+            return;
+        }
+        let Some(fires_at) = self.watchdog.fires_at() else {
+            return;
+        };
+        if matches!(self.watchdog, WatchdogState::DisarmFailed { .. }) {
+            return;
+        }
+        match self.kernel.disarm_watchdog() {
+            Ok(()) => {
+                self.watchdog = WatchdogState::Disarmed;
+                self.log(Level::Info, "watchdog disarmed".into());
+            }
+            Err(why) => {
+                let left = fires_at.saturating_sub(now).as_secs_f64();
+                self.log(
+                    Level::Error,
+                    format!(
+                        "the watchdog could not be stopped ({why}): the node resets in {left:.1} s"
+                    ),
+                );
+                self.watchdog = WatchdogState::DisarmFailed { fires_at, why };
+            }
+        }
+    }
+
+    /// Arming: with a timeout whose reset comes before the lease can end at etcd, read back.
+    /// A failure (or a driver that applied more) fails the raise when the watchdog is
+    /// required; with auto the guard leads without it and says why.
+    fn arm_watchdog(&mut self, now: Duration) {
+        self.raise = if self.plan.vip {
+            RaiseStep::AddVip
+        } else {
+            RaiseStep::WriteToken
+        };
+        let Some(wanted) = self.lead.watchdog_timeout(now) else {
+            return self.raise_failed(
+                now,
+                "too little of the lease is left to arm the watchdog".into(),
+            );
+        };
+        #[cfg(test)]
+        let wanted = if self.mutations.watchdog_full_ttl {
+            self.plan.clock.ttl.as_secs() as u32
+        } else {
+            wanted
+        };
+        let armed = self.kernel.arm_watchdog(wanted);
+        let opened = armed.is_ok();
+        let problem = match self.fit_watchdog(wanted, wanted, armed) {
+            Ok(applied) if applied <= wanted => {
+                self.watchdog = WatchdogState::Armed {
+                    timeout_s: applied,
+                    pinged: now,
+                };
+                self.log(
+                    Level::Info,
+                    format!("watchdog armed: it resets the node {applied} s after the last ping"),
+                );
+                return;
+            }
+            Ok(applied) => format!(
+                "the watchdog took a timeout of {applied} s for {wanted} s: its reset could come \
+                 after the lease ends"
+            ),
+            Err(e) => e,
+        };
+        let problem = match opened.then(|| self.kernel.disarm_watchdog()) {
+            Some(Err(e)) => format!("{problem} (and {e})"),
+            _ => problem,
+        };
+        if self.plan.watchdog == WatchdogPlan::Required {
+            self.raise_failed(now, format!("watchdog=required: {problem}"));
+        } else {
+            self.log(
+                Level::Warn,
+                format!("leading without a watchdog: {problem}"),
+            );
+            self.watchdog = WatchdogState::Unavailable(problem);
         }
     }
 
@@ -969,7 +1280,24 @@ impl<K: Kernel> Machine<K> {
         if !self.may_raise(now) {
             return;
         }
+        #[cfg(test)]
+        let arm_late = self.mutations.arm_after_vip;
+        #[cfg(not(test))]
+        let arm_late = false;
         match self.raise {
+            RaiseStep::ArmWatchdog if !arm_late => {
+                self.arm_watchdog(now);
+                if self.phase == Phase::Raising {
+                    self.raise_step(now);
+                }
+            }
+            RaiseStep::ArmWatchdog => {
+                // The mutation: the VIP first, the watchdog at the next step.
+                self.raise = RaiseStep::AddVip;
+                self.raise_step(now);
+                self.arm_watchdog(now);
+                self.raise = RaiseStep::Settling;
+            }
             RaiseStep::AddVip => {
                 let Some(secs) = self.lead.vip_lifetime(now) else {
                     return self.raise_failed(

@@ -18,6 +18,7 @@ mod push;
 #[cfg(test)]
 mod sim;
 pub mod status;
+pub mod watchdog;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -104,6 +105,8 @@ struct Guard {
     fence: Arc<OnceLock<Fence>>,
     persisted: Persisted,
     service: Option<Running>,
+    /// The watchdog device chosen before the key is taken (or why none).
+    watchdog: watchdog::Choice,
 }
 
 impl Guard {
@@ -154,6 +157,7 @@ impl Guard {
             fence,
             persisted,
             service: None,
+            watchdog: watchdog::Choice::Off,
         }
     }
 
@@ -220,6 +224,20 @@ impl Guard {
         let Some(mut sigterm) = StopSignals::new() else {
             return 1;
         };
+        // Before the key: watchdog=required with no device never takes it.
+        let code = match watchdog::choose(&self.args.config.watchdog) {
+            Ok(choice) => {
+                self.use_watchdog(choice);
+                None
+            }
+            Err(why) => Some(self.give_up(why, &mut stepdown_rx).await),
+        };
+        if let Some(code) = code {
+            self.dir.remove_guard_files();
+            server.abort();
+            identity_server.abort();
+            return code;
+        }
 
         let code = match self.acquire(&mut stepdown_rx, &mut sigterm).await {
             Ok(acquired) => self.lead(acquired, &mut stepdown_rx, &mut sigterm).await,
@@ -236,6 +254,34 @@ impl Guard {
         identity_server.abort();
         open.drain(Duration::from_millis(500)).await;
         code
+    }
+
+    /// Takes the watchdog choice; with a device, the guard's memory is locked and its priority
+    /// raised, so that a loaded node does not starve the pings (only a frozen guard resets it).
+    fn use_watchdog(&mut self, choice: watchdog::Choice) {
+        let rsc = &self.args.resource;
+        let status = match &choice {
+            watchdog::Choice::Off => None,
+            watchdog::Choice::Use(d) => {
+                log::info!("guard {rsc}: watchdog {} chosen", d.display());
+                for problem in hold_in_memory_and_priority() {
+                    log::warn!("guard {rsc}: {problem}");
+                }
+                Some(status::WatchdogStatus {
+                    device: Some(d.display().to_string()),
+                    ..Default::default()
+                })
+            }
+            watchdog::Choice::Without(why) => {
+                log::warn!("guard {rsc}: leading without a watchdog: {why}");
+                Some(status::WatchdogStatus {
+                    note: Some(why.clone()),
+                    ..Default::default()
+                })
+            }
+        };
+        self.shared.update(|s| s.watchdog = status);
+        self.watchdog = choice;
     }
 
     fn op_timeout(&self) -> Duration {
@@ -285,6 +331,20 @@ fn from_machine(s: &mut GuardStatus, m: &machine::Machine<fence::Host>, clock: L
         Some(_) => 0,
         None => clock.ttl_left(m.deadline(), now).as_millis() as u64,
     });
+    if let Some(w) = &mut s.watchdog {
+        use machine::WatchdogState as W;
+        w.armed = matches!(m.watchdog(), W::Armed { .. } | W::DisarmFailed { .. });
+        if let W::Armed { timeout_s, pinged } = m.watchdog() {
+            w.timeout_s = Some(*timeout_s);
+            w.last_ping_unix_ms = Some(unix_ms_at(*pinged));
+        }
+        match m.watchdog() {
+            W::Unavailable(why) => w.note = Some(why.clone()),
+            W::DisarmFailed { why, .. } => w.note = Some(format!("could not be stopped: {why}")),
+            W::Disarmed => w.note = Some("disarmed".into()),
+            _ => {}
+        }
+    }
     if let Some((at, cause)) = m.fenced() {
         s.fenced_at_unix_ms = Some(unix_ms_at(*at));
         s.problem = Some(format!("fenced: {cause}"));
@@ -293,6 +353,32 @@ fn from_machine(s: &mut GuardStatus, m: &machine::Machine<fence::Host>, clock: L
     } else if m.phase() == Phase::Raising {
         s.problem = Some("raising VIP and service".into());
     }
+}
+
+/// mlockall and a raised priority (nice -10, SCHED_RESET_ON_FORK so the service and every
+/// child start at the normal priority); what could not be done, in words.
+fn hold_in_memory_and_priority() -> Vec<String> {
+    let mut problems = Vec::new();
+    // SAFETY: mlockall takes flags only.
+    if unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) } != 0 {
+        problems.push(format!(
+            "cannot lock the guard's memory: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: changes the calling thread's policy only; param lives across the call.
+    let reset = unsafe {
+        libc::sched_setscheduler(0, libc::SCHED_OTHER | libc::SCHED_RESET_ON_FORK, &param)
+    };
+    // SAFETY: setpriority takes plain integers (0: the calling thread, the runtime's).
+    if reset != 0 || unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, -10) } != 0 {
+        problems.push(format!(
+            "cannot raise the guard's priority: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    problems
 }
 
 /// Every signal that would otherwise end the guard without a word means "step down in

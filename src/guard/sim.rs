@@ -28,7 +28,10 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::Duration;
 
-use super::machine::{Input, Kernel, Machine, Mutations, Order, Plan, ServiceRef, VIP_RETRY};
+use super::machine::{
+    Input, Kernel, Machine, Mutations, Order, Plan, ServiceRef, WatchdogPlan, VIP_RETRY,
+    WATCHDOG_TOLERANCE,
+};
 use crate::lease::LeaseClock;
 use crate::splitmix::SplitMix64;
 
@@ -99,6 +102,8 @@ enum Ev {
     Spawn,
     Freeze,
     Unfreeze,
+    /// The watchdog's time, if no ping moved it since.
+    WatchdogFires,
 }
 
 impl Ev {
@@ -123,6 +128,30 @@ struct World {
     termed_at: Option<Duration>,
     /// Raise effects made, with their times: checked against (iii).
     raised: Vec<Duration>,
+    /// The hardware watchdog: the plan arms one.
+    dog_planned: bool,
+    /// Arming fails (no device, EBUSY).
+    dog_arm_fails: bool,
+    /// The driver's granularity: a timeout is rounded up to a multiple of it.
+    dog_step: u32,
+    /// A ping fails now and then; the magic close fails.
+    dog_ping_fails: f64,
+    dog_disarm_fails: bool,
+    /// How much later than nominal the hardware resets (1 ..= 1 + WATCHDOG_TOLERANCE).
+    dog_late: f64,
+    /// Armed: the timeout in force and when the reset comes.
+    dog: Option<(u32, Duration)>,
+    dog_ever_armed: bool,
+    dog_disarmed: bool,
+    /// The magic close was tried and failed (everything down): the reset is expected.
+    dog_close_failed: bool,
+    /// The timeout in force is longer than the guard asked for (the driver's granularity):
+    /// a reset after the lease's end is the driver's, and the guard warned of it.
+    dog_overshot: bool,
+    /// Pings made, with their times: checked against (v).
+    pings: Vec<Duration>,
+    /// What a kernel effect found wrong with the watchdog protocol (v).
+    dog_violations: Vec<String>,
     scheduled: Vec<(Duration, Ev)>,
     trace: Vec<String>,
 }
@@ -136,8 +165,73 @@ impl World {
     }
 }
 
+impl World {
+    /// (v): nothing is raised before the watchdog is armed (unless arming failed and the plan
+    /// leads without it).
+    fn check_armed_for_raise(&mut self, what: &str) {
+        if self.dog_planned && self.dog.is_none() && !self.dog_arm_fails && !self.dog_disarmed {
+            let t = self.now;
+            self.dog_violations
+                .push(format!("{what} at {t:?} before the watchdog was armed"));
+        }
+    }
+
+    fn dog_set(&mut self, secs: u32) -> u32 {
+        let step = self.dog_step.max(1);
+        let applied = secs.div_ceil(step) * step;
+        self.dog_overshot = applied > secs;
+        let fires = self.now + Duration::from_secs(applied.into()).mul_f64(self.dog_late);
+        self.dog = Some((applied, fires));
+        self.scheduled.push((fires, Ev::WatchdogFires));
+        applied
+    }
+}
+
 impl Kernel for World {
+    fn arm_watchdog(&mut self, secs: u32) -> Result<u32, String> {
+        if self.dog_arm_fails {
+            return Err("/dev/watchdog0 is held by another process (simulated)".into());
+        }
+        self.dog_ever_armed = true;
+        let applied = self.dog_set(secs);
+        self.note(format!("watchdog armed, {applied} s"));
+        Ok(applied)
+    }
+    fn ping_watchdog(&mut self, secs: u32) -> Result<u32, String> {
+        if self.dog.is_none() {
+            return Err("not armed".into());
+        }
+        self.pings.push(self.now);
+        if self.dog_ping_fails > 0.0 && self.pings.len().is_multiple_of(3) {
+            return Err("EIO (simulated)".into());
+        }
+        let applied = self.dog_set(secs);
+        self.note(format!("watchdog pinged, {applied} s (asked {secs})"));
+        Ok(applied)
+    }
+    fn disarm_watchdog(&mut self) -> Result<(), String> {
+        if self.dog.is_none() {
+            return Ok(());
+        }
+        if self.vip || self.service {
+            let t = self.now;
+            self.dog_violations.push(format!(
+                "watchdog disarmed at {t:?} with the VIP ({}) or the service ({}) up",
+                self.vip, self.service
+            ));
+        }
+        if self.dog_disarm_fails {
+            self.note("watchdog magic close failed".into());
+            self.dog_close_failed = true;
+            return Err("EIO (simulated)".into());
+        }
+        self.dog = None;
+        self.dog_disarmed = true;
+        self.note("watchdog disarmed".into());
+        Ok(())
+    }
     fn add_vip(&mut self, secs: u32) -> Result<(), String> {
+        self.check_armed_for_raise("VIP added");
         self.raised.push(self.now);
         self.vip = true;
         self.vip_kernel_end = self.now + Duration::from_secs(secs.into()) + self.kernel_slack;
@@ -340,6 +434,8 @@ struct Sim {
     answered: Option<(Duration, bool)>,
     exited: bool,
     late_answers: u32,
+    /// When the watchdog reset the node.
+    reset_at: Option<Duration>,
 }
 
 /// Events in the heap, ordered by time and sequence only.
@@ -381,6 +477,12 @@ impl Sim {
             ignores_term: rng.chance(0.3),
             unkillable: rng.chance(0.03),
             term_exit: rng.ms(0, 800),
+            dog_planned: rng.chance(0.7),
+            dog_arm_fails: rng.chance(0.05),
+            dog_step: if rng.chance(0.1) { 2 } else { 1 },
+            dog_ping_fails: if rng.chance(0.05) { 1.0 } else { 0.0 },
+            dog_disarm_fails: rng.chance(0.03),
+            dog_late: 1.0 + WATCHDOG_TOLERANCE * (rng.next() % 1001) as f64 / 1000.0,
             ..World::default()
         };
         let (mut s, mut world) = (s, world);
@@ -396,6 +498,12 @@ impl Sim {
             clock: s.clock,
             vip: true,
             unit: s.unit.then(|| "api.service".to_string()),
+            watchdog: match (world.dog_planned, world.dog_step) {
+                (false, _) => WatchdogPlan::Off,
+                // A coarse driver, required: the raise fails; auto: leads without.
+                (true, 2) => WatchdogPlan::Required,
+                (true, _) => WatchdogPlan::Auto,
+            },
         };
         let mut m = Machine::new(plan, Duration::ZERO, ttl, world);
         m.mutations = mutations;
@@ -417,6 +525,7 @@ impl Sim {
             answered: None,
             exited: false,
             late_answers: 0,
+            reset_at: None,
             s,
         };
         // The grant's answer: the shell starts the machine then.
@@ -524,8 +633,10 @@ impl Sim {
             }
         }
         let raised_before = self.m.kernel.raised.len();
+        let pinged_before = self.m.kernel.pings.len();
         self.m.handle(now, input);
         self.check_raises(raised_before, seed)?;
+        self.check_watchdog(pinged_before, seed)?;
         while let Some(order) = self.m.poll_order() {
             self.perform(order, seed)?;
         }
@@ -546,6 +657,38 @@ impl Sim {
                 return Err(self.fail(
                     seed,
                     format!("raised at {t:?}, deadline {:?}", self.deadline),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// (v): pings only while the promise holds (before the deadline, ownership not known
+    /// lost); the reset always before the lease can end at etcd; the protocol's order.
+    fn check_watchdog(&self, since: usize, seed: u64) -> Result<(), String> {
+        let w = &self.m.kernel;
+        if let Some(v) = w.dog_violations.first() {
+            return Err(self.fail(seed, v.clone()));
+        }
+        for &t in &w.pings[since..] {
+            if t >= self.deadline || self.told_lost.is_some_and(|l| t >= l) {
+                return Err(self.fail(
+                    seed,
+                    format!(
+                        "watchdog pinged at {t:?}, after the deadline {:?} or the loss",
+                        self.deadline
+                    ),
+                ));
+            }
+        }
+        if let Some((_, fires)) = w.dog {
+            if fires > self.etcd_expiry && !self.released && !w.dog_overshot {
+                return Err(self.fail(
+                    seed,
+                    format!(
+                        "watchdog resets at {fires:?}, after the lease could end at etcd ({:?})",
+                        self.etcd_expiry
+                    ),
                 ));
             }
         }
@@ -579,6 +722,7 @@ impl Sim {
             Order::CancelAnnouncements => {}
             Order::WriteToken => self.deliver(Duration::ZERO, Input::TokenWritten(Ok(()))),
             Order::StartService => {
+                self.m.kernel.check_armed_for_raise("service start ordered");
                 if self.told_lost.is_some() || now >= self.deadline {
                     return Err(self.fail(
                         seed,
@@ -699,6 +843,14 @@ impl Sim {
 
     fn step(&mut self, ev: Ev, seed: u64) -> Result<(), String> {
         let now = self.now();
+        let etcd_side = matches!(
+            ev,
+            Ev::EtcdRenews { .. } | Ev::EtcdLeaderChange | Ev::OwnershipLost { .. }
+        );
+        if self.reset_at.is_some() && !etcd_side {
+            // The node was reset: nothing on it happens any more; etcd goes on.
+            return Ok(());
+        }
         match ev {
             Ev::FenceWake => self.feed(Input::Tick, seed)?,
             Ev::Deliver(input) => {
@@ -837,8 +989,36 @@ impl Sim {
                 }
             }
             Ev::Unfreeze => {
-                self.m.kernel.note("guard resumed".into());
-                self.at(now, Ev::FenceWake);
+                if self.reset_at.is_none() {
+                    self.m.kernel.note("guard resumed".into());
+                    self.at(now, Ev::FenceWake);
+                }
+            }
+            Ev::WatchdogFires => {
+                let Some((_, fires)) = self.m.kernel.dog else {
+                    return Ok(());
+                };
+                if fires > now || self.reset_at.is_some() {
+                    return Ok(());
+                }
+                let on_time = !self.frozen()
+                    && !self.killed
+                    && self.m.fenced().is_none()
+                    && !self.m.kernel.dog_close_failed;
+                if on_time {
+                    return Err(self.fail(
+                        seed,
+                        format!("the watchdog reset the node at {now:?}, its guard on time"),
+                    ));
+                }
+                // The node resets: everything on it stops, the guard never acts again.
+                let w = &mut self.m.kernel;
+                w.vip = false;
+                w.service = false;
+                w.note("the watchdog reset the node".into());
+                self.reset_at = Some(now);
+                self.killed = true;
+                self.frozen_until = Some(None);
             }
         }
         Ok(())
@@ -859,7 +1039,8 @@ impl Sim {
                 ),
             ));
         }
-        let service_exempt = residual || w.unkillable;
+        // An armed watchdog covers them both: its reset comes before the lease's end.
+        let service_exempt = (residual || w.unkillable) && w.dog.is_none();
         if w.service && t > self.etcd_expiry && !service_exempt {
             return Err(self.fail(
                 seed,
@@ -929,6 +1110,11 @@ struct Tally {
     answered_incomplete: u32,
     kernel_expiries: u32,
     late_answers: u32,
+    /// The watchdog reset a frozen or killed guard's node; reset one that had fenced (its
+    /// service not confirmed stopped in time); was disarmed in order.
+    frozen_resets: u32,
+    fenced_resets: u32,
+    disarmed: u32,
 }
 
 impl Sim {
@@ -951,7 +1137,21 @@ impl Sim {
         t.answered_incomplete += u32::from(self.answered.is_some_and(|(_, ok)| !ok));
         t.kernel_expiries += u32::from(trace.iter().any(|l| l.contains("expired in the kernel")));
         t.late_answers += self.late_answers;
+        if self.reset_at.is_some() {
+            let frozen =
+                trace_has(trace, "guard SIGSTOPped") || trace_has(trace, "guard SIGKILLed");
+            if frozen && self.m.fenced().is_none() {
+                t.frozen_resets += 1;
+            } else {
+                t.fenced_resets += 1;
+            }
+        }
+        t.disarmed += u32::from(self.m.kernel.dog_disarmed);
     }
+}
+
+fn trace_has(trace: &[String], what: &str) -> bool {
+    trace.iter().any(|l| l.contains(what))
 }
 
 fn run_one(seed: u64, mutations: Mutations, tally: &mut Tally) -> Result<(), String> {
@@ -1002,6 +1202,10 @@ fn ten_thousand_fault_schedules_hold_every_invariant_of_the_real_machine() {
         tally.kernel_expiries > 0 && tally.late_answers > 0,
         "{tally:?}"
     );
+    assert!(
+        tally.frozen_resets > 0 && tally.fenced_resets > 0 && tally.disarmed > runs as u32 / 10,
+        "{tally:?}"
+    );
 }
 
 /// Runs schedules with one rule of the machine switched off; some must fail, each with the
@@ -1038,6 +1242,8 @@ fn quiet(s: &mut Schedule, w: &mut World) {
     s.start_fails = false;
     w.remove_fault = Some(RemoveFault::Never);
     w.unkillable = false;
+    // The watchdog's own rules have their own cases; these are about the others.
+    w.dog_planned = false;
 }
 
 #[test]
@@ -1184,6 +1390,115 @@ fn a_key_deleted_one_second_into_a_five_second_raise_takes_the_vip_at_once() {
         assert!(
             at < 1.25,
             "VIP removed at {at} s, the key went at 1 s:\n{trace}"
+        );
+    }
+}
+
+/// The watchdog's rules, with the hardware watchdog in every schedule and no fault of its own.
+fn with_watchdog(s: &mut Schedule, w: &mut World) {
+    quiet(s, w);
+    w.dog_planned = true;
+    w.dog_arm_fails = false;
+    w.dog_step = 1;
+    w.dog_ping_fails = 0.0;
+    w.dog_disarm_fails = false;
+}
+
+#[test]
+fn without_arming_first_the_simulation_finds_a_vip_raised_before_the_watchdog() {
+    let n = caught(
+        Mutations {
+            arm_after_vip: true,
+            ..Mutations::default()
+        },
+        &["before the watchdog was armed"],
+        with_watchdog,
+    );
+    assert!(
+        n > 0,
+        "no schedule caught a VIP raised before the watchdog was armed"
+    );
+}
+
+#[test]
+fn pinging_on_a_timer_of_its_own_is_found_as_a_ping_after_the_deadline() {
+    let n = caught(
+        Mutations {
+            ping_on_wake: true,
+            ..Mutations::default()
+        },
+        &["watchdog pinged at"],
+        |s, w| {
+            with_watchdog(s, w);
+            // etcd silent: fenced at the deadline, the service holding out until the KILL.
+            w.ignores_term = true;
+            s.faults = vec![(Duration::from_secs(5), HORIZON, Member::Silent)];
+        },
+    );
+    assert!(n > 0, "no schedule caught a ping after the deadline");
+}
+
+#[test]
+fn disarming_at_the_step_down_is_found_with_the_service_still_up() {
+    let n = caught(
+        Mutations {
+            early_disarm: true,
+            ..Mutations::default()
+        },
+        &["watchdog disarmed at"],
+        |s, w| {
+            with_watchdog(s, w);
+            w.ignores_term = true;
+            s.step_down = Some((Duration::from_secs(5), Duration::from_secs(20)));
+        },
+    );
+    assert!(n > 0, "no schedule caught a disarm with the service up");
+}
+
+#[test]
+fn a_timeout_of_the_whole_ttl_is_found_resetting_after_the_lease() {
+    let n = caught(
+        Mutations {
+            watchdog_full_ttl: true,
+            ..Mutations::default()
+        },
+        &["after the lease could end at etcd"],
+        with_watchdog,
+    );
+    assert!(n > 0, "no schedule caught a reset after the lease's end");
+}
+
+#[test]
+fn a_frozen_guard_is_reset_before_its_lease_ends_and_a_step_down_disarms() {
+    for seed in 0..50u64 {
+        // Frozen for good at 5 s, at the default settings: the reset takes VIP and service
+        // before etcd could let the key go.
+        let mut sim = Sim::shaped(seed, Mutations::default(), |s, w| {
+            with_watchdog(s, w);
+            s.clock = LeaseClock {
+                ttl: Duration::from_secs(10),
+                margin: Duration::from_secs(2),
+            };
+            s.freeze = Some((Duration::from_secs(5), Some(HORIZON)));
+        });
+        sim.run(seed).unwrap_or_else(|e| panic!("{e}"));
+        let trace = sim.m.kernel.trace.join("\n");
+        let reset = sim.reset_at.unwrap_or_else(|| panic!("no reset:\n{trace}"));
+        assert!(
+            reset < sim.etcd_expiry && !sim.m.kernel.service && !sim.m.kernel.vip,
+            "reset at {reset:?}, lease until {:?}:\n{trace}",
+            sim.etcd_expiry
+        );
+        // An orderly step-down: disarmed, never reset.
+        let mut sim = Sim::shaped(seed, Mutations::default(), |s, w| {
+            with_watchdog(s, w);
+            s.step_down = Some((Duration::from_secs(5), Duration::from_secs(20)));
+        });
+        sim.run(seed).unwrap_or_else(|e| panic!("{e}"));
+        let trace = sim.m.kernel.trace.join("\n");
+        assert!(
+            sim.reset_at.is_none() && sim.m.kernel.dog_disarmed,
+            "step-down:\n{trace}"
         );
     }
 }

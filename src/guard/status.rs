@@ -67,6 +67,22 @@ pub struct GuardStatus {
     /// The health watcher found the unit inactive (systemd mode).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unit_inactive: bool,
+    /// The hardware watchdog (absent with watchdog=off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watchdog: Option<WatchdogStatus>,
+}
+
+/// The watchdog as the guard has it, for `hamaster status`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WatchdogStatus {
+    /// The device chosen; None: running without one (`note` says why).
+    pub device: Option<String>,
+    pub armed: bool,
+    /// The timeout in force (s), as the driver applied it.
+    pub timeout_s: Option<u32>,
+    pub last_ping_unix_ms: Option<u64>,
+    /// Why there is none, or what went wrong with it.
+    pub note: Option<String>,
 }
 
 impl GuardStatus {

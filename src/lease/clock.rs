@@ -51,6 +51,13 @@ impl LeaseClock {
         sent + granted.saturating_sub(self.margin)
     }
 
+    /// The earliest a lease renewed by a keepalive sent at `sent` with `granted` TTL can end
+    /// at etcd in true time, etcd's clock running fast at MAX_SLEW: a hardware watchdog
+    /// counts true time, so its reset must come before this.
+    pub fn watchdog_end(&self, sent: Duration, granted: Duration) -> Duration {
+        sent + granted.div_f64(1.0 + MAX_SLEW)
+    }
+
     /// The smallest margin that still fences before the lease can end at etcd when this
     /// node's clock runs slow and etcd's leader's runs fast, both at MAX_SLEW:
     /// `(T − M)/(1 − r) ≤ T/(1 + r)`, so `M ≥ 2rT/(1 + r)` (about 15.5 % of the TTL).

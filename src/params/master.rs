@@ -212,8 +212,33 @@ pub const PUSH_FAILURES: Param = Param {
     ..BASE
 };
 
+pub const WATCHDOG: Param = Param {
+    name: "watchdog",
+    default: Some("auto"),
+    shortdesc: "Hardware watchdog while promoted: off, auto or required",
+    longdesc:
+        "While promoted the guard holds a watchdog device (like sbd and Patroni) and pings it \
+        after each lease renewal: a guard that is frozen (SIGSTOP, a stuck kernel call, a paused \
+        VM) stops pinging and the watchdog resets the node before the lease can end at etcd, so \
+        its service cannot serve on. It is armed after the key is taken and before the VIP goes \
+        up, and disarmed (magic close) once VIP and service are confirmed down. 'auto' uses a \
+        device when one is free and runs without it otherwise (status and the log say why); \
+        'required' refuses to promote without one; 'off' never opens one. Never the device sbd \
+        uses (SBD_WATCHDOG_DEV in /etc/sysconfig/sbd or /etc/default/sbd, sbd enabled).",
+    ..BASE
+};
+
+pub const WATCHDOG_DEVICE: Param = Param {
+    name: "watchdog_device",
+    shortdesc: "Watchdog device",
+    longdesc:
+        "The watchdog device to use (/dev/watchdog1). Default: the first /dev/watchdogN that \
+        is free, is not sbd's and has nowayout off.",
+    ..BASE
+};
+
 /// The master's own parameters, without the VIP.
-pub const OWN: [Param; 19] = [
+pub const OWN: [Param; 21] = [
     ETCD_ENDPOINTS,
     ETCD_PREFIX,
     ETCD_CACERT,
@@ -233,6 +258,8 @@ pub const OWN: [Param; 19] = [
     HEALTH_INTERVAL,
     HEALTH_FAILURES,
     PUSH_FAILURES,
+    WATCHDOG,
+    WATCHDOG_DEVICE,
 ];
 
 const N_VIP: usize = super::vip::ALL.len();

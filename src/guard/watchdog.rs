@@ -1,0 +1,643 @@
+//! The hardware watchdog (parameters watchdog, watchdog_device): a guard that is frozen stops
+//! pinging, and the watchdog resets the node before the lease can end at etcd — the frozen
+//! guard's service cannot serve on (docs/safety.md). The machine (guard::machine) decides when
+//! to arm, ping and disarm; this module chooses the device before the key is taken (never the
+//! one sbd uses) and speaks the kernel's watchdog API to it (`Dog`), through the `Device`
+//! boundary so that unit tests can record the protocol.
+//!
+//! The protocol: arm = open (the driver starts counting) + WDIOC_SETTIMEOUT + WDIOC_GETTIMEOUT
+//! (what the driver applied); ping = WDIOC_KEEPALIVE, or WDIOC_SETTIMEOUT (which pings too)
+//! when the machine wants another timeout; disarm = the magic close ("V", then close). A guard
+//! that dies closes without the "V": the watchdog stays armed, which is the point.
+
+use std::fs;
+use std::io::{self, Write};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+
+use crate::params::{master as p, ConfigError, Values};
+
+/// watchdog=: whether the guard arms a watchdog while it leads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    Off,
+    /// Arm one when a device is free; run without it (and say so) when none is.
+    Auto,
+    /// Promote only with an armed watchdog.
+    Required,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct WatchdogConfig {
+    pub mode: Mode,
+    /// watchdog_device; None: the first free /dev/watchdogN.
+    pub device: Option<PathBuf>,
+}
+
+impl WatchdogConfig {
+    pub fn from_values(v: &Values) -> Result<WatchdogConfig, ConfigError> {
+        let text = v.required(&p::WATCHDOG)?;
+        let mode = match text {
+            "off" => Mode::Off,
+            "auto" => Mode::Auto,
+            "required" => Mode::Required,
+            _ => {
+                return Err(ConfigError::invalid(
+                    &p::WATCHDOG,
+                    text,
+                    "must be off, auto or required",
+                ))
+            }
+        };
+        let device = match v.get(&p::WATCHDOG_DEVICE) {
+            None | Some("") => None,
+            Some(d) if d.starts_with("/dev/") && !d.contains("/../") => Some(PathBuf::from(d)),
+            Some(d) => {
+                return Err(ConfigError::invalid(
+                    &p::WATCHDOG_DEVICE,
+                    d,
+                    "must be a device path under /dev/",
+                ))
+            }
+        };
+        Ok(WatchdogConfig { mode, device })
+    }
+}
+
+/// What the guard leads with, chosen before it takes the key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Choice {
+    Off,
+    /// This device, to be opened when the key is ours.
+    Use(PathBuf),
+    /// auto, and no device can be used: why (status and the log say it).
+    Without(String),
+}
+
+/// Where sbd keeps its settings: RHEL's file, then Debian's.
+pub const SBD_CONFIGS: [&str; 2] = ["/etc/sysconfig/sbd", "/etc/default/sbd"];
+/// sbd's own default when SBD_WATCHDOG_DEV is not set.
+const SBD_DEFAULT_DEVICE: &str = "/dev/watchdog";
+
+/// The value of SBD_WATCHDOG_DEV in an sbd settings file (shell syntax: quotes, comments,
+/// `export`), None when it is not set there.
+pub fn sbd_device_in(text: &str) -> Option<String> {
+    let mut found = None;
+    for line in text.lines() {
+        let line = line.trim();
+        let line = line.strip_prefix("export ").unwrap_or(line).trim_start();
+        let Some(value) = line.strip_prefix("SBD_WATCHDOG_DEV=") else {
+            continue;
+        };
+        let value = value.split(" #").next().unwrap_or("").trim();
+        let value = value.trim_matches(|c| c == '"' || c == '\'');
+        // The last assignment wins, as in the shell; an empty one unsets it.
+        found = (!value.is_empty()).then(|| value.to_string());
+    }
+    found
+}
+
+/// The device sbd uses on this node, and where that was read: its settings name one (or sbd's
+/// default) and sbd is enabled in systemd or running. An sbd package that is installed but not
+/// enabled holds nothing.
+pub fn sbd_device() -> Option<(String, String)> {
+    for config in SBD_CONFIGS {
+        let Ok(text) = fs::read_to_string(config) else {
+            continue;
+        };
+        let named = sbd_device_in(&text);
+        if named.is_some() || sbd_enabled() {
+            let device = named.unwrap_or_else(|| SBD_DEFAULT_DEVICE.to_string());
+            return Some((device, format!("SBD_WATCHDOG_DEV in {config}")));
+        }
+    }
+    None
+}
+
+/// sbd is enabled (pcs stonith sbd enable: a corosync.service.requires link) or an sbd
+/// process runs.
+fn sbd_enabled() -> bool {
+    let links = [
+        "/etc/systemd/system/corosync.service.requires/sbd.service",
+        "/etc/systemd/system/corosync.service.wants/sbd.service",
+        "/etc/systemd/system/multi-user.target.wants/sbd.service",
+    ];
+    links.iter().any(|l| Path::new(l).exists()) || sbd_runs()
+}
+
+/// A process whose name is sbd (its inquisitor and watchers all are).
+fn sbd_runs() -> bool {
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return false;
+    };
+    dir.filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .any(|e| fs::read_to_string(e.path().join("comm")).is_ok_and(|c| c.trim() == "sbd"))
+}
+
+/// The watchdog's number: /dev/watchdog is the legacy name of watchdog 0; a symlink counts as
+/// what it points at.
+pub fn index_of(device: &Path) -> Option<u32> {
+    let real = fs::canonicalize(device).unwrap_or_else(|_| device.to_path_buf());
+    let name = real.file_name()?.to_str()?;
+    match name.strip_prefix("watchdog")? {
+        "" => Some(0),
+        n => n.parse().ok(),
+    }
+}
+
+/// The same watchdog, by number where both have one, else by path.
+fn same_device(a: &Path, b: &Path) -> bool {
+    match (index_of(a), index_of(b)) {
+        (Some(x), Some(y)) => x == y,
+        _ => a == b,
+    }
+}
+
+/// What sysfs says of watchdog N: None when it has no such file.
+fn sysfs(index: u32, file: &str) -> Option<String> {
+    fs::read_to_string(format!("/sys/class/watchdog/watchdog{index}/{file}"))
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+/// Why this device cannot be the guard's, or None when it can (as far as can be seen without
+/// opening it: opening starts it).
+fn unusable(device: &Path, sbd: &Option<(String, String)>) -> Option<String> {
+    let shown = device.display();
+    if let Some((sbd_dev, source)) = sbd {
+        if same_device(device, Path::new(sbd_dev)) {
+            return Some(format!("{shown} is sbd's ({source} names {sbd_dev})"));
+        }
+    }
+    match fs::metadata(device) {
+        Err(e) => return Some(format!("{shown}: {e}")),
+        Ok(m) => {
+            use std::os::unix::fs::FileTypeExt;
+            if !m.file_type().is_char_device() {
+                return Some(format!("{shown} is not a character device"));
+            }
+        }
+    }
+    if let Some(n) = index_of(device) {
+        if sysfs(n, "nowayout").as_deref() == Some("1") {
+            return Some(format!(
+                "{shown} has nowayout set: it could not be disarmed after a demote"
+            ));
+        }
+        if sysfs(n, "state").as_deref() == Some("active") {
+            return Some(format!("{shown} is active: another process holds it"));
+        }
+    }
+    None
+}
+
+/// The device this guard will use, or why none: checked before the key is taken.
+/// Err: watchdog=required and no device can be used (the guard does not promote).
+pub fn choose(cfg: &WatchdogConfig) -> Result<Choice, String> {
+    if cfg.mode == Mode::Off {
+        return Ok(Choice::Off);
+    }
+    let sbd = sbd_device();
+    let outcome = match &cfg.device {
+        Some(d) => match unusable(d, &sbd) {
+            None => Ok(d.clone()),
+            Some(why) => Err(why),
+        },
+        None => {
+            let mut reasons = Vec::new();
+            let mut chosen = None;
+            for n in present_indices() {
+                let d = PathBuf::from(format!("/dev/watchdog{n}"));
+                match unusable(&d, &sbd) {
+                    None => {
+                        chosen = Some(d);
+                        break;
+                    }
+                    Some(why) => reasons.push(why),
+                }
+            }
+            match chosen {
+                Some(d) => Ok(d),
+                None if reasons.is_empty() => Err("no watchdog device on this node".into()),
+                None => Err(reasons.join("; ")),
+            }
+        }
+    };
+    match (outcome, cfg.mode) {
+        (Ok(d), _) => Ok(Choice::Use(d)),
+        (Err(why), Mode::Required) => Err(format!("watchdog=required: {why}")),
+        (Err(why), _) => Ok(Choice::Without(why)),
+    }
+}
+
+/// The watchdogs the kernel has, by number.
+fn present_indices() -> Vec<u32> {
+    let mut found: Vec<u32> = fs::read_dir("/sys/class/watchdog")
+        .map(|dir| {
+            dir.filter_map(|e| e.ok())
+                .filter_map(|e| {
+                    e.file_name()
+                        .to_str()?
+                        .strip_prefix("watchdog")?
+                        .parse()
+                        .ok()
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort_unstable();
+    found
+}
+
+/// One open watchdog device, as the kernel's API (linux/watchdog.h) offers it.
+pub trait Device: Send {
+    /// WDIOC_GETSUPPORT: the driver's WDIOF_* options.
+    fn options(&mut self) -> io::Result<u32>;
+    /// WDIOC_SETTIMEOUT (pings too); returns the timeout the driver applied.
+    fn set_timeout(&mut self, secs: u32) -> io::Result<u32>;
+    /// WDIOC_GETTIMEOUT.
+    fn timeout(&mut self) -> io::Result<u32>;
+    /// WDIOC_KEEPALIVE.
+    fn keepalive(&mut self) -> io::Result<()>;
+    /// Writes the magic "V", then closes: the driver stops.
+    fn magic_close(self: Box<Self>) -> io::Result<()>;
+}
+
+/// Opens the device (the driver starts counting from then).
+pub trait Opener: Send {
+    fn open(&mut self) -> io::Result<Box<dyn Device>>;
+    fn path(&self) -> &Path;
+}
+
+pub const WDIOF_SETTIMEOUT: u32 = 0x0080;
+pub const WDIOF_MAGICCLOSE: u32 = 0x0100;
+pub const WDIOF_KEEPALIVEPING: u32 = 0x8000;
+
+/// struct watchdog_info.
+#[repr(C)]
+struct WatchdogInfo {
+    options: u32,
+    firmware_version: u32,
+    identity: [u8; 32],
+}
+
+nix::ioctl_read!(wdioc_getsupport, b'W', 0, WatchdogInfo);
+nix::ioctl_read!(wdioc_keepalive, b'W', 5, libc::c_int);
+nix::ioctl_readwrite!(wdioc_settimeout, b'W', 6, libc::c_int);
+nix::ioctl_read!(wdioc_gettimeout, b'W', 7, libc::c_int);
+
+/// A /dev/watchdogN.
+pub struct DevPath(pub PathBuf);
+
+struct DevFile(fs::File);
+
+impl Opener for DevPath {
+    fn open(&mut self) -> io::Result<Box<dyn Device>> {
+        // Close-on-exec (std's default): the service and systemctl never hold it.
+        let f = fs::OpenOptions::new().write(true).open(&self.0)?;
+        Ok(Box::new(DevFile(f)))
+    }
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Device for DevFile {
+    fn options(&mut self) -> io::Result<u32> {
+        let mut info = WatchdogInfo {
+            options: 0,
+            firmware_version: 0,
+            identity: [0; 32],
+        };
+        // SAFETY: the fd is open; info is a valid, writable watchdog_info.
+        unsafe { wdioc_getsupport(self.0.as_raw_fd(), &mut info) }?;
+        Ok(info.options)
+    }
+    fn set_timeout(&mut self, secs: u32) -> io::Result<u32> {
+        let mut v = libc::c_int::try_from(secs).unwrap_or(libc::c_int::MAX);
+        // SAFETY: the fd is open; v is a valid int the kernel reads and writes back.
+        unsafe { wdioc_settimeout(self.0.as_raw_fd(), &mut v) }?;
+        Ok(u32::try_from(v).unwrap_or(0))
+    }
+    fn timeout(&mut self) -> io::Result<u32> {
+        let mut v: libc::c_int = 0;
+        // SAFETY: as above.
+        unsafe { wdioc_gettimeout(self.0.as_raw_fd(), &mut v) }?;
+        Ok(u32::try_from(v).unwrap_or(0))
+    }
+    fn keepalive(&mut self) -> io::Result<()> {
+        let mut v: libc::c_int = 0;
+        // SAFETY: as above.
+        unsafe { wdioc_keepalive(self.0.as_raw_fd(), &mut v) }?;
+        Ok(())
+    }
+    fn magic_close(mut self: Box<Self>) -> io::Result<()> {
+        self.0.write_all(b"V")
+        // The file closes here, after the "V".
+    }
+}
+
+/// The guard's watchdog: the device it chose, open while armed.
+pub struct Dog {
+    opener: Box<dyn Opener>,
+    open: Option<Box<dyn Device>>,
+    applied: u32,
+}
+
+impl Dog {
+    pub fn new(opener: Box<dyn Opener>) -> Dog {
+        Dog {
+            opener,
+            open: None,
+            applied: 0,
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.opener.path()
+    }
+
+    /// Opens the device and sets its timeout; returns what the driver applied. A driver that
+    /// cannot take a timeout, or cannot be stopped by the magic close, is refused (and closed).
+    pub fn arm(&mut self, secs: u32) -> Result<u32, String> {
+        let shown = self.opener.path().display().to_string();
+        let mut dev = self.opener.open().map_err(|e| match e.raw_os_error() {
+            Some(libc::EBUSY) => format!("{shown} is held by another process (sbd?): {e}"),
+            _ => format!("{shown}: {e}"),
+        })?;
+        let checked = (|| {
+            let options = dev
+                .options()
+                .map_err(|e| format!("WDIOC_GETSUPPORT: {e}"))?;
+            let needed = WDIOF_SETTIMEOUT | WDIOF_MAGICCLOSE | WDIOF_KEEPALIVEPING;
+            if options & needed != needed {
+                return Err(format!(
+                    "its driver lacks {}",
+                    [
+                        (WDIOF_SETTIMEOUT, "WDIOF_SETTIMEOUT"),
+                        (WDIOF_MAGICCLOSE, "WDIOF_MAGICCLOSE"),
+                        (WDIOF_KEEPALIVEPING, "WDIOF_KEEPALIVEPING"),
+                    ]
+                    .iter()
+                    .filter(|(f, _)| options & f == 0)
+                    .map(|(_, n)| *n)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+                ));
+            }
+            dev.set_timeout(secs)
+                .map_err(|e| format!("WDIOC_SETTIMEOUT {secs}: {e}"))?;
+            dev.timeout().map_err(|e| format!("WDIOC_GETTIMEOUT: {e}"))
+        })();
+        match checked {
+            Ok(applied) => {
+                self.applied = applied;
+                self.open = Some(dev);
+                Ok(applied)
+            }
+            Err(why) => {
+                let _ = dev.magic_close();
+                Err(format!("{shown}: {why}"))
+            }
+        }
+    }
+
+    /// A ping that keeps the reset `secs` away (a new timeout where it differs); returns the
+    /// timeout in force. A driver that refuses a new timeout is pinged only when the one in
+    /// force is not longer: a ping must never move the reset later than the machine allows.
+    pub fn ping(&mut self, secs: u32) -> Result<u32, String> {
+        let dev = self.open.as_mut().ok_or("not armed")?;
+        if secs == self.applied {
+            dev.keepalive()
+                .map_err(|e| format!("WDIOC_KEEPALIVE: {e}"))?;
+            return Ok(self.applied);
+        }
+        match dev.set_timeout(secs).and_then(|_| dev.timeout()) {
+            Ok(applied) => {
+                self.applied = applied;
+                Ok(applied)
+            }
+            Err(e) if self.applied <= secs => {
+                dev.keepalive()
+                    .map_err(|k| format!("WDIOC_SETTIMEOUT {secs}: {e}; WDIOC_KEEPALIVE: {k}"))?;
+                Ok(self.applied)
+            }
+            Err(e) => Err(format!("WDIOC_SETTIMEOUT {secs}: {e} (not pinged)")),
+        }
+    }
+
+    /// The magic close. Err: the "V" did not go; the device is closed all the same, so the
+    /// driver goes on counting and resets the node.
+    pub fn disarm(&mut self) -> Result<(), String> {
+        match self.open.take() {
+            None => Ok(()),
+            Some(dev) => dev.magic_close().map_err(|e| format!("magic close: {e}")),
+        }
+    }
+}
+
+#[cfg(test)]
+pub mod fake {
+    //! A recording watchdog device: every call the guard makes, in order.
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub enum Call {
+        Open,
+        Options,
+        SetTimeout(u32),
+        Timeout,
+        Keepalive,
+        MagicClose,
+    }
+
+    #[derive(Clone, Default)]
+    pub struct Recorder {
+        pub calls: Arc<Mutex<Vec<Call>>>,
+        /// What open fails with (EBUSY: another opener).
+        pub open_error: Option<i32>,
+        pub options: Option<u32>,
+        /// The driver's granularity: a timeout is rounded up to a multiple of this.
+        pub step: u32,
+        /// set_timeout fails (a driver that cannot change it while running) after arming.
+        pub refuses_new_timeout: bool,
+        pub applied: Arc<Mutex<u32>>,
+    }
+
+    impl Recorder {
+        pub fn calls(&self) -> Vec<Call> {
+            self.calls.lock().unwrap().clone()
+        }
+        fn record(&self, c: Call) {
+            self.calls.lock().unwrap().push(c);
+        }
+    }
+
+    struct Open(Recorder);
+
+    impl Opener for Recorder {
+        fn open(&mut self) -> io::Result<Box<dyn Device>> {
+            self.record(Call::Open);
+            if let Some(e) = self.open_error {
+                return Err(io::Error::from_raw_os_error(e));
+            }
+            Ok(Box::new(Open(self.clone())))
+        }
+        fn path(&self) -> &Path {
+            Path::new("/dev/watchdog-fake")
+        }
+    }
+
+    impl Device for Open {
+        fn options(&mut self) -> io::Result<u32> {
+            self.0.record(Call::Options);
+            Ok(self
+                .0
+                .options
+                .unwrap_or(WDIOF_SETTIMEOUT | WDIOF_MAGICCLOSE | WDIOF_KEEPALIVEPING))
+        }
+        fn set_timeout(&mut self, secs: u32) -> io::Result<u32> {
+            self.0.record(Call::SetTimeout(secs));
+            let mut applied = self.0.applied.lock().unwrap();
+            if self.0.refuses_new_timeout && *applied != 0 {
+                return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP));
+            }
+            let step = self.0.step.max(1);
+            *applied = secs.div_ceil(step) * step;
+            Ok(*applied)
+        }
+        fn timeout(&mut self) -> io::Result<u32> {
+            self.0.record(Call::Timeout);
+            Ok(*self.0.applied.lock().unwrap())
+        }
+        fn keepalive(&mut self) -> io::Result<()> {
+            self.0.record(Call::Keepalive);
+            Ok(())
+        }
+        fn magic_close(self: Box<Self>) -> io::Result<()> {
+            self.0.record(Call::MagicClose);
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fake::{Call, Recorder};
+    use super::*;
+
+    #[test]
+    fn arming_opens_sets_and_reads_back_then_pings_keep_or_change_the_timeout() {
+        let rec = Recorder::default();
+        let mut dog = Dog::new(Box::new(rec.clone()));
+        assert_eq!(dog.arm(8), Ok(8));
+        assert_eq!(dog.ping(8), Ok(8));
+        assert_eq!(dog.ping(7), Ok(7));
+        assert_eq!(dog.disarm(), Ok(()));
+        assert_eq!(
+            rec.calls(),
+            [
+                Call::Open,
+                Call::Options,
+                Call::SetTimeout(8),
+                Call::Timeout,
+                Call::Keepalive,
+                Call::SetTimeout(7),
+                Call::Timeout,
+                Call::MagicClose,
+            ]
+        );
+        // Nothing after the magic close: a ping then is refused, not sent.
+        assert!(dog.ping(8).is_err());
+        assert_eq!(rec.calls().len(), 8);
+    }
+
+    #[test]
+    fn a_device_held_by_another_opener_is_named_and_nothing_is_armed() {
+        let rec = Recorder {
+            open_error: Some(libc::EBUSY),
+            ..Recorder::default()
+        };
+        let mut dog = Dog::new(Box::new(rec.clone()));
+        let e = dog.arm(8).unwrap_err();
+        assert!(e.contains("held by another process"), "{e}");
+        assert_eq!(rec.calls(), [Call::Open]);
+        assert!(dog.ping(8).is_err());
+    }
+
+    #[test]
+    fn a_driver_that_cannot_be_stopped_or_timed_is_closed_again_at_once() {
+        let rec = Recorder {
+            options: Some(WDIOF_KEEPALIVEPING | WDIOF_SETTIMEOUT),
+            ..Recorder::default()
+        };
+        let mut dog = Dog::new(Box::new(rec.clone()));
+        let e = dog.arm(8).unwrap_err();
+        assert!(e.contains("WDIOF_MAGICCLOSE"), "{e}");
+        assert_eq!(rec.calls(), [Call::Open, Call::Options, Call::MagicClose]);
+    }
+
+    #[test]
+    fn a_coarse_driver_reports_what_it_applied() {
+        let rec = Recorder {
+            step: 4,
+            ..Recorder::default()
+        };
+        let mut dog = Dog::new(Box::new(rec));
+        // Asked for 9, the driver took 12: the machine sees 12 and refuses it (later reset).
+        assert_eq!(dog.arm(9), Ok(12));
+    }
+
+    #[test]
+    fn a_driver_that_refuses_a_new_timeout_is_pinged_only_when_that_is_not_later() {
+        let rec = Recorder {
+            refuses_new_timeout: true,
+            ..Recorder::default()
+        };
+        let mut dog = Dog::new(Box::new(rec.clone()));
+        assert_eq!(dog.arm(8), Ok(8));
+        // Longer allowed: the old 8 s stays, pinged.
+        assert_eq!(dog.ping(9), Ok(8));
+        // Shorter wanted: a ping would let the reset come later than allowed.
+        assert!(dog.ping(7).is_err());
+        assert_eq!(
+            &rec.calls()[4..],
+            [Call::SetTimeout(9), Call::Keepalive, Call::SetTimeout(7),]
+        );
+    }
+
+    #[test]
+    fn sbd_settings_are_read_the_way_the_shell_reads_them() {
+        assert_eq!(
+            sbd_device_in("SBD_DELAY_START=no\nSBD_WATCHDOG_DEV=/dev/watchdog1\n").as_deref(),
+            Some("/dev/watchdog1")
+        );
+        assert_eq!(
+            sbd_device_in("export SBD_WATCHDOG_DEV=\"/dev/watchdog0\" # the esb\n").as_deref(),
+            Some("/dev/watchdog0")
+        );
+        assert_eq!(sbd_device_in("#SBD_WATCHDOG_DEV=/dev/watchdog\n"), None);
+        assert_eq!(
+            sbd_device_in("SBD_WATCHDOG_DEV=/dev/watchdog\nSBD_WATCHDOG_DEV=\n"),
+            None
+        );
+    }
+
+    #[test]
+    fn the_legacy_name_is_watchdog_zero() {
+        assert_eq!(index_of(Path::new("/dev/watchdog")), Some(0));
+        assert_eq!(index_of(Path::new("/dev/watchdog3")), Some(3));
+        assert_eq!(index_of(Path::new("/dev/null")), None);
+        assert!(same_device(
+            Path::new("/dev/watchdog"),
+            Path::new("/dev/watchdog0")
+        ));
+    }
+}
