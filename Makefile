@@ -1,6 +1,8 @@
 # hamaster — the two commands a new user needs are `make demo` and `make check`.
 CARGO ?= cargo
 BIN := target/debug/hamaster
+# Tests, benchmarks and the demo never see this host's own watchdog (see the script).
+LAB := scripts/without-host-watchdog
 
 .PHONY: all build deps ocf docs golden check lint test check-etcd-fixed check-generations check-guard check-cluster demo bench bench-guard bench-phases bench-failover rpm check-rpm clean
 
@@ -33,7 +35,7 @@ lint:
 
 test:
 	rm -f target/action-durations.tsv
-	$(CARGO) test
+	$(LAB) $(CARGO) test
 
 check: deps lint test check-etcd-fixed check-rpm check-generations check-guard check-cluster
 	@echo; echo "Worst agent action durations against their timeouts (all tests above):"
@@ -43,56 +45,56 @@ check: deps lint test check-etcd-fixed check-rpm check-generations check-guard c
 # etcd-server 3.5.16, unpacked under /var/tmp by scripts/fetch-etcd-fixed) as well as
 # Debian bookworm's 3.4.23, which `make test` runs.
 check-etcd-fixed: deps
-	HAMASTER_TEST_ETCD=$$(scripts/fetch-etcd-fixed) $(CARGO) test --test guard_phases --test master_agent -- --test-threads=1
+	HAMASTER_TEST_ETCD=$$(scripts/fetch-etcd-fixed) $(LAB) $(CARGO) test --test guard_phases --test master_agent -- --test-threads=1
 
 # Each cluster generation with the RPM's glibc-2.17 binary: Debian roots (scripts/make-root:
 # bullseye = RHEL 8.4's Pacemaker 2.0.5 / pcs 0.10.8, trixie = RHEL 10's 3.0.0 / 0.12.0; cached
 # under /var/tmp) checked against their own pcs and schema, then a live 3-node cluster in
 # each (the root's daemons under chroot in the node namespaces) and one on the host.
 check-generations: deps
-	$(CARGO) test --test generations -- --ignored --test-threads=1 --nocapture
+	$(LAB) $(CARGO) test --test generations -- --ignored --test-threads=1 --nocapture
 
 # Builds the RPM and tests it (its file list; the unpacked agents with ocf-tester, pcs, crm).
 check-rpm: deps
-	$(CARGO) test --test rpm -- --ignored --test-threads=1
+	$(LAB) $(CARGO) test --test rpm -- --ignored --test-threads=1
 
 # The guard's promise at the DEFAULT lease settings (and at lease_ttl 3), timed from etcd's side:
 # master link silent, guard SIGKILLed or SIGSTOPped, compaction, a revoked lease (about 8 min).
 check-guard: deps
-	$(CARGO) test --test guard_deadline -- --ignored --test-threads=1 --nocapture
+	$(LAB) $(CARGO) test --test guard_deadline -- --ignored --test-threads=1 --nocapture
 
 # Real Pacemaker clusters in namespaces, one scenario at a time; the timings table at the end.
 check-cluster: deps
 	rm -f target/cluster-timings.md
-	$(CARGO) test --test cluster -- --ignored --test-threads=1
+	$(LAB) $(CARGO) test --test cluster -- --ignored --test-threads=1
 	@echo; echo "Cluster scenario timings:"; cat target/cluster-timings.md
 
 # The main job: a 3-node Pacemaker cluster in namespaces, the master created with pcs, its node
 # crashed, the failover measured. scripts/demo-vip shows the vip agent alone.
 demo: deps build
-	HAMASTER_BIN=$(abspath $(BIN)) $(CARGO) run --example demo
+	HAMASTER_BIN=$(abspath $(BIN)) $(LAB) $(CARGO) run --example demo
 
 bench: deps
-	$(CARGO) bench --bench vip_vs_ipaddr2
-	$(CARGO) bench --bench master
-	$(CARGO) bench --bench guard
-	$(CARGO) bench --bench phases
+	$(LAB) $(CARGO) bench --bench vip_vs_ipaddr2
+	$(LAB) $(CARGO) bench --bench master
+	$(LAB) $(CARGO) bench --bench guard
+	$(LAB) $(CARGO) bench --bench phases
 
 # The guard machine's figures alone (about 4 minutes): key deleted during a raise, lease
 # revoked while leading, at the default lease settings.
 bench-phases: deps
-	$(CARGO) bench --bench phases
+	$(LAB) $(CARGO) bench --bench phases
 
 # The guard's deadline figures alone (about 10 minutes): lead over etcd's key deletion at the
 # defaults, SIGKILLed guard, deadline -> VIP gone with both cores busy.
 bench-guard: deps
-	$(CARGO) bench --bench guard
+	$(LAB) $(CARGO) bench --bench guard
 
 # Failover of hamaster vs the IPaddr2 baseline on lab clusters (about 45 minutes): service
 # killed on the master (BENCH_ONLY=kill, ~12 min), then crash/partition/split (BENCH_ONLY=crash).
 # BENCH_ONLY=tuning measures crash failover per corosync/lease profile for docs/tuning.md.
 bench-failover: deps
-	$(CARGO) bench --bench failover
+	$(LAB) $(CARGO) bench --bench failover
 
 # Binary and source RPM into target/rpm/ (vendored crates, offline build).
 rpm: deps

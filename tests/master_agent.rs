@@ -1321,3 +1321,51 @@ fn the_guard_tells_pacemaker_at_once_when_its_service_dies_or_turns_unhealthy() 
     assert_eq!(quiet.run("demote").code, 0);
     assert_eq!(quiet.run("stop").code, 0);
 }
+
+/// sbd's watchdog is never the guard's. Seen with a stand-in /etc/sysconfig/sbd (RHEL's
+/// place) that names /dev/watchdog0, in a private mount namespace: with watchdog=required and
+/// that device, promote refuses with sbd named and the key is never taken (seen from etcd);
+/// with the default (auto) the guard leads without a watchdog and its status says why.
+#[test]
+fn the_device_sbd_uses_is_never_armed() {
+    let mut etcd = EtcdCluster::new("mw");
+    let a = Node::new(&mut etcd, "na");
+    let sbd = support::etc_stand_in(
+        "/etc/sysconfig/sbd",
+        "SBD_DELAY_START=no\nSBD_WATCHDOG_DEV=/dev/watchdog0\nSBD_WATCHDOG_TIMEOUT=5\n",
+    );
+    let required = a
+        .agent(&etcd)
+        .param("watchdog", "required")
+        .param("watchdog_device", "/dev/watchdog0")
+        .private_mounts(&sbd);
+    assert_eq!(required.run("start").code, 0);
+    required.run("promote").expect(
+        1,
+        "watchdog=required: /dev/watchdog0 is sbd's (SBD_WATCHDOG_DEV in /etc/sysconfig/sbd names /dev/watchdog0)",
+    );
+    assert!(etcd.get(KEY).is_none(), "the key was taken");
+    assert!(!a.holds_vip() && a.service_pids().is_empty());
+    assert_eq!(required.run("stop").code, 0);
+
+    let auto = a
+        .agent(&etcd)
+        .param("watchdog_device", "/dev/watchdog0")
+        .private_mounts(&sbd);
+    assert_eq!(auto.run("start").code, 0);
+    promoted(auto.run("promote"), &a);
+    let st = a.guard_status(&auto).expect("guard status");
+    let w = st.watchdog.expect("watchdog status");
+    assert_eq!(w.device, None);
+    assert!(!w.armed);
+    let note = w.note.unwrap_or_default();
+    assert!(note.contains("/dev/watchdog0 is sbd's"), "{note}");
+    let table = a.status_cli(&auto, false);
+    assert!(
+        table.stdout.contains("watchdog        none: "),
+        "{}",
+        table.stdout
+    );
+    assert_eq!(auto.run("demote").code, 0);
+    assert_eq!(auto.run("stop").code, 0);
+}

@@ -263,6 +263,18 @@ impl Run {
     }
 }
 
+/// A file under /etc as the agent alone sees it: /etc overlaid (the upper layer on a tmpfs of
+/// the private mount namespace, so nothing reaches the host's /etc), then `path` written.
+/// For `Agent::private_mounts`.
+pub fn etc_stand_in(path: &str, text: &str) -> String {
+    assert!(path.starts_with("/etc/") && !text.contains('\''));
+    format!(
+        "d=$(mktemp -d) && mount -t tmpfs none \"$d\" && mkdir \"$d/u\" \"$d/w\" && \
+         mount -t overlay overlay -o lowerdir=/etc,upperdir=\"$d/u\",workdir=\"$d/w\" /etc && \
+         mkdir -p \"$(dirname {path})\" && printf '%s' '{text}' > {path}"
+    )
+}
+
 /// An agent invocation context: namespace, parameters, and a private run directory.
 #[derive(Clone)]
 pub struct Agent<'a> {
@@ -274,6 +286,9 @@ pub struct Agent<'a> {
     pub instance: String,
     /// Run in a UTS namespace with this host name (the node name the agent sees).
     pub hostname: Option<String>,
+    /// A shell snippet run first in a private mount namespace of the agent's own (stand-in
+    /// files under /etc, seen by the agent and the guard it spawns, never by the host).
+    pub private_mounts: Option<String>,
 }
 
 impl<'a> Agent<'a> {
@@ -290,7 +305,14 @@ impl<'a> Agent<'a> {
             run_dir,
             instance: format!("test-{name}"),
             hostname: None,
+            private_mounts: None,
         }
+    }
+
+    /// Runs the agent (and its guard) in a private mount namespace prepared by `setup`.
+    pub fn private_mounts(mut self, setup: &str) -> Self {
+        self.private_mounts = Some(setup.into());
+        self
     }
 
     pub fn hostname(mut self, name: &str) -> Self {
@@ -325,6 +347,11 @@ impl<'a> Agent<'a> {
                 "hostname \"$0\" && exec \"$@\"",
                 h,
             ]);
+        }
+        if let Some(setup) = &self.private_mounts {
+            cmd.args(["unshare", "--mount", "--propagation", "private", "sh", "-c"]);
+            cmd.arg(format!("set -e; {setup}; exec \"$@\""));
+            cmd.arg("sh");
         }
         cmd.arg(OcfDir::get().agent(self.name)).arg(action);
         cmd.env_clear();
