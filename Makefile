@@ -4,7 +4,7 @@ BIN := target/debug/hamaster
 # Tests, benchmarks and the demo never see this host's own watchdog (see the script).
 LAB := scripts/without-host-watchdog
 
-.PHONY: all build deps ocf docs golden check lint test check-etcd-fixed check-generations check-guard check-cluster demo bench bench-guard bench-phases bench-failover rpm check-rpm clean
+.PHONY: all build deps ocf docs golden check lint test check-etcd-fixed check-generations check-guard check-watchdog check-cluster demo bench bench-guard bench-phases bench-failover bench-watchdog rpm check-rpm clean
 
 all: build
 
@@ -37,7 +37,7 @@ test:
 	rm -f target/action-durations.tsv
 	$(LAB) $(CARGO) test
 
-check: deps lint test check-etcd-fixed check-rpm check-generations check-guard check-cluster
+check: deps lint test check-etcd-fixed check-rpm check-generations check-guard check-watchdog check-cluster
 	@echo; echo "Worst agent action durations against their timeouts (all tests above):"
 	@scripts/action-durations
 
@@ -53,6 +53,11 @@ check-etcd-fixed: deps
 # each (the root's daemons under chroot in the node namespaces) and one on the host.
 check-generations: deps
 	$(LAB) $(CARGO) test --test generations -- --ignored --test-threads=1 --nocapture
+
+# The watchdog on a real (emulated) i6300esb in a qemu VM (software emulation), etcd outside it:
+# a frozen guard's node is reset before etcd drops the key; a step-down disarms it.
+check-watchdog: deps build
+	$(LAB) $(CARGO) test --test watchdog_vm -- --ignored --test-threads=1 --nocapture
 
 # Builds the RPM and tests it (its file list; the unpacked agents with ocf-tester, pcs, crm).
 check-rpm: deps
@@ -79,6 +84,12 @@ bench: deps
 	$(LAB) $(CARGO) bench --bench master
 	$(LAB) $(CARGO) bench --bench guard
 	$(LAB) $(CARGO) bench --bench phases
+	$(LAB) $(CARGO) bench --bench watchdog
+
+# The watchdog's figures alone (about 2 minutes): a frozen guard's node reset by the emulated
+# i6300esb in a qemu VM, and the reset's lead over etcd's deletion of the key.
+bench-watchdog: deps build
+	$(LAB) $(CARGO) bench --bench watchdog
 
 # The guard machine's figures alone (about 4 minutes): key deleted during a raise, lease
 # revoked while leading, at the default lease settings.

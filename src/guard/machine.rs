@@ -1089,18 +1089,23 @@ impl<K: Kernel> Machine<K> {
                     timeout_s: applied,
                     pinged: now,
                 };
-                // Whole seconds lose up to one against the lease: a second ping, when the same
-                // timeout ends just at the bound, moves the reset up to a second later — room
-                // for a guard that fences at its deadline to stop the service and disarm.
-                let exact = self.lead.watchdog_end.saturating_sub(
-                    Duration::from_secs(applied.into()).mul_f64(1.0 + WATCHDOG_TOLERANCE),
-                );
-                self.watchdog_ping_at = (exact > now + SECOND_PING_MIN)
-                    .then(|| exact.saturating_sub(Duration::from_millis(2)));
+                self.plan_second_ping(now, applied);
             }
             // Not pinged: the reset stays where it was, and the guard fences before it.
             Err(e) => self.log(Level::Error, format!("pinging the watchdog: {e}")),
         }
+    }
+
+    /// Whole seconds lose up to one against the lease: a second ping, when the same timeout
+    /// ends just at the bound, moves the reset up to a second later — room for a guard that
+    /// fences at its deadline to stop the service and disarm before the reset.
+    fn plan_second_ping(&mut self, now: Duration, applied: u32) {
+        let exact = self
+            .lead
+            .watchdog_end
+            .saturating_sub(Duration::from_secs(applied.into()).mul_f64(1.0 + WATCHDOG_TOLERANCE));
+        self.watchdog_ping_at =
+            (exact > now + SECOND_PING_MIN).then(|| exact.saturating_sub(Duration::from_millis(2)));
     }
 
     /// The renewal's second ping, when it is due and the promise still holds.
@@ -1209,6 +1214,7 @@ impl<K: Kernel> Machine<K> {
                     Level::Info,
                     format!("watchdog armed: it resets the node {applied} s after the last ping"),
                 );
+                self.plan_second_ping(now, applied);
                 return;
             }
             Ok(applied) => format!(

@@ -1489,6 +1489,13 @@ fn a_frozen_guard_is_reset_before_its_lease_ends_and_a_step_down_disarms() {
             "reset at {reset:?}, lease until {:?}:\n{trace}",
             sim.etcd_expiry
         );
+        // And after the guard's own deadline: a guard that is alive fences first (the second
+        // ping wins back what whole seconds lose).
+        assert!(
+            reset > sim.deadline,
+            "reset at {reset:?}, before the deadline {:?}:\n{trace}",
+            sim.deadline
+        );
         // An orderly step-down: disarmed, never reset.
         let mut sim = Sim::shaped(seed, Mutations::default(), |s, w| {
             with_watchdog(s, w);

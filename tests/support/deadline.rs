@@ -3,65 +3,31 @@
 //! namespace. Shared by tests/guard_deadline.rs and benches/guard.rs.
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::etcd::EtcdCluster;
+use super::etcd::{EtcdCluster, KeyWatch};
 use super::master::{Node, VipObserver};
 use super::Agent;
 
 pub const KEY: &str = "/hamaster/api/leader";
 
-/// `etcdctl watch KEY` in a member's namespace; records when the first DELETE arrives and
-/// whether the node's service was still running at that moment.
-pub struct KeyDeletion {
-    child: Child,
-    seen: Arc<Mutex<Option<(Instant, bool)>>>,
-}
+/// The first deletion of the leader key seen from etcd's side, and whether the node's service
+/// was still running at that moment.
+pub struct KeyDeletion(KeyWatch<bool>);
 
 impl KeyDeletion {
     pub fn watch(etcd: &EtcdCluster, node: &Node) -> KeyDeletion {
-        let mut child = etcd
-            .etcdctl_command(&["watch", KEY])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("etcdctl watch");
-        let out = child.stdout.take().expect("piped");
-        let seen = Arc::new(Mutex::new(None));
-        let (slot, state) = (seen.clone(), node.state.display().to_string());
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                if line.trim() == "DELETE" {
-                    let at = Instant::now();
-                    let alive = !Node::service_pids_in(&state).is_empty();
-                    *slot.lock().unwrap() = Some((at, alive));
-                    return;
-                }
-            }
-        });
-        // Let the watch reach etcd before anything can happen to the key.
-        std::thread::sleep(Duration::from_millis(300));
-        KeyDeletion { child, seen }
+        let state = node.state.display().to_string();
+        KeyDeletion(KeyWatch::start(etcd, KEY, move || {
+            !Node::service_pids_in(&state).is_empty()
+        }))
     }
 
     /// Waits (bounded) for the DELETE; when it came and whether the service was alive then.
     pub fn wait(&self, limit: Duration) -> Option<(Instant, bool)> {
-        let mut got = None;
-        super::wait_for(limit, || {
-            got = *self.seen.lock().unwrap();
-            got.is_some()
-        });
-        got
-    }
-}
-
-impl Drop for KeyDeletion {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.0
+            .first(limit, |_| true)
+            .map(|(at, _, alive)| (at, alive))
     }
 }
 

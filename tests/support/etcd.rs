@@ -169,6 +169,12 @@ impl EtcdCluster {
         ns
     }
 
+    /// A fresh address on the bridge, for a virtual machine's NIC (a tap on the bridge).
+    pub fn guest_address(&mut self) -> String {
+        self.next_host += 1;
+        format!("{NET}.{}", self.next_host)
+    }
+
     fn port_of(&self, node: &Netns) -> &str {
         &self
             .ports
@@ -407,6 +413,71 @@ pub fn field(fields: &str, name: &str) -> Option<String> {
 /// The etcd the test clusters run: Debian's by default, or another build named by
 /// HAMASTER_TEST_ETCD (make check-etcd-fixed: trixie's 3.5.16, with the fix for etcd issue
 /// 15247).
+/// `etcdctl watch KEY` in a member's namespace: each DELETE as it arrives, seen from etcd's
+/// side — when (the monotonic and the wall clock) and what `at_delete` found at that moment.
+pub struct KeyWatch<T> {
+    child: std::process::Child,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<(std::time::Instant, f64, T)>>>,
+}
+
+impl<T: Clone + Send + 'static> KeyWatch<T> {
+    pub fn start(
+        etcd: &EtcdCluster,
+        key: &str,
+        at_delete: impl Fn() -> T + Send + 'static,
+    ) -> KeyWatch<T> {
+        use std::io::{BufRead, BufReader};
+        let mut child = etcd
+            .etcdctl_command(&["watch", key])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("etcdctl watch");
+        let out = child.stdout.take().expect("piped");
+        let seen: std::sync::Arc<std::sync::Mutex<Vec<_>>> = Default::default();
+        let sink = seen.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                if line.trim() == "DELETE" {
+                    let at = std::time::Instant::now();
+                    let wall = super::vm::wall();
+                    let found = at_delete();
+                    sink.lock().unwrap().push((at, wall, found));
+                }
+            }
+        });
+        // Let the watch reach etcd before anything can happen to the key.
+        std::thread::sleep(Duration::from_millis(300));
+        KeyWatch { child, seen }
+    }
+
+    /// The first DELETE for which `pick` holds, waiting up to `limit`.
+    pub fn first(
+        &self,
+        limit: Duration,
+        pick: impl Fn(&(std::time::Instant, f64, T)) -> bool,
+    ) -> Option<(std::time::Instant, f64, T)> {
+        let mut got = None;
+        super::wait_for(limit, || {
+            got = self.seen.lock().unwrap().iter().find(|d| pick(d)).cloned();
+            got.is_some()
+        });
+        got
+    }
+}
+
+impl<T> Drop for KeyWatch<T> {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The VIP the watchdog test's virtual machine raises (on its own NIC, on the bridge).
+pub fn vm_vip() -> String {
+    format!("{NET}.200")
+}
+
 pub fn etcd_bin() -> String {
     std::env::var("HAMASTER_TEST_ETCD").unwrap_or_else(|_| "etcd".into())
 }

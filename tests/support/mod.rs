@@ -10,6 +10,7 @@ pub mod etcd;
 pub mod master;
 pub mod phases;
 pub mod timeline;
+pub mod vm;
 
 use std::collections::BTreeMap;
 use std::fs;

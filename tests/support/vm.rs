@@ -1,0 +1,310 @@
+//! A virtual machine with a real (emulated) hardware watchdog for the watchdog tests: qemu with
+//! an i6300esb, Debian's kernel (scripts/fetch-vm-kernel: unpacked under /var/tmp, never
+//! installed), an initramfs of busybox, hamaster and tests/vm/init (scripts/make-vm-image).
+//! Its NIC is a tap device on the etcd cluster's bridge, inside the switch's namespace: etcd
+//! runs outside the VM and nothing touches the host's interfaces. Software emulation (TCG):
+//! nested KVM does not boot on these machines (docs/benchmarks.md says how it was tried).
+//!
+//! What the test sees, all on the host's wall clock (seconds since the epoch): the console's
+//! lines as they arrive, qemu's QMP events (WATCHDOG carries its own time stamp), and qemu's
+//! exit.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use super::etcd::{EtcdCluster, KeyWatch};
+
+/// The leader key of the VM's resource (`api`, from its config file's name).
+pub const KEY: &str = "/hamaster/api/leader";
+
+pub fn wall() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// Lines with the wall-clock time they arrived at.
+type Lines = Arc<Mutex<Vec<(f64, String)>>>;
+
+pub struct Vm {
+    child: Child,
+    pub console: Lines,
+    /// QMP events: (their own time stamp, name).
+    pub events: Lines,
+    pub dir: PathBuf,
+    tap: String,
+    switch: String,
+    pub booted_at: f64,
+}
+
+/// The kernel folder and a fresh image with the test's own build of hamaster.
+fn image(dir: &Path) -> (PathBuf, PathBuf) {
+    let repo = env!("CARGO_MANIFEST_DIR");
+    let out = Command::new(format!("{repo}/scripts/fetch-vm-kernel"))
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("run scripts/fetch-vm-kernel");
+    assert!(out.status.success(), "scripts/fetch-vm-kernel failed");
+    let kernel = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    let initrd = dir.join("initramfs.cpio.gz");
+    let st = Command::new(format!("{repo}/scripts/make-vm-image"))
+        .arg(&kernel)
+        .arg(super::hamaster_bin())
+        .arg(&initrd)
+        .status()
+        .expect("run scripts/make-vm-image");
+    assert!(st.success(), "scripts/make-vm-image failed");
+    let vmlinuz = std::fs::read_dir(kernel.join("boot"))
+        .expect("kernel boot/")
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("vmlinuz-"))
+        })
+        .expect("boot/vmlinuz-*");
+    (vmlinuz, initrd)
+}
+
+impl Vm {
+    /// Boots the VM on the cluster's bridge; `args` go on the kernel command line
+    /// (hm.scenario=freeze, hm.survive=20).
+    pub fn boot(etcd: &mut EtcdCluster, tag: &str, args: &str) -> Vm {
+        let dir = std::env::temp_dir().join(super::unique(&format!("vm-{tag}")));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (vmlinuz, initrd) = image(&dir);
+        let tap = format!("tap{tag}");
+        let switch = etcd.switch.name.clone();
+        etcd.switch
+            .ip(&["tuntap", "add", "dev", &tap, "mode", "tap"]);
+        etcd.switch
+            .ip(&["link", "set", &tap, "master", "br0", "up"]);
+        let guest = etcd.guest_address();
+        let first_etcd = etcd
+            .endpoints()
+            .split(',')
+            .next()
+            .and_then(|e| e.strip_prefix("http://"))
+            .and_then(|e| e.split(':').next())
+            .unwrap()
+            .to_string();
+        let qmp = dir.join("qmp.sock");
+        let cmdline = format!(
+            "console=ttyS0 panic=-1 loglevel=4 hm.ip={guest}/24 \
+             hm.etcd={first_etcd} hm.vip={} {args}",
+            super::etcd::vm_vip()
+        );
+        // Bounded: qemu ends by itself at the latest after this (the test's own limit).
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", &switch, "timeout", "300"])
+            .arg("qemu-system-x86_64")
+            .args(["-accel", "tcg", "-cpu", "max", "-m", "256", "-smp", "1"])
+            .args(["-nodefaults", "-no-user-config", "-display", "none"])
+            .args(["-monitor", "none", "-serial", "stdio", "-no-reboot"])
+            .arg("-kernel")
+            .arg(&vmlinuz)
+            .arg("-initrd")
+            .arg(&initrd)
+            .args(["-append", &cmdline])
+            .args(["-device", "i6300esb", "-action", "watchdog=poweroff"])
+            .arg("-qmp")
+            .arg(format!("unix:{},server=on,wait=off", qmp.display()))
+            .args([
+                "-netdev",
+                &format!("tap,id=n0,ifname={tap},script=no,downscript=no"),
+            ])
+            .args(["-device", "virtio-net-pci,netdev=n0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start qemu-system-x86_64");
+        let booted_at = wall();
+        let console: Lines = Arc::default();
+        let stdout = child.stdout.take().unwrap();
+        let sink = console.clone();
+        let log = dir.join("console.log");
+        std::thread::spawn(move || {
+            let mut file = std::fs::File::create(log).ok();
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let line = line.trim_end_matches('\r').to_string();
+                let t = wall();
+                if let Some(f) = file.as_mut() {
+                    let _ = writeln!(f, "{t:.3} {line}");
+                }
+                sink.lock().unwrap().push((t, line));
+            }
+        });
+        let events: Lines = Arc::default();
+        let sink = events.clone();
+        std::thread::spawn(move || qmp_events(&qmp, sink));
+        Vm {
+            child,
+            console,
+            events,
+            dir,
+            tap,
+            switch,
+            booted_at,
+        }
+    }
+
+    /// The first console line that starts with `prefix`, waiting up to `limit`.
+    pub fn wait_line(&self, prefix: &str, limit: Duration) -> Option<(f64, String)> {
+        let until = Instant::now() + limit;
+        loop {
+            if let Some(l) = self
+                .console
+                .lock()
+                .unwrap()
+                .iter()
+                .find(|(_, l)| l.starts_with(prefix))
+            {
+                return Some(l.clone());
+            }
+            if Instant::now() >= until {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The first QMP event of this name: its time stamp.
+    pub fn event(&self, name: &str) -> Option<f64> {
+        self.events
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|(_, e)| e == name)
+            .map(|(t, _)| *t)
+    }
+
+    /// qemu's exit, waiting up to `limit`.
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<(f64, ExitStatus)> {
+        let until = Instant::now() + limit;
+        loop {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                return Some((wall(), st));
+            }
+            if Instant::now() >= until {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Waits for the guard to lead with its watchdog armed (sysfs: active); the timeout the
+    /// driver has.
+    pub fn wait_leader(&self) -> u32 {
+        let (_, leader) = self
+            .wait_line("HM:LEADER", Duration::from_secs(120))
+            .unwrap_or_else(|| panic!("no leader in the VM:\n{}", self.transcript()));
+        assert!(
+            leader.contains("state=active"),
+            "the watchdog is not armed while leading: {leader}\n{}",
+            self.transcript()
+        );
+        leader
+            .rsplit("timeout=")
+            .next()
+            .and_then(|t| t.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no timeout in {leader}"))
+    }
+
+    /// The console so far, for failure messages.
+    pub fn transcript(&self) -> String {
+        self.console
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(t, l)| format!("{:.3} {l}", t - self.booted_at))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+impl Drop for Vm {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = Command::new("ip")
+            .args(["-n", &self.switch, "link", "del", &self.tap])
+            .output();
+    }
+}
+
+/// Reads QMP's events (name and time stamp) until qemu closes the socket.
+fn qmp_events(path: &Path, sink: Lines) {
+    let until = Instant::now() + Duration::from_secs(30);
+    let stream = loop {
+        match UnixStream::connect(path) {
+            Ok(s) => break s,
+            Err(_) if Instant::now() < until => std::thread::sleep(Duration::from_millis(20)),
+            Err(_) => return,
+        }
+    };
+    let mut writer = match stream.try_clone() {
+        Ok(w) => w,
+        Err(_) => return,
+    };
+    let _ = writer.write_all(b"{\"execute\":\"qmp_capabilities\"}\n");
+    for line in BufReader::new(stream).lines() {
+        let Ok(line) = line else { break };
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else {
+            continue;
+        };
+        if let Some(name) = v["event"].as_str() {
+            let ts = &v["timestamp"];
+            let t = ts["seconds"].as_f64().unwrap_or(0.0)
+                + ts["microseconds"].as_f64().unwrap_or(0.0) / 1e6;
+            sink.lock().unwrap().push((t, name.to_string()));
+        }
+    }
+}
+
+/// One freeze trial at the default lease settings: the master taken in the VM, its guard
+/// SIGSTOPped `delay` after it leads; when the watchdog powered the VM off, when etcd deleted the key.
+pub struct Freeze {
+    pub timeout_s: u32,
+    pub frozen: f64,
+    pub watchdog: f64,
+    pub deleted: f64,
+}
+
+pub fn freeze_trial(tag: &str, delay: Duration) -> Freeze {
+    let mut etcd = EtcdCluster::new(tag);
+    let watch = KeyWatch::start(&etcd, KEY, || ());
+    let args = format!("hm.scenario=freeze hm.delay={:.1}", delay.as_secs_f64());
+    let mut vm = Vm::boot(&mut etcd, tag, &args);
+    let timeout_s = vm.wait_leader();
+    let (frozen, _) = vm
+        .wait_line("HM:FROZEN", Duration::from_secs(20))
+        .unwrap_or_else(|| panic!("not frozen:\n{}", vm.transcript()));
+    let exit = vm.wait_exit(Duration::from_secs(30));
+    let watchdog = vm.event("WATCHDOG").unwrap_or_else(|| {
+        panic!(
+            "no WATCHDOG event within 30 s of the freeze (exit {exit:?}):\n{}",
+            vm.transcript()
+        )
+    });
+    assert!(
+        exit.is_some(),
+        "qemu did not power off:\n{}",
+        vm.transcript()
+    );
+    let deleted = watch
+        .first(Duration::from_secs(20), |d| d.1 >= frozen)
+        .map(|d| d.1)
+        .unwrap_or_else(|| panic!("etcd never deleted the key:\n{}", vm.transcript()));
+    Freeze {
+        timeout_s,
+        frozen,
+        watchdog,
+        deleted,
+    }
+}
