@@ -64,7 +64,9 @@ fn main() {
          The freeze falls anywhere in the renewal cycle, so freeze → WATCHDOG is the timeout less \
          the time since the last ping. The reset comes at most timeout × 1.0066 (the emulated \
          i6300esb's two stages) after the last ping, which the guard places so that this ends \
-         before send time + lease_ttl / 1.084 (docs/safety.md).\n{MARK_END}\n",
+         before send time + lease_ttl / 1.084 (docs/safety.md). Software emulation because nested KVM \
+         does not boot on these machines: `-cpu host` aborts (MSR 0x10a), `host,-arch-capabilities` \
+         and `qemu64` stay in the kernel's decompressor for over 40 s.\n{MARK_END}\n",
         common::now_utc(),
         timeouts
             .iter()

@@ -1429,3 +1429,37 @@ impl<K: Kernel> Machine<K> {
         up.join("; ")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lead(ttl: u64, margin: u64) -> Leadership {
+        let clock = LeaseClock {
+            ttl: Duration::from_secs(ttl),
+            margin: Duration::from_secs(margin),
+        };
+        Leadership::new(clock, Duration::from_secs(100), clock.ttl)
+    }
+
+    #[test]
+    fn the_watchdog_timeout_resets_before_the_lease_can_end_with_etcd_fast() {
+        // A ping 20 ms after the send time, as docs/tuning.md and docs/safety.md say.
+        let ping = Duration::from_millis(100_020);
+        for (ttl, margin, want) in [(10, 2, 8), (8, 2, 7), (6, 2, 5), (3, 1, 2), (2, 1, 1)] {
+            let l = lead(ttl, margin);
+            let w = l.watchdog_timeout(ping).unwrap();
+            assert_eq!(w, want, "lease_ttl {ttl}");
+            // The reset, the driver's tolerance included, before the lease's earliest end.
+            let reset = ping + Duration::from_secs(w.into()).mul_f64(1.0 + WATCHDOG_TOLERANCE);
+            let end = Duration::from_secs(100)
+                + Duration::from_secs(ttl).div_f64(1.0 + crate::lease::clock::MAX_SLEW);
+            assert!(reset <= end, "lease_ttl {ttl}: {reset:?} > {end:?}");
+        }
+        // Less than a second of room: no timeout at all.
+        assert_eq!(
+            lead(2, 1).watchdog_timeout(Duration::from_millis(101_000)),
+            None
+        );
+    }
+}
