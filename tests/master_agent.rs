@@ -1322,18 +1322,26 @@ fn the_guard_tells_pacemaker_at_once_when_its_service_dies_or_turns_unhealthy() 
     assert_eq!(quiet.run("stop").code, 0);
 }
 
-/// sbd's watchdog is never the guard's. Seen with a stand-in /etc/sysconfig/sbd (RHEL's
-/// place) that names /dev/watchdog0, in a private mount namespace: with watchdog=required and
-/// that device, promote refuses with sbd named and the key is never taken (seen from etcd);
-/// with the default (auto) the guard leads without a watchdog and its status says why.
+/// sbd's watchdog is never the guard's. Seen with stand-ins in a private mount namespace: RHEL's
+/// /etc/sysconfig/sbd naming /dev/watchdog0 and sbd enabled (corosync.service requires it, as
+/// `pcs stonith sbd enable` leaves it): with watchdog=required and that device, promote refuses
+/// with sbd named and the key is never taken (seen from etcd); with the default (auto) the
+/// guard leads without a watchdog and its status says why. The same settings with sbd not
+/// enabled (left behind by `pcs stonith sbd disable`) hold nothing: the device is then
+/// refused only for not being there.
 #[test]
 fn the_device_sbd_uses_is_never_armed() {
     let mut etcd = EtcdCluster::new("mw");
     let a = Node::new(&mut etcd, "na");
-    let sbd = support::etc_stand_in(
+    let settings = (
         "/etc/sysconfig/sbd",
         "SBD_DELAY_START=no\nSBD_WATCHDOG_DEV=/dev/watchdog0\nSBD_WATCHDOG_TIMEOUT=5\n",
     );
+    let enabled = (
+        "/etc/systemd/system/corosync.service.requires/sbd.service",
+        "->/usr/lib/systemd/system/sbd.service",
+    );
+    let sbd = support::etc_stand_in(&[settings, enabled]);
     let required = a
         .agent(&etcd)
         .param("watchdog", "required")
@@ -1342,11 +1350,21 @@ fn the_device_sbd_uses_is_never_armed() {
     assert_eq!(required.run("start").code, 0);
     required.run("promote").expect(
         1,
-        "watchdog=required: /dev/watchdog0 is sbd's (SBD_WATCHDOG_DEV in /etc/sysconfig/sbd names /dev/watchdog0)",
+        "watchdog=required: /dev/watchdog0 is sbd's (sbd is enabled; SBD_WATCHDOG_DEV in /etc/sysconfig/sbd: /dev/watchdog0)",
     );
     assert!(etcd.get(KEY).is_none(), "the key was taken");
     assert!(!a.holds_vip() && a.service_pids().is_empty());
     assert_eq!(required.run("stop").code, 0);
+
+    let left_behind = support::etc_stand_in(&[settings]);
+    let not_enabled = required.clone().private_mounts(&left_behind);
+    assert_eq!(not_enabled.run("start").code, 0);
+    not_enabled.run("promote").expect(
+        1,
+        "watchdog=required: /dev/watchdog0: No such file or directory",
+    );
+    assert!(etcd.get(KEY).is_none(), "the key was taken");
+    assert_eq!(not_enabled.run("stop").code, 0);
 
     let auto = a
         .agent(&etcd)

@@ -76,7 +76,7 @@ fn an_orderly_step_down_disarms_the_watchdog() {
     let exit = vm.wait_exit(Duration::from_secs(30));
     assert!(exit.is_some(), "qemu did not end:\n{}", vm.transcript());
     assert_eq!(
-        vm.event("WATCHDOG"),
+        vm.event("WATCHDOG", Duration::from_secs(2)),
         None,
         "a WATCHDOG event after the release at {released:.3}:\n{}",
         vm.transcript()

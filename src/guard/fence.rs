@@ -288,14 +288,24 @@ fn fencing_thread(shared: Arc<Shared>) {
 }
 
 /// A real-time priority for the fencing thread, so a busy machine does not make it late. It
-/// sleeps but for a few system calls at each wake-up; without the privilege it keeps the
-/// normal priority (the guard runs as root under Pacemaker, so it has it).
+/// sleeps but for a few system calls at each wake-up. Without the privilege (or in a cgroup
+/// with no real-time budget) it takes nice −10 instead, never less than the shell's; without
+/// that either it keeps the normal priority (the guard runs as root under Pacemaker, so it
+/// has both). SCHED_RESET_ON_FORK: the systemctl it spawns runs at the normal priority.
 fn raise_priority() {
     let param = libc::sched_param { sched_priority: 10 };
     // SAFETY: sched_setscheduler(0, …) changes the calling thread only; param is a valid
     // sched_param that lives across the call. nix has no wrapper for it.
-    // SCHED_RESET_ON_FORK: the systemctl it spawns runs at the normal priority.
-    let _ = unsafe {
+    let fifo = unsafe {
         libc::sched_setscheduler(0, libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK, &param)
     };
+    if fifo != 0 {
+        let normal = libc::sched_param { sched_priority: 0 };
+        // SAFETY: as above; then plain integers (PRIO_PROCESS 0: the calling thread on Linux).
+        unsafe {
+            let _ =
+                libc::sched_setscheduler(0, libc::SCHED_OTHER | libc::SCHED_RESET_ON_FORK, &normal);
+            let _ = libc::setpriority(libc::PRIO_PROCESS, 0, -10);
+        }
+    }
 }

@@ -76,8 +76,13 @@ impl Guard {
             }
         };
         let (dog, watchdog) = match &self.watchdog {
-            super::watchdog::Choice::Use(path) => (
-                Some(Dog::new(Box::new(DevPath(path.clone())))),
+            super::watchdog::Choice::Use(paths) => (
+                Some(Dog::new(
+                    paths
+                        .iter()
+                        .map(|p| Box::new(DevPath(p.clone())) as Box<dyn super::watchdog::Opener>)
+                        .collect(),
+                )),
                 match self.args.config.watchdog.mode {
                     WatchdogMode::Required => WatchdogPlan::Required,
                     _ => WatchdogPlan::Auto,

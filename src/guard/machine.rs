@@ -13,7 +13,11 @@
 //! - ownership lost (the deadline, a watch or confirm saying the key is gone or carries
 //!   another lease, etcd saying the lease is gone) fences at once, raising included: the raise
 //!   is abandoned, the VIP goes first, then the service (TERM, KILL half a margin after the
-//!   deadline or the loss);
+//!   deadline or the loss, but before an armed watchdog's reset);
+//! - with a hardware watchdog: armed before anything is raised, pinged only for a renewal
+//!   applied in time (and once more, derived from it, before the deadline), its reset always
+//!   before the lease can end at etcd, fenced before the reset, disarmed only once VIP and
+//!   service are confirmed down;
 //! - nothing is raised once ownership is lost, the deadline has passed or a step-down began;
 //! - the key is released and the lease revoked only once the VIP is confirmed absent and the
 //!   service confirmed stopped; until then the guard renews (an orderly step-down) or lets the
@@ -81,6 +85,9 @@ pub enum Cause {
     KeyTaken(i64),
     /// etcd says our lease does not exist any more (TTL 0, or "lease not found").
     LeaseGone,
+    /// The watchdog would reset the node before the deadline (a ping failed, or could not be
+    /// made): fenced first, so that the node is not reset under a running service.
+    WatchdogDue,
 }
 
 impl std::fmt::Display for Cause {
@@ -94,6 +101,11 @@ impl std::fmt::Display for Cause {
                 crate::lease::LeaseId(*l)
             ),
             Cause::LeaseGone => write!(f, "etcd says the lease no longer exists"),
+            Cause::WatchdogDue => write!(
+                f,
+                "the watchdog would reset the node before the lease's deadline (its last ping \
+                 failed or could not be made)"
+            ),
         }
     }
 }
@@ -300,9 +312,9 @@ pub struct Leadership {
     /// The latest moment (boot clock) the lease may still live at etcd, as far as we know:
     /// the send time of the last renewal plus the granted TTL.
     lease_end: Duration,
-    /// The earliest the lease may end at etcd after the last renewal applied in time, etcd's
-    /// clock running fast at MAX_SLEW: what a watchdog's reset must come before.
-    watchdog_end: Duration,
+    /// The renewal applied in time (send time, granted TTL) that leaves the watchdog the most
+    /// room (LeaseClock::watchdog_room): what its reset must come before.
+    watchdog_basis: (Duration, Duration),
 }
 
 impl Leadership {
@@ -312,7 +324,7 @@ impl Leadership {
             clock,
             deadline: clock.deadline(sent, granted),
             lease_end: sent + granted,
-            watchdog_end: clock.watchdog_end(sent, granted),
+            watchdog_basis: (sent, granted),
         }
     }
 
@@ -332,9 +344,10 @@ impl Leadership {
         }
         self.deadline = self.deadline.max(self.clock.deadline(sent, granted));
         self.lease_end = self.lease_end.max(sent + granted);
-        self.watchdog_end = self
-            .watchdog_end
-            .max(self.clock.watchdog_end(sent, granted));
+        let (s, g) = self.watchdog_basis;
+        if self.clock.watchdog_room(sent, granted, now) > self.clock.watchdog_room(s, g, now) {
+            self.watchdog_basis = (sent, granted);
+        }
         true
     }
 
@@ -342,9 +355,18 @@ impl Leadership {
     /// tolerance included, still comes before the lease can end at etcd. None: less than a
     /// second is left.
     pub fn watchdog_timeout(&self, now: Duration) -> Option<u32> {
-        let room = self.watchdog_end.saturating_sub(now).as_secs_f64();
+        let (sent, granted) = self.watchdog_basis;
+        let room = self.clock.watchdog_room(sent, granted, now);
         let secs = (room / (1.0 + WATCHDOG_TOLERANCE)).floor();
         (secs >= 1.0).then(|| secs.min(f64::from(u32::MAX - 1)) as u32)
+    }
+
+    /// When a ping with `timeout_s` would put the reset exactly at the bound (see
+    /// `watchdog_timeout`).
+    fn watchdog_exact(&self, timeout_s: u32) -> Duration {
+        let (sent, granted) = self.watchdog_basis;
+        let reset = f64::from(timeout_s) * (1.0 + WATCHDOG_TOLERANCE);
+        self.clock.watchdog_room_at(sent, granted, reset)
     }
 
     /// The kernel lifetime (whole seconds) to give the VIP now. It must run out, kernel slack
@@ -687,7 +709,12 @@ impl<K: Kernel> Machine<K> {
             return;
         }
         if self.fenced.is_none() && now >= self.fence_at() {
-            self.fence(now, Cause::Deadline);
+            let cause = if now >= self.lead.deadline {
+                Cause::Deadline
+            } else {
+                Cause::WatchdogDue
+            };
+            self.fence(now, cause);
         }
     }
 
@@ -1055,7 +1082,10 @@ impl<K: Kernel> Machine<K> {
     }
 
     /// After a renewal applied in time: the watchdog's reset moves to just before the lease's
-    /// new end. Less than a second of room: no ping (the reset comes when it must).
+    /// new end. No ping when that cannot be had — less than a second of room, or less than
+    /// what the driver is known to round up by: the reset then comes where it was, within the
+    /// old bound. A driver that still applies more than asked breaks the promise: with
+    /// `required` the guard steps down; with `auto` it says by how much the reset may be late.
     fn ping_watchdog(&mut self, now: Duration) {
         let WatchdogState::Armed { timeout_s, .. } = self.watchdog else {
             return;
@@ -1068,30 +1098,34 @@ impl<K: Kernel> Machine<K> {
         };
         #[cfg(not(test))]
         let wanted = self.lead.watchdog_timeout(now);
-        let Some(wanted) = wanted else {
+        let Some(wanted) = wanted.filter(|w| *w > self.watchdog_excess) else {
             return;
         };
-        let ask = wanted.saturating_sub(self.watchdog_excess).max(1);
-        let pinged = self.kernel.ping_watchdog(ask);
-        match self.fit_watchdog(wanted, ask, pinged) {
+        let ask = wanted - self.watchdog_excess;
+        match self.kernel.ping_watchdog(ask) {
             Ok(applied) => {
-                if applied > wanted && applied != timeout_s {
-                    self.log(
-                        Level::Warn,
-                        format!(
-                            "the watchdog took a timeout of {applied} s for {wanted} s: a frozen \
-                             guard's node resets up to {} s late",
-                            applied - wanted
-                        ),
-                    );
-                }
+                self.watchdog_excess = self.watchdog_excess.max(applied.saturating_sub(ask));
                 self.watchdog = WatchdogState::Armed {
                     timeout_s: applied,
                     pinged: now,
                 };
+                if applied > wanted {
+                    let why = format!(
+                        "the watchdog took a timeout of {applied} s for {ask} s: a frozen \
+                         guard's node could be reset up to {} s after its lease ends",
+                        applied - wanted
+                    );
+                    if self.plan.watchdog == WatchdogPlan::Required {
+                        return self.raise_failed(now, format!("watchdog=required: {why}"));
+                    }
+                    if applied != timeout_s {
+                        self.log(Level::Error, why);
+                    }
+                }
                 self.plan_second_ping(now, applied);
             }
-            // Not pinged: the reset stays where it was, and the guard fences before it.
+            // A failed SETTIMEOUT or KEEPALIVE did not ping: the reset stays where it was,
+            // and the guard fences before it.
             Err(e) => self.log(Level::Error, format!("pinging the watchdog: {e}")),
         }
     }
@@ -1100,10 +1134,7 @@ impl<K: Kernel> Machine<K> {
     /// ends just at the bound, moves the reset up to a second later — room for a guard that
     /// fences at its deadline to stop the service and disarm before the reset.
     fn plan_second_ping(&mut self, now: Duration, applied: u32) {
-        let exact = self
-            .lead
-            .watchdog_end
-            .saturating_sub(Duration::from_secs(applied.into()).mul_f64(1.0 + WATCHDOG_TOLERANCE));
+        let exact = self.lead.watchdog_exact(applied);
         self.watchdog_ping_at =
             (exact > now + SECOND_PING_MIN).then(|| exact.saturating_sub(Duration::from_millis(2)));
     }
@@ -1129,24 +1160,20 @@ impl<K: Kernel> Machine<K> {
         }
     }
 
-    /// A driver that rounds a timeout up (its granularity) is asked for shorter ones, a few
-    /// at most, until what it applies is not longer than `wanted`; each ask pings too.
-    fn fit_watchdog(
-        &mut self,
-        wanted: u32,
-        mut ask: u32,
-        first: Result<u32, String>,
-    ) -> Result<u32, String> {
-        let mut result = first;
-        while let Ok(applied) = result {
+    /// At arming (nothing is raised yet): the driver's granularity is learned by asking for
+    /// `wanted` and the three seconds below it (each ask pings too), then the timeout is set
+    /// to the longest ask that the driver does not round above `wanted`. Ok: what it applied.
+    fn fit_watchdog(&mut self, wanted: u32, first: Result<u32, String>) -> Result<u32, String> {
+        let mut applied = first?;
+        self.watchdog_excess = applied.saturating_sub(wanted);
+        for ask in (wanted.saturating_sub(3).max(1)..wanted).rev() {
+            applied = self.kernel.ping_watchdog(ask)?;
             self.watchdog_excess = self.watchdog_excess.max(applied.saturating_sub(ask));
-            if applied <= wanted || ask <= 1 || wanted - ask >= 3 {
-                break;
-            }
-            ask -= 1;
-            result = self.kernel.ping_watchdog(ask);
         }
-        result
+        if wanted <= self.watchdog_excess {
+            return Ok(applied);
+        }
+        self.kernel.ping_watchdog(wanted - self.watchdog_excess)
     }
 
     /// The magic close, once VIP and service are confirmed down.
@@ -1204,7 +1231,7 @@ impl<K: Kernel> Machine<K> {
         };
         let armed = self.kernel.arm_watchdog(wanted);
         let opened = armed.is_ok();
-        let problem = match self.fit_watchdog(wanted, wanted, armed) {
+        let problem = match self.fit_watchdog(wanted, armed) {
             Ok(applied) if applied <= wanted => {
                 self.watchdog = WatchdogState::Armed {
                     timeout_s: applied,
@@ -1450,11 +1477,13 @@ mod tests {
             let l = lead(ttl, margin);
             let w = l.watchdog_timeout(ping).unwrap();
             assert_eq!(w, want, "lease_ttl {ttl}");
-            // The reset, the driver's tolerance included, before the lease's earliest end.
-            let reset = ping + Duration::from_secs(w.into()).mul_f64(1.0 + WATCHDOG_TOLERANCE);
-            let end = Duration::from_secs(100)
-                + Duration::from_secs(ttl).div_f64(1.0 + crate::lease::clock::MAX_SLEW);
-            assert!(reset <= end, "lease_ttl {ttl}: {reset:?} > {end:?}");
+            // In true time from the send time (this clock slow, etcd's fast, both at the
+            // largest slew): the reset, the driver's tolerance included, before the lease's
+            // earliest end.
+            let r = crate::lease::clock::MAX_SLEW;
+            let reset = 0.020 / (1.0 - r) + f64::from(w) * (1.0 + WATCHDOG_TOLERANCE);
+            let end = ttl as f64 / (1.0 + r);
+            assert!(reset <= end, "lease_ttl {ttl}: {reset} > {end}");
         }
         // Less than a second of room: no timeout at all.
         assert_eq!(

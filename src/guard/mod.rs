@@ -263,12 +263,13 @@ impl Guard {
         let status = match &choice {
             watchdog::Choice::Off => None,
             watchdog::Choice::Use(d) => {
-                log::info!("guard {rsc}: watchdog {} chosen", d.display());
+                let names: Vec<String> = d.iter().map(|p| p.display().to_string()).collect();
+                log::info!("guard {rsc}: watchdog {} chosen", names.join(" or "));
                 for problem in hold_in_memory_and_priority() {
                     log::warn!("guard {rsc}: {problem}");
                 }
                 Some(status::WatchdogStatus {
-                    device: Some(d.display().to_string()),
+                    device: names.first().cloned(),
                     ..Default::default()
                 })
             }
@@ -334,6 +335,9 @@ fn from_machine(s: &mut GuardStatus, m: &machine::Machine<fence::Host>, clock: L
     if let Some(w) = &mut s.watchdog {
         use machine::WatchdogState as W;
         w.armed = matches!(m.watchdog(), W::Armed { .. } | W::DisarmFailed { .. });
+        if let Some(d) = m.kernel.watchdog_device() {
+            w.device = Some(d.display().to_string());
+        }
         if let W::Armed { timeout_s, pinged } = m.watchdog() {
             w.timeout_s = Some(*timeout_s);
             w.last_ping_unix_ms = Some(unix_ms_at(*pinged));

@@ -69,8 +69,8 @@ impl WatchdogConfig {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Choice {
     Off,
-    /// This device, to be opened when the key is ours.
-    Use(PathBuf),
+    /// These devices, to be opened when the key is ours: the first that arms is used.
+    Use(Vec<PathBuf>),
     /// auto, and no device can be used: why (status and the log say it).
     Without(String),
 }
@@ -98,32 +98,45 @@ pub fn sbd_device_in(text: &str) -> Option<String> {
     found
 }
 
-/// The device sbd uses on this node, and where that was read: its settings name one (or sbd's
-/// default) and sbd is enabled in systemd or running. An sbd package that is installed but not
-/// enabled holds nothing.
+/// The device sbd uses on this node, and where that was said, while sbd is enabled in systemd
+/// or running: its settings' SBD_WATCHDOG_DEV, or sbd's default /dev/watchdog. An sbd that is
+/// installed but neither enabled nor running (settings left behind by `pcs stonith sbd
+/// disable`) holds nothing.
 pub fn sbd_device() -> Option<(String, String)> {
+    let why = if sbd_enabled() {
+        "sbd is enabled"
+    } else if sbd_runs() {
+        "sbd runs"
+    } else {
+        return None;
+    };
     for config in SBD_CONFIGS {
-        let Ok(text) = fs::read_to_string(config) else {
-            continue;
-        };
-        let named = sbd_device_in(&text);
-        if named.is_some() || sbd_enabled() {
-            let device = named.unwrap_or_else(|| SBD_DEFAULT_DEVICE.to_string());
-            return Some((device, format!("SBD_WATCHDOG_DEV in {config}")));
+        if let Some(device) = fs::read_to_string(config)
+            .ok()
+            .and_then(|t| sbd_device_in(&t))
+        {
+            return Some((device, format!("{why}; SBD_WATCHDOG_DEV in {config}")));
         }
     }
-    None
+    Some((
+        SBD_DEFAULT_DEVICE.to_string(),
+        format!("{why}; its default device"),
+    ))
 }
 
-/// sbd is enabled (pcs stonith sbd enable: a corosync.service.requires link) or an sbd
-/// process runs.
+/// sbd is enabled: a unit's .wants or .requires link to sbd.service under /etc/systemd/system
+/// (`pcs stonith sbd enable` makes corosync.service require it).
 fn sbd_enabled() -> bool {
-    let links = [
-        "/etc/systemd/system/corosync.service.requires/sbd.service",
-        "/etc/systemd/system/corosync.service.wants/sbd.service",
-        "/etc/systemd/system/multi-user.target.wants/sbd.service",
-    ];
-    links.iter().any(|l| Path::new(l).exists()) || sbd_runs()
+    let Ok(dir) = fs::read_dir("/etc/systemd/system") else {
+        return false;
+    };
+    dir.filter_map(|e| e.ok())
+        .filter(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            name.ends_with(".wants") || name.ends_with(".requires")
+        })
+        .any(|e| e.path().join("sbd.service").symlink_metadata().is_ok())
 }
 
 /// A process whose name is sbd (its inquisitor and watchers all are).
@@ -172,7 +185,7 @@ fn unusable(device: &Path, sbd: &Option<(String, String)>) -> Option<String> {
     let shown = device.display();
     if let Some((sbd_dev, source)) = sbd {
         if same_device(device, Path::new(sbd_dev)) {
-            return Some(format!("{shown} is sbd's ({source} names {sbd_dev})"));
+            return Some(format!("{shown} is sbd's ({source}: {sbd_dev})"));
         }
     }
     match fs::metadata(device) {
@@ -204,30 +217,25 @@ pub fn choose(cfg: &WatchdogConfig) -> Result<Choice, String> {
         return Ok(Choice::Off);
     }
     let sbd = sbd_device();
-    let outcome = match &cfg.device {
-        Some(d) => match unusable(d, &sbd) {
-            None => Ok(d.clone()),
-            Some(why) => Err(why),
-        },
-        None => {
-            let mut reasons = Vec::new();
-            let mut chosen = None;
-            for n in present_indices() {
-                let d = PathBuf::from(format!("/dev/watchdog{n}"));
-                match unusable(&d, &sbd) {
-                    None => {
-                        chosen = Some(d);
-                        break;
-                    }
-                    Some(why) => reasons.push(why),
-                }
-            }
-            match chosen {
-                Some(d) => Ok(d),
-                None if reasons.is_empty() => Err("no watchdog device on this node".into()),
-                None => Err(reasons.join("; ")),
-            }
+    let candidates: Vec<PathBuf> = match &cfg.device {
+        Some(d) => vec![d.clone()],
+        None => present_indices()
+            .into_iter()
+            .map(|n| PathBuf::from(format!("/dev/watchdog{n}")))
+            .collect(),
+    };
+    let mut reasons = Vec::new();
+    let mut usable = Vec::new();
+    for d in candidates {
+        match unusable(&d, &sbd) {
+            None => usable.push(d),
+            Some(why) => reasons.push(why),
         }
+    }
+    let outcome = match (usable.is_empty(), reasons.is_empty()) {
+        (false, _) => Ok(usable),
+        (true, true) => Err("no watchdog device on this node".to_string()),
+        (true, false) => Err(reasons.join("; ")),
     };
     match (outcome, cfg.mode) {
         (Ok(d), _) => Ok(Choice::Use(d)),
@@ -343,31 +351,57 @@ impl Device for DevFile {
     }
 }
 
-/// The guard's watchdog: the device it chose, open while armed.
+/// The guard's watchdog: the devices it may use, in order; the one armed, open while armed.
 pub struct Dog {
-    opener: Box<dyn Opener>,
+    openers: Vec<Box<dyn Opener>>,
+    chosen: usize,
     open: Option<Box<dyn Device>>,
     applied: u32,
 }
 
 impl Dog {
-    pub fn new(opener: Box<dyn Opener>) -> Dog {
+    pub fn new(openers: Vec<Box<dyn Opener>>) -> Dog {
         Dog {
-            opener,
+            openers,
+            chosen: 0,
             open: None,
             applied: 0,
         }
     }
 
+    /// The device armed (before arming: the first candidate).
     pub fn path(&self) -> &Path {
-        self.opener.path()
+        self.openers
+            .get(self.chosen)
+            .map_or(Path::new("/dev/watchdog"), |o| o.path())
     }
 
-    /// Opens the device and sets its timeout; returns what the driver applied. A driver that
-    /// cannot take a timeout, or cannot be stopped by the magic close, is refused (and closed).
+    /// Arms the first candidate that opens and takes a timeout; returns what its driver
+    /// applied. Err: why none did.
     pub fn arm(&mut self, secs: u32) -> Result<u32, String> {
-        let shown = self.opener.path().display().to_string();
-        let mut dev = self.opener.open().map_err(|e| match e.raw_os_error() {
+        let mut why = Vec::new();
+        for i in 0..self.openers.len() {
+            match self.arm_one(i, secs) {
+                Ok(applied) => {
+                    self.chosen = i;
+                    return Ok(applied);
+                }
+                Err(e) => why.push(e),
+            }
+        }
+        Err(if why.is_empty() {
+            "no watchdog device".into()
+        } else {
+            why.join("; ")
+        })
+    }
+
+    /// Opens candidate `i` and sets its timeout. A driver that cannot take a timeout, or
+    /// cannot be stopped by the magic close, is refused (and closed again).
+    fn arm_one(&mut self, i: usize, secs: u32) -> Result<u32, String> {
+        let opener = &mut self.openers[i];
+        let shown = opener.path().display().to_string();
+        let mut dev = opener.open().map_err(|e| match e.raw_os_error() {
             Some(libc::EBUSY) => format!("{shown} is held by another process (sbd?): {e}"),
             _ => format!("{shown}: {e}"),
         })?;
@@ -435,9 +469,17 @@ impl Dog {
     /// The magic close. Err: the "V" did not go; the device is closed all the same, so the
     /// driver goes on counting and resets the node.
     pub fn disarm(&mut self) -> Result<(), String> {
-        match self.open.take() {
-            None => Ok(()),
-            Some(dev) => dev.magic_close().map_err(|e| format!("magic close: {e}")),
+        let Some(dev) = self.open.take() else {
+            return Ok(());
+        };
+        dev.magic_close().map_err(|e| format!("magic close: {e}"))?;
+        // The kernel closes a device that will not stop without an error ("watchdog did not
+        // stop!"): sysfs says whether it still counts.
+        match index_of(self.path()).and_then(|n| sysfs(n, "state")) {
+            Some(state) if state == "active" => {
+                Err("the driver did not stop after the magic close (sysfs: active)".into())
+            }
+            _ => Ok(()),
         }
     }
 }
@@ -536,7 +578,7 @@ mod tests {
     #[test]
     fn arming_opens_sets_and_reads_back_then_pings_keep_or_change_the_timeout() {
         let rec = Recorder::default();
-        let mut dog = Dog::new(Box::new(rec.clone()));
+        let mut dog = Dog::new(vec![Box::new(rec.clone())]);
         assert_eq!(dog.arm(8), Ok(8));
         assert_eq!(dog.ping(8), Ok(8));
         assert_eq!(dog.ping(7), Ok(7));
@@ -565,7 +607,7 @@ mod tests {
             open_error: Some(libc::EBUSY),
             ..Recorder::default()
         };
-        let mut dog = Dog::new(Box::new(rec.clone()));
+        let mut dog = Dog::new(vec![Box::new(rec.clone())]);
         let e = dog.arm(8).unwrap_err();
         assert!(e.contains("held by another process"), "{e}");
         assert_eq!(rec.calls(), [Call::Open]);
@@ -578,10 +620,30 @@ mod tests {
             options: Some(WDIOF_KEEPALIVEPING | WDIOF_SETTIMEOUT),
             ..Recorder::default()
         };
-        let mut dog = Dog::new(Box::new(rec.clone()));
+        let mut dog = Dog::new(vec![Box::new(rec.clone())]);
         let e = dog.arm(8).unwrap_err();
         assert!(e.contains("WDIOF_MAGICCLOSE"), "{e}");
         assert_eq!(rec.calls(), [Call::Open, Call::Options, Call::MagicClose]);
+    }
+
+    #[test]
+    fn the_first_candidate_that_opens_is_armed() {
+        let busy = Recorder {
+            open_error: Some(libc::EBUSY),
+            ..Recorder::default()
+        };
+        let free = Recorder::default();
+        let mut dog = Dog::new(vec![Box::new(busy.clone()), Box::new(free.clone())]);
+        assert_eq!(dog.arm(8), Ok(8));
+        assert_eq!(busy.calls(), [Call::Open]);
+        assert_eq!(
+            free.calls()[..3],
+            [Call::Open, Call::Options, Call::SetTimeout(8)]
+        );
+        // Every candidate refused: each reason named.
+        let mut none = Dog::new(vec![Box::new(busy.clone()), Box::new(busy)]);
+        let e = none.arm(8).unwrap_err();
+        assert_eq!(e.matches("held by another process").count(), 2, "{e}");
     }
 
     #[test]
@@ -590,7 +652,7 @@ mod tests {
             step: 4,
             ..Recorder::default()
         };
-        let mut dog = Dog::new(Box::new(rec));
+        let mut dog = Dog::new(vec![Box::new(rec)]);
         // Asked for 9, the driver took 12: the machine sees 12 and refuses it (later reset).
         assert_eq!(dog.arm(9), Ok(12));
     }
@@ -601,7 +663,7 @@ mod tests {
             refuses_new_timeout: true,
             ..Recorder::default()
         };
-        let mut dog = Dog::new(Box::new(rec.clone()));
+        let mut dog = Dog::new(vec![Box::new(rec.clone())]);
         assert_eq!(dog.arm(8), Ok(8));
         // Longer allowed: the old 8 s stays, pinged.
         assert_eq!(dog.ping(9), Ok(8));

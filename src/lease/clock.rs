@@ -51,11 +51,19 @@ impl LeaseClock {
         sent + granted.saturating_sub(self.margin)
     }
 
-    /// The earliest a lease renewed by a keepalive sent at `sent` with `granted` TTL can end
-    /// at etcd in true time, etcd's clock running fast at MAX_SLEW: a hardware watchdog
-    /// counts true time, so its reset must come before this.
-    pub fn watchdog_end(&self, sent: Duration, granted: Duration) -> Duration {
-        sent + granted.div_f64(1.0 + MAX_SLEW)
+    /// How much true time, at the latest, is left at `now` (this boot clock) before a lease
+    /// renewed by a keepalive sent at `sent` with `granted` TTL can end at etcd — etcd's clock
+    /// fast and this one slow, both at MAX_SLEW (assumption 2 of docs/safety.md): a hardware
+    /// watchdog counts true time, so its reset must come within this. Negative: none.
+    pub fn watchdog_room(&self, sent: Duration, granted: Duration, now: Duration) -> f64 {
+        let since = now.as_secs_f64() - sent.as_secs_f64();
+        granted.as_secs_f64() / (1.0 + MAX_SLEW) - since / (1.0 - MAX_SLEW)
+    }
+
+    /// The boot-clock time after `sent` at which `watchdog_room` is down to `room` seconds.
+    pub fn watchdog_room_at(&self, sent: Duration, granted: Duration, room: f64) -> Duration {
+        let since = (granted.as_secs_f64() / (1.0 + MAX_SLEW) - room) * (1.0 - MAX_SLEW);
+        sent + Duration::from_secs_f64(since.max(0.0))
     }
 
     /// The smallest margin that still fences before the lease can end at etcd when this

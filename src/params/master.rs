@@ -224,7 +224,8 @@ pub const WATCHDOG: Param = Param {
         up, and disarmed (magic close) once VIP and service are confirmed down. 'auto' uses a \
         device when one is free and runs without it otherwise (status and the log say why); \
         'required' refuses to promote without one; 'off' never opens one. Never the device sbd \
-        uses (SBD_WATCHDOG_DEV in /etc/sysconfig/sbd or /etc/default/sbd, sbd enabled).",
+        uses (SBD_WATCHDOG_DEV in /etc/sysconfig/sbd or /etc/default/sbd, else /dev/watchdog, \
+        while sbd is enabled or running).",
     ..BASE
 };
 
@@ -233,7 +234,7 @@ pub const WATCHDOG_DEVICE: Param = Param {
     shortdesc: "Watchdog device",
     longdesc:
         "The watchdog device to use (/dev/watchdog1). Default: the first /dev/watchdogN that \
-        is free, is not sbd's and has nowayout off.",
+        opens and takes a timeout, of those that are not sbd's, not active and have nowayout off.",
     ..BASE
 };
 

@@ -53,8 +53,27 @@ pub struct Netns {
     pub name: String,
 }
 
+/// Every namespace topology starts here: no test may run where a guard could arm this host's
+/// own watchdog (the default watchdog=auto would; a test that kills or freezes that guard would
+/// then reset the host). `make` runs the tests through scripts/without-host-watchdog, which
+/// hides the host's devices; run alone, `cargo test` on such a host stops here.
+fn refuse_host_watchdog() {
+    let sysfs = std::fs::read_dir("/sys/class/watchdog")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .any(|e| e.file_name().to_string_lossy().starts_with("watchdog"))
+        })
+        .unwrap_or(false);
+    assert!(
+        !sysfs,
+        "this host has a watchdog device (/sys/class/watchdog): run the tests through make \
+         (scripts/without-host-watchdog), never beside the host's own watchdog"
+    );
+}
+
 impl Netns {
     pub fn new(tag: &str) -> Netns {
+        refuse_host_watchdog();
         let name = unique(tag);
         must("ip", &["netns", "add", &name]);
         let ns = Netns { name };
@@ -264,16 +283,24 @@ impl Run {
     }
 }
 
-/// A file under /etc as the agent alone sees it: /etc overlaid (the upper layer on a tmpfs of
-/// the private mount namespace, so nothing reaches the host's /etc), then `path` written.
-/// For `Agent::private_mounts`.
-pub fn etc_stand_in(path: &str, text: &str) -> String {
-    assert!(path.starts_with("/etc/") && !text.contains('\''));
-    format!(
+/// Stand-in files under /etc as the agent alone sees them, for `Agent::private_mounts`: /etc
+/// overlaid (the upper layer on a tmpfs of the private mount namespace, so nothing reaches the
+/// host's /etc), then each (path, text) written — or, for a text starting with "->", a
+/// symbolic link to the rest made.
+pub fn etc_stand_in(files: &[(&str, &str)]) -> String {
+    let mut sh = String::from(
         "d=$(mktemp -d) && mount -t tmpfs none \"$d\" && mkdir \"$d/u\" \"$d/w\" && \
-         mount -t overlay overlay -o lowerdir=/etc,upperdir=\"$d/u\",workdir=\"$d/w\" /etc && \
-         mkdir -p \"$(dirname {path})\" && printf '%s' '{text}' > {path}"
-    )
+         mount -t overlay overlay -o lowerdir=/etc,upperdir=\"$d/u\",workdir=\"$d/w\" /etc",
+    );
+    for (path, text) in files {
+        assert!(path.starts_with("/etc/") && !text.contains('\''));
+        sh.push_str(&format!(" && mkdir -p \"$(dirname {path})\""));
+        match text.strip_prefix("->") {
+            Some(target) => sh.push_str(&format!(" && ln -s '{target}' {path}")),
+            None => sh.push_str(&format!(" && printf '%s' '{text}' > {path}")),
+        }
+    }
+    sh
 }
 
 /// An agent invocation context: namespace, parameters, and a private run directory.

@@ -11,6 +11,7 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
@@ -121,6 +122,8 @@ impl Vm {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
+            // A group of its own: `timeout` and the qemu it runs are ended together.
+            .process_group(0)
             .spawn()
             .expect("start qemu-system-x86_64");
         let booted_at = wall();
@@ -174,14 +177,19 @@ impl Vm {
         }
     }
 
-    /// The first QMP event of this name: its time stamp.
-    pub fn event(&self, name: &str) -> Option<f64> {
-        self.events
-            .lock()
-            .unwrap()
-            .iter()
-            .find(|(_, e)| e == name)
-            .map(|(t, _)| *t)
+    /// The first QMP event of this name (its time stamp), waiting up to `limit` for the
+    /// reader to pass it on.
+    pub fn event(&self, name: &str, limit: Duration) -> Option<f64> {
+        let until = Instant::now() + limit;
+        loop {
+            if let Some((t, _)) = self.events.lock().unwrap().iter().find(|(_, e)| e == name) {
+                return Some(*t);
+            }
+            if Instant::now() >= until {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// qemu's exit, waiting up to `limit`.
@@ -230,7 +238,13 @@ impl Vm {
 
 impl Drop for Vm {
     fn drop(&mut self) {
-        let _ = self.child.kill();
+        // SIGTERM to the group (timeout passes it on to qemu), then SIGKILL to what is left.
+        let group = self.child.id() as i32;
+        // SAFETY: killpg with the group this Vm started; signals only its own processes.
+        unsafe { libc::killpg(group, libc::SIGTERM) };
+        let _ = self.wait_exit(Duration::from_secs(5));
+        // SAFETY: as above.
+        unsafe { libc::killpg(group, libc::SIGKILL) };
         let _ = self.child.wait();
         let _ = Command::new("ip")
             .args(["-n", &self.switch, "link", "del", &self.tap])
@@ -286,12 +300,14 @@ pub fn freeze_trial(tag: &str, delay: Duration) -> Freeze {
         .wait_line("HM:FROZEN", Duration::from_secs(20))
         .unwrap_or_else(|| panic!("not frozen:\n{}", vm.transcript()));
     let exit = vm.wait_exit(Duration::from_secs(30));
-    let watchdog = vm.event("WATCHDOG").unwrap_or_else(|| {
-        panic!(
-            "no WATCHDOG event within 30 s of the freeze (exit {exit:?}):\n{}",
-            vm.transcript()
-        )
-    });
+    let watchdog = vm
+        .event("WATCHDOG", Duration::from_secs(5))
+        .unwrap_or_else(|| {
+            panic!(
+                "no WATCHDOG event within 30 s of the freeze (exit {exit:?}):\n{}",
+                vm.transcript()
+            )
+        });
     assert!(
         exit.is_some(),
         "qemu did not power off:\n{}",
