@@ -23,7 +23,7 @@ use nix::unistd::Pid;
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::machine::{Input, Kernel, Machine, Order, ServiceRef};
-use super::watchdog::Dog;
+use super::watchdog::{ArmError, Dog};
 use crate::lease::clock::boottime;
 use crate::vip::netlink::{NewAddr, Rtnl};
 
@@ -125,18 +125,20 @@ impl Kernel for Host {
         }
     }
 
-    fn arm_watchdog(&mut self, timeout_s: u32) -> Result<u32, String> {
-        self.dog
-            .as_mut()
-            .ok_or_else(|| "no watchdog device".to_string())?
-            .arm(timeout_s)
+    fn arm_watchdog(&mut self, timeout_s: u32) -> Result<u32, ArmError> {
+        match self.dog.as_mut() {
+            Some(dog) => dog.arm(timeout_s),
+            None => Err(ArmError::NotArmed("no watchdog device".into())),
+        }
     }
 
-    fn ping_watchdog(&mut self, timeout_s: u32) -> Result<u32, String> {
-        self.dog
+    fn ping_watchdog(&mut self, timeout_s: u32) -> Result<(u32, Duration), String> {
+        let applied = self
+            .dog
             .as_mut()
             .ok_or_else(|| "no watchdog device".to_string())?
-            .ping(timeout_s)
+            .ping(timeout_s)?;
+        Ok((applied, boottime()))
     }
 
     fn disarm_watchdog(&mut self) -> Result<(), String> {
@@ -305,7 +307,9 @@ fn raise_priority() {
         unsafe {
             let _ =
                 libc::sched_setscheduler(0, libc::SCHED_OTHER | libc::SCHED_RESET_ON_FORK, &normal);
-            let _ = libc::setpriority(libc::PRIO_PROCESS, 0, -10);
+            // Never lower than it is (the guard's own nice, if an administrator set one).
+            let now = libc::getpriority(libc::PRIO_PROCESS, 0);
+            let _ = libc::setpriority(libc::PRIO_PROCESS, 0, now.min(-10));
         }
     }
 }

@@ -28,6 +28,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
+pub use super::watchdog::ArmError;
 use crate::lease::LeaseClock;
 
 /// How late after its lifetime the kernel may still show an address: measured here at
@@ -88,6 +89,9 @@ pub enum Cause {
     /// The watchdog would reset the node before the deadline (a ping failed, or could not be
     /// made): fenced first, so that the node is not reset under a running service.
     WatchdogDue,
+    /// With watchdog=required, no timeout the driver takes resets the node before the lease
+    /// can end at etcd (a coarse driver, or a ping made too late).
+    WatchdogLate,
 }
 
 impl std::fmt::Display for Cause {
@@ -101,6 +105,11 @@ impl std::fmt::Display for Cause {
                 crate::lease::LeaseId(*l)
             ),
             Cause::LeaseGone => write!(f, "etcd says the lease no longer exists"),
+            Cause::WatchdogLate => write!(
+                f,
+                "watchdog=required: the watchdog cannot be set to reset the node before the lease \
+                 could end at etcd"
+            ),
             Cause::WatchdogDue => write!(
                 f,
                 "the watchdog would reset the node before the lease's deadline (its last ping \
@@ -122,10 +131,11 @@ pub trait Kernel {
     fn remove_vip(&mut self) -> Result<(), String>;
     /// Opens the watchdog and sets its timeout to `timeout_s`; Ok: the timeout the driver
     /// applied (read back).
-    fn arm_watchdog(&mut self, timeout_s: u32) -> Result<u32, String>;
+    fn arm_watchdog(&mut self, timeout_s: u32) -> Result<u32, ArmError>;
     /// Pings the armed watchdog so that it resets the node `timeout_s` from now at the latest
-    /// (setting that timeout where it differs); Ok: the timeout in force.
-    fn ping_watchdog(&mut self, timeout_s: u32) -> Result<u32, String>;
+    /// (setting that timeout where it differs); Ok: the timeout in force, and the boot-clock
+    /// time right after the ping (a guard stopped in between pinged later than it thinks).
+    fn ping_watchdog(&mut self, timeout_s: u32) -> Result<(u32, Duration), String>;
     /// The magic close: the watchdog stops. Err: it could not be stopped (the node resets).
     fn disarm_watchdog(&mut self) -> Result<(), String>;
     /// SIGTERM (`kill` false) or SIGKILL to the service. Ok when sent or when nothing of it
@@ -469,6 +479,8 @@ pub struct Machine<K> {
     /// The second ping of a renewal: at the moment the whole-second timeout reaches the
     /// lease's end exactly (see `ping_watchdog`).
     watchdog_ping_at: Option<Duration>,
+    /// watchdog=auto, and the last ping could not meet the bound (said in the log).
+    watchdog_late: bool,
     vip_retry_at: Option<Duration>,
     /// Failed removals in a row (the retry backs off to a second).
     vip_failures: u32,
@@ -514,6 +526,7 @@ impl<K: Kernel> Machine<K> {
             },
             watchdog_excess: 0,
             watchdog_ping_at: None,
+            watchdog_late: false,
             watchdog: match plan.watchdog {
                 WatchdogPlan::Off => WatchdogState::Off,
                 _ => WatchdogState::NotArmed,
@@ -567,6 +580,11 @@ impl<K: Kernel> Machine<K> {
     }
     pub fn watchdog(&self) -> &WatchdogState {
         &self.watchdog
+    }
+    /// watchdog=auto and its reset may come after the lease's end (a driver that takes no
+    /// shorter timeout; logged).
+    pub fn watchdog_late(&self) -> bool {
+        self.watchdog_late
     }
 
     /// When the guard fences itself: its deadline, or earlier, by WATCHDOG_LEAD, than the
@@ -1084,49 +1102,86 @@ impl<K: Kernel> Machine<K> {
     /// After a renewal applied in time: the watchdog's reset moves to just before the lease's
     /// new end. No ping when that cannot be had — less than a second of room, or less than
     /// what the driver is known to round up by: the reset then comes where it was, within the
-    /// old bound. A driver that still applies more than asked breaks the promise: with
-    /// `required` the guard steps down; with `auto` it says by how much the reset may be late.
+    /// old bound. A ping that took effect too late (the guard stopped just before it) or that
+    /// the driver rounded up is made again at once, shorter; where none fits, a `required`
+    /// guard fences (WatchdogLate) and an `auto` one says that the reset may come late.
     fn ping_watchdog(&mut self, now: Duration) {
         let WatchdogState::Armed { timeout_s, .. } = self.watchdog else {
             return;
         };
         #[cfg(test)]
-        let wanted = if self.mutations.watchdog_full_ttl {
-            Some(self.plan.clock.ttl.as_secs() as u32)
-        } else {
-            self.lead.watchdog_timeout(now)
-        };
-        #[cfg(not(test))]
-        let wanted = self.lead.watchdog_timeout(now);
-        let Some(wanted) = wanted.filter(|w| *w > self.watchdog_excess) else {
-            return;
-        };
-        let ask = wanted - self.watchdog_excess;
-        match self.kernel.ping_watchdog(ask) {
-            Ok(applied) => {
-                self.watchdog_excess = self.watchdog_excess.max(applied.saturating_sub(ask));
+        if self.mutations.watchdog_full_ttl {
+            // The mistake: the whole TTL, believed to fit.
+            let ttl = self.plan.clock.ttl.as_secs() as u32;
+            if let Ok((applied, done)) = self.kernel.ping_watchdog(ttl) {
                 self.watchdog = WatchdogState::Armed {
                     timeout_s: applied,
-                    pinged: now,
+                    pinged: done,
                 };
-                if applied > wanted {
-                    let why = format!(
-                        "the watchdog took a timeout of {applied} s for {ask} s: a frozen \
-                         guard's node could be reset up to {} s after its lease ends",
-                        applied - wanted
-                    );
-                    if self.plan.watchdog == WatchdogPlan::Required {
-                        return self.raise_failed(now, format!("watchdog=required: {why}"));
-                    }
-                    if applied != timeout_s {
-                        self.log(Level::Error, why);
-                    }
-                }
-                self.plan_second_ping(now, applied);
             }
-            // A failed SETTIMEOUT or KEEPALIVE did not ping: the reset stays where it was,
-            // and the guard fences before it.
-            Err(e) => self.log(Level::Error, format!("pinging the watchdog: {e}")),
+            return;
+        }
+        let mut at = now;
+        for attempt in 0..4 {
+            let wanted = self
+                .lead
+                .watchdog_timeout(at)
+                .filter(|w| *w > self.watchdog_excess);
+            let Some(wanted) = wanted else {
+                if attempt == 0 {
+                    return;
+                }
+                break;
+            };
+            let ask = wanted - self.watchdog_excess;
+            match self.kernel.ping_watchdog(ask) {
+                Ok((applied, done)) => {
+                    let done = done.max(at);
+                    self.watchdog_excess = self.watchdog_excess.max(applied.saturating_sub(ask));
+                    self.watchdog = WatchdogState::Armed {
+                        timeout_s: applied,
+                        pinged: done,
+                    };
+                    if self
+                        .lead
+                        .watchdog_timeout(done)
+                        .is_some_and(|w| applied <= w)
+                    {
+                        self.watchdog_late = false;
+                        return self.plan_second_ping(done, applied);
+                    }
+                    at = done;
+                }
+                // A failed SETTIMEOUT or KEEPALIVE did not ping: the reset stays where it was
+                // (within its bound, unless an earlier attempt here set it too long), and the
+                // guard fences before it.
+                Err(e) => {
+                    self.log(Level::Error, format!("pinging the watchdog: {e}"));
+                    if attempt == 0 {
+                        return;
+                    }
+                    break;
+                }
+            }
+        }
+        let WatchdogState::Armed {
+            timeout_s: now_s, ..
+        } = self.watchdog
+        else {
+            return;
+        };
+        if self.plan.watchdog == WatchdogPlan::Required {
+            return self.fence(now, Cause::WatchdogLate);
+        }
+        self.watchdog_late = true;
+        if now_s != timeout_s {
+            self.log(
+                Level::Error,
+                format!(
+                    "the watchdog's timeout of {now_s} s cannot be had shorter: a frozen guard's \
+                     node may be reset after its lease could end at etcd"
+                ),
+            );
         }
     }
 
@@ -1167,13 +1222,19 @@ impl<K: Kernel> Machine<K> {
         let mut applied = first?;
         self.watchdog_excess = applied.saturating_sub(wanted);
         for ask in (wanted.saturating_sub(3).max(1)..wanted).rev() {
-            applied = self.kernel.ping_watchdog(ask)?;
+            applied = self.kernel.ping_watchdog(ask)?.0;
             self.watchdog_excess = self.watchdog_excess.max(applied.saturating_sub(ask));
         }
-        if wanted <= self.watchdog_excess {
-            return Ok(applied);
+        // The longest ask the driver does not round above `wanted`.
+        let mut ask = wanted.saturating_sub(self.watchdog_excess);
+        while ask >= 1 {
+            applied = self.kernel.ping_watchdog(ask)?.0;
+            if applied <= wanted {
+                break;
+            }
+            ask -= 1;
         }
-        self.kernel.ping_watchdog(wanted - self.watchdog_excess)
+        Ok(applied)
     }
 
     /// The magic close, once VIP and service are confirmed down.
@@ -1229,7 +1290,19 @@ impl<K: Kernel> Machine<K> {
         } else {
             wanted
         };
-        let armed = self.kernel.arm_watchdog(wanted);
+        let armed = match self.kernel.arm_watchdog(wanted) {
+            Ok(a) => Ok(a),
+            Err(ArmError::NotArmed(e)) => Err(e),
+            Err(ArmError::Counting(why)) => {
+                // A device that could not be stopped again resets the node: nothing is raised.
+                let fires_at = now + Duration::from_secs(wanted.into());
+                self.watchdog = WatchdogState::DisarmFailed {
+                    fires_at,
+                    why: why.clone(),
+                };
+                return self.raise_failed(now, format!("watchdog: {why}: it will reset the node"));
+            }
+        };
         let opened = armed.is_ok();
         let problem = match self.fit_watchdog(wanted, armed) {
             Ok(applied) if applied <= wanted => {
@@ -1250,10 +1323,17 @@ impl<K: Kernel> Machine<K> {
             ),
             Err(e) => e,
         };
-        let problem = match opened.then(|| self.kernel.disarm_watchdog()) {
-            Some(Err(e)) => format!("{problem} (and {e})"),
-            _ => problem,
-        };
+        if let Some(Err(e)) = opened.then(|| self.kernel.disarm_watchdog()) {
+            let fires_at = now + Duration::from_secs(wanted.into());
+            self.watchdog = WatchdogState::DisarmFailed {
+                fires_at,
+                why: e.clone(),
+            };
+            return self.raise_failed(
+                now,
+                format!("watchdog: {problem}; then {e}: it will reset the node"),
+            );
+        }
         if self.plan.watchdog == WatchdogPlan::Required {
             self.raise_failed(now, format!("watchdog=required: {problem}"));
         } else {
@@ -1490,5 +1570,88 @@ mod tests {
             lead(2, 1).watchdog_timeout(Duration::from_millis(101_000)),
             None
         );
+        // This clock may run slow: 2 s here may be 2.18 s of true time (7 without the factor).
+        assert_eq!(
+            lead(10, 2).watchdog_timeout(Duration::from_millis(102_000)),
+            Some(6)
+        );
+    }
+
+    /// A kernel whose watchdog pings take effect `late` after the machine read the clock (a
+    /// guard stopped in between), recording the timeouts asked for.
+    #[derive(Default)]
+    struct Late {
+        now: Duration,
+        late: Duration,
+        asks: Vec<u32>,
+    }
+
+    impl Kernel for Late {
+        fn add_vip(&mut self, _: u32) -> Result<(), String> {
+            Ok(())
+        }
+        fn extend_vip(&mut self, _: u32) -> Result<(), String> {
+            Ok(())
+        }
+        fn remove_vip(&mut self) -> Result<(), String> {
+            Ok(())
+        }
+        fn arm_watchdog(&mut self, secs: u32) -> Result<u32, ArmError> {
+            self.asks.push(secs);
+            Ok(secs)
+        }
+        fn ping_watchdog(&mut self, secs: u32) -> Result<(u32, Duration), String> {
+            self.asks.push(secs);
+            Ok((secs, self.now + std::mem::take(&mut self.late)))
+        }
+        fn disarm_watchdog(&mut self) -> Result<(), String> {
+            Ok(())
+        }
+        fn signal_service(&mut self, _: &ServiceRef, _: bool) -> Result<(), String> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_ping_that_took_effect_late_is_made_again_shorter() {
+        let clock = LeaseClock {
+            ttl: Duration::from_secs(10),
+            margin: Duration::from_secs(2),
+        };
+        let plan = Plan {
+            clock,
+            vip: false,
+            unit: None,
+            watchdog: WatchdogPlan::Required,
+        };
+        let t = Duration::from_millis;
+        let mut m = Machine::new(plan, t(0), clock.ttl, Late::default());
+        m.kernel.now = t(20);
+        m.handle(t(20), Input::Tick);
+        assert!(matches!(
+            m.watchdog(),
+            WatchdogState::Armed { timeout_s: 8, .. }
+        ));
+        // A renewal sent at 3.33 s, answered at 3.35 s; the ping lands 1.5 s later.
+        m.kernel.asks.clear();
+        m.kernel.now = t(3350);
+        m.kernel.late = t(1500);
+        m.handle(
+            t(3350),
+            Input::Renewed {
+                sent: t(3330),
+                ttl: clock.ttl,
+            },
+        );
+        // 8 s asked at 3.35 s; at 4.85 s only 7 s still fit: asked again.
+        assert_eq!(m.kernel.asks, [8, 7]);
+        let WatchdogState::Armed { timeout_s, pinged } = m.watchdog().clone() else {
+            panic!("{:?}", m.watchdog());
+        };
+        let r = crate::lease::clock::MAX_SLEW;
+        let since = (pinged.as_secs_f64() - 3.33) / (1.0 - r);
+        let true_reset = since + f64::from(timeout_s) * (1.0 + WATCHDOG_TOLERANCE);
+        assert!(true_reset <= 10.0 / (1.0 + r), "{true_reset}");
+        assert!(m.fenced().is_none());
     }
 }

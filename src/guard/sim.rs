@@ -29,8 +29,8 @@ use std::collections::BinaryHeap;
 use std::time::Duration;
 
 use super::machine::{
-    Input, Kernel, Machine, Mutations, Order, Plan, ServiceRef, WatchdogPlan, VIP_RETRY,
-    WATCHDOG_TOLERANCE,
+    ArmError, Cause, Input, Kernel, Machine, Mutations, Order, Plan, ServiceRef, WatchdogPlan,
+    VIP_RETRY, WATCHDOG_TOLERANCE,
 };
 use crate::lease::clock::MAX_SLEW;
 use crate::lease::LeaseClock;
@@ -143,6 +143,7 @@ struct World {
     /// Armed: the timeout in force and when the reset comes.
     dog: Option<(u32, Duration)>,
     dog_ever_armed: bool,
+    dog_armed_at: Option<Duration>,
     dog_disarmed: bool,
     /// The magic close was tried and failed (everything down): the reset is expected.
     dog_close_failed: bool,
@@ -185,26 +186,31 @@ impl World {
 }
 
 impl Kernel for World {
-    fn arm_watchdog(&mut self, secs: u32) -> Result<u32, String> {
+    fn arm_watchdog(&mut self, secs: u32) -> Result<u32, ArmError> {
         if self.dog_arm_fails {
-            return Err("/dev/watchdog0 is held by another process (simulated)".into());
+            return Err(ArmError::NotArmed(
+                "/dev/watchdog0 is held by another process (simulated)".into(),
+            ));
         }
         self.dog_ever_armed = true;
+        self.dog_armed_at = Some(self.now);
         let applied = self.dog_set(secs);
         self.note(format!("watchdog armed, {applied} s"));
         Ok(applied)
     }
-    fn ping_watchdog(&mut self, secs: u32) -> Result<u32, String> {
+    fn ping_watchdog(&mut self, secs: u32) -> Result<(u32, Duration), String> {
         if self.dog.is_none() {
             return Err("not armed".into());
         }
         self.pings.push(self.now);
-        if self.dog_ping_fails > 0.0 && self.pings.len().is_multiple_of(3) {
+        // Failures while leading, not while arming (its probes are pings too).
+        let leading = self.dog_armed_at.is_some_and(|t| self.now > t);
+        if self.dog_ping_fails > 0.0 && leading && self.pings.len().is_multiple_of(3) {
             return Err("EIO (simulated)".into());
         }
         let applied = self.dog_set(secs);
         self.note(format!("watchdog pinged, {applied} s (asked {secs})"));
-        Ok(applied)
+        Ok((applied, self.now))
     }
     fn disarm_watchdog(&mut self) -> Result<(), String> {
         if self.dog.is_none() {
@@ -480,7 +486,12 @@ impl Sim {
             term_exit: rng.ms(0, 800),
             dog_planned: rng.chance(0.7),
             dog_arm_fails: rng.chance(0.05),
-            dog_step: if rng.chance(0.1) { 2 } else { 1 },
+            dog_step: match rng.next() % 20 {
+                0 | 1 => 2,
+                2 => 5,
+                3 => 10,
+                _ => 1,
+            },
             dog_ping_fails: if rng.chance(0.05) { 1.0 } else { 0.0 },
             dog_disarm_fails: rng.chance(0.03),
             dog_late: 1.0 + WATCHDOG_TOLERANCE * (rng.next() % 1001) as f64 / 1000.0,
@@ -501,9 +512,9 @@ impl Sim {
             unit: s.unit.then(|| "api.service".to_string()),
             watchdog: match (world.dog_planned, world.dog_step) {
                 (false, _) => WatchdogPlan::Off,
-                // A coarse driver (2 s steps), required: arming asks again shorter, the pings
-                // ask what the driver is known to round to.
-                (true, 2) => WatchdogPlan::Required,
+                // Coarse drivers: arming learns the steps, the pings ask what the driver is
+                // known to round to; where no timeout fits, required fences, auto says so.
+                (true, 2 | 10) => WatchdogPlan::Required,
                 (true, _) => WatchdogPlan::Auto,
             },
         };
@@ -666,6 +677,12 @@ impl Sim {
         Ok(())
     }
 
+    /// A magic close that failed with nothing up: the reset that follows is harmless.
+    fn harmless_close_failure(&self) -> bool {
+        let w = &self.m.kernel;
+        w.dog_close_failed && !w.vip && !w.service
+    }
+
     /// (v): pings only while the promise holds (before the deadline, ownership not known
     /// lost); the reset always before the lease can end at etcd; the protocol's order.
     fn check_watchdog(&self, since: usize, seed: u64) -> Result<(), String> {
@@ -685,8 +702,17 @@ impl Sim {
             }
         }
         if let Some((_, fires)) = w.dog {
-            // A magic close that failed is tried only with nothing up: that reset is harmless.
-            if fires > self.watchdog_bound && !self.released && !w.dog_close_failed {
+            // A magic close that failed with nothing up: that reset is harmless. A required
+            // guard that fenced because no timeout fits: everything is going down. An auto
+            // guard whose driver takes no shorter timeout says so (the reset may come late).
+            let close_failed = self.harmless_close_failure();
+            let fenced_for_it = matches!(self.m.fenced(), Some((_, Cause::WatchdogLate)));
+            if fires > self.watchdog_bound
+                && !self.released
+                && !close_failed
+                && !fenced_for_it
+                && !self.m.watchdog_late()
+            {
                 return Err(self.fail(
                     seed,
                     format!(
@@ -1011,7 +1037,7 @@ impl Sim {
                 let on_time = !self.frozen()
                     && !self.killed
                     && self.m.fenced().is_none()
-                    && !self.m.kernel.dog_close_failed;
+                    && !self.harmless_close_failure();
                 if on_time {
                     return Err(self.fail(
                         seed,

@@ -110,13 +110,19 @@ pub fn sbd_device() -> Option<(String, String)> {
     } else {
         return None;
     };
+    // The first settings file there is is sbd's (its unit reads one): a device named in a
+    // file left behind elsewhere is not what sbd uses.
     for config in SBD_CONFIGS {
-        if let Some(device) = fs::read_to_string(config)
-            .ok()
-            .and_then(|t| sbd_device_in(&t))
-        {
-            return Some((device, format!("{why}; SBD_WATCHDOG_DEV in {config}")));
-        }
+        let Ok(text) = fs::read_to_string(config) else {
+            continue;
+        };
+        return Some(match sbd_device_in(&text) {
+            Some(device) => (device, format!("{why}; SBD_WATCHDOG_DEV in {config}")),
+            None => (
+                SBD_DEFAULT_DEVICE.to_string(),
+                format!("{why}; {config} names none: its default device"),
+            ),
+        });
     }
     Some((
         SBD_DEFAULT_DEVICE.to_string(),
@@ -351,6 +357,35 @@ impl Device for DevFile {
     }
 }
 
+/// Arming failed: nothing counts, or a device that was opened could not be stopped again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ArmError {
+    NotArmed(String),
+    /// It resets the node at its timeout: nothing may be raised.
+    Counting(String),
+}
+
+impl std::fmt::Display for ArmError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ArmError::NotArmed(w) => write!(f, "{w}"),
+            ArmError::Counting(w) => write!(f, "{w}: it still counts and will reset the node"),
+        }
+    }
+}
+
+/// The magic close, then sysfs asked whether the device stopped: the kernel closes a device
+/// that will not stop without an error ("watchdog did not stop!").
+fn close_checked(dev: Box<dyn Device>, path: &Path) -> Result<(), String> {
+    dev.magic_close().map_err(|e| format!("magic close: {e}"))?;
+    match index_of(path).and_then(|n| sysfs(n, "state")) {
+        Some(state) if state == "active" => {
+            Err("the driver did not stop after the magic close (sysfs: active)".into())
+        }
+        _ => Ok(()),
+    }
+}
+
 /// The guard's watchdog: the devices it may use, in order; the one armed, open while armed.
 pub struct Dog {
     openers: Vec<Box<dyn Opener>>,
@@ -378,7 +413,7 @@ impl Dog {
 
     /// Arms the first candidate that opens and takes a timeout; returns what its driver
     /// applied. Err: why none did.
-    pub fn arm(&mut self, secs: u32) -> Result<u32, String> {
+    pub fn arm(&mut self, secs: u32) -> Result<u32, ArmError> {
         let mut why = Vec::new();
         for i in 0..self.openers.len() {
             match self.arm_one(i, secs) {
@@ -386,24 +421,32 @@ impl Dog {
                     self.chosen = i;
                     return Ok(applied);
                 }
-                Err(e) => why.push(e),
+                Err(ArmError::NotArmed(e)) => why.push(e),
+                // A device that could not be stopped again: no other is tried.
+                Err(counting) => {
+                    self.chosen = i;
+                    return Err(counting);
+                }
             }
         }
-        Err(if why.is_empty() {
+        Err(ArmError::NotArmed(if why.is_empty() {
             "no watchdog device".into()
         } else {
             why.join("; ")
-        })
+        }))
     }
 
     /// Opens candidate `i` and sets its timeout. A driver that cannot take a timeout, or
     /// cannot be stopped by the magic close, is refused (and closed again).
-    fn arm_one(&mut self, i: usize, secs: u32) -> Result<u32, String> {
+    fn arm_one(&mut self, i: usize, secs: u32) -> Result<u32, ArmError> {
         let opener = &mut self.openers[i];
         let shown = opener.path().display().to_string();
-        let mut dev = opener.open().map_err(|e| match e.raw_os_error() {
-            Some(libc::EBUSY) => format!("{shown} is held by another process (sbd?): {e}"),
-            _ => format!("{shown}: {e}"),
+        let path = opener.path().to_path_buf();
+        let mut dev = opener.open().map_err(|e| {
+            ArmError::NotArmed(match e.raw_os_error() {
+                Some(libc::EBUSY) => format!("{shown} is held by another process (sbd?): {e}"),
+                _ => format!("{shown}: {e}"),
+            })
         })?;
         let checked = (|| {
             let options = dev
@@ -435,10 +478,10 @@ impl Dog {
                 self.open = Some(dev);
                 Ok(applied)
             }
-            Err(why) => {
-                let _ = dev.magic_close();
-                Err(format!("{shown}: {why}"))
-            }
+            Err(why) => match close_checked(dev, &path) {
+                Ok(()) => Err(ArmError::NotArmed(format!("{shown}: {why}"))),
+                Err(e) => Err(ArmError::Counting(format!("{shown}: {why}; then {e}"))),
+            },
         }
     }
 
@@ -472,15 +515,8 @@ impl Dog {
         let Some(dev) = self.open.take() else {
             return Ok(());
         };
-        dev.magic_close().map_err(|e| format!("magic close: {e}"))?;
-        // The kernel closes a device that will not stop without an error ("watchdog did not
-        // stop!"): sysfs says whether it still counts.
-        match index_of(self.path()).and_then(|n| sysfs(n, "state")) {
-            Some(state) if state == "active" => {
-                Err("the driver did not stop after the magic close (sysfs: active)".into())
-            }
-            _ => Ok(()),
-        }
+        let path = self.path().to_path_buf();
+        close_checked(dev, &path)
     }
 }
 
@@ -510,6 +546,10 @@ pub mod fake {
         pub step: u32,
         /// set_timeout fails (a driver that cannot change it while running) after arming.
         pub refuses_new_timeout: bool,
+        /// set_timeout always fails.
+        pub fails_set: bool,
+        /// The magic close fails.
+        pub fails_close: bool,
         pub applied: Arc<Mutex<u32>>,
     }
 
@@ -547,6 +587,9 @@ pub mod fake {
         }
         fn set_timeout(&mut self, secs: u32) -> io::Result<u32> {
             self.0.record(Call::SetTimeout(secs));
+            if self.0.fails_set {
+                return Err(io::Error::from_raw_os_error(libc::EINVAL));
+            }
             let mut applied = self.0.applied.lock().unwrap();
             if self.0.refuses_new_timeout && *applied != 0 {
                 return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP));
@@ -565,6 +608,9 @@ pub mod fake {
         }
         fn magic_close(self: Box<Self>) -> io::Result<()> {
             self.0.record(Call::MagicClose);
+            if self.0.fails_close {
+                return Err(io::Error::from_raw_os_error(libc::EIO));
+            }
             Ok(())
         }
     }
@@ -608,7 +654,7 @@ mod tests {
             ..Recorder::default()
         };
         let mut dog = Dog::new(vec![Box::new(rec.clone())]);
-        let e = dog.arm(8).unwrap_err();
+        let e = dog.arm(8).unwrap_err().to_string();
         assert!(e.contains("held by another process"), "{e}");
         assert_eq!(rec.calls(), [Call::Open]);
         assert!(dog.ping(8).is_err());
@@ -621,7 +667,7 @@ mod tests {
             ..Recorder::default()
         };
         let mut dog = Dog::new(vec![Box::new(rec.clone())]);
-        let e = dog.arm(8).unwrap_err();
+        let e = dog.arm(8).unwrap_err().to_string();
         assert!(e.contains("WDIOF_MAGICCLOSE"), "{e}");
         assert_eq!(rec.calls(), [Call::Open, Call::Options, Call::MagicClose]);
     }
@@ -642,8 +688,39 @@ mod tests {
         );
         // Every candidate refused: each reason named.
         let mut none = Dog::new(vec![Box::new(busy.clone()), Box::new(busy)]);
-        let e = none.arm(8).unwrap_err();
+        let e = none.arm(8).unwrap_err().to_string();
         assert_eq!(e.matches("held by another process").count(), 2, "{e}");
+    }
+
+    #[test]
+    fn a_candidate_that_opens_but_refuses_is_closed_before_the_next_and_one_that_cannot_be_stopped_ends_it(
+    ) {
+        let refusing = Recorder {
+            fails_set: true,
+            ..Recorder::default()
+        };
+        let free = Recorder::default();
+        let mut dog = Dog::new(vec![Box::new(refusing.clone()), Box::new(free.clone())]);
+        assert_eq!(dog.arm(8), Ok(8));
+        assert_eq!(
+            refusing.calls(),
+            [
+                Call::Open,
+                Call::Options,
+                Call::SetTimeout(8),
+                Call::MagicClose
+            ]
+        );
+        // The magic close fails as well: that device counts on; no other is tried.
+        let stuck = Recorder {
+            fails_set: true,
+            fails_close: true,
+            ..Recorder::default()
+        };
+        let other = Recorder::default();
+        let mut dog = Dog::new(vec![Box::new(stuck), Box::new(other.clone())]);
+        assert!(matches!(dog.arm(8), Err(ArmError::Counting(_))));
+        assert!(other.calls().is_empty());
     }
 
     #[test]
