@@ -17,7 +17,6 @@ use std::time::{Duration, Instant};
 use support::cluster::{
     create_topology, create_topology_with, first_ok_after, outage, Etcd, HealthClient, Lab, VIP,
 };
-use support::master::VipObserver;
 use support::timeline::{first_logged, phase, render_svg, spread, Series, PHASES};
 
 const MARK_START: &str = "<!-- bench:failover:start -->";
@@ -198,13 +197,7 @@ fn three_node_with(script: &str, extra: &str, n: usize, crash: &mut Stats, cut: 
     let mut lab = Lab::new(&format!("f{}", &script[..1]), 3, Etcd::OnNodes);
     create_topology_with(&lab, script, false, extra);
     holder(&lab, Duration::from_secs(90));
-    let obs = VipObserver::start_ns(
-        &lab.nodes
-            .iter()
-            .map(|x| x.ns.name.clone())
-            .collect::<Vec<_>>(),
-        VIP,
-    );
+    let obs = lab.observe_vip();
     let client = HealthClient::start(&lab, VIP, 8443);
     let mut trials = Vec::new();
     for k in 0..n {
@@ -252,13 +245,7 @@ fn two_node(script: &str, n: usize, stats: &mut Stats) {
     let lab = Lab::new(&format!("t{}", &script[..1]), 2, Etcd::WithWitness);
     topology(&lab, script);
     holder(&lab, Duration::from_secs(90));
-    let obs = VipObserver::start_ns(
-        &lab.nodes
-            .iter()
-            .map(|x| x.ns.name.clone())
-            .collect::<Vec<_>>(),
-        VIP,
-    );
+    let obs = lab.observe_vip();
     let mut windows = Vec::new();
     for _ in 0..n {
         let h = holder(&lab, Duration::from_secs(60));

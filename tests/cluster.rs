@@ -21,13 +21,7 @@ fn topology(lab: &Lab, script: &str) {
 }
 
 fn observer(lab: &Lab) -> VipObserver {
-    VipObserver::start_ns(
-        &lab.nodes
-            .iter()
-            .map(|n| n.ns.name.clone())
-            .collect::<Vec<_>>(),
-        VIP,
-    )
+    lab.observe_vip()
 }
 
 /// The one node promoted, as seen from node `from`, once there is exactly one (bounded).

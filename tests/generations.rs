@@ -14,7 +14,6 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use support::cluster::{create_topology_with, Etcd, Lab, NET, VIP};
-use support::master::VipObserver;
 use support::must;
 
 const MANIFEST: &str = env!("CARGO_MANIFEST_DIR");
@@ -350,13 +349,7 @@ fn live(g: &LiveGeneration, root: Option<&Path>) -> Live {
     for v in g.versions {
         assert!(versions.contains(v), "{suite}: {v} in {versions}");
     }
-    let obs = VipObserver::start_ns(
-        &lab.nodes
-            .iter()
-            .map(|n| n.ns.name.clone())
-            .collect::<Vec<_>>(),
-        VIP,
-    );
+    let obs = lab.observe_vip();
     create_topology_with(&lab, "master-with-vip", false, "LEASE_TTL= LEASE_MARGIN=");
     let h = lab
         .vip_holder(Duration::from_secs(90), None)

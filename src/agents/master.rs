@@ -169,14 +169,10 @@ pub fn node_name(env: &OcfEnv) -> String {
 }
 
 fn cluster_node_name() -> Option<String> {
-    let out = Command::new("timeout")
-        .args(["5", "crm_node", "-n"])
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .output()
-        .ok()?;
-    let name = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    (out.status.success() && !name.is_empty()).then_some(name)
+    let name = crate::service::tool_output(5, "crm_node", &["-n"])?
+        .trim()
+        .to_string();
+    (!name.is_empty()).then_some(name)
 }
 
 /// The configuration, checked: 6 for what is wrong everywhere, 5 for what this node lacks.
@@ -643,12 +639,7 @@ fn stop_unit(unit: &str, until: Instant) -> Result<(), String> {
         // No systemd tooling here: no unit of ours can be running.
         return Ok(());
     }
-    let _ = Command::new("timeout")
-        .args(["5", "systemctl", "stop", "--no-block", "--", unit])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
+    let _ = crate::service::tool_output(5, "systemctl", &["stop", "--no-block", "--", unit]);
     loop {
         let last = match status::block_on(crate::service::process::unit_state(unit)) {
             Ok(state) if !crate::service::process::unit_may_run(&state) => return Ok(()),

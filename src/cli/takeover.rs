@@ -4,7 +4,6 @@
 //! and guards them until `hamaster release` or a signal, then steps down cleanly.
 
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use clap::Args;
@@ -79,13 +78,10 @@ fn cluster_configured_with(resource: &str) -> Option<String> {
 /// Why Pacemaker on this host must keep this resource, if it manages it: two managers of
 /// one master is exactly what hamaster exists to prevent.
 fn pacemaker_manages(resource: &str) -> Option<String> {
-    let out = Command::new("timeout")
-        .args(["10", "crm_resource", "--resource", resource, "--locate"])
-        .stdin(Stdio::null())
-        .output()
-        .ok()?;
-    out.status.success().then(|| {
-        let where_ = String::from_utf8_lossy(&out.stdout).trim().replace('\n', "; ");
+    let out =
+        crate::service::tool_output(10, "crm_resource", &["--resource", resource, "--locate"]);
+    out.map(|stdout| {
+        let where_ = stdout.trim().replace('\n', "; ");
         format!(
             "Pacemaker on this host is running and manages {resource} ({}). Use pcs (pcs resource move/ban) \
              instead, or stop the cluster stack on this host first (pcs cluster stop)",

@@ -39,6 +39,11 @@ use crate::splitmix::SplitMix64;
 /// The fencing thread's wake-up latency allowed by invariant (i) (the benchmark's p99 target).
 const FENCE_LATENCY_BOUND: Duration = Duration::from_millis(50);
 const HORIZON: Duration = Duration::from_secs(120);
+/// The default lease settings where no corosync runs: lease_ttl 10, lease_margin 2.
+const DEFAULTS: LeaseClock = LeaseClock {
+    ttl: Duration::from_secs(10),
+    margin: Duration::from_secs(2),
+};
 /// Ticks a stopped service's check takes (the shell's killpg / systemctl is-active).
 const CHECK_TAKES: Duration = Duration::from_millis(5);
 
@@ -142,7 +147,6 @@ struct World {
     dog_late: f64,
     /// Armed: the timeout in force and when the reset comes.
     dog: Option<(u32, Duration)>,
-    dog_ever_armed: bool,
     dog_armed_at: Option<Duration>,
     dog_disarmed: bool,
     /// The magic close was tried and failed (everything down): the reset is expected.
@@ -192,7 +196,6 @@ impl Kernel for World {
                 "/dev/watchdog0 is held by another process (simulated)".into(),
             ));
         }
-        self.dog_ever_armed = true;
         self.dog_armed_at = Some(self.now);
         let applied = self.dog_set(secs);
         self.note(format!("watchdog armed, {applied} s"));
@@ -308,10 +311,7 @@ struct Schedule {
 impl Schedule {
     fn draw(rng: &mut Rng) -> Schedule {
         let clock = match rng.next() % 4 {
-            0 | 1 => LeaseClock {
-                ttl: Duration::from_secs(10),
-                margin: Duration::from_secs(2),
-            },
+            0 | 1 => DEFAULTS,
             2 => LeaseClock {
                 ttl: Duration::from_secs(3),
                 margin: Duration::from_secs(1),
@@ -1397,10 +1397,7 @@ fn a_key_deleted_one_second_into_a_five_second_raise_takes_the_vip_at_once() {
     for seed in 0..50u64 {
         let mut sim = Sim::shaped(seed, Mutations::default(), |s, w| {
             quiet(s, w);
-            s.clock = LeaseClock {
-                ttl: Duration::from_secs(10),
-                margin: Duration::from_secs(2),
-            };
+            s.clock = DEFAULTS;
             s.settle_takes = Duration::from_secs(5);
             s.watch_works = true;
             s.ownership_lost = Some((Duration::from_secs(1), false));
@@ -1508,10 +1505,7 @@ fn a_frozen_guard_is_reset_before_its_lease_ends_and_a_step_down_disarms() {
         // before etcd could let the key go.
         let mut sim = Sim::shaped(seed, Mutations::default(), |s, w| {
             with_watchdog(s, w);
-            s.clock = LeaseClock {
-                ttl: Duration::from_secs(10),
-                margin: Duration::from_secs(2),
-            };
+            s.clock = DEFAULTS;
             s.freeze = Some((Duration::from_secs(5), Some(HORIZON)));
         });
         sim.run(seed).unwrap_or_else(|e| panic!("{e}"));

@@ -8,7 +8,6 @@
 //! lease_margin without a renewal, earlier than with 10 (docs/tuning.md). Without a running
 //! corosync (`hamaster takeover`, tests) it is 10, the TTL before this rule.
 
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 /// The default when corosync does not answer, and the most the rule gives.
@@ -27,16 +26,8 @@ pub fn ttl_for_detection(detection: Duration) -> u64 {
 /// corosync's failure detection time as it runs now (`corosync-cmapctl`'s runtime token and
 /// consensus timeouts, one call of at most a second), or None when no corosync answers.
 pub fn corosync_detection() -> Option<Duration> {
-    let out = Command::new("timeout")
-        .args(["1", "corosync-cmapctl", "runtime.config.totem."])
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    detection_from(&String::from_utf8_lossy(&out.stdout))
+    let listing = crate::service::tool_output(1, "corosync-cmapctl", &["runtime.config.totem."])?;
+    detection_from(&listing)
 }
 
 /// Token plus consensus from `corosync-cmapctl` lines such as

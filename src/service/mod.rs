@@ -210,6 +210,24 @@ fn is_executable(path: &Path) -> bool {
         .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
+/// One of the host's command-line tools (crm_node, crm_resource, corosync-cmapctl,
+/// systemctl), bounded by timeout(1) to `secs` seconds, with nothing on its standard input and
+/// its standard error dropped: its standard output when it exits 0, else None (missing,
+/// failed, or timed out).
+pub fn tool_output(secs: u32, program: &str, args: &[&str]) -> Option<String> {
+    let out = std::process::Command::new("timeout")
+        .arg(secs.to_string())
+        .arg(program)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
 pub fn find_in_path(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/sbin:/usr/bin:/sbin:/bin".into());
     std::env::split_paths(&path)

@@ -529,6 +529,12 @@ impl Lab {
         cmd.args(args).output().expect("etcdctl")
     }
 
+    /// A VIP observer over every node of the lab (support::master::VipObserver).
+    pub fn observe_vip(&self) -> super::master::VipObserver {
+        let namespaces: Vec<String> = self.nodes.iter().map(|n| n.ns.name.clone()).collect();
+        super::master::VipObserver::start_ns(&namespaces, VIP)
+    }
+
     /// `etcdctl watch KEY` from the switch namespace through the members of `nodes` only
     /// (a dead member's endpoint would stall it): when each PUT and DELETE arrived.
     pub fn watch_key(&self, key: &str, nodes: &[usize]) -> KeyWatch {
