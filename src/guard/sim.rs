@@ -439,6 +439,8 @@ struct Sim {
     late_answers: u32,
     /// When the watchdog reset the node.
     reset_at: Option<Duration>,
+    /// The sequence number of the fencing thread's one armed wake-up.
+    fence_wake: Option<u64>,
     /// Ground truth, apart from the machine: the latest a watchdog's reset may come — the
     /// send time of a renewal applied in time + its TTL / (1 + max slew): before the lease
     /// can end at etcd with etcd's clock fast.
@@ -539,12 +541,13 @@ impl Sim {
             exited: false,
             late_answers: 0,
             reset_at: None,
+            fence_wake: None,
             watchdog_bound: ttl.div_f64(1.0 + MAX_SLEW),
             s,
         };
         // The grant's answer: the shell starts the machine then.
         let started = granted_at_etcd + sim.rng.ms(0, 20);
-        sim.at(started, Ev::FenceWake);
+        sim.wake_at(started);
         for _ in 0..sim.rng.next() % 3 {
             let t = sim.rng.ms(0, 60_000);
             sim.at(t, Ev::EtcdLeaderChange);
@@ -564,6 +567,12 @@ impl Sim {
     fn at(&mut self, t: Duration, ev: Ev) {
         self.seq += 1;
         self.queue.push(Reverse((t, self.seq, EvBox(ev))));
+    }
+
+    /// Arms the fencing thread's timer at `t`, replacing the expiry it had.
+    fn wake_at(&mut self, t: Duration) {
+        self.at(t, Ev::FenceWake);
+        self.fence_wake = Some(self.seq);
     }
 
     fn now(&self) -> Duration {
@@ -597,7 +606,12 @@ impl Sim {
 
     fn run(&mut self, seed: u64) -> Result<(), String> {
         let mut steps = 0u32;
-        while let Some(Reverse((t, _, EvBox(ev)))) = self.queue.pop() {
+        while let Some(Reverse((t, seq, EvBox(ev)))) = self.queue.pop() {
+            // The fencing thread's timerfd holds one expiry: a wake-up that a later arming
+            // replaced never fires.
+            if ev == Ev::FenceWake && self.fence_wake != Some(seq) {
+                continue;
+            }
             steps += 1;
             if t > HORIZON {
                 break;
@@ -613,7 +627,11 @@ impl Sim {
             if guard_side && self.frozen() {
                 if let Some(Some(until)) = self.frozen_until {
                     // Stopped: it waits for SIGCONT (a timerfd fires at once then).
-                    self.at(until, ev);
+                    if ev == Ev::FenceWake {
+                        self.wake_at(until);
+                    } else {
+                        self.at(until, ev);
+                    }
                 }
                 continue;
             }
@@ -654,9 +672,13 @@ impl Sim {
         while let Some(order) = self.m.poll_order() {
             self.perform(order, seed)?;
         }
-        if let Some(w) = self.m.next_wake() {
-            let t = w.max(now) + self.s.fence_latency;
-            self.at(t, Ev::FenceWake);
+        match self.m.next_wake() {
+            Some(w) => {
+                let t = w.max(now) + self.s.fence_latency;
+                self.wake_at(t);
+            }
+            // Disarmed (timerfd_settime with zero).
+            None => self.fence_wake = None,
         }
         Ok(())
     }
@@ -1024,7 +1046,7 @@ impl Sim {
             Ev::Unfreeze => {
                 if self.reset_at.is_none() {
                     self.m.kernel.note("guard resumed".into());
-                    self.at(now, Ev::FenceWake);
+                    self.wake_at(now);
                 }
             }
             Ev::WatchdogFires => {
