@@ -4,7 +4,7 @@ BIN := target/debug/hamaster
 # Tests, benchmarks and the demo never see this host's own watchdog (see the script).
 LAB := scripts/without-host-watchdog
 
-.PHONY: all build deps ocf docs golden check lint test check-etcd-fixed check-generations check-guard check-watchdog check-cluster demo bench bench-guard bench-phases bench-failover bench-watchdog rpm check-rpm clean
+.PHONY: all build deps ocf docs golden check lint test check-etcd-fixed check-generations check-guard check-watchdog check-cluster demo bench bench-guard bench-phases bench-failover bench-watchdog bench-observe rpm check-rpm clean
 
 all: build
 
@@ -85,11 +85,17 @@ bench: deps
 	$(LAB) $(CARGO) bench --bench guard
 	$(LAB) $(CARGO) bench --bench phases
 	$(LAB) $(CARGO) bench --bench watchdog
+	$(LAB) $(CARGO) bench --bench observe
 
 # The watchdog's figures alone (about 2 minutes): a frozen guard's node reset by the emulated
 # i6300esb in a qemu VM, and the reset's lead over etcd's deletion of the key.
 bench-watchdog: deps build
 	$(LAB) $(CARGO) bench --bench watchdog
+
+# Issue 19's figures alone (about 5 minutes): the guard's CPU and memory with /metrics scraped
+# every second, a VIP conflict's detection, and the VIP deleted → failure recorded by Pacemaker.
+bench-observe: deps
+	$(LAB) $(CARGO) bench --bench observe
 
 # The guard machine's figures alone (about 4 minutes): key deleted during a raise, lease
 # revoked while leading, at the default lease settings.

@@ -13,6 +13,7 @@ mod support;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::{cpu_ns, rss_kib};
 use support::etcd::EtcdCluster;
 use support::master::Node;
 use support::{Agent, OcfDir};
@@ -53,28 +54,6 @@ fn cpu_ticks(pid: u32) -> u64 {
     let f: Vec<&str> = rest.split_whitespace().collect();
     // utime and stime are fields 14 and 15 of stat; `rest` starts at field 3.
     f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
-}
-
-/// Time the process's threads have spent on a CPU (ns), from the scheduler's own accounting
-/// in /proc/PID/task/*/schedstat (utime/stime above are sampled at the tick; both are shown).
-/// The guard is one thread while idle, so no exited thread's time is missed.
-fn cpu_ns(pid: u32) -> u64 {
-    std::fs::read_dir(format!("/proc/{pid}/task"))
-        .unwrap()
-        .filter_map(|t| {
-            let text = std::fs::read_to_string(t.ok()?.path().join("schedstat")).ok()?;
-            text.split_whitespace().next()?.parse::<u64>().ok()
-        })
-        .sum()
-}
-
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap()
 }
 
 fn main() {

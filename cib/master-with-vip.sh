@@ -9,6 +9,7 @@
 #   LEASE_TTL, LEASE_MARGIN (seconds; unset: the agent's defaults)
 #   MONITOR_INTERVAL, UNPROMOTED_INTERVAL (default 2s and 3s), PUSH_FAILURES (default true)
 #   ETCD_MOVE_LEADER (default true)
+#   METRICS_ADDRESS (unset: none), e.g. 0.0.0.0:9405 for /metrics and /leader (docs/metrics.md)
 set -eu
 # The role names this pcs takes: Master/Slave up to pcs 0.10.9 (RHEL 8.0-8.4), Promoted and
 # Unpromoted from 0.10.10 on (RHEL 8.5+, 9, 10). RHEL 7's pcs 0.9 (no "promotable") is untested.
@@ -21,6 +22,7 @@ pcs resource create api ocf:hamaster:master \
     etcd_endpoints="$ETCD_ENDPOINTS" ${LEASE_TTL:+lease_ttl="$LEASE_TTL"} ${LEASE_MARGIN:+lease_margin="$LEASE_MARGIN"} \
     command="$SERVICE" args="$SERVICE_ARGS" health_url="$HEALTH_URL" \
     push_failures="${PUSH_FAILURES:-true}" etcd_move_leader="${ETCD_MOVE_LEADER:-true}" \
+    ${METRICS_ADDRESS:+metrics_address="$METRICS_ADDRESS"} \
     ip="$VIP" cidr_netmask=24 \
     op monitor interval="${MONITOR_INTERVAL:-2s}" role="$PROMOTED" timeout=10s \
     op monitor interval="${UNPROMOTED_INTERVAL:-3s}" role="$UNPROMOTED" timeout=10s \

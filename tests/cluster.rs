@@ -76,6 +76,13 @@ fn crash_master(
     (p2, p2i, token2, to_vip)
 }
 
+/// No host but the master claims the VIP in these scenarios: no guard may report a conflict
+/// (failovers, partitions and handovers included).
+fn no_vip_conflicts(lab: &Lab) {
+    let found = lab.vip_conflicts();
+    assert!(found.is_empty(), "VIP conflicts reported: {found:#?}");
+}
+
 /// The new master `p2` still holds the key with `token2` three TTLs later: no self-fencing,
 /// no re-promotion elsewhere.
 fn keeps_the_key(lab: &Lab, p2: &str, token2: i64) {
@@ -397,6 +404,7 @@ fn three_nodes_master_with_vip_crash_partition_etcd_loss_and_ban() {
         "served again {recover_kill:?} after the kill"
     );
     assert_eq!(overlap, Duration::ZERO, "never two VIP holders");
+    no_vip_conflicts(&lab);
 }
 
 #[test]
@@ -439,6 +447,7 @@ fn three_nodes_vip_plus_master_fails_over_on_crash() {
         Some(promote_crash),
     );
     assert_eq!(seen.overlap(), Duration::ZERO);
+    no_vip_conflicts(&lab);
 }
 
 /// The worst crash for the next master: the node that goes down is at once the master, the
@@ -547,6 +556,7 @@ fn three_nodes_crash_of_the_master_the_first_etcd_endpoint_and_the_etcd_leader()
         out < Duration::from_secs(15),
         "served again {out:?} after the crash"
     );
+    no_vip_conflicts(&lab);
 }
 
 /// Two nodes, `two_node: 1`, no fencing, an etcd witness reachable only from the side that
@@ -646,6 +656,7 @@ fn two_node_split_brain_baseline_overlaps_hamaster_does_not() {
         Duration::ZERO,
         "hamaster: never two VIP holders"
     );
+    no_vip_conflicts(&lab);
 }
 
 /// The failover timeline's log reading: corosync's and Pacemaker's time stamps (local time,
@@ -734,4 +745,329 @@ fn timeline_svg_draws_median_and_spread_per_phase() {
     );
     assert!(svg.contains("slow &lt;baseline&gt;"), "names are escaped");
     assert!(svg.starts_with("<svg ") && svg.trim_end().ends_with("</svg>"));
+}
+
+/// A little service on every node (port 8080) that answers with the node's name: what
+/// HAProxy's clients reach, master or not.
+struct Whoami(Vec<std::process::Child>);
+
+impl Whoami {
+    fn start(lab: &Lab) -> Whoami {
+        let script = "import http.server,sys\n\
+            class H(http.server.BaseHTTPRequestHandler):\n\
+            \x20   def do_GET(self):\n\
+            \x20       b=sys.argv[1].encode()\n\
+            \x20       self.send_response(200);self.send_header('Content-Length',str(len(b)));self.end_headers();self.wfile.write(b)\n\
+            \x20   def log_message(self,*a): pass\n\
+            http.server.ThreadingHTTPServer(('0.0.0.0',8080),H).serve_forever()\n";
+        Whoami(
+            lab.nodes
+                .iter()
+                .map(|n| {
+                    std::process::Command::new("ip")
+                        .args([
+                            "netns", "exec", &n.ns.name, "python3", "-c", script, &n.name,
+                        ])
+                        .stdin(std::process::Stdio::null())
+                        .spawn()
+                        .expect("whoami")
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Drop for Whoami {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// HAProxy (Debian's) in the switch namespace on 127.0.0.1:8000, one server per node (its
+/// whoami on 8080) checked with `GET /leader` on the guard's metrics_address port.
+struct Haproxy {
+    child: std::process::Child,
+    dir: std::path::PathBuf,
+}
+
+impl Haproxy {
+    fn start(lab: &Lab) -> Haproxy {
+        let dir = std::env::temp_dir().join(support::unique("haproxy"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let servers: String = lab
+            .nodes
+            .iter()
+            .map(|n| format!("    server {} {}:8080\n", n.name, n.ip))
+            .collect();
+        // The configuration docs/haproxy.md shows, with the lab's addresses.
+        let config = format!(
+            "global\n    maxconn 200\n\
+             defaults\n    mode http\n    retries 3\n    option redispatch\n    timeout connect 500ms\n    timeout client 5s\n    timeout server 5s\n\
+             frontend api\n    bind 127.0.0.1:8000\n    default_backend masters\n\
+             backend masters\n    option httpchk\n    http-check send meth GET uri /leader\n    http-check expect status 200\n\
+             \x20   default-server check port 9405 inter 500ms fall 2 rise 1\n{servers}"
+        );
+        let cfg = dir.join("haproxy.cfg");
+        std::fs::write(&cfg, config).unwrap();
+        let check = support::sh("haproxy", &["-c", "-f", cfg.to_str().unwrap()]);
+        assert!(check.status.success(), "haproxy -c: {check:?}");
+        let child = std::process::Command::new("ip")
+            .args(["netns", "exec", &lab.switch.name, "haproxy", "-db", "-f"])
+            .arg(&cfg)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(dir.join("haproxy.log")).unwrap())
+            .spawn()
+            .expect("haproxy (Debian package haproxy)");
+        Haproxy { child, dir }
+    }
+}
+
+impl Drop for Haproxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// When a client asked, and which node answered (None: no answer).
+type Answers = Vec<(Instant, Option<String>)>;
+
+/// A client of HAProxy's frontend (in the switch namespace): every 50 ms, which node answered.
+struct ThroughHaproxy {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    handle: Option<std::thread::JoinHandle<Answers>>,
+    latest: std::sync::Arc<std::sync::Mutex<Option<String>>>,
+}
+
+impl ThroughHaproxy {
+    fn start(lab: &Lab) -> ThroughHaproxy {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let latest = std::sync::Arc::new(std::sync::Mutex::new(None));
+        let (ns, stop2, latest2) = (lab.switch.name.clone(), stop.clone(), latest.clone());
+        let handle = std::thread::spawn(move || {
+            let mut seen = Vec::new();
+            let limit = Instant::now() + Duration::from_secs(900);
+            while !stop2.load(Ordering::SeqCst) && Instant::now() < limit {
+                let t = Instant::now();
+                let who = support::http_get(&ns, "127.0.0.1:8000", "/")
+                    .filter(|(code, _)| *code == 200)
+                    .map(|(_, body)| body);
+                *latest2.lock().unwrap() = who.clone();
+                seen.push((t, who));
+                std::thread::sleep(Duration::from_millis(50).saturating_sub(t.elapsed()));
+            }
+            seen
+        });
+        ThroughHaproxy {
+            stop,
+            handle: Some(handle),
+            latest,
+        }
+    }
+
+    fn wait_for_node(&self, name: &str, limit: Duration) -> bool {
+        support::wait_for(limit, || {
+            self.latest.lock().unwrap().as_deref() == Some(name)
+        })
+    }
+
+    fn finish(mut self) -> Answers {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.handle.take().unwrap().join().unwrap()
+    }
+}
+
+impl Drop for ThroughHaproxy {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// Waits (bounded) for Pacemaker to record the pushed failure (crm_resource --fail: a failed
+/// "asyncmon" in the status section, read on node `i`); the time it took from `since`.
+fn wait_failure_recorded(lab: &Lab, i: usize, since: Instant) -> Option<Duration> {
+    let seen = support::wait_for(Duration::from_secs(10), || {
+        let q = lab.on(i, &["cibadmin", "--query", "--scope", "status"]);
+        String::from_utf8_lossy(&q.stdout).contains("api_asyncmon_0")
+    });
+    seen.then(|| since.elapsed())
+}
+
+/// Recovered: one promoted instance (seen from node `from`), the VIP on it (bounded).
+fn wait_recovered(lab: &Lab, from: usize, obs: &VipObserver, what: &str) -> String {
+    let p = wait_promoted(lab, from, "api", None, Duration::from_secs(90));
+    assert!(
+        obs.wait_state(lab.index(&p), true, Duration::from_secs(60)),
+        "VIP on {p} again after {what}:\n{}",
+        lab.crm_mon_text()
+    );
+    p
+}
+
+/// Issue 19 on a real cluster. The VIP-less topology's check: HAProxy in front of all three
+/// nodes with `GET /leader` on the guard's port reaches only the master, before and after a
+/// crash failover. Then on a VIP network of its own (lan1, so that the cluster's links stay
+/// up), with the promoted monitor at 10 s: the VIP deleted by hand, and then its link set
+/// down, is recorded by Pacemaker within a second (the guard's push, not the monitor) and
+/// recovered. No guard reports a VIP conflict throughout.
+#[test]
+#[ignore = "cluster scenario: run by make check-cluster"]
+fn three_nodes_haproxy_reaches_only_the_master_and_a_lost_vip_is_pushed() {
+    use support::cluster::VIP2;
+    let mut lab = Lab::new("co", 3, Etcd::OnNodes);
+    lab.add_service_network();
+    let obs = lab.observe_vip_at(VIP2);
+    create_topology_with(
+        &lab,
+        "master-with-vip",
+        false,
+        &format!("VIP={VIP2} METRICS_ADDRESS=0.0.0.0:9405 MONITOR_INTERVAL=10s"),
+    );
+    // The VIP's interface named, as IPaddr2 users do for a dedicated NIC: a promote then
+    // brings a link that was set down up again instead of finding no route.
+    let nic = lab.pcs(0, &["resource", "update", "api", "nic=lan1"]);
+    assert!(nic.status.success(), "{nic:?}");
+    let p = wait_promoted(&lab, 0, "api", None, Duration::from_secs(90));
+    let pi = lab.index(&p);
+    assert!(obs.wait_state(pi, true, Duration::from_secs(30)));
+    assert!(
+        lab.log_text(pi, "pacemaker.log")
+            .contains("serving /metrics, /leader and /health on 0.0.0.0:9405"),
+        "the guard's lines reach pacemaker.log, where vip_conflicts reads them"
+    );
+    let _whoami = Whoami::start(&lab);
+    let _haproxy = Haproxy::start(&lab);
+    let warmup = ThroughHaproxy::start(&lab);
+    assert!(
+        warmup.wait_for_node(&p, Duration::from_secs(30)),
+        "HAProxy reaches the master {p}"
+    );
+    // HAProxy 2.6 starts every server as up: its checks take the standbys out within
+    // `inter × fall` (1 s here). From then on, only the master may answer.
+    std::thread::sleep(Duration::from_secs(2));
+    drop(warmup);
+    let client = ThroughHaproxy::start(&lab);
+    assert!(client.wait_for_node(&p, Duration::from_secs(5)));
+    std::thread::sleep(Duration::from_secs(2));
+    let t_crash = Instant::now();
+    let (_, token1) = lab.leader_key(KEY).expect("leader key");
+    lab.crash(pi);
+    // A node that stays up, to ask Pacemaker from.
+    let live = (pi + 1) % 3;
+    let p2 = wait_promoted(&lab, live, "api", Some(&p), Duration::from_secs(60));
+    let p2i = lab.index(&p2);
+    assert!(
+        client.wait_for_node(&p2, Duration::from_secs(60)),
+        "HAProxy reaches the new master {p2}"
+    );
+    let to_p2 = t_crash.elapsed();
+    std::thread::sleep(Duration::from_secs(2));
+    let answers = client.finish();
+    let (holder, token2) = lab.leader_key(KEY).expect("leader key after the crash");
+    assert_eq!(holder, p2);
+    assert!(token2 > token1);
+    let first_p2 = answers
+        .iter()
+        .find(|(_, w)| w.as_deref() == Some(p2.as_str()))
+        .map(|(t, _)| *t)
+        .unwrap();
+    for (t, who) in &answers {
+        let Some(who) = who else { continue };
+        let master_then = if *t < first_p2 { &p } else { &p2 };
+        assert_eq!(
+            who, master_then,
+            "HAProxy sent a client to {who} while {master_then} was master"
+        );
+    }
+    let served = answers.iter().filter(|(_, w)| w.is_some()).count();
+    assert!(served > 20, "{served} answers");
+
+    // The VIP deleted by hand on the master: the guard pushes, Pacemaker records it at once.
+    let t_del = Instant::now();
+    let del = lab.on(
+        p2i,
+        &["ip", "addr", "del", &format!("{VIP2}/24"), "dev", "lan1"],
+    );
+    assert!(del.status.success(), "{del:?}");
+    let recorded_del = wait_failure_recorded(&lab, p2i, t_del)
+        .unwrap_or_else(|| panic!("deletion not recorded:\n{}", lab.crm_mon_text()));
+    wait_recovered(&lab, live, &obs, "the deletion");
+    let recover_del = t_del.elapsed();
+    let clean = lab.pcs(live, &["resource", "cleanup", "api"]);
+    assert!(clean.status.success(), "{clean:?}");
+    assert!(
+        support::wait_for(Duration::from_secs(20), || {
+            let q = lab.on(live, &["cibadmin", "--query", "--scope", "status"]);
+            !String::from_utf8_lossy(&q.stdout).contains("api_asyncmon_0")
+        }),
+        "cleanup removed the recorded failure"
+    );
+    let p3 = wait_promoted(&lab, live, "api", None, Duration::from_secs(60));
+    let p3i = lab.index(&p3);
+    assert!(obs.wait_state(p3i, true, Duration::from_secs(30)));
+
+    // Its link set down.
+    let t_down = Instant::now();
+    let down = lab.on(p3i, &["ip", "link", "set", "lan1", "down"]);
+    assert!(down.status.success(), "{down:?}");
+    let recorded_down = wait_failure_recorded(&lab, p3i, t_down)
+        .unwrap_or_else(|| panic!("link down not recorded:\n{}", lab.crm_mon_text()));
+    let p4 = wait_recovered(&lab, live, &obs, "the link went down");
+    let recover_down = t_down.elapsed();
+    let seen = obs.finish();
+    record(
+        "HAProxy /leader: crash of the master",
+        "master-with-vip, no client VIP",
+        Duration::ZERO,
+        None,
+        Some(to_p2),
+    );
+    record(
+        "VIP deleted by hand: failure recorded",
+        "master-with-vip",
+        seen.overlap(),
+        None,
+        Some(recorded_del),
+    );
+    record(
+        "VIP deleted by hand: recovered",
+        "master-with-vip",
+        seen.overlap(),
+        None,
+        Some(recover_del),
+    );
+    record(
+        "VIP link set down: failure recorded",
+        "master-with-vip",
+        seen.overlap(),
+        None,
+        Some(recorded_down),
+    );
+    record(
+        "VIP link set down: recovered",
+        "master-with-vip",
+        seen.overlap(),
+        None,
+        Some(recover_down),
+    );
+    eprintln!("masters: {p} → {p2} → {p3} → {p4}");
+    assert!(
+        recorded_del < Duration::from_secs(1),
+        "deletion recorded after {recorded_del:?}"
+    );
+    assert!(
+        recorded_down < Duration::from_secs(1),
+        "link down recorded after {recorded_down:?}"
+    );
+    assert_eq!(seen.overlap(), Duration::ZERO, "never two VIP holders");
+    no_vip_conflicts(&lab);
 }

@@ -1,5 +1,5 @@
 //! scripts/install-deps leaves the services of the packages it installed (corosync, pacemaker,
-//! pcsd, etcd) disabled for the host's next boot: checked on a stand-in systemd root.
+//! pcsd, etcd, prometheus, haproxy) disabled for the host's next boot: checked on a stand-in systemd root.
 
 mod support;
 
@@ -17,6 +17,8 @@ fn install_deps_leaves_the_services_it_installed_disabled_for_the_next_boot() {
         "pacemaker.service",
         "pcsd.service",
         "etcd.service",
+        "prometheus.service",
+        "haproxy.service",
         "other.service",
     ];
     for name in names {
@@ -37,6 +39,8 @@ fn install_deps_leaves_the_services_it_installed_disabled_for_the_next_boot() {
             "pacemaker",
             "pcs",
             "etcd-server",
+            "prometheus",
+            "haproxy",
         ])
         .env("SYSTEMD_ROOT", &root)
         .output()

@@ -1251,17 +1251,9 @@ fn a_master_given_one_etcd_member_learns_the_others_from_the_member_list() {
 fn the_guard_tells_pacemaker_at_once_when_its_service_dies_or_turns_unhealthy() {
     let mut etcd = EtcdCluster::new("mpf");
     let a = Node::new(&mut etcd, "na");
-    let bin = a.state.join("pcmk-push");
-    std::fs::create_dir_all(&bin).unwrap();
-    let calls = bin.join("calls");
-    std::fs::write(
-        bin.join("crm_resource"),
-        format!("#!/bin/sh\necho \"$*\" >> {}\n", calls.display()),
-    )
-    .unwrap();
-    support::must("chmod", &["+x", bin.join("crm_resource").to_str().unwrap()]);
-    let path = format!("{}:/usr/sbin:/usr/bin:/sbin:/bin", bin.display());
-    let read = || std::fs::read_to_string(&calls).unwrap_or_default();
+    let crm = support::master::CrmStandIn::new(&a);
+    let path = crm.path.clone();
+    let read = || crm.calls();
     let want = "--fail --resource api --node na";
 
     // The service dies: reported within a fraction of a second.
@@ -1293,7 +1285,7 @@ fn the_guard_tells_pacemaker_at_once_when_its_service_dies_or_turns_unhealthy() 
     assert_eq!(agent.run("demote").code, 0);
 
     // Unhealthy (after health_failures checks): reported as well.
-    std::fs::write(&calls, "").unwrap();
+    crm.clear();
     promoted(agent.run("promote"), &a);
     a.set_unhealthy(true);
     assert!(
@@ -1306,7 +1298,7 @@ fn the_guard_tells_pacemaker_at_once_when_its_service_dies_or_turns_unhealthy() 
     assert_eq!(agent.run("demote").code, 0);
 
     // push_failures=false: Pacemaker finds out at the next monitor only.
-    std::fs::write(&calls, "").unwrap();
+    crm.clear();
     let quiet = agent.param("push_failures", "false");
     promoted(quiet.run("promote"), &a);
     for pid in a.service_pids() {

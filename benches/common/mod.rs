@@ -42,3 +42,25 @@ pub fn write_section(start: &str, end: &str, section: &str) {
     };
     std::fs::write(path, new).expect("write docs/benchmarks.md");
 }
+
+/// Time the process's threads have spent on a CPU (ns), from the scheduler's own accounting
+/// in /proc/PID/task/*/schedstat (utime/stime in /proc/PID/stat are sampled at the tick), summed
+/// over its threads (the guard's: its runtime and its fencing thread, which live as long as it).
+pub fn cpu_ns(pid: u32) -> u64 {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|t| {
+            let text = std::fs::read_to_string(t.ok()?.path().join("schedstat")).ok()?;
+            text.split_whitespace().next()?.parse::<u64>().ok()
+        })
+        .sum()
+}
+
+pub fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap()
+}

@@ -212,6 +212,22 @@ fn table(r: &Report) -> String {
             if let Some(w) = &g.watchdog {
                 row("watchdog", watchdog_line(w));
             }
+            if let Some(c) = &g.vip_conflict {
+                let ago = crate::guard::unix_ms().saturating_sub(c.last_unix_ms);
+                row(
+                    "VIP conflict",
+                    format!(
+                        "claimed by {} ({}, {} frames, last {:.1} s ago)",
+                        c.mac,
+                        c.frame,
+                        c.frames,
+                        ago as f64 / 1000.0
+                    ),
+                );
+            }
+            if let Some(l) = &g.vip_lost {
+                row("VIP lost", l.clone());
+            }
             if let Some(p) = &g.problem {
                 row("problem", p.clone());
             }

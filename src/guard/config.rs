@@ -18,6 +18,49 @@ pub struct MasterConfig {
     /// Tell Pacemaker at once when the service fails (push_failures).
     pub push_failures: bool,
     pub watchdog: super::watchdog::WatchdogConfig,
+    /// Where the guard serves /metrics, /leader and /health (metrics_address); None: nowhere.
+    #[serde(default)]
+    pub metrics: Option<std::net::SocketAddr>,
+    /// What a VIP claimed by another MAC does besides being reported (conflict_action).
+    #[serde(default)]
+    pub conflict_action: ConflictAction,
+}
+
+/// conflict_action: a VIP conflict is logged, shown and defended; `Push` also tells Pacemaker.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ConflictAction {
+    #[default]
+    Report,
+    Push,
+}
+
+impl ConflictAction {
+    fn from_values(v: &Values) -> Result<ConflictAction, ConfigError> {
+        let p = &crate::params::master::CONFLICT_ACTION;
+        match v.required(p)? {
+            "report" => Ok(ConflictAction::Report),
+            "push" => Ok(ConflictAction::Push),
+            other => Err(ConfigError::invalid(p, other, "must be report or push")),
+        }
+    }
+}
+
+/// metrics_address: a TCP address with a port, as `host:port` or `[v6]:port`.
+fn metrics_address(v: &Values) -> Result<Option<std::net::SocketAddr>, ConfigError> {
+    let p = &crate::params::master::METRICS_ADDRESS;
+    match v.get(p) {
+        None | Some("") => Ok(None),
+        Some(text) => match text.parse::<std::net::SocketAddr>() {
+            Ok(a) if a.port() != 0 => Ok(Some(a)),
+            Ok(_) => Err(ConfigError::invalid(p, text, "needs a port other than 0")),
+            Err(_) => Err(ConfigError::invalid(
+                p,
+                text,
+                "must be an IP address and port (192.0.2.21:9405, [2001:db8::1]:9405)",
+            )),
+        },
+    }
 }
 
 /// A node-local lack (program, user, file): OCF_ERR_INSTALLED, unlike configuration errors.
@@ -46,6 +89,8 @@ impl MasterConfig {
             vip,
             push_failures: v.boolean(&crate::params::master::PUSH_FAILURES)?,
             watchdog: super::watchdog::WatchdogConfig::from_values(v)?,
+            metrics: metrics_address(v)?,
+            conflict_action: ConflictAction::from_values(v)?,
         })
     }
 
@@ -74,6 +119,7 @@ impl MasterConfig {
         }
         kept.health = self.health.clone();
         kept.push_failures = self.push_failures;
+        kept.conflict_action = self.conflict_action;
         if let (Some(k), Some(old)) = (&mut kept.vip, &self.vip) {
             k.take_announcements_of(old);
         }
@@ -85,6 +131,8 @@ impl MasterConfig {
             "service"
         } else if kept.watchdog != self.watchdog {
             "watchdog"
+        } else if kept.metrics != self.metrics {
+            "metrics_address"
         } else {
             "VIP address"
         };
@@ -203,6 +251,8 @@ mod tests {
                 "preferred_lft" => ("60", ""),
                 "watchdog" => ("required", ""),
                 "watchdog_device" => ("/dev/watchdog1", ""),
+                "metrics_address" => ("127.0.0.1:9405", ""),
+                "conflict_action" => ("push", ""),
                 _ if p.kind == crate::params::Kind::Boolean => (
                     if p.default == Some("true") {
                         "false"

@@ -237,6 +237,11 @@ impl Fence {
         lock(&self.shared).may_announce(boottime())
     }
 
+    /// Whether the VIP may be defended with an announcement now (Machine::may_defend).
+    pub fn may_defend(&self) -> bool {
+        lock(&self.shared).may_defend(boottime())
+    }
+
     /// Ends the fencing thread (the machine has exited).
     pub fn stop(&self) {
         self.shared.stop.store(true, Ordering::SeqCst);

@@ -22,6 +22,7 @@ pub async fn watch(
     mut config: watch::Receiver<MasterConfig>,
     shared: Shared,
     push: Option<Reporter>,
+    metrics: std::sync::Arc<super::metrics::Metrics>,
     running: impl Fn() -> bool,
 ) {
     let mut cfg = config.borrow_and_update().clone();
@@ -58,14 +59,22 @@ pub async fn watch(
         let (passed, detail) = match (check, running) {
             (_, false) => (false, None),
             (None, true) => (true, Some("running (no health_url)".to_string())),
-            (Some(p), true) => match p.check().await {
-                Ok(code) => (
-                    (200..300).contains(&code),
-                    Some(format!("{} answered {code}", p.url())),
-                ),
-                Err(e) => (false, Some(format!("{}: {e}", p.url()))),
-            },
+            (Some(p), true) => {
+                let began = std::time::Instant::now();
+                let outcome = p.check().await;
+                metrics.health_checks.observe(began.elapsed());
+                match outcome {
+                    Ok(code) => (
+                        (200..300).contains(&code),
+                        Some(format!("{} answered {code}", p.url())),
+                    ),
+                    Err(e) => (false, Some(format!("{}: {e}", p.url()))),
+                }
+            }
         };
+        if !passed && running {
+            metrics.health_failed();
+        }
         failed_in_a_row = if passed { 0 } else { failed_in_a_row + 1 };
         // Before the first success (promote waits for it) and for a dead service: at once.
         let healthy = passed || (running && healthy_once && failed_in_a_row < cfg.health.failures);

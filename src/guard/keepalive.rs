@@ -4,12 +4,14 @@
 //! compaction. Every answer goes back into the machine through the fence; none of these
 //! awaits can delay the fencing thread.
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
 use super::fence::Fence;
 use super::machine::Input;
+use super::metrics::{Metrics, RenewalFailure};
 use crate::lease::etcd::KeyEvent;
 use crate::lease::{Etcd, LeaseClock, LeaseId};
 
@@ -24,19 +26,40 @@ pub async fn renew(
     clock: LeaseClock,
     fence: Fence,
     mut sends: mpsc::UnboundedReceiver<Duration>,
+    metrics: Arc<Metrics>,
 ) {
     let mut ka = etcd.keepalive(lease);
     let attempt = clock.renewal_attempt_timeout();
     while let Some(sent) = sends.recv().await {
-        let input = match ka.renew(attempt).await {
-            Ok(ttl) => Input::Renewed { sent, ttl },
+        let began = Instant::now();
+        let result = ka.renew(attempt).await;
+        let took = began.elapsed();
+        let input = match result {
+            Ok(ttl) if ttl.is_zero() => {
+                metrics.renewal_failed(RenewalFailure::LeaseGone);
+                Input::Renewed { sent, ttl }
+            }
+            Ok(ttl) => {
+                metrics.renewals.observe(took);
+                Input::Renewed { sent, ttl }
+            }
             // etcd-client turns a lease that no longer exists into an error on a fresh
             // stream, not a TTL of 0: it is as final as one.
-            Err(e) if e.to_string().contains("lease not found") => Input::LeaseGone { sent },
-            Err(e) => Input::RenewFailed {
-                sent,
-                why: format!("lease {lease}: {e}"),
-            },
+            Err(e) if e.to_string().contains("lease not found") => {
+                metrics.renewal_failed(RenewalFailure::LeaseGone);
+                Input::LeaseGone { sent }
+            }
+            Err(e) => {
+                metrics.renewal_failed(if took >= attempt {
+                    RenewalFailure::Timeout
+                } else {
+                    RenewalFailure::Error
+                });
+                Input::RenewFailed {
+                    sent,
+                    why: format!("lease {lease}: {e}"),
+                }
+            }
         };
         fence.handle(input);
     }

@@ -47,6 +47,8 @@ struct Shell {
     token: i64,
     /// The prepared VIP, until the machine orders it settled.
     ready: Option<up::Ready>,
+    /// The VIP's interface and address, for the watch on wire and kernel while leading.
+    wire: Option<(crate::vip::netlink::Link, std::net::IpAddr)>,
     run_dir: PathBuf,
     renew_tx: mpsc::UnboundedSender<Duration>,
     started_tx: mpsc::UnboundedSender<Running>,
@@ -123,6 +125,9 @@ impl Guard {
             fence: fence.clone(),
             etcd: a.etcd.clone(),
             token: a.token,
+            wire: ready
+                .as_ref()
+                .map(|r| (r.target.link.clone(), r.vip.config.ip)),
             ready,
             run_dir: burst::run_dir(),
             renew_tx,
@@ -136,6 +141,7 @@ impl Guard {
             self.clock,
             fence.clone(),
             renew_rx,
+            self.metrics.clone(),
         )));
         shell.helpers.add(tokio::spawn(warn_of_old_etcd(
             a.etcd.clone(),
@@ -202,10 +208,25 @@ impl Guard {
         reporter: Option<super::push::Reporter>,
     ) {
         let running = shell.fence.clone();
+        if let Some((link, ip)) = shell.wire.clone() {
+            shell
+                .helpers
+                .add(tokio::spawn(super::wire::watch(super::wire::WireWatch {
+                    resource: self.args.resource.clone(),
+                    link,
+                    ip,
+                    fence: shell.fence.clone(),
+                    shared: self.shared.clone(),
+                    metrics: self.metrics.clone(),
+                    reporter: reporter.clone(),
+                    config: self.shared.config.subscribe(),
+                })));
+        }
         shell.helpers.add(tokio::spawn(health::watch(
             self.shared.config.subscribe(),
             self.shared.clone(),
             reporter,
+            self.metrics.clone(),
             move || running.view(service_running),
         )));
         if self.args.config.etcd.move_leader {

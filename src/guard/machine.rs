@@ -94,6 +94,29 @@ pub enum Cause {
     WatchdogLate,
 }
 
+impl Cause {
+    /// Every cause's label in the metrics (hamaster_fences_total{cause=...}).
+    pub const LABELS: [&'static str; 6] = [
+        "deadline",
+        "key_deleted",
+        "key_taken",
+        "lease_gone",
+        "watchdog_due",
+        "watchdog_late",
+    ];
+
+    pub fn label(&self) -> &'static str {
+        match self {
+            Cause::Deadline => Cause::LABELS[0],
+            Cause::KeyDeleted => Cause::LABELS[1],
+            Cause::KeyTaken(_) => Cause::LABELS[2],
+            Cause::LeaseGone => Cause::LABELS[3],
+            Cause::WatchdogDue => Cause::LABELS[4],
+            Cause::WatchdogLate => Cause::LABELS[5],
+        }
+    }
+}
+
 impl std::fmt::Display for Cause {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -614,6 +637,15 @@ impl<K: Kernel> Machine<K> {
     /// Whether announcements for the VIP may go on (the raise is ours to finish).
     pub fn may_announce(&self, now: Duration) -> bool {
         self.phase == Phase::Raising && self.may_raise(now) && self.vip == VipState::Up
+    }
+
+    /// Whether a conflict on the wire may be answered with an announcement of the VIP: the
+    /// machine leads with it up, and the lease still covers it.
+    pub fn may_defend(&self, now: Duration) -> bool {
+        self.fenced.is_none()
+            && self.phase == Phase::Leading
+            && self.vip == VipState::Up
+            && now < self.fence_at()
     }
 
     /// Whether the service's start is still wanted: asked by the shell right before it
@@ -1653,5 +1685,37 @@ mod tests {
         let true_reset = since + f64::from(timeout_s) * (1.0 + WATCHDOG_TOLERANCE);
         assert!(true_reset <= 10.0 / (1.0 + r), "{true_reset}");
         assert!(m.fenced().is_none());
+    }
+
+    #[test]
+    fn the_vip_is_defended_only_while_leading_with_it_up_and_the_lease_covering_it() {
+        let clock = LeaseClock {
+            ttl: Duration::from_secs(10),
+            margin: Duration::from_secs(2),
+        };
+        let plan = Plan {
+            clock,
+            vip: true,
+            unit: None,
+            watchdog: WatchdogPlan::Off,
+        };
+        let t = Duration::from_millis;
+        let mut m = Machine::new(plan, t(0), clock.ttl, Late::default());
+        m.handle(t(10), Input::Tick);
+        assert_eq!(m.phase(), Phase::Raising);
+        m.handle(t(20), Input::Settled(Ok(())));
+        assert!(
+            !m.may_defend(t(20)),
+            "raising: the burst announces, not a defence"
+        );
+        m.handle(t(30), Input::TokenWritten(Ok(())));
+        m.handle(t(40), Input::ServiceStarted(Ok(ServiceRef::Group(12345))));
+        assert_eq!(m.phase(), Phase::Leading, "{:?}", m.failure());
+        assert_eq!(m.vip(), VipState::Up);
+        assert!(m.may_defend(t(50)));
+        assert!(!m.may_defend(m.fence_at()), "past the fencing time");
+        m.handle(m.fence_at(), Input::Tick);
+        assert!(m.fenced().is_some());
+        assert!(!m.may_defend(m.fence_at()), "fenced");
     }
 }

@@ -12,6 +12,7 @@ mod health;
 mod keepalive;
 mod lead;
 pub mod machine;
+pub mod metrics;
 pub mod paths;
 mod placement;
 mod push;
@@ -19,6 +20,7 @@ mod push;
 mod sim;
 pub mod status;
 pub mod watchdog;
+mod wire;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -107,6 +109,8 @@ struct Guard {
     service: Option<Running>,
     /// The watchdog device chosen before the key is taken (or why none).
     watchdog: watchdog::Choice,
+    /// What /metrics reports that is counted as it happens.
+    metrics: Arc<metrics::Metrics>,
 }
 
 impl Guard {
@@ -158,6 +162,7 @@ impl Guard {
             persisted,
             service: None,
             watchdog: watchdog::Choice::Off,
+            metrics: Arc::default(),
         }
     }
 
@@ -224,7 +229,18 @@ impl Guard {
         let Some(mut sigterm) = StopSignals::new() else {
             return 1;
         };
-        // Before the key: watchdog=required with no device never takes it.
+        // Before the key: a metrics_address that cannot be bound, or watchdog=required with
+        // no device, never takes it.
+        let public = match self.listen_public().await {
+            Ok(p) => p,
+            Err(why) => {
+                let code = self.give_up(why, &mut stepdown_rx).await;
+                self.dir.remove_guard_files();
+                server.abort();
+                identity_server.abort();
+                return code;
+            }
+        };
         let code = match watchdog::choose(&self.args.config.watchdog) {
             Ok(choice) => {
                 self.use_watchdog(choice);
@@ -236,6 +252,7 @@ impl Guard {
             self.dir.remove_guard_files();
             server.abort();
             identity_server.abort();
+            public.inspect(|p| p.abort());
             return code;
         }
 
@@ -252,8 +269,30 @@ impl Guard {
         self.dir.remove_guard_files();
         server.abort();
         identity_server.abort();
+        public.inspect(|p| p.abort());
         open.drain(Duration::from_millis(500)).await;
         code
+    }
+
+    /// The public listener (metrics_address), serving at once: /health and /metrics answer
+    /// while the key is still being taken; Err names the address that cannot be bound.
+    async fn listen_public(&self) -> Result<Option<tokio::task::JoinHandle<()>>, String> {
+        let Some(addr) = self.args.config.metrics else {
+            return Ok(None);
+        };
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| format!("metrics_address={addr}: cannot listen there: {e}"))?;
+        log::info!(
+            "guard {}: serving /metrics, /leader and /health on {addr}",
+            self.args.resource
+        );
+        let public = status::Public {
+            shared: self.shared.clone(),
+            metrics: self.metrics.clone(),
+            ttl: self.clock.ttl,
+        };
+        Ok(Some(tokio::spawn(status::serve_public(listener, public))))
     }
 
     /// Takes the watchdog choice; with a device, the guard's memory is locked and its priority
@@ -351,6 +390,7 @@ fn from_machine(s: &mut GuardStatus, m: &machine::Machine<fence::Host>, clock: L
     }
     if let Some((at, cause)) = m.fenced() {
         s.fenced_at_unix_ms = Some(unix_ms_at(*at));
+        s.fence_cause = Some(cause.label().into());
         s.problem = Some(format!("fenced: {cause}"));
     } else if let Some(why) = m.failure() {
         s.problem = Some(why.to_string());

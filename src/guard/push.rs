@@ -46,7 +46,15 @@ impl Reporter {
     /// Reports `why` in the background; later calls do nothing. With push_failures off,
     /// nothing is sent (Pacemaker finds out at the next monitor).
     pub fn report(&self, why: &str) {
-        if !self.config.borrow().push_failures || self.sent.swap(true, Ordering::SeqCst) {
+        if self.config.borrow().push_failures {
+            self.report_regardless(why);
+        }
+    }
+
+    /// Reports `why` in the background whatever push_failures says (conflict_action=push asks
+    /// for it by itself); once per leadership, shared with `report`.
+    pub fn report_regardless(&self, why: &str) {
+        if self.sent.swap(true, Ordering::SeqCst) {
             return;
         }
         let me = self.clone();

@@ -38,6 +38,29 @@ pub enum Role {
     Failed,
 }
 
+impl Role {
+    pub const ALL: [Role; 6] = [
+        Role::Acquiring,
+        Role::Waiting,
+        Role::Leader,
+        Role::Fenced,
+        Role::SteppingDown,
+        Role::Failed,
+    ];
+
+    /// The role's name as status and the metrics spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Acquiring => "acquiring",
+            Role::Waiting => "waiting",
+            Role::Leader => "leader",
+            Role::Fenced => "fenced",
+            Role::SteppingDown => "stepping-down",
+            Role::Failed => "failed",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GuardStatus {
     pub resource: String,
@@ -70,6 +93,27 @@ pub struct GuardStatus {
     /// The hardware watchdog (absent with watchdog=off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub watchdog: Option<WatchdogStatus>,
+    /// Why the guard fenced itself, as the metrics label it (machine::Cause::label).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fence_cause: Option<String>,
+    /// The VIP claimed on the wire by another MAC address, as last seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vip_conflict: Option<VipConflict>,
+    /// The VIP deleted, or its link set down, behind the guard's back (what happened).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vip_lost: Option<String>,
+}
+
+/// Another host claims the VIP (guard::wire).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VipConflict {
+    /// The MAC address that claimed it.
+    pub mac: String,
+    /// The kind of frame: "ARP reply", "ARP request", "neighbor advertisement".
+    pub frame: String,
+    /// Frames seen claiming it so far.
+    pub frames: u64,
+    pub last_unix_ms: u64,
 }
 
 /// The watchdog as the guard has it, for `hamaster status`.
@@ -102,8 +146,11 @@ impl GuardStatus {
         match self.role {
             Role::Leader if self.vip_present == Some(false) => {
                 format!(
-                    "VIP {} is missing from this node",
-                    self.vip.as_deref().unwrap_or("?")
+                    "VIP {} is missing from this node{}",
+                    self.vip.as_deref().unwrap_or("?"),
+                    self.vip_lost
+                        .as_deref()
+                        .map_or(String::new(), |w| format!(" ({w})"))
                 )
             }
             Role::Leader if !self.service_running => {
@@ -112,12 +159,7 @@ impl GuardStatus {
             Role::Leader if !self.service_healthy => {
                 format!("service unhealthy: {}", self.service_detail)
             }
-            role => format!(
-                "guard is {}",
-                serde_json::to_string(&role)
-                    .unwrap_or_default()
-                    .trim_matches('"')
-            ),
+            role => format!("guard is {}", role.name()),
         }
     }
 }
@@ -237,6 +279,91 @@ async fn reload_from(req: Request<Incoming>, shared: &Shared) -> (StatusCode, Gu
     shared.config.send_replace(new);
     shared.update(|s| s.health_interval_ms = Some(interval));
     (StatusCode::OK, shared.snapshot())
+}
+
+/// What the TCP listener (metrics_address) answers: metrics, the leader check, the guard's
+/// health. Read-only: nothing on it commands the guard.
+#[derive(Clone)]
+pub struct Public {
+    pub shared: Shared,
+    pub metrics: Arc<super::metrics::Metrics>,
+    pub ttl: Duration,
+}
+
+/// Connections served at once on the public listener; more wait in the kernel's backlog.
+const MAX_PUBLIC_CONNECTIONS: usize = 32;
+
+/// A request's headers must arrive within this (a slow client holds no connection longer).
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
+
+fn text(status: StatusCode, content_type: &str, body: String) -> Response<Full<Bytes>> {
+    Response::builder()
+        .status(status)
+        .header("content-type", content_type)
+        .body(Full::new(Bytes::from(body)))
+        .expect("static response parts are valid")
+}
+
+/// `/leader`: 200 only for a healthy leader with lease time left (HAProxy's `option httpchk`
+/// sends OPTIONS or GET; every method gets the same answer). `/health`: 200 while the guard
+/// works (any role but failed). `/metrics`: the Prometheus exposition.
+fn public_answer(path: &str, public: &Public) -> Response<Full<Bytes>> {
+    let s = public.shared.snapshot();
+    let one_line = |ok: bool| {
+        let body = serde_json::json!({
+            "role": s.role.name(),
+            "node": s.node,
+            "resource": s.resource,
+            "problem": if ok { None } else { Some(s.trouble()) },
+        });
+        let code = if ok {
+            StatusCode::OK
+        } else {
+            StatusCode::SERVICE_UNAVAILABLE
+        };
+        text(code, "application/json", format!("{body}\n"))
+    };
+    match path {
+        "/leader" => one_line(s.is_healthy_leader() && s.lease_ttl_left_ms.is_some_and(|t| t > 0)),
+        "/health" => one_line(s.role != Role::Failed),
+        "/metrics" => text(
+            StatusCode::OK,
+            "text/plain; version=0.0.4; charset=utf-8",
+            public.metrics.render(&s, public.ttl),
+        ),
+        _ => text(StatusCode::NOT_FOUND, "text/plain", "not found\n".into()),
+    }
+}
+
+/// Serves the public listener until the task is dropped.
+pub async fn serve_public(listener: tokio::net::TcpListener, public: Public) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_PUBLIC_CONNECTIONS));
+    loop {
+        let Ok(permit) = slots.clone().acquire_owned().await else {
+            return;
+        };
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(_) => {
+                // Out of descriptors, or a connection reset in the backlog: no busy loop.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let public = public.clone();
+        tokio::spawn(async move {
+            let _slot = permit;
+            let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+                let answer = public_answer(req.uri().path(), &public);
+                async move { Ok::<_, Infallible>(answer) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT)
+                .serve_connection(TokioIo::new(stream), svc)
+                .await;
+        });
+    }
 }
 
 /// Binds the guard's abstract socket `name`: fails (EADDRINUSE) while another guard of the
@@ -445,4 +572,38 @@ pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
         .build()
         .expect("tokio runtime")
         .block_on(f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_roles_name_is_its_json_spelling() {
+        for role in Role::ALL {
+            assert_eq!(
+                serde_json::to_string(&role).unwrap(),
+                format!("\"{}\"", role.name())
+            );
+        }
+    }
+
+    #[test]
+    fn a_vip_lost_behind_the_guards_back_is_named_in_the_monitors_reason() {
+        let mut s = GuardStatus {
+            role: Role::Leader,
+            vip: Some("192.0.2.10".into()),
+            vip_present: Some(false),
+            service_running: true,
+            service_healthy: true,
+            ..GuardStatus::default()
+        };
+        assert_eq!(s.trouble(), "VIP 192.0.2.10 is missing from this node");
+        s.vip_lost = Some("link lan0 was set down".into());
+        assert_eq!(
+            s.trouble(),
+            "VIP 192.0.2.10 is missing from this node (link lan0 was set down)"
+        );
+        assert!(!s.is_healthy_leader());
+    }
 }

@@ -238,8 +238,35 @@ pub const WATCHDOG_DEVICE: Param = Param {
     ..BASE
 };
 
+pub const METRICS_ADDRESS: Param = Param {
+    name: "metrics_address",
+    shortdesc: "Address for metrics and the leader endpoint (host:port)",
+    longdesc:
+        "While promoted the guard serves HTTP on this TCP address (192.0.2.21:9405, [::]:9405, \
+        127.0.0.1:9405): GET /metrics in Prometheus' text format, GET /leader (200 only while \
+        this guard holds the leader key with a live lease, the VIP up and the service healthy; \
+        503 otherwise) for a load balancer's health check where no VIP can move, and GET \
+        /health (200 while the guard runs and has not failed). Unset: no listener. An address \
+        that cannot be bound ends the promote on this node (nothing is raised). Only the \
+        promoted node's guard listens; on the others the port is closed.",
+    ..BASE
+};
+
+pub const CONFLICT_ACTION: Param = Param {
+    name: "conflict_action",
+    default: Some("report"),
+    shortdesc: "What a VIP conflict does: report or push",
+    longdesc: "While promoted the guard watches the VIP's interface for ARP (IPv4) or Neighbor \
+        Advertisements (IPv6) that claim the VIP for another MAC address (RFC 5227): it logs the \
+        MAC, shows it in status and metrics, and defends the address with one announcement at \
+        most every 10 s. 'push' also reports the failure to Pacemaker at once (crm_resource \
+        --fail), which recovers the resource. Frames of this node's own interfaces never count.",
+    reloadable: true,
+    ..BASE
+};
+
 /// The master's own parameters, without the VIP.
-pub const OWN: [Param; 21] = [
+pub const OWN: [Param; 23] = [
     ETCD_ENDPOINTS,
     ETCD_PREFIX,
     ETCD_CACERT,
@@ -261,6 +288,8 @@ pub const OWN: [Param; 21] = [
     PUSH_FAILURES,
     WATCHDOG,
     WATCHDOG_DEVICE,
+    METRICS_ADDRESS,
+    CONFLICT_ACTION,
 ];
 
 const N_VIP: usize = super::vip::ALL.len();

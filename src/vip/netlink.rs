@@ -425,6 +425,82 @@ impl Rtnl {
     }
 }
 
+/// What the kernel announces about addresses and links (rtnetlink multicast).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    AddressAdded(Addr),
+    AddressDeleted(Addr),
+    /// A link's flags or attributes changed (RTM_NEWLINK).
+    Link(Link),
+    /// A link was removed (RTM_DELLINK), by index.
+    LinkRemoved(u32),
+}
+
+/// A non-blocking rtnetlink socket subscribed to link and address events (IPv4 and IPv6).
+pub struct Events {
+    socket: Socket,
+}
+
+/// RTMGRP_LINK | RTMGRP_IPV4_IFADDR | RTMGRP_IPV6_IFADDR (linux/rtnetlink.h).
+const EVENT_GROUPS: u32 = 0x1 | 0x10 | 0x100;
+
+impl Events {
+    pub fn open() -> Result<Events, NetlinkError> {
+        let io = |source| NetlinkError::Io {
+            op: "subscribe",
+            source,
+        };
+        let mut socket = Socket::new(NETLINK_ROUTE).map_err(io)?;
+        socket.bind(&SocketAddr::new(0, EVENT_GROUPS)).map_err(io)?;
+        socket.set_non_blocking(true).map_err(io)?;
+        Ok(Events { socket })
+    }
+
+    /// The events of one datagram, read into `buf` (its capacity is the most read: 64 KiB
+    /// is the kernel's largest); WouldBlock when there is none. ENOBUFS: the kernel dropped
+    /// events (the caller must look at the state itself).
+    pub fn read(&self, buf: &mut Vec<u8>) -> io::Result<Vec<Event>> {
+        buf.clear();
+        let size = self.socket.recv(buf, 0)?;
+        let size = size.min(buf.len());
+        let mut events = Vec::new();
+        let mut offset = 0;
+        while offset < size {
+            let Ok(msg) = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&buf[offset..size])
+            else {
+                break;
+            };
+            let len = msg.header.length as usize;
+            if let NetlinkPayload::InnerMessage(inner) = msg.payload {
+                match inner {
+                    RouteNetlinkMessage::NewAddress(a) => {
+                        events.extend(addr_from(a).map(Event::AddressAdded))
+                    }
+                    RouteNetlinkMessage::DelAddress(a) => {
+                        events.extend(addr_from(a).map(Event::AddressDeleted))
+                    }
+                    RouteNetlinkMessage::NewLink(l) => events.push(Event::Link(link_from(l))),
+                    RouteNetlinkMessage::DelLink(l) => {
+                        events.push(Event::LinkRemoved(l.header.index))
+                    }
+                    _ => {}
+                }
+            }
+            if len == 0 {
+                break;
+            }
+            offset += (len + 3) & !3;
+        }
+        Ok(events)
+    }
+}
+
+impl std::os::fd::AsRawFd for Events {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.socket.as_raw_fd()
+    }
+}
+
 /// The part of an address request that names the address: interface, family, prefix, IP.
 fn address_message(index: u32, ip: IpAddr, prefix: u8) -> AddressMessage {
     let mut msg = AddressMessage::default();

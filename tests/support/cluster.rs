@@ -17,6 +17,9 @@ use super::{must, sh, unique, wait_for, Netns, OcfDir};
 pub const NET: &str = "198.51.100";
 pub const VIP: &str = "198.51.100.100";
 pub const SWITCH_IP: &str = "198.51.100.1";
+/// The second network (Lab::add_service_network): the VIP's own, apart from the cluster's.
+pub const NET2: &str = "203.0.113";
+pub const VIP2: &str = "203.0.113.100";
 const OCF_MOUNT: &str = "/usr/lib/ocf/resource.d/hamaster";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -172,28 +175,60 @@ impl Lab {
         lab
     }
 
-    fn plug(&self, ns: &Netns, dev: &str, port: &str, ip: &str) {
-        must(
-            "ip",
-            &[
-                "-n",
-                &ns.name,
-                "link",
-                "add",
-                dev,
-                "type",
-                "veth",
-                "peer",
-                "name",
-                port,
-                "netns",
-                &self.switch.name,
-            ],
-        );
+    /// A second network for the VIP, apart from the cluster's: a bridge `br1` in the switch
+    /// namespace and `lan1` on every node with NET2.(10+i)/24 (the switch NET2.1). A VIP there
+    /// (VIP2) can lose its link without the node leaving corosync or etcd.
+    pub fn add_service_network(&self) {
+        self.switch.ip(&["link", "add", "br1", "type", "bridge"]);
+        self.switch.ip(&["link", "set", "br1", "up"]);
         self.switch
-            .ip(&["link", "set", port, "master", "br0", "up"]);
-        ns.ip(&["link", "set", dev, "up"]);
-        ns.ip(&["addr", "add", &format!("{ip}/24"), "dev", dev]);
+            .ip(&["addr", "add", &format!("{NET2}.1/24"), "dev", "br1"]);
+        for (i, n) in self.nodes.iter().enumerate() {
+            let cidr = format!("{NET2}.{}/24", 11 + i);
+            super::veth_to_bridge(
+                &n.ns,
+                "lan1",
+                &self.switch,
+                &format!("q{}", i + 1),
+                "br1",
+                Some(&cidr),
+            );
+        }
+    }
+
+    /// Every line of every node's pacemaker.log (all boots) that reports a VIP conflict: a
+    /// scenario in which no other host claims the VIP must have none.
+    pub fn vip_conflicts(&self) -> Vec<String> {
+        let mut found = Vec::new();
+        for n in &self.nodes {
+            for g in 0..=n.gen {
+                let log = n.dir.join(format!("boot{g}")).join("log/pacemaker.log");
+                let text = fs::read_to_string(log).unwrap_or_default();
+                found.extend(
+                    text.lines()
+                        .filter(|l| l.contains("VIP conflict"))
+                        .map(String::from),
+                );
+            }
+        }
+        found
+    }
+
+    /// The VIP observer for another address than VIP (VIP2 on the service network).
+    pub fn observe_vip_at(&self, vip: &str) -> super::master::VipObserver {
+        let namespaces: Vec<String> = self.nodes.iter().map(|n| n.ns.name.clone()).collect();
+        super::master::VipObserver::start_ns(&namespaces, vip)
+    }
+
+    fn plug(&self, ns: &Netns, dev: &str, port: &str, ip: &str) {
+        super::veth_to_bridge(
+            ns,
+            dev,
+            &self.switch,
+            port,
+            "br0",
+            Some(&format!("{ip}/24")),
+        );
     }
 
     pub fn node_names(&self) -> Vec<String> {

@@ -134,27 +134,14 @@ impl EtcdCluster {
     fn attach(&self, tag: &str, ip: &str) -> Netns {
         let ns = Netns::new(tag);
         let port = format!("p{}", ip.rsplit('.').next().unwrap());
-        must(
-            "ip",
-            &[
-                "-n",
-                &ns.name,
-                "link",
-                "add",
-                "lan0",
-                "type",
-                "veth",
-                "peer",
-                "name",
-                &port,
-                "netns",
-                &self.switch.name,
-            ],
+        super::veth_to_bridge(
+            &ns,
+            "lan0",
+            &self.switch,
+            &port,
+            "br0",
+            Some(&format!("{ip}/24")),
         );
-        self.switch
-            .ip(&["link", "set", &port, "master", "br0", "up"]);
-        ns.ip(&["link", "set", "lan0", "up"]);
-        ns.ip(&["addr", "add", &format!("{ip}/24"), "dev", "lan0"]);
         ns
     }
 

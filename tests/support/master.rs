@@ -394,3 +394,36 @@ impl Node {
         super::run_command(self.cli(agent, &args))
     }
 }
+
+/// A crm_resource stand-in first in PATH that records its arguments, one line a call.
+pub struct CrmStandIn {
+    /// PATH with the stand-in first.
+    pub path: String,
+    calls: PathBuf,
+}
+
+impl CrmStandIn {
+    pub fn new(node: &Node) -> CrmStandIn {
+        let bin = node.state.join("pcmk-push");
+        std::fs::create_dir_all(&bin).unwrap();
+        let calls = bin.join("calls");
+        std::fs::write(
+            bin.join("crm_resource"),
+            format!("#!/bin/sh\necho \"$*\" >> {}\n", calls.display()),
+        )
+        .unwrap();
+        super::must("chmod", &["+x", bin.join("crm_resource").to_str().unwrap()]);
+        CrmStandIn {
+            path: format!("{}:/usr/sbin:/usr/bin:/sbin:/bin", bin.display()),
+            calls,
+        }
+    }
+
+    pub fn calls(&self) -> String {
+        std::fs::read_to_string(&self.calls).unwrap_or_default()
+    }
+
+    pub fn clear(&self) {
+        let _ = std::fs::remove_file(&self.calls);
+    }
+}

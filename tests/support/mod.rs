@@ -9,6 +9,7 @@ pub mod deadline;
 pub mod etcd;
 pub mod master;
 pub mod phases;
+pub mod prometheus;
 pub mod timeline;
 pub mod vm;
 
@@ -455,6 +456,67 @@ pub fn enter_netns(name: &str) {
     // SAFETY: setns on a valid namespace fd; affects only this thread.
     let rc = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
     assert_eq!(rc, 0, "setns {name}: {}", std::io::Error::last_os_error());
+}
+
+/// A veth from namespace `ns` (its end `dev`, up) to bridge `bridge` in namespace `switch`
+/// (its end `port`, enslaved and up), with `cidr` (address/prefix) on `dev` when given.
+pub fn veth_to_bridge(
+    ns: &Netns,
+    dev: &str,
+    switch: &Netns,
+    port: &str,
+    bridge: &str,
+    cidr: Option<&str>,
+) {
+    must(
+        "ip",
+        &[
+            "-n",
+            &ns.name,
+            "link",
+            "add",
+            dev,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            port,
+            "netns",
+            &switch.name,
+        ],
+    );
+    switch.ip(&["link", "set", port, "master", bridge, "up"]);
+    ns.ip(&["link", "set", dev, "up"]);
+    if let Some(cidr) = cidr {
+        ns.ip(&["addr", "add", cidr, "dev", dev]);
+    }
+}
+
+/// An HTTP/1.0 GET of `path` from `addr` (host:port), made from inside namespace `ns` by a
+/// thread of this process: the status code and body, None when nothing answers (2 s bounds).
+pub fn http_get(ns: &str, addr: &str, path: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let (ns, addr, path) = (ns.to_string(), addr.to_string(), path.to_string());
+    std::thread::spawn(move || -> Option<(u16, String)> {
+        enter_netns(&ns);
+        let to: std::net::SocketAddr = addr.parse().ok()?;
+        let mut s = std::net::TcpStream::connect_timeout(&to, Duration::from_secs(2)).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+        s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+            .ok()?;
+        let mut reply = Vec::new();
+        s.read_to_end(&mut reply).ok()?;
+        let text = String::from_utf8_lossy(&reply).into_owned();
+        let code = text.split_whitespace().nth(1)?.parse().ok()?;
+        let body = text
+            .split_once("\r\n\r\n")
+            .map_or("", |(_, b)| b)
+            .to_string();
+        Some((code, body))
+    })
+    .join()
+    .ok()
+    .flatten()
 }
 
 /// Gives the calling thread a real-time priority, so that a sampler keeps its cadence on a

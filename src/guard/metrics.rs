@@ -1,0 +1,329 @@
+//! The guard's metrics (metrics_address): counters and histograms the guard's tasks add to as
+//! things happen, and gauges read from its status at scrape time, written in Prometheus' text
+//! exposition format (version 0.0.4). Names follow Prometheus' conventions: the `hamaster_`
+//! prefix, base units (`_seconds`), `_total` for counters. docs/metrics.md lists them.
+
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use super::machine::Cause;
+use super::status::{GuardStatus, Role};
+
+/// Buckets of the renewal and health-check histograms (seconds): a renewal on a LAN takes a
+/// few ms; the attempt timeout is at most 2 s.
+const BUCKETS: [f64; 11] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+];
+
+/// A histogram with the fixed BUCKETS; the sum kept in microseconds.
+#[derive(Default)]
+pub struct Histogram {
+    counts: [AtomicU64; BUCKETS.len()],
+    count: AtomicU64,
+    sum_us: AtomicU64,
+}
+
+impl Histogram {
+    pub fn observe(&self, d: Duration) {
+        let secs = d.as_secs_f64();
+        for (i, le) in BUCKETS.iter().enumerate() {
+            if secs <= *le {
+                self.counts[i].fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.sum_us
+            .fetch_add(d.as_micros() as u64, Ordering::Relaxed);
+    }
+
+    fn write(&self, out: &mut String, name: &str, help: &str) {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        for (i, le) in BUCKETS.iter().enumerate() {
+            let n = self.counts[i].load(Ordering::Relaxed);
+            let _ = writeln!(out, "{name}_bucket{{le=\"{le}\"}} {n}");
+        }
+        let count = self.count.load(Ordering::Relaxed);
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
+        let sum = self.sum_us.load(Ordering::Relaxed) as f64 / 1e6;
+        let _ = writeln!(out, "{name}_sum {sum}\n{name}_count {count}");
+    }
+}
+
+/// Why a keepalive failed, as hamaster_renewal_failures_total's `cause`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RenewalFailure {
+    /// etcd (or the connection) answered with an error.
+    Error,
+    /// No answer within the attempt timeout.
+    Timeout,
+    /// etcd says the lease no longer exists.
+    LeaseGone,
+}
+
+impl RenewalFailure {
+    const ALL: [RenewalFailure; 3] = [
+        RenewalFailure::Error,
+        RenewalFailure::Timeout,
+        RenewalFailure::LeaseGone,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            RenewalFailure::Error => "error",
+            RenewalFailure::Timeout => "timeout",
+            RenewalFailure::LeaseGone => "lease_gone",
+        }
+    }
+}
+
+/// What happened to the VIP behind the guard's back, as hamaster_vip_lost_total's `what`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VipLost {
+    /// The address was deleted from its interface by someone else.
+    Deleted,
+    /// The interface was set down (or removed).
+    LinkDown,
+}
+
+impl VipLost {
+    const ALL: [VipLost; 2] = [VipLost::Deleted, VipLost::LinkDown];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            VipLost::Deleted => "deleted",
+            VipLost::LinkDown => "link_down",
+        }
+    }
+}
+
+/// What the guard's tasks count. One per guard process; Prometheus sees a counter reset when
+/// the next promote starts a new guard.
+#[derive(Default)]
+pub struct Metrics {
+    pub renewals: Histogram,
+    renewal_failures: [AtomicU64; RenewalFailure::ALL.len()],
+    pub health_checks: Histogram,
+    health_failures: AtomicU64,
+    vip_conflicts: AtomicU64,
+    vip_lost: [AtomicU64; VipLost::ALL.len()],
+}
+
+impl Metrics {
+    pub fn renewal_failed(&self, why: RenewalFailure) {
+        self.renewal_failures[why as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn health_failed(&self) {
+        self.health_failures.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn vip_conflict(&self) {
+        self.vip_conflicts.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn vip_lost(&self, what: VipLost) {
+        self.vip_lost[what as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The exposition: counters as counted, gauges from `s` (a live snapshot), `ttl` the lease
+    /// TTL in force.
+    pub fn render(&self, s: &GuardStatus, ttl: Duration) -> String {
+        let mut out = String::with_capacity(6 * 1024);
+        let gauge = |out: &mut String, name: &str, help: &str, v: f64| {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+        };
+        let flag = |b: bool| if b { 1.0 } else { 0.0 };
+        let _ = writeln!(
+            out,
+            "# HELP hamaster_build_info The running guard's version.\n\
+             # TYPE hamaster_build_info gauge\n\
+             hamaster_build_info{{version=\"{}\",resource=\"{}\",node=\"{}\"}} 1",
+            env!("CARGO_PKG_VERSION"),
+            escape(&s.resource),
+            escape(&s.node)
+        );
+        let _ = writeln!(
+            out,
+            "# HELP hamaster_guard_role The guard's role (1 for the one it has).\n\
+             # TYPE hamaster_guard_role gauge"
+        );
+        for role in Role::ALL {
+            let _ = writeln!(
+                out,
+                "hamaster_guard_role{{role=\"{}\"}} {}",
+                role.name(),
+                flag(s.role == role)
+            );
+        }
+        gauge(
+            &mut out,
+            "hamaster_leader",
+            "1 while this guard holds the leader key with a live lease and has not fenced.",
+            flag(s.role == Role::Leader && s.lease_ttl_left_ms.is_some_and(|t| t > 0)),
+        );
+        gauge(
+            &mut out,
+            "hamaster_lease_ttl_seconds",
+            "The lease's TTL in force.",
+            ttl.as_secs_f64(),
+        );
+        gauge(
+            &mut out,
+            "hamaster_lease_remaining_seconds",
+            "Lease time left as this guard reckons it (0 when it holds none).",
+            s.lease_ttl_left_ms.unwrap_or(0) as f64 / 1000.0,
+        );
+        self.renewals.write(
+            &mut out,
+            "hamaster_renewal_duration_seconds",
+            "Time from sending a lease keepalive to etcd's answer.",
+        );
+        let _ = writeln!(
+            out,
+            "# HELP hamaster_renewal_failures_total Lease keepalives that failed, by cause.\n\
+             # TYPE hamaster_renewal_failures_total counter"
+        );
+        for why in RenewalFailure::ALL {
+            let n = self.renewal_failures[why as usize].load(Ordering::Relaxed);
+            let _ = writeln!(
+                out,
+                "hamaster_renewal_failures_total{{cause=\"{}\"}} {n}",
+                why.label()
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP hamaster_fences_total Times this guard fenced itself (VIP removed, service \
+             stopped), by cause.\n# TYPE hamaster_fences_total counter"
+        );
+        for label in Cause::LABELS {
+            let n = u64::from(s.fence_cause.as_deref() == Some(label));
+            let _ = writeln!(out, "hamaster_fences_total{{cause=\"{label}\"}} {n}");
+        }
+        gauge(
+            &mut out,
+            "hamaster_fencing_token",
+            "The leader key's create revision while this guard holds it (0: none).",
+            s.fencing_token.unwrap_or(0) as f64,
+        );
+        gauge(
+            &mut out,
+            "hamaster_vip_present",
+            "1 while the VIP is on its interface here (0 without a VIP).",
+            flag(s.vip_present == Some(true)),
+        );
+        let _ = writeln!(
+            out,
+            "# HELP hamaster_vip_conflicts_total Frames that claimed the VIP for another MAC \
+             address.\n# TYPE hamaster_vip_conflicts_total counter\n\
+             hamaster_vip_conflicts_total {}",
+            self.vip_conflicts.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "# HELP hamaster_vip_lost_total The VIP lost behind the guard's back, by what \
+             happened.\n# TYPE hamaster_vip_lost_total counter"
+        );
+        for what in VipLost::ALL {
+            let n = self.vip_lost[what as usize].load(Ordering::Relaxed);
+            let _ = writeln!(
+                out,
+                "hamaster_vip_lost_total{{what=\"{}\"}} {n}",
+                what.label()
+            );
+        }
+        gauge(
+            &mut out,
+            "hamaster_service_running",
+            "1 while the master service runs under this guard.",
+            flag(s.service_running),
+        );
+        gauge(
+            &mut out,
+            "hamaster_service_healthy",
+            "1 while the master service passes its health check.",
+            flag(s.service_healthy),
+        );
+        self.health_checks.write(
+            &mut out,
+            "hamaster_health_check_duration_seconds",
+            "Time the service's health check took.",
+        );
+        let _ = writeln!(
+            out,
+            "# HELP hamaster_health_check_failures_total Health checks that failed.\n\
+             # TYPE hamaster_health_check_failures_total counter\n\
+             hamaster_health_check_failures_total {}",
+            self.health_failures.load(Ordering::Relaxed)
+        );
+        let dog = s.watchdog.as_ref();
+        gauge(
+            &mut out,
+            "hamaster_watchdog_armed",
+            "1 while the hardware watchdog is armed.",
+            flag(dog.is_some_and(|w| w.armed)),
+        );
+        gauge(
+            &mut out,
+            "hamaster_watchdog_timeout_seconds",
+            "The watchdog's timeout in force (0: not armed).",
+            dog.and_then(|w| w.timeout_s).unwrap_or(0) as f64,
+        );
+        out
+    }
+}
+
+/// A label value as the text format wants it: backslash, quote and newline escaped.
+fn escape(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_histogram_counts_into_every_bucket_at_or_above_the_value() {
+        let h = Histogram::default();
+        h.observe(Duration::from_millis(3));
+        h.observe(Duration::from_millis(700));
+        let mut out = String::new();
+        h.write(&mut out, "x_seconds", "help");
+        assert!(out.contains("x_seconds_bucket{le=\"0.0025\"} 0\n"), "{out}");
+        assert!(out.contains("x_seconds_bucket{le=\"0.005\"} 1\n"), "{out}");
+        assert!(out.contains("x_seconds_bucket{le=\"1\"} 2\n"), "{out}");
+        assert!(out.contains("x_seconds_bucket{le=\"+Inf\"} 2\n"), "{out}");
+        assert!(
+            out.contains("x_seconds_sum 0.703\nx_seconds_count 2\n"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn a_fence_counts_once_under_its_cause_and_the_leader_gauge_follows_the_lease() {
+        let m = Metrics::default();
+        m.renewal_failed(RenewalFailure::Timeout);
+        let mut s = GuardStatus {
+            resource: "api\"x".into(),
+            role: Role::Leader,
+            lease_ttl_left_ms: Some(4000),
+            ..GuardStatus::default()
+        };
+        let text = m.render(&s, Duration::from_secs(10));
+        assert!(text.contains("hamaster_leader 1\n"), "{text}");
+        assert!(text.contains("resource=\"api\\\"x\""), "{text}");
+        assert!(text.contains("hamaster_renewal_failures_total{cause=\"timeout\"} 1\n"));
+        assert!(text.contains("hamaster_fences_total{cause=\"deadline\"} 0\n"));
+        s.role = Role::Fenced;
+        s.lease_ttl_left_ms = Some(0);
+        s.fence_cause = Some("deadline".into());
+        let text = m.render(&s, Duration::from_secs(10));
+        assert!(text.contains("hamaster_leader 0\n"), "{text}");
+        assert!(text.contains("hamaster_fences_total{cause=\"deadline\"} 1\n"));
+        assert!(text.contains("hamaster_guard_role{role=\"fenced\"} 1\n"));
+        assert!(text.contains("hamaster_lease_ttl_seconds 10\n"));
+    }
+}

@@ -1,0 +1,618 @@
+//! The VIP watched while the guard leads, on the wire and in the kernel.
+//!
+//! On the wire (RFC 5227's ongoing detection): a packet socket on the VIP's interface sees
+//! ARP (IPv4) or Neighbor Advertisements (IPv6), a kernel filter passing only frames that name
+//! the VIP. One that claims the VIP for a MAC address of none of this node's interfaces is a
+//! conflict: logged with the MAC, shown in status and metrics, defended with one announcement
+//! at most every DEFEND_INTERVAL, and with conflict_action=push told to Pacemaker. Our own
+//! frames (outgoing, or from this node's other interfaces) never count.
+//!
+//! In the kernel: rtnetlink's address and link events. The VIP deleted by someone else, or its
+//! interface set down or removed, is told to Pacemaker at once (push_failures), as a dead
+//! service is; the guard does not add it back behind Pacemaker's back (monitor reports it).
+//! Both count only while the machine leads with the VIP up: its own removals (fence, step-down)
+//! happen under the fencing lock, which `ours` takes, so they are never taken for someone
+//! else's.
+
+use std::collections::HashSet;
+use std::io;
+use std::net::IpAddr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::io::unix::AsyncFd;
+use tokio::sync::watch;
+
+use super::config::{ConflictAction, MasterConfig};
+use super::fence::Fence;
+use super::machine::{Phase, VipState};
+use super::metrics::{Metrics, VipLost};
+use super::push::Reporter;
+use super::status::{Shared, VipConflict};
+use crate::vip::announce::{Announcer, ArpMode};
+use crate::vip::netlink::{Event, Events, Link, Rtnl};
+
+/// RFC 5227 section 2.4 (DEFEND_INTERVAL): at most one defending announcement per 10 s.
+pub const DEFEND_INTERVAL: Duration = Duration::from_secs(10);
+
+/// A MAC found foreign is taken as foreign this long without looking at the own interfaces
+/// again (a host that keeps claiming costs one link dump a second, not one a frame).
+const FOREIGN_FOR: Duration = Duration::from_secs(1);
+
+const ETH_P_ARP: u16 = 0x0806;
+const ETH_P_IPV6: u16 = 0x86dd;
+const PACKET_OUTGOING: u8 = 4;
+
+/// What the watch needs: the VIP, its interface as raised, and the guard's parts.
+pub struct WireWatch {
+    pub resource: String,
+    pub link: Link,
+    pub ip: IpAddr,
+    pub fence: Fence,
+    pub shared: Shared,
+    pub metrics: Arc<Metrics>,
+    pub reporter: Option<Reporter>,
+    pub config: watch::Receiver<MasterConfig>,
+}
+
+/// A frame that claims an address: who, and how.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Claim {
+    pub mac: [u8; 6],
+    pub frame: &'static str,
+}
+
+/// The claim `frame` (from the link-layer header on) makes for `ip`, if any: an ARP packet
+/// whose sender is `ip`, or a Neighbor Advertisement whose target is `ip` (its MAC from the
+/// target link-layer address option, else the frame's source). Probes (sender 0.0.0.0) and
+/// solicitations claim nothing.
+pub fn claim(frame: &[u8], ip: IpAddr) -> Option<Claim> {
+    let mac_at = |at: usize| -> [u8; 6] {
+        let mut m = [0; 6];
+        m.copy_from_slice(&frame[at..at + 6]);
+        m
+    };
+    match ip {
+        IpAddr::V4(v4) => {
+            // Ethernet (14), then ARP: htype 1, ptype 0x0800, hlen 6, plen 4, op, sha, spa.
+            if frame.len() < 42
+                || frame[12..14] != ETH_P_ARP.to_be_bytes()
+                || frame[14..16] != [0, 1]
+                || frame[16..18] != [8, 0]
+                || frame[18] != 6
+                || frame[19] != 4
+                || frame[28..32] != v4.octets()
+            {
+                return None;
+            }
+            let frame_kind = match frame[21] {
+                1 => "ARP request",
+                2 => "ARP reply",
+                _ => return None,
+            };
+            Some(Claim {
+                mac: mac_at(22),
+                frame: frame_kind,
+            })
+        }
+        IpAddr::V6(v6) => {
+            // Ethernet (14), IPv6 (40, next header ICMPv6 = 58), ICMPv6 type 136: 4 bytes, 4
+            // of flags, the target (16), then options of (type, length in 8 bytes).
+            if frame.len() < 78
+                || frame[12..14] != ETH_P_IPV6.to_be_bytes()
+                || frame[20] != 58
+                || frame[54] != 136
+                || frame[62..78] != v6.octets()
+            {
+                return None;
+            }
+            let mut mac = mac_at(6);
+            let mut at = 78;
+            while at + 8 <= frame.len() {
+                let (kind, len) = (frame[at], frame[at + 1] as usize * 8);
+                if len == 0 {
+                    break;
+                }
+                if kind == 2 && len >= 8 {
+                    mac = mac_at(at + 2);
+                    break;
+                }
+                at += len;
+            }
+            Some(Claim {
+                mac,
+                frame: "neighbor advertisement",
+            })
+        }
+    }
+}
+
+pub fn mac_text(mac: &[u8; 6]) -> String {
+    mac.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// A classic BPF program that passes only frames naming `ip` (the check in `claim` is repeated
+/// in user space): for IPv4 the ARP sender address, for IPv6 an ICMPv6 Neighbor Advertisement's
+/// target. On a busy interface the kernel then copies almost nothing to the guard.
+fn filter(ip: IpAddr) -> Vec<libc::sock_filter> {
+    const LD_W_ABS: u16 = 0x20;
+    const LD_B_ABS: u16 = 0x30;
+    const JEQ_K: u16 = 0x15;
+    const RET_K: u16 = 0x06;
+    let ins = |code, k| libc::sock_filter {
+        code,
+        jt: 0,
+        jf: 0,
+        k,
+    };
+    // Loads and comparisons; each comparison jumps to "drop" when unequal (fixed up below).
+    let mut prog: Vec<libc::sock_filter> = Vec::new();
+    let compare = |prog: &mut Vec<libc::sock_filter>, load: u16, at: u32, value: u32| {
+        prog.push(ins(load, at));
+        prog.push(ins(JEQ_K, value));
+    };
+    match ip {
+        IpAddr::V4(v4) => compare(&mut prog, LD_W_ABS, 28, u32::from(v4)),
+        IpAddr::V6(v6) => {
+            compare(&mut prog, LD_B_ABS, 20, 58);
+            compare(&mut prog, LD_B_ABS, 54, 136);
+            let o = v6.octets();
+            for w in 0..4 {
+                let word = u32::from_be_bytes([o[4 * w], o[4 * w + 1], o[4 * w + 2], o[4 * w + 3]]);
+                compare(&mut prog, LD_W_ABS, 62 + 4 * w as u32, word);
+            }
+        }
+    }
+    prog.push(ins(RET_K, 0xffff));
+    prog.push(ins(RET_K, 0));
+    let drop_at = prog.len() - 1;
+    for (i, p) in prog.iter_mut().enumerate() {
+        if p.code == JEQ_K {
+            p.jf = (drop_at - (i + 1)) as u8;
+        }
+    }
+    prog
+}
+
+/// A non-blocking packet socket on interface `index` for the frames that may claim `ip`.
+fn packet_socket(index: u32, ip: IpAddr) -> io::Result<OwnedFd> {
+    let proto = if ip.is_ipv4() { ETH_P_ARP } else { ETH_P_IPV6 };
+    // SAFETY: plain socket(2); the descriptor is owned at once.
+    let raw = unsafe {
+        libc::socket(
+            libc::AF_PACKET,
+            libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            i32::from(proto.to_be()),
+        )
+    };
+    if raw < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: raw is a fresh descriptor nobody else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    let prog = filter(ip);
+    let fprog = libc::sock_fprog {
+        len: prog.len() as u16,
+        filter: prog.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: fprog points at prog, which outlives the call; the kernel copies it.
+    let r = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_ATTACH_FILTER,
+            &fprog as *const libc::sock_fprog as *const libc::c_void,
+            std::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: sockaddr_ll is plain data; zeroed is a valid start.
+    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    sll.sll_family = libc::AF_PACKET as u16;
+    sll.sll_protocol = proto.to_be();
+    sll.sll_ifindex = index as i32;
+    // SAFETY: sll lives across the call and its size is given.
+    let r = unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            &sll as *const libc::sockaddr_ll as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(fd)
+}
+
+/// One frame: its length, the interface it came on, and whether we sent it.
+fn recv_frame(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<(usize, i32, bool)> {
+    // SAFETY: as above.
+    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+    // SAFETY: buf and sll live across the call, with their sizes given.
+    let n = unsafe {
+        libc::recvfrom(
+            fd.as_raw_fd(),
+            buf.as_mut_ptr() as *mut libc::c_void,
+            buf.len(),
+            0,
+            &mut sll as *mut libc::sockaddr_ll as *mut libc::sockaddr,
+            &mut len,
+        )
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((
+        n as usize,
+        sll.sll_ifindex,
+        sll.sll_pkttype == PACKET_OUTGOING,
+    ))
+}
+
+/// The MAC addresses of every interface in this namespace.
+fn own_macs() -> HashSet<[u8; 6]> {
+    Rtnl::open()
+        .and_then(|mut r| r.links())
+        .map(|links| links.into_iter().filter_map(|l| l.mac).collect())
+        .unwrap_or_default()
+}
+
+struct State {
+    w: WireWatch,
+    own: HashSet<[u8; 6]>,
+    /// MACs found foreign by a fresh look at the own interfaces, and when.
+    foreign: std::collections::HashMap<[u8; 6], Instant>,
+    /// MACs already logged, and when the last defence was sent.
+    logged: HashSet<[u8; 6]>,
+    defended: Option<Instant>,
+    lost: bool,
+}
+
+impl State {
+    /// The machine leads with the VIP up: a change now is not the guard's own doing.
+    fn ours(&self) -> bool {
+        self.w
+            .fence
+            .view(|m| m.phase() == Phase::Leading && m.vip() == VipState::Up)
+    }
+
+    /// Whether `mac` is one of this node's: an interface added since the last look (a frame
+    /// from it may come before its netlink event) is found by looking again.
+    fn is_own(&mut self, mac: &[u8; 6]) -> bool {
+        if self.own.contains(mac) {
+            return true;
+        }
+        if self
+            .foreign
+            .get(mac)
+            .is_some_and(|t| t.elapsed() < FOREIGN_FOR)
+        {
+            return false;
+        }
+        self.own = own_macs();
+        if self.own.contains(mac) {
+            return true;
+        }
+        self.foreign.retain(|_, t| t.elapsed() < FOREIGN_FOR);
+        self.foreign.insert(*mac, Instant::now());
+        false
+    }
+
+    fn conflict(&mut self, c: Claim) {
+        if self.is_own(&c.mac) || !self.ours() {
+            return;
+        }
+        let w = &self.w;
+        let mac = mac_text(&c.mac);
+        w.metrics.vip_conflict();
+        w.shared.update(|s| {
+            let frames = s.vip_conflict.as_ref().map_or(0, |v| v.frames) + 1;
+            s.vip_conflict = Some(VipConflict {
+                mac: mac.clone(),
+                frame: c.frame.into(),
+                frames,
+                last_unix_ms: super::unix_ms(),
+            });
+        });
+        let defend = self.defended.is_none_or(|t| t.elapsed() >= DEFEND_INTERVAL);
+        let what = format!(
+            "VIP conflict: {} claimed by {mac} on {} ({})",
+            w.ip, w.link.name, c.frame
+        );
+        if self.logged.insert(c.mac) || defend {
+            log::error!("guard {}: {what}", w.resource);
+        }
+        if defend {
+            self.defended = Some(Instant::now());
+            self.defend();
+        }
+        if w.config.borrow().conflict_action == ConflictAction::Push {
+            if let Some(r) = &w.reporter {
+                r.report_regardless(&what);
+            }
+        }
+    }
+
+    /// One announcement of the VIP from our MAC (RFC 5227's defence), off the runtime thread.
+    fn defend(&self) {
+        let (link, ip, fence, rsc) = (
+            self.w.link.clone(),
+            self.w.ip,
+            self.w.fence.clone(),
+            self.w.resource.clone(),
+        );
+        let mode = self
+            .w
+            .config
+            .borrow()
+            .vip
+            .as_ref()
+            .map_or(ArpMode::Both, |v| v.arp_mode);
+        tokio::task::spawn_blocking(move || {
+            if !fence.may_defend() {
+                return;
+            }
+            match Announcer::open(&link, ip, mode).and_then(|mut a| a.send(0)) {
+                Ok(()) => log::info!("guard {rsc}: defended VIP {ip}: one announcement sent"),
+                Err(e) => log::warn!("guard {rsc}: cannot defend VIP {ip}: {e}"),
+            }
+        });
+    }
+
+    /// The VIP is gone from this node by someone else's hand: said once per leadership.
+    fn lost(&mut self, what: VipLost, detail: String) {
+        if self.lost || !self.ours() {
+            return;
+        }
+        self.lost = true;
+        let w = &self.w;
+        w.metrics.vip_lost(what);
+        log::error!(
+            "guard {}: {detail}; the VIP is not added back (Pacemaker recovers it)",
+            w.resource
+        );
+        w.shared.update(|s| s.vip_lost = Some(detail.clone()));
+        if let Some(r) = &w.reporter {
+            r.report(&detail);
+        }
+    }
+
+    fn event(&mut self, e: Event) {
+        let (index, ip, nic) = (self.w.link.index, self.w.ip, self.w.link.name.clone());
+        match e {
+            Event::AddressDeleted(a) if a.index == index && a.ip == ip => {
+                // IPv6 addresses go with their link: say which happened.
+                let link = Rtnl::open().and_then(|mut r| r.link_by_index(index));
+                match link {
+                    Ok(Some(l)) if !l.admin_up => {
+                        self.lost(VipLost::LinkDown, format!("link {nic} was set down"))
+                    }
+                    Ok(None) => {
+                        self.lost(VipLost::LinkDown, format!("interface {nic} was removed"))
+                    }
+                    _ => self.lost(
+                        VipLost::Deleted,
+                        format!("VIP {ip} was deleted from {nic} by another program"),
+                    ),
+                }
+            }
+            Event::Link(l) if l.index == index && !l.admin_up => {
+                self.lost(VipLost::LinkDown, format!("link {nic} was set down"))
+            }
+            Event::LinkRemoved(i) if i == index => {
+                self.lost(VipLost::LinkDown, format!("interface {nic} was removed"))
+            }
+            _ => {}
+        }
+    }
+
+    /// Events were dropped (ENOBUFS), or the watch just started: look at the state itself.
+    fn look(&mut self) {
+        let (index, ip, nic) = (self.w.link.index, self.w.ip, self.w.link.name.clone());
+        let Ok(mut rtnl) = Rtnl::open() else { return };
+        match rtnl.link_by_index(index) {
+            Ok(None) => return self.event(Event::LinkRemoved(index)),
+            Ok(Some(l)) if !l.admin_up => return self.event(Event::Link(l)),
+            _ => {}
+        }
+        if let Ok(all) = rtnl.addresses(ip.is_ipv6()) {
+            if !all.iter().any(|a| a.index == index && a.ip == ip) {
+                self.lost(
+                    VipLost::Deleted,
+                    format!("VIP {ip} is no longer on {nic} (deleted by another program)"),
+                );
+            }
+        }
+    }
+}
+
+/// Watches until the task is dropped (the leadership ends).
+pub async fn watch(w: WireWatch) {
+    let rsc = w.resource.clone();
+    // SAFETY (both registrations): the AsyncFd owns the socket, which nothing else closes or
+    // replaces while it is registered.
+    let events = match Events::open().and_then(|e| {
+        unsafe { AsyncFd::register(e) }.map_err(|e| crate::vip::netlink::NetlinkError::Io {
+            op: "subscribe",
+            source: e.into(),
+        })
+    }) {
+        Ok(e) => Some(e),
+        Err(e) => {
+            log::warn!("guard {rsc}: cannot watch the VIP's address and link: {e}");
+            None
+        }
+    };
+    let frames = match packet_socket(w.link.index, w.ip)
+        .and_then(|fd| unsafe { AsyncFd::register(fd) }.map_err(io::Error::from))
+    {
+        Ok(f) => Some(f),
+        Err(e) => {
+            log::warn!(
+                "guard {rsc}: cannot watch {} for VIP conflicts: {e}",
+                w.link.name
+            );
+            None
+        }
+    };
+    let mut st = State {
+        own: own_macs(),
+        foreign: std::collections::HashMap::new(),
+        logged: HashSet::new(),
+        defended: None,
+        lost: false,
+        w,
+    };
+    // Subscribed first, then looked: nothing between the raise and now is missed.
+    st.look();
+    let mut buf = vec![0u8; 2048];
+    let mut nlbuf: Vec<u8> = Vec::with_capacity(64 * 1024);
+    loop {
+        tokio::select! {
+            r = async {
+                match &events {
+                    Some(e) => e.readable().await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                let Ok(mut ready) = r else { return };
+                while let Ok(r) = ready.try_io(|fd| fd.get_ref().read(&mut nlbuf)) {
+                    match r {
+                        Ok(list) => list.into_iter().for_each(|e| st.event(e)),
+                        Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => st.look(),
+                        Err(_) => break,
+                    }
+                }
+            }
+            r = async {
+                match &frames {
+                    Some(f) => f.readable().await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                let Ok(mut ready) = r else { return };
+                while let Ok(Ok((n, ifindex, outgoing))) =
+                    ready.try_io(|fd| recv_frame(fd.get_ref(), &mut buf))
+                {
+                    if outgoing || ifindex != st.w.link.index as i32 {
+                        continue;
+                    }
+                    if let Some(c) = claim(&buf[..n], st.w.ip) {
+                        st.conflict(c);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vip::announce::{gratuitous_arp, unsolicited_na};
+    use pnet_datalink::MacAddr;
+    use pnet_packet::arp::ArpOperations;
+
+    const MAC: [u8; 6] = [2, 0, 0, 0, 0, 7];
+
+    /// Runs a classic BPF program the way the kernel does, for the instructions `filter` uses.
+    fn run(prog: &[libc::sock_filter], frame: &[u8]) -> u32 {
+        let mut pc = 0;
+        let mut a: u32 = 0;
+        loop {
+            let i = prog[pc];
+            match i.code {
+                0x20 => {
+                    let k = i.k as usize;
+                    if k + 4 > frame.len() {
+                        return 0;
+                    }
+                    a = u32::from_be_bytes(frame[k..k + 4].try_into().unwrap());
+                }
+                0x30 => {
+                    let Some(b) = frame.get(i.k as usize) else {
+                        return 0;
+                    };
+                    a = u32::from(*b);
+                }
+                0x15 => {
+                    pc += if a == i.k {
+                        i.jt as usize
+                    } else {
+                        i.jf as usize
+                    };
+                }
+                0x06 => return i.k,
+                other => panic!("instruction {other:#x} not expected"),
+            }
+            pc += 1;
+        }
+    }
+
+    #[test]
+    fn an_arp_frame_from_another_mac_for_the_vip_is_a_claim_and_passes_the_filter() {
+        let vip: IpAddr = "198.51.100.100".parse().unwrap();
+        let other: IpAddr = "198.51.100.101".parse().unwrap();
+        for (op, kind) in [
+            (ArpOperations::Reply, "ARP reply"),
+            (ArpOperations::Request, "ARP request"),
+        ] {
+            let IpAddr::V4(v4) = vip else { unreachable!() };
+            let frame = gratuitous_arp(MacAddr::from(MAC), v4, op);
+            assert_eq!(
+                claim(&frame, vip),
+                Some(Claim {
+                    mac: MAC,
+                    frame: kind
+                })
+            );
+            assert_eq!(run(&filter(vip), &frame), 0xffff);
+            assert_eq!(claim(&frame, other), None);
+            assert_eq!(run(&filter(other), &frame), 0);
+        }
+        // A probe for the VIP (sender 0.0.0.0) claims nothing.
+        let IpAddr::V4(v4) = vip else { unreachable!() };
+        let probe = crate::vip::announce::arp_probe(MacAddr::from(MAC), v4);
+        assert_eq!(claim(&probe, vip), None);
+        assert_eq!(run(&filter(vip), &probe), 0);
+        assert_eq!(claim(&probe[..30], vip), None, "short frames are no claim");
+    }
+
+    #[test]
+    fn a_neighbor_advertisement_for_the_vip_is_a_claim_with_the_options_mac() {
+        let vip: IpAddr = "2001:db8::100".parse().unwrap();
+        let other: IpAddr = "2001:db8::101".parse().unwrap();
+        let IpAddr::V6(v6) = vip else { unreachable!() };
+        let mut frame = unsolicited_na(MacAddr::from(MAC), v6).to_vec();
+        assert_eq!(
+            claim(&frame, vip),
+            Some(Claim {
+                mac: MAC,
+                frame: "neighbor advertisement"
+            })
+        );
+        assert_eq!(run(&filter(vip), &frame), 0xffff);
+        assert_eq!(claim(&frame, other), None);
+        assert_eq!(run(&filter(other), &frame), 0);
+        // The target link-layer option names the MAC, not the frame's source.
+        frame[6..12].copy_from_slice(&[2, 9, 9, 9, 9, 9]);
+        assert_eq!(claim(&frame, vip).unwrap().mac, MAC);
+        // A solicitation (135) is no claim.
+        frame[54] = 135;
+        assert_eq!(claim(&frame, vip), None);
+        assert_eq!(run(&filter(vip), &frame), 0);
+    }
+
+    #[test]
+    fn macs_are_written_as_ip_link_writes_them() {
+        assert_eq!(mac_text(&[2, 0, 0xab, 0, 0, 7]), "02:00:ab:00:00:07");
+    }
+}

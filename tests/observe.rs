@@ -1,0 +1,513 @@
+//! What the guard shows and sees (issue 19), with real parts: a real Prometheus scrapes the
+//! promoted guard's /metrics (promtool checks the exposition) and counts a fence after an etcd
+//! outage; /leader and /health answer as a load balancer needs; a host outside the cluster on
+//! the same bridge claims the VIP (iputils' `arping -U`, and for IPv6 an unsolicited Neighbor
+//! Advertisement) and the guard names its MAC, defends once and tells Pacemaker (a stand-in
+//! crm_resource records the call); the VIP deleted, or its link set down, is told at once and
+//! not added back. The Pacemaker side of the push is the cluster scenario's (tests/cluster.rs).
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use support::etcd::EtcdCluster;
+use support::master::{CrmStandIn, Node, VIP};
+use support::prometheus::Prometheus;
+use support::{http_get, Capture, Run};
+
+const KEY: &str = "/hamaster/api/leader";
+const METRICS: &str = "127.0.0.1:9405";
+
+fn promoted(run: Run, node: &Node) {
+    assert_eq!(run.code, 0, "promote: {}\nlog:\n{}", run.stderr, node.log());
+}
+
+/// The node's master agent with metrics on METRICS, under a Pacemaker stand-in: the node name
+/// Pacemaker would give, and `crm` first in PATH.
+fn observed_agent<'a>(a: &'a Node, etcd: &EtcdCluster, crm: &CrmStandIn) -> support::Agent<'a> {
+    a.agent(etcd)
+        .param("metrics_address", METRICS)
+        .env("OCF_RESKEY_CRM_meta_on_node", "na")
+        .env("PATH", &crm.path)
+}
+
+fn metrics_text(node: &Node) -> String {
+    let (code, body) = http_get(&node.ns.name, METRICS, "/metrics").expect("metrics answer");
+    assert_eq!(code, 200, "{body}");
+    body
+}
+
+/// The value of one sample line `name{labels}` (or `name`) in an exposition.
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+#[test]
+fn prometheus_scrapes_the_guard_and_counts_a_fence_after_an_etcd_outage() {
+    let mut etcd = EtcdCluster::new("om");
+    let a = Node::new(&mut etcd, "na");
+    let crm = CrmStandIn::new(&a);
+    let agent = observed_agent(&a, &etcd, &crm);
+    assert_eq!(agent.run("start").code, 0);
+    assert!(
+        http_get(&a.ns.name, METRICS, "/leader").is_none(),
+        "nothing listens on an unpromoted node"
+    );
+    promoted(agent.run("promote"), &a);
+
+    // The exposition passes promtool, and the endpoints answer as documented.
+    let text = metrics_text(&a);
+    let check = std::process::Command::new("sh")
+        .args(["-c", "promtool check metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(text.as_bytes())?;
+            c.wait_with_output()
+        })
+        .expect("promtool (Debian package prometheus)");
+    assert!(
+        check.status.success() && check.stdout.is_empty() && check.stderr.is_empty(),
+        "promtool check metrics: {}{}\n{text}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
+    assert_eq!(sample(&text, "hamaster_leader"), Some(1.0), "{text}");
+    assert_eq!(sample(&text, "hamaster_vip_present"), Some(1.0), "{text}");
+    assert_eq!(
+        sample(&text, "hamaster_lease_ttl_seconds"),
+        Some(3.0),
+        "{text}"
+    );
+    let token = etcd.get(KEY).expect("key taken").2;
+    assert_eq!(
+        sample(&text, "hamaster_fencing_token"),
+        Some(token as f64),
+        "the token is the key's create revision, seen from etcd: {text}"
+    );
+    let leader = http_get(&a.ns.name, METRICS, "/leader").unwrap();
+    assert_eq!(leader.0, 200, "{leader:?}");
+    assert!(leader.1.contains("\"role\":\"leader\""), "{leader:?}");
+    assert_eq!(http_get(&a.ns.name, METRICS, "/health").unwrap().0, 200);
+    assert_eq!(http_get(&a.ns.name, METRICS, "/nothing").unwrap().0, 404);
+
+    // A real Prometheus in the node's namespace scrapes it every second.
+    let prom = Prometheus::start(&a.ns.name, &[METRICS]);
+    prom.expect_value(
+        "hamaster_lease_remaining_seconds",
+        Duration::from_secs(20),
+        |v| v > 0.0 && v <= 3.0,
+        "lease time left through Prometheus",
+    );
+    prom.expect_value(
+        "hamaster_renewal_duration_seconds_count",
+        Duration::from_secs(10),
+        |v| v >= 1.0,
+        "renewals counted",
+    );
+    assert_eq!(
+        prom.query("hamaster_fences_total{cause=\"deadline\"}"),
+        Some(0.0)
+    );
+
+    // etcd silent (the node's switch port leaves the bridge): the guard fences at its deadline.
+    etcd.silence(&a.ns);
+    let st = a
+        .wait_fenced(&agent, Duration::from_secs(10))
+        .expect("fenced after the outage");
+    assert_eq!(st.fence_cause.as_deref(), Some("deadline"), "{st:?}");
+    prom.expect_value(
+        "hamaster_fences_total{cause=\"deadline\"}",
+        Duration::from_secs(10),
+        |v| v == 1.0,
+        "the fence counted in Prometheus",
+    );
+    prom.expect_value(
+        "hamaster_leader",
+        Duration::from_secs(10),
+        |v| v == 0.0,
+        "no longer leader in Prometheus",
+    );
+    prom.expect_value(
+        "sum(hamaster_renewal_failures_total)",
+        Duration::from_secs(10),
+        |v| v >= 1.0,
+        "failed renewals counted",
+    );
+    assert_eq!(
+        prom.query("hamaster_guard_role{role=\"fenced\"}"),
+        Some(1.0)
+    );
+    let leader = http_get(&a.ns.name, METRICS, "/leader").unwrap();
+    assert_eq!(leader.0, 503, "a fenced guard is no leader: {leader:?}");
+    assert!(leader.1.contains("fenced"), "{leader:?}");
+    assert_eq!(
+        http_get(&a.ns.name, METRICS, "/health").unwrap().0,
+        200,
+        "a fenced guard works"
+    );
+    // The guard's own removal of the VIP is nobody else's: nothing pushed for it.
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!a.log().contains("by another program"), "{}", a.log());
+    assert_eq!(
+        sample(
+            &metrics_text(&a),
+            "hamaster_vip_lost_total{what=\"deleted\"}"
+        ),
+        Some(0.0)
+    );
+
+    etcd.unsilence(&a.ns);
+    assert_eq!(agent.run("demote").code, 0);
+    assert!(
+        http_get(&a.ns.name, METRICS, "/health").is_none(),
+        "the listener ends with the guard"
+    );
+    assert_eq!(agent.run("stop").code, 0);
+}
+
+#[test]
+fn a_metrics_address_that_cannot_be_bound_or_parsed_takes_no_key() {
+    let mut etcd = EtcdCluster::new("ob");
+    let a = Node::new(&mut etcd, "na");
+    agent_bad_value(&a, &etcd);
+    // The port taken by another program on this node: promote fails here (1), key untouched.
+    let holder = std::process::Command::new("ip")
+        .args(["netns", "exec", &a.ns.name, "python3", "-c"])
+        .arg("import socket,time\ns=socket.socket()\ns.bind(('127.0.0.1',9406))\ns.listen()\nprint('ok',flush=True)\ntime.sleep(60)")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut holder = KillOnDrop(holder);
+    {
+        use std::io::BufRead;
+        let mut line = String::new();
+        std::io::BufReader::new(holder.0.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line.trim(), "ok");
+    }
+    let agent = a.agent(&etcd).param("metrics_address", "127.0.0.1:9406");
+    assert_eq!(agent.run("start").code, 0);
+    agent
+        .run("promote")
+        .expect(1, "metrics_address=127.0.0.1:9406: cannot listen there");
+    assert!(etcd.get(KEY).is_none(), "the key was never taken");
+    assert!(!a.holds_vip(), "nothing raised");
+    assert_eq!(agent.run("stop").code, 0);
+}
+
+fn agent_bad_value(a: &Node, etcd: &EtcdCluster) {
+    for (value, problem) in [
+        ("localhost:9405", "must be an IP address and port"),
+        ("127.0.0.1", "must be an IP address and port"),
+        ("127.0.0.1:0", "needs a port other than 0"),
+    ] {
+        a.agent(etcd)
+            .param("metrics_address", value)
+            .run("validate-all")
+            .expect(6, &format!("metrics_address=\"{value}\" {problem}"));
+    }
+    a.agent(etcd)
+        .param("conflict_action", "fence")
+        .run("validate-all")
+        .expect(6, "conflict_action=\"fence\" must be report or push");
+}
+
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// ARP frames in `frames` that claim `ip` for `mac` (sender addresses), and when.
+fn arp_claims(frames: &[support::Frame], mac: [u8; 6], ip: std::net::Ipv4Addr) -> Vec<Instant> {
+    frames
+        .iter()
+        .filter(|f| {
+            let b = &f.bytes;
+            b.len() >= 42 && b[12..14] == [8, 6] && b[22..28] == mac && b[28..32] == ip.octets()
+        })
+        .map(|f| f.at)
+        .collect()
+}
+
+fn wait_conflict(
+    a: &Node,
+    agent: &support::Agent,
+    mac: &str,
+    limit: Duration,
+) -> Option<hamaster::guard::status::GuardStatus> {
+    let mut st = None;
+    support::wait_for(limit, || {
+        st = a.guard_status(agent);
+        st.as_ref()
+            .and_then(|s| s.vip_conflict.as_ref())
+            .is_some_and(|c| c.mac == mac)
+    });
+    st.filter(|s| s.vip_conflict.as_ref().is_some_and(|c| c.mac == mac))
+}
+
+/// iputils' arping in namespace `ns`: two unsolicited ARP requests for the VIP, 1 s apart.
+fn claim_vip(ns: &str) -> std::process::Output {
+    support::sh(
+        "ip",
+        &[
+            "netns", "exec", ns, "arping", "-U", "-c", "2", "-w", "3", "-I", "lan0", "-s", VIP, VIP,
+        ],
+    )
+}
+
+fn mac_text(mac: [u8; 6]) -> String {
+    mac.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+#[test]
+fn a_host_outside_the_cluster_claiming_the_vip_is_named_defended_once_and_pushed() {
+    let mut etcd = EtcdCluster::new("oc");
+    let a = Node::new(&mut etcd, "na");
+    let outsider = etcd.node("oout");
+    let crm = CrmStandIn::new(&a);
+    let agent = observed_agent(&a, &etcd, &crm).param("conflict_action", "push");
+    assert_eq!(agent.run("start").code, 0);
+    let dbg = Capture::start(&outsider, "lan0");
+    eprintln!("DEBUG before promote lan0 {}", mac_text(a.ns.mac("lan0")));
+    promoted(agent.run("promote"), &a);
+    std::thread::sleep(Duration::from_millis(1500));
+    for f in dbg.finish() {
+        let b = &f.bytes;
+        if b.len() >= 42 && b[12..14] == [8, 6] {
+            eprintln!(
+                "DEBUG ARP src {} sha {} spa {:?} op {}",
+                mac_text(b[6..12].try_into().unwrap()),
+                mac_text(b[22..28].try_into().unwrap()),
+                &b[28..32],
+                b[21]
+            );
+        }
+    }
+    let vip: std::net::Ipv4Addr = VIP.parse().unwrap();
+    let master_mac = a.ns.mac("lan0");
+
+    // This node's own frames never count: its promote burst, and a gratuitous ARP for the VIP
+    // sent from another of its interfaces on the same bridge.
+    support::veth_to_bridge(&a.ns, "lan1", &etcd.switch, "p2nd", "br0", None);
+    let own = support::sh(
+        "ip",
+        &[
+            "netns", "exec", &a.ns.name, "arping", "-U", "-c", "2", "-w", "3", "-I", "lan1", "-s",
+            VIP, VIP,
+        ],
+    );
+    assert!(
+        String::from_utf8_lossy(&own.stdout).contains("Sent 2"),
+        "arping from lan1: {own:?}"
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let st = a.guard_status(&agent).unwrap();
+    eprintln!(
+        "DEBUG master {} out {}\nSWITCH {}\nNODE {}",
+        mac_text(master_mac),
+        mac_text(outsider.mac("lan0")),
+        etcd.switch.ip(&["-o", "link"]),
+        a.ns.ip(&["-o", "link"])
+    );
+    assert_eq!(st.vip_conflict, None, "own frames counted: {st:?}");
+    assert_eq!(crm.calls(), "");
+
+    // The outsider takes the VIP and announces it (iputils arping, unsolicited ARP).
+    let out_mac = outsider.mac("lan0");
+    outsider.ip(&["addr", "add", &format!("{VIP}/24"), "dev", "lan0"]);
+    let cap = Capture::start(&outsider, "lan0");
+    let t = Instant::now();
+    let out_ns = outsider.name.clone();
+    let claimer = std::thread::spawn(move || claim_vip(&out_ns));
+    let st = wait_conflict(&a, &agent, &mac_text(out_mac), Duration::from_secs(3));
+    let seen = t.elapsed();
+    let claimed = claimer.join().unwrap();
+    let st = st.unwrap_or_else(|| panic!("conflict not reported\n{}\n{claimed:?}", a.log()));
+    assert!(seen < Duration::from_secs(1), "reported after {seen:?}");
+    let c = st.vip_conflict.unwrap();
+    assert!(c.frame.starts_with("ARP"), "{c:?}");
+    assert!(
+        support::wait_for(Duration::from_secs(2), || crm
+            .calls()
+            .contains("--fail --resource api --node na")),
+        "conflict_action=push told Pacemaker: {:?}",
+        crm.calls()
+    );
+    let log = a.log();
+    assert!(
+        log.contains(&format!(
+            "VIP conflict: {VIP} claimed by {}",
+            mac_text(out_mac)
+        )),
+        "{log}"
+    );
+    let text = metrics_text(&a);
+    assert!(
+        sample(&text, "hamaster_vip_conflicts_total").is_some_and(|n| n >= 1.0),
+        "{text}"
+    );
+    // A second claim 2 s later: counted, but not defended again within 10 s.
+    std::thread::sleep(Duration::from_secs(2));
+    let _ = claim_vip(&outsider.name);
+    std::thread::sleep(Duration::from_millis(500));
+    let frames = cap.finish();
+    let defences = arp_claims(&frames, master_mac, vip);
+    assert_eq!(
+        defences.len(),
+        1,
+        "one defending announcement from {} in the first 10 s: {defences:?}",
+        mac_text(master_mac)
+    );
+    assert!(defences[0] - t < Duration::from_secs(1), "defended at once");
+    let st = a.guard_status(&agent).unwrap();
+    assert!(
+        st.vip_conflict.unwrap().frames >= 4,
+        "every claiming frame counted"
+    );
+    assert_eq!(
+        crm.calls().lines().count(),
+        1,
+        "told once per leadership: {:?}",
+        crm.calls()
+    );
+    outsider.ip(&["addr", "del", &format!("{VIP}/24"), "dev", "lan0"]);
+    assert_eq!(agent.run("demote").code, 0);
+    assert_eq!(agent.run("stop").code, 0);
+
+    // IPv6: an unsolicited Neighbor Advertisement for the VIP from the outsider (the
+    // project's own announcer, as any host's would send), reported with its MAC.
+    let v6 = "2001:db8:19::100";
+    crm.clear();
+    let agent6 = agent
+        .clone()
+        .param("ip", v6)
+        .param("cidr_netmask", "64")
+        .param("nic", "lan0");
+    assert_eq!(agent6.run("start").code, 0);
+    promoted(agent6.run("promote"), &a);
+    outsider.ip(&[
+        "-6",
+        "addr",
+        "add",
+        &format!("{v6}/64"),
+        "dev",
+        "lan0",
+        "nodad",
+    ]);
+    let t = Instant::now();
+    let na = support::sh(
+        "ip",
+        &[
+            "netns",
+            "exec",
+            &outsider.name,
+            support::hamaster_bin().to_str().unwrap(),
+            "announce",
+            "--nic",
+            "lan0",
+            "--ip",
+            v6,
+            "--count",
+            "2",
+            "--interval-ms",
+            "100",
+        ],
+    );
+    assert!(na.status.success(), "announce: {na:?}");
+    let st = wait_conflict(&a, &agent6, &mac_text(out_mac), Duration::from_secs(3))
+        .unwrap_or_else(|| panic!("IPv6 conflict not reported\n{}", a.log()));
+    assert!(
+        t.elapsed() < Duration::from_secs(1),
+        "after {:?}",
+        t.elapsed()
+    );
+    assert_eq!(st.vip_conflict.unwrap().frame, "neighbor advertisement");
+    assert_eq!(agent6.run("demote").code, 0);
+    assert_eq!(agent6.run("stop").code, 0);
+}
+
+#[test]
+fn the_vip_deleted_or_its_link_set_down_is_told_at_once_and_not_added_back() {
+    let mut etcd = EtcdCluster::new("ol");
+    let a = Node::new(&mut etcd, "na");
+    let crm = CrmStandIn::new(&a);
+    let agent = observed_agent(&a, &etcd, &crm);
+    let want = "--fail --resource api --node na";
+    assert_eq!(agent.run("start").code, 0);
+
+    // The guard's own removals (demote) are nobody else's: nothing told.
+    promoted(agent.run("promote"), &a);
+    assert_eq!(agent.run("demote").code, 0);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(crm.calls(), "", "demote's own removal was pushed");
+
+    // Deleted by hand.
+    promoted(agent.run("promote"), &a);
+    let t = Instant::now();
+    a.ns.ip(&["addr", "del", &format!("{VIP}/24"), "dev", "lan0"]);
+    assert!(
+        support::wait_for(Duration::from_secs(2), || crm.calls().contains(want)),
+        "not told: {:?}\n{}",
+        crm.calls(),
+        a.log()
+    );
+    let told = t.elapsed();
+    assert!(told < Duration::from_secs(1), "told after {told:?}");
+    let st = a.guard_status(&agent).unwrap();
+    assert!(
+        st.vip_lost
+            .as_deref()
+            .is_some_and(|l| l.contains("deleted")),
+        "{st:?}"
+    );
+    agent.run("monitor").expect(9, "was deleted from lan0");
+    std::thread::sleep(Duration::from_secs(4));
+    assert!(
+        !a.holds_vip(),
+        "the guard added the VIP back behind Pacemaker's back"
+    );
+    let text = metrics_text(&a);
+    assert_eq!(
+        sample(&text, "hamaster_vip_lost_total{what=\"deleted\"}"),
+        Some(1.0)
+    );
+    assert_eq!(crm.calls().lines().count(), 1, "{:?}", crm.calls());
+    assert_eq!(agent.run("demote").code, 0);
+
+    // The link set down.
+    crm.clear();
+    promoted(agent.run("promote"), &a);
+    let t = Instant::now();
+    a.ns.ip(&["link", "set", "lan0", "down"]);
+    assert!(
+        support::wait_for(Duration::from_secs(2), || crm.calls().contains(want)),
+        "link down not told: {:?}\n{}",
+        crm.calls(),
+        a.log()
+    );
+    let told = t.elapsed();
+    assert!(told < Duration::from_secs(1), "told after {told:?}");
+    assert!(a.log().contains("link lan0 was set down"), "{}", a.log());
+    let text = metrics_text(&a);
+    assert_eq!(
+        sample(&text, "hamaster_vip_lost_total{what=\"link_down\"}"),
+        Some(1.0)
+    );
+    a.ns.ip(&["link", "set", "lan0", "up"]);
+    assert_eq!(agent.run("demote").code, 0);
+    assert_eq!(agent.run("stop").code, 0);
+}
