@@ -808,7 +808,7 @@ impl Haproxy {
              defaults\n    mode http\n    retries 3\n    option redispatch\n    timeout connect 500ms\n    timeout client 5s\n    timeout server 5s\n\
              frontend api\n    bind 127.0.0.1:8000\n    default_backend masters\n\
              backend masters\n    option httpchk\n    http-check send meth GET uri /leader\n    http-check expect status 200\n\
-             \x20   default-server check port 9405 inter 500ms fall 2 rise 1\n{servers}"
+             \x20   default-server check port 9405 inter 500ms fall 2 rise 1 on-marked-down shutdown-sessions\n{servers}"
         );
         let cfg = dir.join("haproxy.cfg");
         std::fs::write(&cfg, config).unwrap();
@@ -892,13 +892,20 @@ impl Drop for ThroughHaproxy {
     }
 }
 
-/// Waits (bounded) for Pacemaker to record the pushed failure (crm_resource --fail: a failed
-/// "asyncmon" in the status section, read on node `i`); the time it took from `since`.
+/// Whether Pacemaker's status section (read on node `from`) holds a pushed failure
+/// (crm_resource --fail: a failed "asyncmon") of `api` on node `node`.
+fn asyncmon_on(lab: &Lab, from: usize, node: &str) -> bool {
+    let q = lab.on(from, &["cibadmin", "--query", "--scope", "status"]);
+    String::from_utf8_lossy(&q.stdout)
+        .split("<node_state ")
+        .any(|n| n.contains(&format!(" uname=\"{node}\"")) && n.contains("api_asyncmon_0"))
+}
+
+/// Waits (bounded) for Pacemaker to record the pushed failure on node `i` (read there); the
+/// time it took from `since`.
 fn wait_failure_recorded(lab: &Lab, i: usize, since: Instant) -> Option<Duration> {
-    let seen = support::wait_for(Duration::from_secs(10), || {
-        let q = lab.on(i, &["cibadmin", "--query", "--scope", "status"]);
-        String::from_utf8_lossy(&q.stdout).contains("api_asyncmon_0")
-    });
+    let node = lab.nodes[i].name.clone();
+    let seen = support::wait_for(Duration::from_secs(10), || asyncmon_on(lab, i, &node));
     seen.then(|| since.elapsed())
 }
 
@@ -926,19 +933,30 @@ fn three_nodes_haproxy_reaches_only_the_master_and_a_lost_vip_is_pushed() {
     let mut lab = Lab::new("co", 3, Etcd::OnNodes);
     lab.add_service_network();
     let obs = lab.observe_vip_at(VIP2);
-    create_topology_with(
-        &lab,
-        "master-with-vip",
-        false,
-        &format!("VIP={VIP2} METRICS_ADDRESS=0.0.0.0:9405 MONITOR_INTERVAL=10s"),
+    // docs/haproxy.md's resource: no ip, the guard's listener on every node.
+    let repo = env!("CARGO_MANIFEST_DIR");
+    let create = lab.sh(
+        0,
+        &format!(
+            "pcs resource create api ocf:hamaster:master etcd_endpoints={} lease_ttl=3 \
+             lease_margin=1 command=/usr/bin/python3 args='{repo}/tests/support/healthz.py 8443 /run' \
+             health_url=http://127.0.0.1:8443/healthz metrics_address=0.0.0.0:9405 \
+             op monitor interval=10s role=Promoted timeout=10s \
+             op monitor interval=11s role=Unpromoted timeout=10s \
+             op promote timeout=30s op demote timeout=30s op stop timeout=40s \
+             promotable promoted-max=1 promoted-node-max=1",
+            lab.etcd_endpoints()
+        ),
     );
-    // The VIP's interface named, as IPaddr2 users do for a dedicated NIC: a promote then
-    // brings a link that was set down up again instead of finding no route.
-    let nic = lab.pcs(0, &["resource", "update", "api", "nic=lan1"]);
-    assert!(nic.status.success(), "{nic:?}");
+    assert!(create.status.success(), "{create:?}");
     let p = wait_promoted(&lab, 0, "api", None, Duration::from_secs(90));
     let pi = lab.index(&p);
-    assert!(obs.wait_state(pi, true, Duration::from_secs(30)));
+    assert!(
+        support::wait_for(Duration::from_secs(30), || lab
+            .log_text(pi, "pacemaker.log")
+            .contains("serving /metrics")),
+        "the guard on {p} listens"
+    );
     assert!(
         lab.log_text(pi, "pacemaker.log")
             .contains("serving /metrics, /leader and /health on 0.0.0.0:9405"),
@@ -964,7 +982,6 @@ fn three_nodes_haproxy_reaches_only_the_master_and_a_lost_vip_is_pushed() {
     // A node that stays up, to ask Pacemaker from.
     let live = (pi + 1) % 3;
     let p2 = wait_promoted(&lab, live, "api", Some(&p), Duration::from_secs(60));
-    let p2i = lab.index(&p2);
     assert!(
         client.wait_for_node(&p2, Duration::from_secs(60)),
         "HAProxy reaches the new master {p2}"
@@ -975,6 +992,7 @@ fn three_nodes_haproxy_reaches_only_the_master_and_a_lost_vip_is_pushed() {
     let (holder, token2) = lab.leader_key(KEY).expect("leader key after the crash");
     assert_eq!(holder, p2);
     assert!(token2 > token1);
+    let (first_master, second_master) = (p.clone(), p2.clone());
     let first_p2 = answers
         .iter()
         .find(|(_, w)| w.as_deref() == Some(p2.as_str()))
@@ -990,6 +1008,25 @@ fn three_nodes_haproxy_reaches_only_the_master_and_a_lost_vip_is_pushed() {
     }
     let served = answers.iter().filter(|(_, w)| w.is_some()).count();
     assert!(served > 20, "{served} answers");
+
+    // Now with a VIP on a network of its own (lan1, so that the cluster's links stay up), its
+    // interface named as IPaddr2 users do for a dedicated NIC (a promote then brings a link
+    // that was set down up again instead of finding no route).
+    let update = lab.pcs(
+        live,
+        &[
+            "resource",
+            "update",
+            "api",
+            &format!("ip={VIP2}"),
+            "cidr_netmask=24",
+            "nic=lan1",
+        ],
+    );
+    assert!(update.status.success(), "{update:?}");
+    let p2 = wait_recovered(&lab, live, &obs, "the VIP was added");
+    let p2i = lab.index(&p2);
+    assert!(!asyncmon_on(&lab, live, &p2), "no failure recorded yet");
 
     // The VIP deleted by hand on the master: the guard pushes, Pacemaker records it at once.
     let t_del = Instant::now();
@@ -1026,7 +1063,7 @@ fn three_nodes_haproxy_reaches_only_the_master_and_a_lost_vip_is_pushed() {
     let seen = obs.finish();
     record(
         "HAProxy /leader: crash of the master",
-        "master-with-vip, no client VIP",
+        "master without ip, HAProxy GET /leader",
         Duration::ZERO,
         None,
         Some(to_p2),
@@ -1059,7 +1096,7 @@ fn three_nodes_haproxy_reaches_only_the_master_and_a_lost_vip_is_pushed() {
         None,
         Some(recover_down),
     );
-    eprintln!("masters: {p} → {p2} → {p3} → {p4}");
+    eprintln!("masters: {first_master} → {second_master}; with the VIP: {p2} → {p3} → {p4}");
     assert!(
         recorded_del < Duration::from_secs(1),
         "deletion recorded after {recorded_del:?}"

@@ -487,6 +487,11 @@ fn live(g: &LiveGeneration, root: Option<&Path>) -> Live {
             "{suite}: the VIP left {name} during the reload"
         );
     }
+    let conflicts = lab.vip_conflicts();
+    assert!(
+        conflicts.is_empty(),
+        "{suite}: VIP conflicts reported: {conflicts:#?}"
+    );
     Live {
         suite,
         versions,

@@ -287,11 +287,7 @@ impl Guard {
             "guard {}: serving /metrics, /leader and /health on {addr}",
             self.args.resource
         );
-        let public = status::Public {
-            shared: self.shared.clone(),
-            metrics: self.metrics.clone(),
-            ttl: self.clock.ttl,
-        };
+        let public = status::Public::new(self.shared.clone(), self.metrics.clone(), self.clock.ttl);
         Ok(Some(tokio::spawn(status::serve_public(listener, public))))
     }
 

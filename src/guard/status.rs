@@ -288,13 +288,44 @@ pub struct Public {
     pub shared: Shared,
     pub metrics: Arc<super::metrics::Metrics>,
     pub ttl: Duration,
+    /// The last live snapshot and when it was taken: requests in between are answered from it,
+    /// so that no rate of requests makes the guard look up its VIP more than SNAPSHOT_FOR allows.
+    pub cache: Arc<Mutex<Option<(tokio::time::Instant, GuardStatus)>>>,
 }
 
-/// Connections served at once on the public listener; more wait in the kernel's backlog.
-const MAX_PUBLIC_CONNECTIONS: usize = 32;
+impl Public {
+    pub fn new(shared: Shared, metrics: Arc<super::metrics::Metrics>, ttl: Duration) -> Public {
+        Public {
+            shared,
+            metrics,
+            ttl,
+            cache: Arc::default(),
+        }
+    }
 
-/// A request's headers must arrive within this (a slow client holds no connection longer).
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
+    fn snapshot(&self) -> GuardStatus {
+        let now = tokio::time::Instant::now();
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        match &*cache {
+            Some((at, s)) if now.duration_since(*at) < SNAPSHOT_FOR => s.clone(),
+            _ => {
+                let s = self.shared.snapshot();
+                *cache = Some((now, s.clone()));
+                s
+            }
+        }
+    }
+}
+
+/// How old an answer of the public listener may be (a load balancer checks every second or so).
+const SNAPSHOT_FOR: Duration = Duration::from_millis(100);
+
+/// Connections served at once on the public listener; more wait in the kernel's backlog.
+const MAX_PUBLIC_CONNECTIONS: usize = 64;
+
+/// A connection's request must arrive, and its answer go, within this: a slow or idle client
+/// holds a slot no longer. Every connection carries one request (no keep-alive).
+const PUBLIC_CONNECTION_LIMIT: Duration = Duration::from_secs(2);
 
 fn text(status: StatusCode, content_type: &str, body: String) -> Response<Full<Bytes>> {
     Response::builder()
@@ -304,11 +335,11 @@ fn text(status: StatusCode, content_type: &str, body: String) -> Response<Full<B
         .expect("static response parts are valid")
 }
 
-/// `/leader`: 200 only for a healthy leader with lease time left (HAProxy's `option httpchk`
-/// sends OPTIONS or GET; every method gets the same answer). `/health`: 200 while the guard
-/// works (any role but failed). `/metrics`: the Prometheus exposition.
+/// `/leader`: 200 only for a healthy leader with lease time left, its VIP (when it has one)
+/// seen up. `/health`: 200 while the guard works (any role but failed). `/metrics`: the
+/// Prometheus exposition. Every method gets the same answer.
 fn public_answer(path: &str, public: &Public) -> Response<Full<Bytes>> {
-    let s = public.shared.snapshot();
+    let s = public.snapshot();
     let one_line = |ok: bool| {
         let body = serde_json::json!({
             "role": s.role.name(),
@@ -324,7 +355,11 @@ fn public_answer(path: &str, public: &Public) -> Response<Full<Bytes>> {
         text(code, "application/json", format!("{body}\n"))
     };
     match path {
-        "/leader" => one_line(s.is_healthy_leader() && s.lease_ttl_left_ms.is_some_and(|t| t > 0)),
+        "/leader" => one_line(
+            s.is_healthy_leader()
+                && s.lease_ttl_left_ms.is_some_and(|t| t > 0)
+                && (s.vip.is_none() || s.vip_present == Some(true)),
+        ),
         "/health" => one_line(s.role != Role::Failed),
         "/metrics" => text(
             StatusCode::OK,
@@ -357,11 +392,10 @@ pub async fn serve_public(listener: tokio::net::TcpListener, public: Public) {
                 let answer = public_answer(req.uri().path(), &public);
                 async move { Ok::<_, Infallible>(answer) }
             });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(HEADER_READ_TIMEOUT)
-                .serve_connection(TokioIo::new(stream), svc)
-                .await;
+            let conn = hyper::server::conn::http1::Builder::new()
+                .keep_alive(false)
+                .serve_connection(TokioIo::new(stream), svc);
+            let _ = tokio::time::timeout(PUBLIC_CONNECTION_LIMIT, conn).await;
         });
     }
 }

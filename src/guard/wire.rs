@@ -42,7 +42,25 @@ const FOREIGN_FOR: Duration = Duration::from_secs(1);
 
 const ETH_P_ARP: u16 = 0x0806;
 const ETH_P_IPV6: u16 = 0x86dd;
-const PACKET_OUTGOING: u8 = 4;
+/// sll_pkttype: to us, broadcast, multicast. Not PACKET_OTHERHOST (3: a frame for another MAC,
+/// such as one of a VLAN not configured here, handed up untagged by VLAN offload) nor
+/// PACKET_OUTGOING (4: our own).
+const PACKET_FOR_US: [u8; 3] = [0, 1, 2];
+
+/// Frames handled before the watch yields to the guard's other tasks (the lease keepalive runs
+/// on the same thread): a flood of claims must not delay a renewal.
+const FRAMES_PER_TURN: usize = 32;
+
+/// The socket's receive buffer: a flood overflows it (and frames are dropped) rather than
+/// queueing work.
+const RCVBUF: libc::c_int = 64 * 1024;
+
+/// MACs logged by name at most; later ones are logged with the next defence only.
+const LOGGED_MACS: usize = 16;
+
+/// The own interfaces are dumped again at most this often when an unknown MAC claims the VIP
+/// (new interfaces are also learnt from link events).
+const OWN_LOOK_INTERVAL: Duration = Duration::from_millis(100);
 
 /// What the watch needs: the VIP, its interface as raised, and the guard's parts.
 pub struct WireWatch {
@@ -228,10 +246,21 @@ fn packet_socket(index: u32, ip: IpAddr) -> io::Result<OwnedFd> {
     if r != 0 {
         return Err(io::Error::last_os_error());
     }
+    // SAFETY: an int option, its size given. A failure leaves the default: not fatal.
+    unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            &RCVBUF as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
     Ok(fd)
 }
 
-/// One frame: its length, the interface it came on, and whether we sent it.
+/// One frame: its length, the interface it came on, and whether it counts (for this host:
+/// not our own outgoing frame, not another host's unicast).
 fn recv_frame(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<(usize, i32, bool)> {
     // SAFETY: as above.
     let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
@@ -253,16 +282,20 @@ fn recv_frame(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<(usize, i32, bool)> {
     Ok((
         n as usize,
         sll.sll_ifindex,
-        sll.sll_pkttype == PACKET_OUTGOING,
+        PACKET_FOR_US.contains(&sll.sll_pkttype),
     ))
 }
 
-/// The MAC addresses of every interface in this namespace.
-fn own_macs() -> HashSet<[u8; 6]> {
-    Rtnl::open()
-        .and_then(|mut r| r.links())
-        .map(|links| links.into_iter().filter_map(|l| l.mac).collect())
-        .unwrap_or_default()
+/// The MAC addresses of every interface in this namespace (loopback's all-zero one left out:
+/// a claim from 00:00:00:00:00:00 is nobody's); None when the kernel cannot be asked.
+fn own_macs() -> Option<HashSet<[u8; 6]>> {
+    Rtnl::open().and_then(|mut r| r.links()).ok().map(|links| {
+        links
+            .into_iter()
+            .filter_map(|l| l.mac)
+            .filter(|m| *m != [0; 6])
+            .collect()
+    })
 }
 
 struct State {
@@ -270,6 +303,8 @@ struct State {
     own: HashSet<[u8; 6]>,
     /// MACs found foreign by a fresh look at the own interfaces, and when.
     foreign: std::collections::HashMap<[u8; 6], Instant>,
+    /// When the own interfaces were last dumped.
+    own_looked: Instant,
     /// MACs already logged, and when the last defence was sent.
     logged: HashSet<[u8; 6]>,
     defended: Option<Instant>,
@@ -284,9 +319,11 @@ impl State {
             .view(|m| m.phase() == Phase::Leading && m.vip() == VipState::Up)
     }
 
-    /// Whether `mac` is one of this node's: an interface added since the last look (a frame
-    /// from it may come before its netlink event) is found by looking again.
-    fn is_own(&mut self, mac: &[u8; 6]) -> bool {
+    /// Whether `mac` is one of this node's. An interface added since the last look is learnt
+    /// from its link event, which comes before any frame it sends: the events still queued
+    /// are taken first; a dump of the interfaces (at most every OWN_LOOK_INTERVAL) covers
+    /// events the kernel dropped.
+    fn is_own(&mut self, mac: &[u8; 6], events: Option<&Events>, nlbuf: &mut Vec<u8>) -> bool {
         if self.own.contains(mac) {
             return true;
         }
@@ -297,7 +334,18 @@ impl State {
         {
             return false;
         }
-        self.own = own_macs();
+        if let Some(events) = events {
+            while let Ok(list) = events.read(nlbuf) {
+                list.into_iter().for_each(|e| self.event(e));
+            }
+        }
+        if !self.own.contains(mac) && self.own_looked.elapsed() >= OWN_LOOK_INTERVAL {
+            self.own_looked = Instant::now();
+            // A failed look keeps what was known.
+            if let Some(own) = own_macs() {
+                self.own = own;
+            }
+        }
         if self.own.contains(mac) {
             return true;
         }
@@ -306,8 +354,8 @@ impl State {
         false
     }
 
-    fn conflict(&mut self, c: Claim) {
-        if self.is_own(&c.mac) || !self.ours() {
+    fn conflict(&mut self, c: Claim, events: Option<&Events>, nlbuf: &mut Vec<u8>) {
+        if self.is_own(&c.mac, events, nlbuf) || !self.ours() {
             return;
         }
         let w = &self.w;
@@ -327,7 +375,8 @@ impl State {
             "VIP conflict: {} claimed by {mac} on {} ({})",
             w.ip, w.link.name, c.frame
         );
-        if self.logged.insert(c.mac) || defend {
+        let new_mac = self.logged.len() < LOGGED_MACS && self.logged.insert(c.mac);
+        if new_mac || defend {
             log::error!("guard {}: {what}", w.resource);
         }
         if defend {
@@ -387,6 +436,13 @@ impl State {
 
     fn event(&mut self, e: Event) {
         let (index, ip, nic) = (self.w.link.index, self.w.ip, self.w.link.name.clone());
+        if let Event::Link(l) = &e {
+            // A new (or re-addressed) interface of this node: its frames are our own.
+            if let Some(mac) = l.mac.filter(|m| *m != [0; 6]) {
+                self.own.insert(mac);
+                self.foreign.remove(&mac);
+            }
+        }
         match e {
             Event::AddressDeleted(a) if a.index == index && a.ip == ip => {
                 // IPv6 addresses go with their link: say which happened.
@@ -464,8 +520,9 @@ pub async fn watch(w: WireWatch) {
         }
     };
     let mut st = State {
-        own: own_macs(),
+        own: own_macs().unwrap_or_default(),
         foreign: std::collections::HashMap::new(),
+        own_looked: Instant::now(),
         logged: HashSet::new(),
         defended: None,
         lost: false,
@@ -499,15 +556,23 @@ pub async fn watch(w: WireWatch) {
                 }
             } => {
                 let Ok(mut ready) = r else { return };
-                while let Ok(Ok((n, ifindex, outgoing))) =
+                let mut handled = 0;
+                while let Ok(Ok((n, ifindex, counts))) =
                     ready.try_io(|fd| recv_frame(fd.get_ref(), &mut buf))
                 {
-                    if outgoing || ifindex != st.w.link.index as i32 {
-                        continue;
+                    if counts && ifindex == st.w.link.index as i32 {
+                        if let Some(c) = claim(&buf[..n], st.w.ip) {
+                            st.conflict(c, events.as_ref().map(|e| e.get_ref()), &mut nlbuf);
+                        }
                     }
-                    if let Some(c) = claim(&buf[..n], st.w.ip) {
-                        st.conflict(c);
+                    handled += 1;
+                    if handled == FRAMES_PER_TURN {
+                        // The rest waits for the next turn (readiness is still set).
+                        break;
                     }
+                }
+                if handled == FRAMES_PER_TURN {
+                    tokio::task::yield_now().await;
                 }
             }
         }

@@ -395,7 +395,8 @@ impl Node {
     }
 }
 
-/// A crm_resource stand-in first in PATH that records its arguments, one line a call.
+/// A crm_resource stand-in first in PATH that records its arguments, one line a call, each
+/// after the Unix time (ms) of the call.
 pub struct CrmStandIn {
     /// PATH with the stand-in first.
     pub path: String,
@@ -409,7 +410,10 @@ impl CrmStandIn {
         let calls = bin.join("calls");
         std::fs::write(
             bin.join("crm_resource"),
-            format!("#!/bin/sh\necho \"$*\" >> {}\n", calls.display()),
+            format!(
+                "#!/bin/sh\necho \"$(date +%s%3N) $*\" >> {}\n",
+                calls.display()
+            ),
         )
         .unwrap();
         super::must("chmod", &["+x", bin.join("crm_resource").to_str().unwrap()]);
@@ -421,6 +425,11 @@ impl CrmStandIn {
 
     pub fn calls(&self) -> String {
         std::fs::read_to_string(&self.calls).unwrap_or_default()
+    }
+
+    /// When it was first called (Unix ms, as the stand-in's `date` had it).
+    pub fn first_call_unix_ms(&self) -> Option<u64> {
+        self.calls().lines().next()?.split(' ').next()?.parse().ok()
     }
 
     pub fn clear(&self) {
