@@ -909,15 +909,54 @@ fn wait_failure_recorded(lab: &Lab, i: usize, since: Instant) -> Option<Duration
     seen.then(|| since.elapsed())
 }
 
-/// Recovered: one promoted instance (seen from node `from`), the VIP on it (bounded).
-fn wait_recovered(lab: &Lab, from: usize, obs: &VipObserver, what: &str) -> String {
-    let p = wait_promoted(lab, from, "api", None, Duration::from_secs(90));
+/// Whether node `i`'s interface `dev` is administratively up.
+fn link_up(lab: &Lab, i: usize, dev: &str) -> bool {
+    let out = lab.on(i, &["ip", "-o", "link", "show", "dev", dev]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.split_once('<')
+        .and_then(|(_, rest)| rest.split_once('>'))
+        .is_some_and(|(flags, _)| flags.split(',').any(|f| f == "UP"))
+}
+
+/// Recovered after `what`: a new leadership (the key with a fencing token above
+/// `token_before`, seen from etcd), its holder the one promoted instance (seen from node
+/// `from`), the VIP there on lan1 with the link up (all bounded). The holder and its token.
+fn wait_recovered(
+    lab: &Lab,
+    from: usize,
+    obs: &VipObserver,
+    what: &str,
+    token_before: i64,
+) -> (String, i64) {
+    let mut key = None;
     assert!(
-        obs.wait_state(lab.index(&p), true, Duration::from_secs(60)),
-        "VIP on {p} again after {what}:\n{}",
+        support::wait_for(Duration::from_secs(90), || {
+            key = lab.leader_key(KEY).filter(|(_, t)| *t > token_before);
+            key.is_some()
+        }),
+        "a new leadership after {what}:\n{}",
         lab.crm_mon_text()
     );
-    p
+    let (holder, token) = key.unwrap();
+    let mut promoted = Vec::new();
+    assert!(
+        support::wait_for(Duration::from_secs(60), || {
+            promoted = lab.promoted_seen_from(from, "api");
+            promoted == [holder.clone()]
+        }),
+        "{holder} promoted after {what}: {promoted:?}"
+    );
+    let hi = lab.index(&holder);
+    assert!(
+        obs.wait_state(hi, true, Duration::from_secs(60)),
+        "VIP on {holder} again after {what}:\n{}",
+        lab.crm_mon_text()
+    );
+    assert!(
+        support::wait_for(Duration::from_secs(30), || link_up(lab, hi, "lan1")),
+        "lan1 up on {holder} after {what}"
+    );
+    (holder, token)
 }
 
 /// Issue 19 on a real cluster. The VIP-less topology's check: HAProxy in front of all three
@@ -1024,7 +1063,7 @@ fn three_nodes_haproxy_reaches_only_the_master_and_a_lost_vip_is_pushed() {
         ],
     );
     assert!(update.status.success(), "{update:?}");
-    let p2 = wait_recovered(&lab, live, &obs, "the VIP was added");
+    let (p2, token3) = wait_recovered(&lab, live, &obs, "the VIP was added", token2);
     let p2i = lab.index(&p2);
     assert!(!asyncmon_on(&lab, live, &p2), "no failure recorded yet");
 
@@ -1037,7 +1076,7 @@ fn three_nodes_haproxy_reaches_only_the_master_and_a_lost_vip_is_pushed() {
     assert!(del.status.success(), "{del:?}");
     let recorded_del = wait_failure_recorded(&lab, p2i, t_del)
         .unwrap_or_else(|| panic!("deletion not recorded:\n{}", lab.crm_mon_text()));
-    wait_recovered(&lab, live, &obs, "the deletion");
+    let (p3, token4) = wait_recovered(&lab, live, &obs, "the deletion", token3);
     let recover_del = t_del.elapsed();
     let clean = lab.pcs(live, &["resource", "cleanup", "api"]);
     assert!(clean.status.success(), "{clean:?}");
@@ -1048,9 +1087,15 @@ fn three_nodes_haproxy_reaches_only_the_master_and_a_lost_vip_is_pushed() {
         }),
         "cleanup removed the recorded failure"
     );
-    let p3 = wait_promoted(&lab, live, "api", None, Duration::from_secs(60));
     let p3i = lab.index(&p3);
-    assert!(obs.wait_state(p3i, true, Duration::from_secs(30)));
+    assert!(
+        support::wait_for(Duration::from_secs(30), || lab
+            .promoted_seen_from(live, "api")
+            == [p3.clone()]
+            && lab.nodes[p3i].ns.holds(VIP2)),
+        "{p3} still the master after the cleanup:\n{}",
+        lab.crm_mon_text()
+    );
 
     // Its link set down.
     let t_down = Instant::now();
@@ -1058,7 +1103,7 @@ fn three_nodes_haproxy_reaches_only_the_master_and_a_lost_vip_is_pushed() {
     assert!(down.status.success(), "{down:?}");
     let recorded_down = wait_failure_recorded(&lab, p3i, t_down)
         .unwrap_or_else(|| panic!("link down not recorded:\n{}", lab.crm_mon_text()));
-    let p4 = wait_recovered(&lab, live, &obs, "the link went down");
+    let (p4, _) = wait_recovered(&lab, live, &obs, "the link went down", token4);
     let recover_down = t_down.elapsed();
     let seen = obs.finish();
     record(

@@ -16,7 +16,8 @@ use super::push::Reporter;
 use super::status::Shared;
 use crate::service::{HealthProbe, ServiceSpec};
 
-/// `push`: told once when the service, healthy before, stops being so (push_failures).
+/// `push`: told once when the service, healthy before, stops being so (push_failures), while
+/// `leading` says the machine leads (a service the guard stops itself is no failure).
 /// `running`: whether the guard machine has the service running.
 pub async fn watch(
     mut config: watch::Receiver<MasterConfig>,
@@ -24,6 +25,7 @@ pub async fn watch(
     push: Option<Reporter>,
     metrics: std::sync::Arc<super::metrics::Metrics>,
     running: impl Fn() -> bool,
+    leading: impl Fn() -> bool,
 ) {
     let mut cfg = config.borrow_and_update().clone();
     // Made anew after a reload changed the health settings (None inside: no health_url).
@@ -91,7 +93,7 @@ pub async fn watch(
                 s.service_detail = d;
             }
         });
-        if let (Some(r), true, false) = (&push, healthy_once, healthy) {
+        if let (Some(r), true, false, true) = (&push, healthy_once, healthy, leading()) {
             let why = shared
                 .status
                 .lock()

@@ -207,7 +207,7 @@ impl Guard {
         etcd: &Etcd,
         reporter: Option<super::push::Reporter>,
     ) {
-        let running = shell.fence.clone();
+        let (running, leading) = (shell.fence.clone(), shell.fence.clone());
         if let Some((link, ip)) = shell.wire.clone() {
             shell
                 .helpers
@@ -228,6 +228,7 @@ impl Guard {
             reporter,
             self.metrics.clone(),
             move || running.view(service_running),
+            move || leading.view(|m| m.phase() == Phase::Leading),
         )));
         if self.args.config.etcd.move_leader {
             shell

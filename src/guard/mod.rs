@@ -132,10 +132,13 @@ impl Guard {
         let live_fence = fence.clone();
         let live = move |s: &mut GuardStatus| {
             if let Some(cfg) = &vip_config {
+                // Present means usable: an IPv4 address stays on a link that was set down.
                 s.vip_present = Vip::new(cfg.clone())
-                    .and_then(|mut v| v.find())
-                    .ok()
-                    .map(|a| a.is_some());
+                    .and_then(|mut v| match v.find()? {
+                        Some(a) => Ok(v.link(a.index)?.is_some_and(|l| l.admin_up)),
+                        None => Ok(false),
+                    })
+                    .ok();
             }
             if let Some(f) = live_fence.get() {
                 f.view(|m| from_machine(s, m, clock));

@@ -52,7 +52,9 @@ impl Reporter {
     }
 
     /// Reports `why` in the background whatever push_failures says (conflict_action=push asks
-    /// for it by itself); once per leadership, shared with `report`.
+    /// for it by itself); once per leadership (one told failure makes Pacemaker recover the
+    /// whole resource), shared with `report`; a report that could not be made leaves the next
+    /// one free to try.
     pub fn report_regardless(&self, why: &str) {
         if self.sent.swap(true, Ordering::SeqCst) {
             return;
@@ -78,14 +80,15 @@ impl Reporter {
         let outcome = match cmd.spawn() {
             Ok(child) => tokio::time::timeout(REPORT_TIMEOUT, child.wait_with_output()).await,
             Err(e) => {
+                self.sent.store(false, Ordering::SeqCst);
                 return log::warn!(
                 "guard {}: cannot run crm_resource ({e}): Pacemaker finds out at the next monitor",
                 self.log_name
-            )
+            );
             }
         };
         match outcome {
-            Ok(Ok(out)) if out.status.success() => {}
+            Ok(Ok(out)) if out.status.success() => return,
             Ok(Ok(out)) => log::warn!(
                 "guard {}: crm_resource --fail failed ({}): {}; Pacemaker finds out at the next monitor",
                 self.log_name,
@@ -99,5 +102,7 @@ impl Reporter {
                 REPORT_TIMEOUT.as_secs()
             ),
         }
+        // Not told: a later failure of this leadership may try again.
+        self.sent.store(false, Ordering::SeqCst);
     }
 }

@@ -298,11 +298,27 @@ fn own_macs() -> Option<HashSet<[u8; 6]>> {
     })
 }
 
+/// Runs a netlink lookup off the runtime thread: the lease keepalive shares that thread, and a
+/// contended rtnl lock must not delay a renewal. None when the task could not run.
+async fn off_thread<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    tokio::task::spawn_blocking(f).await.ok()
+}
+
+/// Datagrams of link and address events handled before the watch yields to the guard's other
+/// tasks.
+const EVENTS_PER_TURN: usize = 32;
+
+/// The foreign-MAC cache is pruned at most this often, and emptied when it grows past
+/// FOREIGN_MAX (a flood of made-up MACs).
+const FOREIGN_PRUNE: Duration = Duration::from_secs(1);
+const FOREIGN_MAX: usize = 1024;
+
 struct State {
     w: WireWatch,
     own: HashSet<[u8; 6]>,
     /// MACs found foreign by a fresh look at the own interfaces, and when.
     foreign: std::collections::HashMap<[u8; 6], Instant>,
+    foreign_pruned: Instant,
     /// When the own interfaces were last dumped.
     own_looked: Instant,
     /// MACs already logged, and when the last defence was sent.
@@ -323,7 +339,12 @@ impl State {
     /// from its link event, which comes before any frame it sends: the events still queued
     /// are taken first; a dump of the interfaces (at most every OWN_LOOK_INTERVAL) covers
     /// events the kernel dropped.
-    fn is_own(&mut self, mac: &[u8; 6], events: Option<&Events>, nlbuf: &mut Vec<u8>) -> bool {
+    async fn is_own(
+        &mut self,
+        mac: &[u8; 6],
+        events: Option<&Events>,
+        nlbuf: &mut Vec<u8>,
+    ) -> bool {
         if self.own.contains(mac) {
             return true;
         }
@@ -335,27 +356,46 @@ impl State {
             return false;
         }
         if let Some(events) = events {
-            while let Ok(list) = events.read(nlbuf) {
-                list.into_iter().for_each(|e| self.event(e));
-            }
+            self.drain(events, nlbuf).await;
         }
         if !self.own.contains(mac) && self.own_looked.elapsed() >= OWN_LOOK_INTERVAL {
             self.own_looked = Instant::now();
             // A failed look keeps what was known.
-            if let Some(own) = own_macs() {
+            if let Some(Some(own)) = off_thread(own_macs).await {
                 self.own = own;
             }
         }
         if self.own.contains(mac) {
             return true;
         }
-        self.foreign.retain(|_, t| t.elapsed() < FOREIGN_FOR);
+        if self.foreign.len() >= FOREIGN_MAX {
+            self.foreign.clear();
+        } else if self.foreign_pruned.elapsed() >= FOREIGN_PRUNE {
+            self.foreign_pruned = Instant::now();
+            self.foreign.retain(|_, t| t.elapsed() < FOREIGN_FOR);
+        }
         self.foreign.insert(*mac, Instant::now());
         false
     }
 
-    fn conflict(&mut self, c: Claim, events: Option<&Events>, nlbuf: &mut Vec<u8>) {
-        if self.is_own(&c.mac, events, nlbuf) || !self.ours() {
+    /// The link and address events queued now (at most EVENTS_PER_TURN datagrams), read
+    /// outside the netlink branch; events the kernel dropped (ENOBUFS) mean a look.
+    async fn drain(&mut self, events: &Events, nlbuf: &mut Vec<u8>) {
+        for _ in 0..EVENTS_PER_TURN {
+            match events.read(nlbuf) {
+                Ok(list) => {
+                    for e in list {
+                        self.event(e).await;
+                    }
+                }
+                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => self.look().await,
+                Err(_) => return,
+            }
+        }
+    }
+
+    async fn conflict(&mut self, c: Claim, events: Option<&Events>, nlbuf: &mut Vec<u8>) {
+        if self.is_own(&c.mac, events, nlbuf).await || !self.ours() {
             return;
         }
         let w = &self.w;
@@ -390,7 +430,8 @@ impl State {
         }
     }
 
-    /// One announcement of the VIP from our MAC (RFC 5227's defence), off the runtime thread.
+    /// One announcement of the VIP from our MAC (RFC 5227's defence), off the runtime thread,
+    /// from the interface's MAC as it is now (a bond's may have moved since the raise).
     fn defend(&self) {
         let (link, ip, fence, rsc) = (
             self.w.link.clone(),
@@ -409,6 +450,11 @@ impl State {
             if !fence.may_defend() {
                 return;
             }
+            let link = Rtnl::open()
+                .and_then(|mut r| r.link_by_index(link.index))
+                .ok()
+                .flatten()
+                .unwrap_or(link);
             match Announcer::open(&link, ip, mode).and_then(|mut a| a.send(0)) {
                 Ok(()) => log::info!("guard {rsc}: defended VIP {ip}: one announcement sent"),
                 Err(e) => log::warn!("guard {rsc}: cannot defend VIP {ip}: {e}"),
@@ -434,7 +480,7 @@ impl State {
         }
     }
 
-    fn event(&mut self, e: Event) {
+    async fn event(&mut self, e: Event) {
         let (index, ip, nic) = (self.w.link.index, self.w.ip, self.w.link.name.clone());
         if let Event::Link(l) = &e {
             // A new (or re-addressed) interface of this node: its frames are our own.
@@ -446,12 +492,13 @@ impl State {
         match e {
             Event::AddressDeleted(a) if a.index == index && a.ip == ip => {
                 // IPv6 addresses go with their link: say which happened.
-                let link = Rtnl::open().and_then(|mut r| r.link_by_index(index));
+                let link =
+                    off_thread(move || Rtnl::open().and_then(|mut r| r.link_by_index(index))).await;
                 match link {
-                    Ok(Some(l)) if !l.admin_up => {
+                    Some(Ok(Some(l))) if !l.admin_up => {
                         self.lost(VipLost::LinkDown, format!("link {nic} was set down"))
                     }
-                    Ok(None) => {
+                    Some(Ok(None)) => {
                         self.lost(VipLost::LinkDown, format!("interface {nic} was removed"))
                     }
                     _ => self.lost(
@@ -471,21 +518,29 @@ impl State {
     }
 
     /// Events were dropped (ENOBUFS), or the watch just started: look at the state itself.
-    fn look(&mut self) {
+    async fn look(&mut self) {
         let (index, ip, nic) = (self.w.link.index, self.w.ip, self.w.link.name.clone());
-        let Ok(mut rtnl) = Rtnl::open() else { return };
-        match rtnl.link_by_index(index) {
-            Ok(None) => return self.event(Event::LinkRemoved(index)),
-            Ok(Some(l)) if !l.admin_up => return self.event(Event::Link(l)),
-            _ => {}
-        }
-        if let Ok(all) = rtnl.addresses(ip.is_ipv6()) {
-            if !all.iter().any(|a| a.index == index && a.ip == ip) {
-                self.lost(
-                    VipLost::Deleted,
-                    format!("VIP {ip} is no longer on {nic} (deleted by another program)"),
-                );
+        let seen = off_thread(move || {
+            let mut rtnl = Rtnl::open().ok()?;
+            let link = rtnl.link_by_index(index).ok()?;
+            let present = rtnl
+                .addresses(ip.is_ipv6())
+                .ok()
+                .map(|all| all.iter().any(|a| a.index == index && a.ip == ip));
+            Some((link, present))
+        })
+        .await
+        .flatten();
+        match seen {
+            Some((None, _)) => self.lost(VipLost::LinkDown, format!("interface {nic} was removed")),
+            Some((Some(l), _)) if !l.admin_up => {
+                self.lost(VipLost::LinkDown, format!("link {nic} was set down"))
             }
+            Some((Some(_), Some(false))) => self.lost(
+                VipLost::Deleted,
+                format!("VIP {ip} is no longer on {nic} (deleted by another program)"),
+            ),
+            _ => {}
         }
     }
 }
@@ -520,8 +575,9 @@ pub async fn watch(w: WireWatch) {
         }
     };
     let mut st = State {
-        own: own_macs().unwrap_or_default(),
+        own: off_thread(own_macs).await.flatten().unwrap_or_default(),
         foreign: std::collections::HashMap::new(),
+        foreign_pruned: Instant::now(),
         own_looked: Instant::now(),
         logged: HashSet::new(),
         defended: None,
@@ -529,7 +585,7 @@ pub async fn watch(w: WireWatch) {
         w,
     };
     // Subscribed first, then looked: nothing between the raise and now is missed.
-    st.look();
+    st.look().await;
     let mut buf = vec![0u8; 2048];
     let mut nlbuf: Vec<u8> = Vec::with_capacity(64 * 1024);
     loop {
@@ -541,12 +597,24 @@ pub async fn watch(w: WireWatch) {
                 }
             } => {
                 let Ok(mut ready) = r else { return };
+                let mut handled = 0;
                 while let Ok(r) = ready.try_io(|fd| fd.get_ref().read(&mut nlbuf)) {
                     match r {
-                        Ok(list) => list.into_iter().for_each(|e| st.event(e)),
-                        Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => st.look(),
+                        Ok(list) => {
+                            for e in list {
+                                st.event(e).await;
+                            }
+                        }
+                        Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => st.look().await,
                         Err(_) => break,
                     }
+                    handled += 1;
+                    if handled == EVENTS_PER_TURN {
+                        break;
+                    }
+                }
+                if handled == EVENTS_PER_TURN {
+                    tokio::task::yield_now().await;
                 }
             }
             r = async {
@@ -562,7 +630,8 @@ pub async fn watch(w: WireWatch) {
                 {
                     if counts && ifindex == st.w.link.index as i32 {
                         if let Some(c) = claim(&buf[..n], st.w.ip) {
-                            st.conflict(c, events.as_ref().map(|e| e.get_ref()), &mut nlbuf);
+                            let events = events.as_ref().map(|e| e.get_ref());
+                            st.conflict(c, events, &mut nlbuf).await;
                         }
                     }
                     handled += 1;

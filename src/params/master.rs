@@ -205,9 +205,10 @@ pub const PUSH_FAILURES: Param = Param {
     default: Some("true"),
     shortdesc: "Tell Pacemaker at once when the service fails",
     longdesc: "When the promoted service exits, or turns unhealthy (after health_failures \
-        failed checks), the guard runs `crm_resource --fail` for this resource on this node, \
-        so that Pacemaker starts recovery at once instead of at the next monitor. false: \
-        Pacemaker finds out at the next promoted monitor.",
+        failed checks), or its VIP is deleted or its link set down by someone else, the guard \
+        runs `crm_resource --fail` for this resource on this node, so that Pacemaker starts \
+        recovery at once instead of at the next monitor. false: Pacemaker finds out at the next \
+        promoted monitor.",
     reloadable: true,
     ..BASE
 };
@@ -242,8 +243,9 @@ pub const METRICS_ADDRESS: Param = Param {
     name: "metrics_address",
     shortdesc: "Address for metrics and the leader endpoint (host:port)",
     longdesc:
-        "While promoted the guard serves HTTP on this TCP address (192.0.2.21:9405, [::]:9405, \
-        127.0.0.1:9405): GET /metrics in Prometheus' text format, GET /leader (200 only while \
+        "While promoted the guard serves HTTP on this TCP address (0.0.0.0:9405, [::]:9405, \
+        127.0.0.1:9405; the same value is used on every node, so a node's own address would \
+        bind on that node only): GET /metrics in Prometheus' text format, GET /leader (200 only while \
         this guard holds the leader key with a live lease, the VIP up and the service healthy; \
         503 otherwise) for a load balancer's health check where no VIP can move, and GET \
         /health (200 while the guard runs and has not failed). Unset: no listener. An address \
