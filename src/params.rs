@@ -3,7 +3,6 @@
 //! in docs/ all derive from these tables; nothing else may describe a parameter.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::str::FromStr;
 
 use crate::ocf::OcfEnv;
@@ -36,6 +35,8 @@ pub struct Param {
     /// A change needs no restart: Pacemaker 2.1+ calls reload-agent for it (OCF 1.1), and a
     /// running guard takes the new value at once (see `MasterConfig::reload_refusal`).
     pub reloadable: bool,
+    /// For an integer: the values taken (inclusive); `Values::number` checks it.
+    pub range: Option<(u64, u64)>,
     pub shortdesc: &'static str,
     pub longdesc: &'static str,
 }
@@ -176,30 +177,24 @@ impl Values {
         }
     }
 
-    /// An integer within `range`, with the parameter's default when unset.
-    pub fn integer_in<T>(
-        &self,
-        p: &Param,
-        range: std::ops::RangeInclusive<T>,
-    ) -> Result<Option<T>, ConfigError>
-    where
-        T: FromStr + PartialOrd + fmt::Display + Copy,
-    {
-        let Some(v) = self.integer::<T>(p)? else {
-            return Ok(None);
-        };
-        if range.contains(&v) {
-            Ok(Some(v))
-        } else {
-            Err(ConfigError::invalid(
+    /// An integer parameter's value, or its default, within the table's range: what every
+    /// integer with a default reads (the table is the one place of both).
+    pub fn number<T: TryFrom<u64>>(&self, p: &Param) -> Result<T, ConfigError> {
+        let v = self
+            .integer::<u64>(p)?
+            .ok_or(ConfigError::Missing { param: p.name })?;
+        let (lo, hi) = p.range.unwrap_or((0, u64::MAX));
+        if !(lo..=hi).contains(&v) {
+            return Err(ConfigError::invalid(
                 p,
                 self.get(p).unwrap_or_default(),
-                format!("is out of range {}..{}", range.start(), range.end()),
-            ))
+                format!("is out of range {lo}..{hi}"),
+            ));
         }
+        T::try_from(v)
+            .map_err(|_| ConfigError::invalid(p, self.get(p).unwrap_or_default(), "is too large"))
     }
 
-    /// Booleans the way resource-agents' `ocf_is_true` reads them.
     pub fn boolean(&self, p: &Param) -> Result<bool, ConfigError> {
         match self.get(p) {
             None => Ok(false),
@@ -232,6 +227,7 @@ mod tests {
         required: false,
         unique: false,
         reloadable: false,
+        range: None,
         shortdesc: "a",
         longdesc: "a",
     };
@@ -272,10 +268,27 @@ mod tests {
             err.to_string(),
             "parameter a=\"five\" is not a non-negative integer"
         );
-        let err = ocf(&[("a", "70")])
-            .integer_in::<u32>(&A, 0..=10)
-            .unwrap_err();
-        assert_eq!(err.to_string(), "parameter a=\"70\" is out of range 0..10");
+        // The table's default and range: what `number` reads.
+        const R: Param = Param {
+            range: Some((1, 10)),
+            ..A
+        };
+        static RANGED: [Param; 1] = [R];
+        let values = |vars: &[(&str, &str)]| {
+            Values::from_ocf(
+                &RANGED,
+                &OcfEnv::from_vars(
+                    vars.iter()
+                        .map(|(k, v)| (format!("OCF_RESKEY_{k}"), v.to_string())),
+                ),
+            )
+        };
+        assert_eq!(values(&[]).number::<u32>(&R), Ok(5));
+        assert_eq!(values(&[("a", "10")]).number::<u8>(&R), Ok(10));
+        let err = values(&[("a", "70")]).number::<u32>(&R).unwrap_err();
+        assert_eq!(err.to_string(), "parameter a=\"70\" is out of range 1..10");
+        let err = values(&[("a", "0")]).number::<u32>(&R).unwrap_err();
+        assert_eq!(err.to_string(), "parameter a=\"0\" is out of range 1..10");
     }
 
     #[test]

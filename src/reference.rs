@@ -14,7 +14,10 @@ fn agent_section(out: &mut String, info: &AgentInfo) {
         out.push_str(&format!(
             "| `{}` | {} | {} | {} | {} | {} {} |\n",
             p.name,
-            p.kind.dtd_name(),
+            match p.range {
+                Some((lo, hi)) => format!("{} ({lo}..{hi})", p.kind.dtd_name()),
+                None => p.kind.dtd_name().to_string(),
+            },
             p.default.map_or("".into(), |d| format!("`{d}`")),
             if p.required { "yes" } else { "" },
             if p.unique { "yes" } else { "" },
@@ -77,6 +80,9 @@ pub fn man_agent(info: &AgentInfo) -> String {
         if let Some(d) = p.default {
             tags.push(format!("default {d}"));
         }
+        if let Some((lo, hi)) = p.range {
+            tags.push(format!("{lo} to {hi}"));
+        }
         if p.required {
             tags.push("required".into());
         }
@@ -127,7 +133,7 @@ mod tests {
         let page = man_agent(agents::vip::AGENT.info);
         assert!(page.starts_with(".TH OCF_HAMASTER_VIP 7"));
         assert!(
-            page.contains("\\fBarp_count\\fR (integer, default 5)"),
+            page.contains("\\fBarp_count\\fR (integer, default 5, 0 to 1000)"),
             "{page}"
         );
         assert!(page.contains("\\fBip\\fR (string, required, unique)"));

@@ -4,7 +4,14 @@
 use std::fs::{self, DirBuilder, OpenOptions, Permissions};
 use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// Where hamaster keeps runtime state: `HAMASTER_RUN_DIR`, or `/run/hamaster`. The one
+/// definition of the run directory's root.
+pub fn root() -> PathBuf {
+    std::env::var_os("HAMASTER_RUN_DIR")
+        .map_or_else(|| PathBuf::from("/run/hamaster"), PathBuf::from)
+}
 
 /// Creates `dir` and any missing parents 0700, and makes `dir` itself 0700 if it existed.
 pub fn private_dir(dir: &Path) -> io::Result<()> {

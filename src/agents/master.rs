@@ -18,7 +18,7 @@ use crate::params::master::MASTER_AGENT;
 use crate::params::Values;
 use crate::service::process::stop_orphan;
 use crate::service::ServiceSpec;
-use crate::vip::{burst, up, VipConfig};
+use crate::vip::{up, VipConfig};
 
 pub static ACTIONS: [ActionSpec; 10] = [
     ActionSpec::new("start", "20s"),
@@ -96,7 +96,7 @@ fn run(action: Action, env: &OcfEnv) -> Outcome {
             "OCF_RESOURCE_INSTANCE is not set: the resource needs a name",
         );
     };
-    let dir = match ResourceDir::check(&burst::run_dir(), &resource) {
+    let dir = match ResourceDir::check(&crate::runfiles::root(), &resource) {
         Ok(d) => d,
         // Nothing can run under a name that cannot have a directory: a probe finds nothing,
         // stop and demote have nothing to do; anything else is a configuration error.
@@ -583,7 +583,7 @@ fn cleanup_after_guard(ctx: &Ctx, cfg: Option<&MasterConfig>, until: Instant) ->
         .and_then(|c| c.vip.clone())
         .or_else(|| VipConfig::for_cleanup(&ctx.values));
     if let Some(v) = vip {
-        if let Err(e) = up::take_down(v, &burst::run_dir()) {
+        if let Err(e) = up::take_down(v, &crate::runfiles::root()) {
             failures.push(format!("removing the VIP: {e}"));
         }
     }

@@ -1,4 +1,5 @@
-//! The OCF agents: each maps OCF actions onto `vip/` (and later `lease/`, `service/`).
+//! The OCF agents: `vip` maps OCF actions onto `vip/`; `master` onto the guard it spawns
+//! (`guard/`), with `lease/` for the key and `service/` for what cleanup finds left.
 //! This module owns the one mapping from errors to OCF exit codes, and the entry point that
 //! turns an invocation into an exit code without ever letting a panic decide it.
 

@@ -128,7 +128,7 @@ fn start(config: VipConfig, env: &OcfEnv) -> Result<Outcome, VipError> {
     let dad_wait = env.timeout_ms().map_or(DEFAULT_DAD_WAIT, |t| {
         Duration::from_millis(t.saturating_sub(2000).max(1000))
     });
-    up::bring_up(config, dad_wait, &burst::run_dir()).map(|_| Outcome::ok())
+    up::bring_up(config, dad_wait, &crate::runfiles::root()).map(|_| Outcome::ok())
 }
 
 fn stop(
@@ -143,7 +143,7 @@ fn stop(
             return Ok(Outcome::ok());
         }
     };
-    up::take_down(config, &burst::run_dir()).map(|_| Outcome::ok())
+    up::take_down(config, &crate::runfiles::root()).map(|_| Outcome::ok())
 }
 
 /// IPaddr2's monitor: findif must place the address (a probe that cannot: not running; a
@@ -186,13 +186,19 @@ fn monitor(config: Result<VipConfig, VipError>, env: &OcfEnv) -> Result<Outcome,
     }
     let c = &vip.config;
     if let (false, true, Some(link)) = (env.is_probe(), c.arp_count_refresh > 0, resolved.link) {
-        burst::cancel(&burst::run_dir(), ip);
+        burst::cancel(&crate::runfiles::root(), ip);
         let target = Target {
             link,
             prefix: addr.prefix,
             broadcast: addr.broadcast,
         };
-        up::announce(&target, c, c.arp_count_refresh, &burst::run_dir(), &|| true);
+        up::announce(
+            &target,
+            c,
+            c.arp_count_refresh,
+            &crate::runfiles::root(),
+            &|| true,
+        );
     }
     Ok(Outcome::ok())
 }

@@ -42,7 +42,14 @@ pub struct AnnounceArgs {
     pub pidfile: Option<PathBuf>,
 }
 
-pub fn run(a: &AnnounceArgs) -> i32 {
+impl super::Verb for AnnounceArgs {
+    fn exec(&self) -> i32 {
+        crate::logging::init("hamaster-announce");
+        run(self)
+    }
+}
+
+fn run(a: &AnnounceArgs) -> i32 {
     let code = match announce(a) {
         Ok(sent) => {
             log::debug!("sent {sent} announcements for {}", a.ip);

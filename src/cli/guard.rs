@@ -6,7 +6,6 @@ use clap::Args;
 
 use crate::guard::config::MasterConfig;
 use crate::guard::{self as g, GuardArgs};
-use crate::vip::burst;
 
 #[derive(Debug, Args)]
 pub struct GuardCmd {
@@ -24,7 +23,14 @@ pub struct GuardCmd {
 /// The agent's configuration is at most this long (it is a few hundred bytes).
 const MAX_CONFIG: u64 = 1 << 20;
 
-pub fn run(cmd: &GuardCmd) -> i32 {
+impl super::Verb for GuardCmd {
+    fn exec(&self) -> i32 {
+        crate::logging::init(&format!("hamaster-guard({})", self.resource));
+        run(self)
+    }
+}
+
+fn run(cmd: &GuardCmd) -> i32 {
     // The configuration the agent parsed and checked, as JSON on standard input: never the
     // inherited environment parsed a second time.
     let mut text = String::new();
@@ -51,7 +57,7 @@ pub fn run(cmd: &GuardCmd) -> i32 {
         node: cmd.node.clone(),
         config,
         acquire_for: Duration::from_millis(cmd.acquire_timeout_ms),
-        run_dir: burst::run_dir(),
+        run_dir: crate::runfiles::root(),
         // The agent that spawned this guard ran under Pacemaker's execd, which named it.
         pacemaker_resource: std::env::var("OCF_RESOURCE_INSTANCE")
             .ok()

@@ -20,15 +20,16 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// One operator verb: its arguments (parsed by clap) and what it does with them, ending in the
+/// process's exit code.
+pub trait Verb {
+    fn exec(&self) -> i32;
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run an OCF agent action, as Pacemaker does through /usr/lib/ocf/resource.d/hamaster/AGENT.
-    Ocf {
-        /// The agent: vip.
-        agent: String,
-        /// The OCF action (start, stop, monitor, validate-all, meta-data, ...).
-        action: Option<String>,
-    },
+    Ocf(OcfArgs),
     /// Announce an address this host holds: gratuitous ARP (IPv4) or unsolicited NA (IPv6).
     Announce(announce::AnnounceArgs),
     /// The per-resource guard (spawned by the master agent's promote): holds the etcd lease,
@@ -46,10 +47,75 @@ pub enum Command {
     /// Print generated documentation: reference (docs/reference.md), hamaster.8,
     /// ocf_hamaster_vip.7, ocf_hamaster_master.7.
     #[command(hide = true)]
-    Docs {
-        /// What to print: reference.
-        what: String,
-    },
+    Docs(DocsArgs),
+}
+
+impl Command {
+    fn verb(&self) -> &dyn Verb {
+        match self {
+            Command::Ocf(a) => a,
+            Command::Announce(a) => a,
+            Command::Guard(a) => a,
+            Command::Status(a) => a,
+            Command::Takeover(a) => a,
+            Command::Release(a) => a,
+            Command::Docs(a) => a,
+        }
+    }
+}
+
+#[derive(Debug, clap::Args)]
+pub struct OcfArgs {
+    /// The agent: vip or master.
+    agent: String,
+    /// The OCF action (start, stop, monitor, validate-all, meta-data, ...).
+    action: Option<String>,
+}
+
+impl Verb for OcfArgs {
+    fn exec(&self) -> i32 {
+        let agent = &self.agent;
+        match crate::agents::by_name(agent) {
+            Some(def) => {
+                crate::logging::init(&format!("hamaster-{agent}"));
+                crate::agents::run_ocf(def, self.action.as_deref())
+            }
+            None => {
+                let prefix = std::env::var("OCF_EXIT_REASON_PREFIX")
+                    .unwrap_or_else(|_| crate::ocf::reason::DEFAULT_PREFIX.into());
+                crate::ocf::reason::print_reason(
+                    &prefix,
+                    &format!("no such agent {agent:?} (known: vip, master)"),
+                );
+                crate::ocf::OcfExit::ErrInstalled.code()
+            }
+        }
+    }
+}
+
+#[derive(Debug, clap::Args)]
+pub struct DocsArgs {
+    /// What to print: reference, hamaster.8, ocf_hamaster_vip.7, ocf_hamaster_master.7.
+    what: String,
+}
+
+impl Verb for DocsArgs {
+    fn exec(&self) -> i32 {
+        let text = match self.what.as_str() {
+            "reference" => crate::reference::markdown(),
+            "hamaster.8" => crate::reference::man_hamaster(),
+            "ocf_hamaster_vip.7" => crate::reference::man_agent(crate::agents::vip::AGENT.info),
+            "ocf_hamaster_master.7" => {
+                crate::reference::man_agent(crate::agents::master::AGENT.info)
+            }
+            other => {
+                eprintln!("hamaster docs: unknown document {other:?} (known: reference, hamaster.8, ocf_hamaster_vip.7, ocf_hamaster_master.7)");
+                return crate::ocf::OcfExit::ErrArgs.code();
+            }
+        };
+        print!("{text}");
+        0
+    }
 }
 
 /// Runs the operator CLI and returns the exit code.
@@ -65,72 +131,5 @@ pub fn main(args: Vec<String>) -> i32 {
             };
         }
     };
-    match cli.command {
-        Command::Ocf { agent, action } => match crate::agents::by_name(&agent) {
-            Some(def) => {
-                crate::logging::init(&format!("hamaster-{agent}"));
-                crate::agents::run_ocf(def, action.as_deref())
-            }
-            None => {
-                let prefix = std::env::var("OCF_EXIT_REASON_PREFIX")
-                    .unwrap_or_else(|_| crate::ocf::reason::DEFAULT_PREFIX.into());
-                crate::ocf::reason::print_reason(
-                    &prefix,
-                    &format!("no such agent {agent:?} (known: vip, master)"),
-                );
-                crate::ocf::OcfExit::ErrInstalled.code()
-            }
-        },
-        Command::Guard(g) => {
-            crate::logging::init(&format!("hamaster-guard({})", g.resource));
-            guard::run(&g)
-        }
-        Command::Takeover(t) => {
-            crate::logging::init(&format!(
-                "hamaster-takeover({})",
-                t.resource.clone().unwrap_or_default()
-            ));
-            takeover::takeover(&t)
-        }
-        Command::Release(r) => {
-            crate::logging::init("hamaster-release");
-            takeover::release(&r)
-        }
-        Command::Docs { what } => match what.as_str() {
-            "reference" => {
-                print!("{}", crate::reference::markdown());
-                0
-            }
-            "hamaster.8" => {
-                print!("{}", crate::reference::man_hamaster());
-                0
-            }
-            "ocf_hamaster_vip.7" => {
-                print!(
-                    "{}",
-                    crate::reference::man_agent(crate::agents::vip::AGENT.info)
-                );
-                0
-            }
-            "ocf_hamaster_master.7" => {
-                print!(
-                    "{}",
-                    crate::reference::man_agent(crate::agents::master::AGENT.info)
-                );
-                0
-            }
-            other => {
-                eprintln!("hamaster docs: unknown document {other:?} (known: reference, hamaster.8, ocf_hamaster_vip.7, ocf_hamaster_master.7)");
-                crate::ocf::OcfExit::ErrArgs.code()
-            }
-        },
-        Command::Status(s) => {
-            crate::logging::init("hamaster-status");
-            status::run(&s)
-        }
-        Command::Announce(a) => {
-            crate::logging::init("hamaster-announce");
-            announce::run(&a)
-        }
-    }
+    cli.command.verb().exec()
 }

@@ -10,7 +10,6 @@ use serde::Serialize;
 use crate::guard::paths::ResourceDir;
 use crate::guard::status::{self, GuardStatus};
 use crate::lease::{leader_key, Etcd, EtcdConfig};
-use crate::vip::burst;
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
@@ -45,7 +44,14 @@ struct Report {
     guard_error: Option<String>,
 }
 
-pub fn run(a: &StatusArgs) -> i32 {
+impl super::Verb for StatusArgs {
+    fn exec(&self) -> i32 {
+        crate::logging::init("hamaster-status");
+        run(self)
+    }
+}
+
+fn run(a: &StatusArgs) -> i32 {
     let loaded = super::config::load_as(
         "status",
         &a.config,
@@ -94,7 +100,7 @@ fn gather(cfg: &EtcdConfig, resource: &str) -> Report {
             error: Some(e.to_string()),
         },
     };
-    let dir = ResourceDir::new(&burst::run_dir(), resource);
+    let dir = ResourceDir::new(&crate::runfiles::root(), resource);
     let (guard, guard_error) = if dir.live_guard().is_some() {
         match status::block_on(status::get_status(&dir.socket(), Duration::from_secs(2))) {
             Ok(s) => (Some(s), None),

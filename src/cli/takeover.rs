@@ -13,7 +13,6 @@ use crate::guard::paths::ResourceDir;
 use crate::guard::status;
 use crate::guard::{self as g, GuardArgs};
 use crate::lease::leader_key;
-use crate::vip::burst;
 
 #[derive(Debug, Args)]
 pub struct TakeoverArgs {
@@ -90,7 +89,24 @@ fn pacemaker_manages(resource: &str) -> Option<String> {
     })
 }
 
-pub fn takeover(a: &TakeoverArgs) -> i32 {
+impl super::Verb for TakeoverArgs {
+    fn exec(&self) -> i32 {
+        crate::logging::init(&format!(
+            "hamaster-takeover({})",
+            self.resource.clone().unwrap_or_default()
+        ));
+        takeover(self)
+    }
+}
+
+impl super::Verb for ReleaseArgs {
+    fn exec(&self) -> i32 {
+        crate::logging::init("hamaster-release");
+        release(self)
+    }
+}
+
+fn takeover(a: &TakeoverArgs) -> i32 {
     let loaded = super::config::load_as(
         "takeover",
         &a.config,
@@ -101,7 +117,7 @@ pub fn takeover(a: &TakeoverArgs) -> i32 {
         Ok(l) => l,
         Err(code) => return code,
     };
-    if let Err(why) = ResourceDir::check(&burst::run_dir(), &resource) {
+    if let Err(why) = ResourceDir::check(&crate::runfiles::root(), &resource) {
         eprintln!("hamaster takeover: {why}");
         return 6;
     }
@@ -119,7 +135,7 @@ pub fn takeover(a: &TakeoverArgs) -> i32 {
     }
     // Held for the guard's whole life: agent actions on this node wait for it and then fail
     // with a reason naming this takeover.
-    let dir = ResourceDir::new(&burst::run_dir(), &resource);
+    let dir = ResourceDir::new(&crate::runfiles::root(), &resource);
     let _lock = match dir.lock(Duration::from_secs(2), "hamaster takeover") {
         Ok(l) => l,
         Err(why) => {
@@ -138,13 +154,13 @@ pub fn takeover(a: &TakeoverArgs) -> i32 {
         node,
         config,
         acquire_for: Duration::from_secs(a.wait),
-        run_dir: burst::run_dir(),
+        run_dir: crate::runfiles::root(),
         pacemaker_resource: None,
     })
 }
 
-pub fn release(a: &ReleaseArgs) -> i32 {
-    let dir = ResourceDir::new(&burst::run_dir(), &a.resource);
+fn release(a: &ReleaseArgs) -> i32 {
+    let dir = ResourceDir::new(&crate::runfiles::root(), &a.resource);
     let Some(pid) = dir.live_guard() else {
         println!(
             "no guard runs for {} on this host: nothing to release",

@@ -84,11 +84,9 @@ impl Kernel for Host {
             return Ok(());
         };
         match rtnl.add_address(&new) {
-            Ok(()) => Ok(()),
+            Ok(true) => Ok(()),
             // Already ours (checked when the VIP was prepared): give it the lifetime.
-            Err(e) if e.errno() == Some(libc::EEXIST) => {
-                rtnl.replace_lifetimes(&new).map_err(|e| e.to_string())
-            }
+            Ok(false) => rtnl.replace_lifetimes(&new).map_err(|e| e.to_string()),
             Err(e) => Err(e.to_string()),
         }
     }
@@ -109,20 +107,10 @@ impl Kernel for Host {
         let (Some(rtnl), Some(vip)) = (self.rtnl.as_mut(), &self.vip) else {
             return Ok(());
         };
-        let addr = crate::vip::netlink::Addr {
-            index: vip.index,
-            ip: vip.ip,
-            prefix: vip.prefix,
-            flags: netlink_packet_route::address::AddressFlags::empty(),
-            label: None,
-            broadcast: None,
-        };
-        match rtnl.del_address(&addr) {
-            // Gone already (the kernel's lifetime, or by hand) counts as removed.
-            Ok(()) => Ok(()),
-            Err(e) if e.errno() == Some(libc::EADDRNOTAVAIL) => Ok(()),
-            Err(e) => Err(e.to_string()),
-        }
+        // Gone already (the kernel's lifetime, or by hand) counts as removed.
+        rtnl.del_address(&vip.addr())
+            .map(drop)
+            .map_err(|e| e.to_string())
     }
 
     fn arm_watchdog(&mut self, timeout_s: u32) -> Result<u32, ArmError> {

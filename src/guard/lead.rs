@@ -129,7 +129,7 @@ impl Guard {
                 .as_ref()
                 .map(|r| (r.target.link.clone(), r.vip.config.ip)),
             ready,
-            run_dir: burst::run_dir(),
+            run_dir: crate::runfiles::root(),
             renew_tx,
             started_tx,
             waiting: Vec::new(),

@@ -7,7 +7,15 @@ use crate::params::master as p;
 use crate::params::{ConfigError, Values};
 
 /// etcd refuses leases shorter than its minimum (1.5 × election timeout, 2 s by default).
-pub const MIN_TTL_SECS: u64 = 2;
+pub const MIN_TTL_SECS: u64 = match p::LEASE_TTL.range {
+    Some((lo, _)) => lo,
+    None => 2,
+};
+/// The longest lease_ttl taken (the parameter table's range).
+const MAX_TTL_SECS: u64 = match p::LEASE_TTL.range {
+    Some((_, hi)) => hi,
+    None => 3600,
+};
 
 /// lease_margin when it is not set: a fifth of the TTL, rounded, but at least 2 s and at least
 /// what chrony's largest slew needs (`LeaseClock::slew_margin`), kept within the rule
@@ -123,8 +131,8 @@ impl EtcdConfig {
             (None, Some(m)) => super::cluster::default_ttl().max(3 * m / 2 + 1),
             (None, None) => super::cluster::default_ttl(),
         };
-        if !(MIN_TTL_SECS..=3600).contains(&ttl) {
-            return Err(ConfigError::invalid(&p::LEASE_TTL, &ttl.to_string(), format!("is out of range {MIN_TTL_SECS}..3600 (etcd's minimum lease is {MIN_TTL_SECS} s)")));
+        if !(MIN_TTL_SECS..=MAX_TTL_SECS).contains(&ttl) {
+            return Err(ConfigError::invalid(&p::LEASE_TTL, &ttl.to_string(), format!("is out of range {MIN_TTL_SECS}..{MAX_TTL_SECS} (etcd's minimum lease is {MIN_TTL_SECS} s)")));
         }
         let margin: u64 = set_margin.unwrap_or_else(|| derived_margin(ttl));
         // The deadline (ttl - margin after a keepalive) must come after the next keepalive
@@ -138,7 +146,7 @@ impl EtcdConfig {
         }
         Ok(EtcdConfig {
             endpoints,
-            prefix: v.get(&p::ETCD_PREFIX).unwrap_or("/hamaster").to_string(),
+            prefix: v.required(&p::ETCD_PREFIX)?.to_string(),
             tls,
             cacert,
             cert,

@@ -175,6 +175,7 @@ mod tests {
         required: true,
         unique: true,
         reloadable: true,
+        range: None,
         shortdesc: "short <x>",
         longdesc: "long & more",
     };

@@ -11,6 +11,7 @@ const BASE: Param = Param {
     required: false,
     unique: false,
     reloadable: false,
+    range: None,
     shortdesc: "",
     longdesc: "",
 };
@@ -70,6 +71,7 @@ pub const LEASE_TTL: Param = Param {
         consensus timeout, as corosync runs them) in whole seconds, within 6 to 10 — 8 with \
         RHEL's defaults on 3 nodes (token 3000), 6 on 2 nodes — so that a crashed holder's \
         lease is gone when Pacemaker can promote elsewhere; 10 where no corosync runs.",
+    range: Some((2, 3600)),
     ..BASE
 };
 
@@ -171,6 +173,7 @@ pub const HEALTH_TIMEOUT: Param = Param {
     shortdesc: "Health check timeout (ms)",
     longdesc: "Timeout of one health check, in milliseconds.",
     reloadable: true,
+    range: Some((1, 600_000)),
     ..BASE
 };
 
@@ -182,6 +185,7 @@ pub const HEALTH_INTERVAL: Param = Param {
     longdesc: "Seconds between two health checks of the promoted service (like keepalived's \
         vrrp_script interval).",
     reloadable: true,
+    range: Some((1, 3600)),
     ..BASE
 };
 
@@ -196,6 +200,7 @@ pub const HEALTH_FAILURES: Param = Param {
         slow or failed check alone never fails over. A service process that has exited counts \
         at once, whatever this says.",
     reloadable: true,
+    range: Some((1, 100)),
     ..BASE
 };
 

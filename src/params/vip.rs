@@ -10,6 +10,7 @@ pub const IP: Param = Param {
     required: false,
     unique: true,
     reloadable: false,
+    range: None,
     shortdesc: "Floating IPv4 or IPv6 address",
     longdesc: "The floating IP address to manage, IPv4 (192.0.2.10) or IPv6 (2001:db8::10), \
         in any valid spelling. It is added to the interface where the resource runs and \
@@ -24,6 +25,7 @@ pub const CIDR_NETMASK: Param = Param {
     required: false,
     unique: false,
     reloadable: false,
+    range: None,
     shortdesc: "Prefix length",
     longdesc: "The prefix length of the address in CIDR form (24, 64), or a dotted IPv4 \
         netmask (255.255.255.0). When unset it is taken from the route that matches the \
@@ -38,6 +40,7 @@ pub const NIC: Param = Param {
     required: false,
     unique: false,
     reloadable: false,
+    range: None,
     shortdesc: "Network interface",
     longdesc: "The interface to add the address to; nic:label also sets iflabel, as in \
         IPaddr2. When unset, the interface of the longest-prefix, lowest-metric route of the \
@@ -53,6 +56,7 @@ pub const IFLABEL: Param = Param {
     required: false,
     unique: false,
     reloadable: false,
+    range: None,
     shortdesc: "Interface label (IPv4)",
     longdesc: "A label for the IPv4 address: it shows as nic:iflabel in `ip addr`. \
         nic:iflabel must fit in 15 characters. Ignored for IPv6, like IPaddr2.",
@@ -65,6 +69,7 @@ pub const ARP_COUNT: Param = Param {
     required: false,
     unique: false,
     reloadable: true,
+    range: Some((0, 1000)),
     shortdesc: "Number of announcements at start",
     longdesc: "How many gratuitous ARP (IPv4) or unsolicited Neighbor Advertisement (IPv6) \
         frames to send when the address is brought up. The first leaves before start \
@@ -78,6 +83,7 @@ pub const ARP_INTERVAL: Param = Param {
     required: false,
     unique: false,
     reloadable: true,
+    range: Some((1, 60_000)),
     shortdesc: "Milliseconds between announcements",
     longdesc: "The interval in milliseconds between two announcement frames.",
 };
@@ -89,6 +95,7 @@ pub const ARP_COUNT_REFRESH: Param = Param {
     required: false,
     unique: false,
     reloadable: true,
+    range: Some((0, 1000)),
     shortdesc: "Announcements on each monitor",
     longdesc: "How many announcement frames to send on every recurring monitor, to refresh \
         stale ARP and neighbour caches (after a split brain, for instance). 0 sends none.",
@@ -101,6 +108,7 @@ pub const ARP_MODE: Param = Param {
     required: false,
     unique: false,
     reloadable: true,
+    range: None,
     shortdesc: "ARP frame type: both, request or reply",
     longdesc: "Which gratuitous ARP frames to send for an IPv4 address: 'both' alternates \
         request and reply (some switches and hosts honour only one of them), 'request' or \
@@ -114,6 +122,7 @@ pub const RUN_ARPING: Param = Param {
     required: false,
     unique: false,
     reloadable: true,
+    range: None,
     shortdesc: "Check for a duplicate address before adding it",
     longdesc: "Before adding an IPv4 address, probe with ARP (sender 0.0.0.0) whether another \
         host already answers for it, and fail the start if one does. IPv6 relies on the \
@@ -127,6 +136,7 @@ pub const NODAD: Param = Param {
     required: false,
     unique: false,
     reloadable: false,
+    range: None,
     shortdesc: "Skip IPv6 duplicate address detection",
     longdesc: "For IPv6: add the address without duplicate address detection, so it is \
         usable at once. When false, start waits (bounded by the operation timeout) until \
@@ -140,6 +150,7 @@ pub const NOPREFIXROUTE: Param = Param {
     required: false,
     unique: false,
     reloadable: false,
+    range: None,
     shortdesc: "Do not add a prefix route",
     longdesc: "Add the address without the kernel's automatic route for its prefix.",
 };
@@ -151,6 +162,7 @@ pub const PREFERRED_LFT: Param = Param {
     required: false,
     unique: false,
     reloadable: false,
+    range: None,
     shortdesc: "Preferred lifetime (IPv6)",
     longdesc: "For IPv6: the preferred lifetime of the address in seconds, or 'forever'. \
         0 marks the address deprecated, so it is not chosen as a source address for \
@@ -164,6 +176,7 @@ pub const BROADCAST: Param = Param {
     required: false,
     unique: false,
     reloadable: false,
+    range: None,
     shortdesc: "Broadcast address (IPv4)",
     longdesc: "The broadcast address of the IPv4 address: an address, '+' (host bits set) or \
         '-' (host bits clear). When unset it is the broadcast address of the base address the \
@@ -177,6 +190,7 @@ pub const ARP_BG: Param = Param {
     required: false,
     unique: false,
     reloadable: true,
+    range: None,
     shortdesc: "Send announcements in the background",
     longdesc: "true or unset: the first announcement leaves before start returns and the rest \
         follow in the background. false: start returns after the last of arp_count frames, \
@@ -190,6 +204,7 @@ pub const ARP_SENDER: Param = Param {
     required: false,
     unique: false,
     reloadable: true,
+    range: None,
     shortdesc: "IPaddr2's ARP program (accepted, not used)",
     longdesc: "IPaddr2's choice of program for gratuitous ARP: send_arp, iputils_arping, \
         libnet_arping or ipoibarping. Accepted for compatibility; every announcement is sent \
@@ -203,6 +218,7 @@ pub const SEND_ARP_OPTS: Param = Param {
     required: false,
     unique: false,
     reloadable: true,
+    range: None,
     shortdesc: "Options for IPaddr2's ARP program (refused)",
     longdesc: "Extra command-line options for IPaddr2's ARP program. There is no such program \
         here: a non-empty value is refused; use arp_mode, arp_count and arp_interval.",
@@ -215,6 +231,7 @@ pub const FLUSH_ROUTES: Param = Param {
     required: false,
     unique: false,
     reloadable: false,
+    range: None,
     shortdesc: "Flush the routing cache on stop",
     longdesc: "After removing the address, flush the kernel's routing cache of its address \
         family (IPaddr2 runs `ip route flush cache`, which flushes IPv4 only).",
@@ -227,6 +244,7 @@ pub const LVS_SUPPORT: Param = Param {
     required: false,
     unique: false,
     reloadable: false,
+    range: None,
     shortdesc: "LVS direct routing: take the address over from lo",
     longdesc: "IPv4 only. For LVS direct-routing real servers that hold the VIP on lo: start \
         removes a copy of the address on lo (as /32) and stop puts it back.",
@@ -239,6 +257,7 @@ pub const LVS_IPV6_ADDRLABEL: Param = Param {
     required: false,
     unique: false,
     reloadable: false,
+    range: None,
     shortdesc: "Give the IPv6 address an address label",
     longdesc: "IPv6 only. Add an address label (`ip addrlabel`) for the address while it is up, \
         so that source address selection avoids it (LVS direct routing).",
@@ -251,6 +270,7 @@ pub const LVS_IPV6_ADDRLABEL_VALUE: Param = Param {
     required: false,
     unique: false,
     reloadable: false,
+    range: None,
     shortdesc: "The IPv6 address label",
     longdesc: "The label lvs_ipv6_addrlabel gives the address.",
 };
@@ -262,6 +282,7 @@ pub const MAC: Param = Param {
     required: false,
     unique: false,
     reloadable: false,
+    range: None,
     shortdesc: "CLUSTERIP multicast MAC (not supported)",
     longdesc: "IPaddr2's multicast MAC for its iptables CLUSTERIP mode. CLUSTERIP is \
         deprecated and removed from current kernels; vip refuses a value.",
@@ -274,6 +295,7 @@ pub const CLUSTERIP_HASH: Param = Param {
     required: false,
     unique: false,
     reloadable: false,
+    range: None,
     shortdesc: "CLUSTERIP hash (not supported)",
     longdesc: "IPaddr2's hash for its iptables CLUSTERIP mode, which vip does not support: \
         any value but the default is refused.",
@@ -286,6 +308,7 @@ pub const UNIQUE_CLONE_ADDRESS: Param = Param {
     required: false,
     unique: false,
     reloadable: false,
+    range: None,
     shortdesc: "One address per clone instance (not supported)",
     longdesc: "IPaddr2's addresses-per-clone mode. vip is not cloned: true is refused.",
 };
@@ -297,6 +320,7 @@ pub const NETWORK_NAMESPACE: Param = Param {
     required: false,
     unique: false,
     reloadable: false,
+    range: None,
     shortdesc: "Network namespace to operate within",
     longdesc: "A named network namespace (/run/netns/NAME, as `ip netns add` makes them) in \
         which every action runs: the interface must be in it.",

@@ -172,13 +172,9 @@ impl HealthSpec {
                 Some(uri)
             }
         };
-        let timeout = Duration::from_millis(
-            v.integer_in(&p::HEALTH_TIMEOUT, 1..=600_000u64)?
-                .unwrap_or(2000),
-        );
-        let interval =
-            Duration::from_secs(v.integer_in(&p::HEALTH_INTERVAL, 1..=3600u64)?.unwrap_or(2));
-        let failures = v.integer_in(&p::HEALTH_FAILURES, 1..=100u32)?.unwrap_or(3);
+        let timeout = Duration::from_millis(v.number(&p::HEALTH_TIMEOUT)?);
+        let interval = Duration::from_secs(v.number(&p::HEALTH_INTERVAL)?);
+        let failures = v.number(&p::HEALTH_FAILURES)?;
         Ok(HealthSpec {
             url,
             cacert: v.get(&p::HEALTH_CACERT).map(PathBuf::from),

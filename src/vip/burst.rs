@@ -12,12 +12,6 @@ use std::time::{Duration, Instant};
 
 use super::announce::{ArpMode, MonotonicNs};
 
-/// Where hamaster keeps runtime state: `HAMASTER_RUN_DIR`, or `/run/hamaster`.
-pub fn run_dir() -> PathBuf {
-    std::env::var_os("HAMASTER_RUN_DIR")
-        .map_or_else(|| PathBuf::from("/run/hamaster"), PathBuf::from)
-}
-
 pub fn pidfile(run_dir: &Path, ip: IpAddr) -> PathBuf {
     run_dir.join("announce").join(format!("{ip}.pid"))
 }

@@ -168,11 +168,9 @@ impl VipConfig {
             nic,
             iflabel,
             broadcast,
-            arp_count: v.integer_in(&p::ARP_COUNT, 0..=1000)?.unwrap_or(5),
-            arp_interval: Duration::from_millis(
-                v.integer_in(&p::ARP_INTERVAL, 1..=60_000)?.unwrap_or(200),
-            ),
-            arp_count_refresh: v.integer_in(&p::ARP_COUNT_REFRESH, 0..=1000)?.unwrap_or(0),
+            arp_count: v.number(&p::ARP_COUNT)?,
+            arp_interval: Duration::from_millis(v.number(&p::ARP_INTERVAL)?),
+            arp_count_refresh: v.number(&p::ARP_COUNT_REFRESH)?,
             arp_mode,
             arp_bg: match v.get(&p::ARP_BG) {
                 None => true,
@@ -609,11 +607,7 @@ impl Vip {
 
     /// Deletes one address; 1 if it went, 0 if someone else removed it first.
     pub fn delete(&mut self, addr: &Addr) -> Result<usize, VipError> {
-        match self.rtnl.del_address(addr) {
-            Ok(()) => Ok(1),
-            Err(e) if e.errno() == Some(libc::EADDRNOTAVAIL) => Ok(0),
-            Err(e) => Err(e.into()),
-        }
+        Ok(usize::from(self.rtnl.del_address(addr)?))
     }
 
     pub fn link(&mut self, index: u32) -> Result<Option<Link>, VipError> {
@@ -650,22 +644,16 @@ impl Vip {
     /// Adds the VIP to the target; an address that appeared meanwhile (`EEXIST`) is fine.
     pub fn add(&mut self, target: &Target) -> Result<(), VipError> {
         let new = self.new_addr(target);
-        match self.rtnl.add_address(&new) {
-            Err(e) if e.errno() == Some(libc::EEXIST) => Ok(()),
-            other => Ok(other?),
-        }
+        self.rtnl.add_address(&new)?;
+        Ok(())
     }
 
     /// Removes every copy of our exact address; returns how many were removed.
     pub fn remove(&mut self) -> Result<usize, VipError> {
         let mut removed = 0;
         while let Some(addr) = self.find()? {
-            match self.rtnl.del_address(&addr) {
-                Ok(()) => removed += 1,
-                // Gone between our look and our delete: someone else removed it.
-                Err(e) if e.errno() == Some(libc::EADDRNOTAVAIL) => {}
-                Err(e) => return Err(e.into()),
-            }
+            // Gone between our look and our delete: someone else removed it.
+            removed += usize::from(self.rtnl.del_address(&addr)?);
             if removed > 16 {
                 break;
             }

@@ -105,6 +105,18 @@ pub struct NewAddr {
 }
 
 impl NewAddr {
+    /// The address as a delete names it (interface, address, prefix).
+    pub fn addr(&self) -> Addr {
+        Addr {
+            index: self.index,
+            ip: self.ip,
+            prefix: self.prefix,
+            flags: AddressFlags::empty(),
+            label: None,
+            broadcast: None,
+        }
+    }
+
     /// IFA_CACHEINFO for the lifetimes, when either is limited (preferred never above valid).
     fn cache_info(&self) -> Option<CacheInfo> {
         if self.preferred_lft.is_none() && self.valid_lft.is_none() {
@@ -236,14 +248,18 @@ impl Rtnl {
             .collect())
     }
 
-    /// Adds the address; `EEXIST` is an error here, so the caller decides what it means.
-    pub fn add_address(&mut self, new: &NewAddr) -> Result<(), NetlinkError> {
-        self.exchange(
+    /// Adds the address: true when added, false when it is there already (`EEXIST`). The one
+    /// writer of a VIP for the agents and the guard's fencing thread alike.
+    pub fn add_address(&mut self, new: &NewAddr) -> Result<bool, NetlinkError> {
+        match self.exchange(
             "add address",
             RouteNetlinkMessage::NewAddress(new.message()),
             NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL,
-        )
-        .map(drop)
+        ) {
+            Ok(_) => Ok(true),
+            Err(e) if e.errno() == Some(libc::EEXIST) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     /// Sets the lifetimes of an address that exists (RTM_NEWADDR with NLM_F_REPLACE and
@@ -259,14 +275,19 @@ impl Rtnl {
         .map(drop)
     }
 
-    pub fn del_address(&mut self, addr: &Addr) -> Result<(), NetlinkError> {
+    /// Deletes the address: true when deleted, false when it was gone already
+    /// (`EADDRNOTAVAIL`: the kernel's lifetime, or someone else).
+    pub fn del_address(&mut self, addr: &Addr) -> Result<bool, NetlinkError> {
         let msg = address_message(addr.index, addr.ip, addr.prefix);
-        self.exchange(
+        match self.exchange(
             "delete address",
             RouteNetlinkMessage::DelAddress(msg),
             NLM_F_ACK,
-        )
-        .map(drop)
+        ) {
+            Ok(_) => Ok(true),
+            Err(e) if e.errno() == Some(libc::EADDRNOTAVAIL) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     /// Sets the interface administratively up (`ip link set NIC up`); a no-op when it is.

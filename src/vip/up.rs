@@ -289,10 +289,7 @@ mod lvs {
             };
             let mut new = vip.new_addr(&target);
             new.label = None;
-            match vip.rtnl().add_address(&new) {
-                Err(e) if e.errno() != Some(libc::EEXIST) => return Err(e.into()),
-                _ => {}
-            }
+            vip.rtnl().add_address(&new)?;
         }
         let _ = std::fs::remove_file(file);
         Ok(())
