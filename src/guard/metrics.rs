@@ -38,7 +38,7 @@ impl Histogram {
     }
 
     fn write(&self, out: &mut String, name: &str, help: &str) {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        family(out, name, "histogram", help, []);
         for (i, le) in BUCKETS.iter().enumerate() {
             let n = self.counts[i].load(Ordering::Relaxed);
             let _ = writeln!(out, "{name}_bucket{{le=\"{le}\"}} {n}");
@@ -130,148 +130,169 @@ impl Metrics {
     /// TTL in force.
     pub fn render(&self, s: &GuardStatus, ttl: Duration) -> String {
         let mut out = String::with_capacity(6 * 1024);
-        let gauge = |out: &mut String, name: &str, help: &str, v: f64| {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+        let o = &mut out;
+        let flag = |b: bool| u64::from(b) as f64;
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64;
+        let by = |label: &str, values: &[&str]| -> Vec<String> {
+            values
+                .iter()
+                .map(|v| format!("{{{label}=\"{v}\"}}"))
+                .collect()
         };
-        let flag = |b: bool| if b { 1.0 } else { 0.0 };
-        let _ = writeln!(
-            out,
-            "# HELP hamaster_build_info The running guard's version.\n\
-             # TYPE hamaster_build_info gauge\n\
-             hamaster_build_info{{version=\"{}\",resource=\"{}\",node=\"{}\"}} 1",
+        let info = format!(
+            "{{version=\"{}\",resource=\"{}\",node=\"{}\"}}",
             env!("CARGO_PKG_VERSION"),
             escape(&s.resource),
             escape(&s.node)
         );
-        let _ = writeln!(
-            out,
-            "# HELP hamaster_guard_role The guard's role (1 for the one it has).\n\
-             # TYPE hamaster_guard_role gauge"
+        family(
+            o,
+            "hamaster_build_info",
+            GAUGE,
+            "The running guard's version.",
+            [(info, 1.0)],
         );
-        for role in Role::ALL {
-            let _ = writeln!(
-                out,
-                "hamaster_guard_role{{role=\"{}\"}} {}",
-                role.name(),
-                flag(s.role == role)
-            );
-        }
+        let roles = Role::ALL.map(Role::name);
+        family(
+            o,
+            "hamaster_guard_role",
+            GAUGE,
+            "The guard's role (1 for the one it has).",
+            by("role", &roles)
+                .into_iter()
+                .zip(Role::ALL.map(|r| flag(s.role == r))),
+        );
         gauge(
-            &mut out,
+            o,
             "hamaster_leader",
             "1 while this guard holds the leader key with a live lease and has not fenced.",
             flag(s.role == Role::Leader && s.lease_ttl_left_ms.is_some_and(|t| t > 0)),
         );
         gauge(
-            &mut out,
+            o,
             "hamaster_lease_ttl_seconds",
             "The lease's TTL in force.",
             ttl.as_secs_f64(),
         );
         gauge(
-            &mut out,
+            o,
             "hamaster_lease_remaining_seconds",
             "Lease time left as this guard reckons it (0 when it holds none).",
             s.lease_ttl_left_ms.unwrap_or(0) as f64 / 1000.0,
         );
         self.renewals.write(
-            &mut out,
+            o,
             "hamaster_renewal_duration_seconds",
             "Time from sending a lease keepalive to etcd's answer.",
         );
-        let _ = writeln!(
-            out,
-            "# HELP hamaster_renewal_failures_total Lease keepalives that failed, by cause.\n\
-             # TYPE hamaster_renewal_failures_total counter"
+        family(
+            o,
+            "hamaster_renewal_failures_total",
+            COUNTER,
+            "Lease keepalives that failed, by cause.",
+            by("cause", &RenewalFailure::ALL.map(RenewalFailure::label))
+                .into_iter()
+                .zip(self.renewal_failures.iter().map(load)),
         );
-        for why in RenewalFailure::ALL {
-            let n = self.renewal_failures[why as usize].load(Ordering::Relaxed);
-            let _ = writeln!(
-                out,
-                "hamaster_renewal_failures_total{{cause=\"{}\"}} {n}",
-                why.label()
-            );
-        }
-        let _ = writeln!(
-            out,
-            "# HELP hamaster_fences_total Times this guard fenced itself (VIP removed, service \
-             stopped), by cause.\n# TYPE hamaster_fences_total counter"
+        family(
+            o,
+            "hamaster_fences_total",
+            COUNTER,
+            "Times this guard fenced itself (VIP removed, service stopped), by cause.",
+            by("cause", &Cause::LABELS)
+                .into_iter()
+                .zip(Cause::LABELS.map(|c| flag(s.fence_cause.as_deref() == Some(c)))),
         );
-        for label in Cause::LABELS {
-            let n = u64::from(s.fence_cause.as_deref() == Some(label));
-            let _ = writeln!(out, "hamaster_fences_total{{cause=\"{label}\"}} {n}");
-        }
         gauge(
-            &mut out,
+            o,
             "hamaster_fencing_token",
             "The leader key's create revision while this guard holds it (0: none).",
             s.fencing_token.unwrap_or(0) as f64,
         );
         gauge(
-            &mut out,
+            o,
             "hamaster_vip_present",
             "1 while the VIP is on its interface here (0 without a VIP).",
             flag(s.vip_present == Some(true)),
         );
-        let _ = writeln!(
-            out,
-            "# HELP hamaster_vip_conflicts_total Frames that claimed the VIP for another MAC \
-             address.\n# TYPE hamaster_vip_conflicts_total counter\n\
-             hamaster_vip_conflicts_total {}",
-            self.vip_conflicts.load(Ordering::Relaxed)
+        family(
+            o,
+            "hamaster_vip_conflicts_total",
+            COUNTER,
+            "Frames that claimed the VIP for another MAC address.",
+            [(String::new(), load(&self.vip_conflicts))],
         );
-        let _ = writeln!(
-            out,
-            "# HELP hamaster_vip_lost_total The VIP lost behind the guard's back, by what \
-             happened.\n# TYPE hamaster_vip_lost_total counter"
+        family(
+            o,
+            "hamaster_vip_lost_total",
+            COUNTER,
+            "The VIP lost behind the guard's back, by what happened.",
+            by("what", &VipLost::ALL.map(VipLost::label))
+                .into_iter()
+                .zip(self.vip_lost.iter().map(load)),
         );
-        for what in VipLost::ALL {
-            let n = self.vip_lost[what as usize].load(Ordering::Relaxed);
-            let _ = writeln!(
-                out,
-                "hamaster_vip_lost_total{{what=\"{}\"}} {n}",
-                what.label()
-            );
-        }
         gauge(
-            &mut out,
+            o,
             "hamaster_service_running",
             "1 while the master service runs under this guard.",
             flag(s.service_running),
         );
         gauge(
-            &mut out,
+            o,
             "hamaster_service_healthy",
             "1 while the master service passes its health check.",
             flag(s.service_healthy),
         );
         self.health_checks.write(
-            &mut out,
+            o,
             "hamaster_health_check_duration_seconds",
             "Time the service's health check took.",
         );
-        let _ = writeln!(
-            out,
-            "# HELP hamaster_health_check_failures_total Health checks that failed.\n\
-             # TYPE hamaster_health_check_failures_total counter\n\
-             hamaster_health_check_failures_total {}",
-            self.health_failures.load(Ordering::Relaxed)
+        family(
+            o,
+            "hamaster_health_check_failures_total",
+            COUNTER,
+            "Health checks that failed.",
+            [(String::new(), load(&self.health_failures))],
         );
         let dog = s.watchdog.as_ref();
         gauge(
-            &mut out,
+            o,
             "hamaster_watchdog_armed",
             "1 while the hardware watchdog is armed.",
             flag(dog.is_some_and(|w| w.armed)),
         );
         gauge(
-            &mut out,
+            o,
             "hamaster_watchdog_timeout_seconds",
             "The watchdog's timeout in force (0: not armed).",
             dog.and_then(|w| w.timeout_s).unwrap_or(0) as f64,
         );
         out
     }
+}
+
+const GAUGE: &str = "gauge";
+const COUNTER: &str = "counter";
+
+/// One metric family: its HELP and TYPE lines, then a sample per (labels, value); labels are
+/// written as `{name="value"}`, or empty for none.
+fn family(
+    out: &mut String,
+    name: &str,
+    kind: &str,
+    help: &str,
+    samples: impl IntoIterator<Item = (String, f64)>,
+) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    for (labels, v) in samples {
+        let _ = writeln!(out, "{name}{labels} {v}");
+    }
+}
+
+/// A family of one unlabelled gauge.
+fn gauge(out: &mut String, name: &str, help: &str, v: f64) {
+    family(out, name, GAUGE, help, [(String::new(), v)]);
 }
 
 /// A label value as the text format wants it: backslash, quote and newline escaped.

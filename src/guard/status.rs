@@ -205,12 +205,11 @@ fn budget_of(query: Option<&str>) -> Option<Duration> {
 }
 
 fn json(status: StatusCode, body: &GuardStatus) -> Response<Full<Bytes>> {
-    let bytes = serde_json::to_vec(body).unwrap_or_default();
-    Response::builder()
-        .status(status)
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(bytes)))
-        .expect("static response parts are valid")
+    text(
+        status,
+        "application/json",
+        serde_json::to_string(body).unwrap_or_default(),
+    )
 }
 
 async fn handle(

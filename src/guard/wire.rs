@@ -380,7 +380,8 @@ impl State {
 
     /// The link and address events queued now (at most EVENTS_PER_TURN datagrams), read
     /// outside the netlink branch; events the kernel dropped (ENOBUFS) mean a look.
-    async fn drain(&mut self, events: &Events, nlbuf: &mut Vec<u8>) {
+    /// True when the socket was emptied, false when the turn's budget ran out first.
+    async fn drain(&mut self, events: &Events, nlbuf: &mut Vec<u8>) -> bool {
         for _ in 0..EVENTS_PER_TURN {
             match events.read(nlbuf) {
                 Ok(list) => {
@@ -389,9 +390,10 @@ impl State {
                     }
                 }
                 Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => self.look().await,
-                Err(_) => return,
+                Err(_) => return true,
             }
         }
+        false
     }
 
     async fn conflict(&mut self, c: Claim, events: Option<&Events>, nlbuf: &mut Vec<u8>) {
@@ -480,6 +482,18 @@ impl State {
         }
     }
 
+    /// The VIP's link removed (None) or set down: said, and true; up: false.
+    fn link_lost(&mut self, link: Option<&Link>) -> bool {
+        let nic = &self.w.link.name;
+        let detail = match link {
+            None => format!("interface {nic} was removed"),
+            Some(l) if !l.admin_up => format!("link {nic} was set down"),
+            Some(_) => return false,
+        };
+        self.lost(VipLost::LinkDown, detail);
+        true
+    }
+
     async fn event(&mut self, e: Event) {
         let (index, ip, nic) = (self.w.link.index, self.w.ip, self.w.link.name.clone());
         if let Event::Link(l) = &e {
@@ -494,24 +508,18 @@ impl State {
                 // IPv6 addresses go with their link: say which happened.
                 let link =
                     off_thread(move || Rtnl::open().and_then(|mut r| r.link_by_index(index))).await;
-                match link {
-                    Some(Ok(Some(l))) if !l.admin_up => {
-                        self.lost(VipLost::LinkDown, format!("link {nic} was set down"))
-                    }
-                    Some(Ok(None)) => {
-                        self.lost(VipLost::LinkDown, format!("interface {nic} was removed"))
-                    }
-                    _ => self.lost(
+                if !matches!(link, Some(Ok(l)) if self.link_lost(l.as_ref())) {
+                    self.lost(
                         VipLost::Deleted,
                         format!("VIP {ip} was deleted from {nic} by another program"),
-                    ),
+                    );
                 }
             }
-            Event::Link(l) if l.index == index && !l.admin_up => {
-                self.lost(VipLost::LinkDown, format!("link {nic} was set down"))
+            Event::Link(l) if l.index == index => {
+                self.link_lost(Some(&l));
             }
             Event::LinkRemoved(i) if i == index => {
-                self.lost(VipLost::LinkDown, format!("interface {nic} was removed"))
+                self.link_lost(None);
             }
             _ => {}
         }
@@ -531,17 +539,24 @@ impl State {
         })
         .await
         .flatten();
-        match seen {
-            Some((None, _)) => self.lost(VipLost::LinkDown, format!("interface {nic} was removed")),
-            Some((Some(l), _)) if !l.admin_up => {
-                self.lost(VipLost::LinkDown, format!("link {nic} was set down"))
+        if let Some((link, present)) = seen {
+            if !self.link_lost(link.as_ref()) && present == Some(false) {
+                self.lost(
+                    VipLost::Deleted,
+                    format!("VIP {ip} is no longer on {nic} (deleted by another program)"),
+                );
             }
-            Some((Some(_), Some(false))) => self.lost(
-                VipLost::Deleted,
-                format!("VIP {ip} is no longer on {nic} (deleted by another program)"),
-            ),
-            _ => {}
         }
+    }
+}
+
+/// The readiness of a socket the watch may lack (then: never).
+async fn readable<T: AsRawFd>(
+    fd: &Option<AsyncFd<T>>,
+) -> io::Result<tokio::io::unix::AsyncFdReadyGuard<'_, T>> {
+    match fd {
+        Some(f) => f.readable().await,
+        None => std::future::pending().await,
     }
 }
 
@@ -590,39 +605,17 @@ pub async fn watch(w: WireWatch) {
     let mut nlbuf: Vec<u8> = Vec::with_capacity(64 * 1024);
     loop {
         tokio::select! {
-            r = async {
-                match &events {
-                    Some(e) => e.readable().await,
-                    None => std::future::pending().await,
-                }
-            } => {
+            r = readable(&events) => {
                 let Ok(mut ready) = r else { return };
-                let mut handled = 0;
-                while let Ok(r) = ready.try_io(|fd| fd.get_ref().read(&mut nlbuf)) {
-                    match r {
-                        Ok(list) => {
-                            for e in list {
-                                st.event(e).await;
-                            }
-                        }
-                        Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => st.look().await,
-                        Err(_) => break,
-                    }
-                    handled += 1;
-                    if handled == EVENTS_PER_TURN {
-                        break;
-                    }
-                }
-                if handled == EVENTS_PER_TURN {
+                if st.drain(ready.get_inner(), &mut nlbuf).await {
+                    // Emptied: readiness goes, unless an event came in meanwhile (its tick is
+                    // newer than this guard's, and clearing leaves it set).
+                    ready.clear_ready();
+                } else {
                     tokio::task::yield_now().await;
                 }
             }
-            r = async {
-                match &frames {
-                    Some(f) => f.readable().await,
-                    None => std::future::pending().await,
-                }
-            } => {
+            r = readable(&frames) => {
                 let Ok(mut ready) = r else { return };
                 let mut handled = 0;
                 while let Ok(Ok((n, ifindex, counts))) =
