@@ -13,6 +13,7 @@ pub mod ocf;
 pub mod params;
 pub mod procfs;
 pub mod reference;
+pub mod resource;
 pub mod runfiles;
 pub mod service;
 #[doc(hidden)]

@@ -245,7 +245,7 @@ fn wait_conflict(
     agent: &support::Agent,
     mac: &str,
     limit: Duration,
-) -> Option<hamaster::guard::status::GuardStatus> {
+) -> Option<hamaster::resource::status::GuardStatus> {
     let mut st = None;
     support::wait_for(limit, || {
         st = a.guard_status(agent);

@@ -7,15 +7,15 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::guard::config::MasterConfig;
 use crate::guard::machine::STOP_GRACE;
-use crate::guard::paths::ResourceDir;
-use crate::guard::status::{self, GuardStatus};
 use crate::lease::{leader_key, Etcd, LeaseId};
 use crate::ocf::metadata::{ActionSpec, AgentInfo};
 use crate::ocf::{Action, OcfEnv, OcfExit, Outcome};
 use crate::params::master::MASTER_AGENT;
 use crate::params::Values;
+use crate::resource::config::MasterConfig;
+use crate::resource::dir::ResourceDir;
+use crate::resource::status::{self, GuardStatus};
 use crate::service::process::stop_orphan;
 use crate::service::ServiceSpec;
 use crate::vip::{up, VipConfig};
@@ -659,7 +659,7 @@ fn update_score(ctx: &Ctx, cfg: &MasterConfig) {
     if !super::score::in_cluster(ctx.env) {
         return;
     }
-    if cfg.watchdog.mode == crate::guard::watchdog::Mode::Required {
+    if cfg.watchdog.mode == crate::resource::config::WatchdogMode::Required {
         if let Err(why) = crate::guard::watchdog::choose(&cfg.watchdog) {
             // Like Patroni's required mode: a node that cannot arm one is never the master.
             log::warn!("no promotion score: {why}");

@@ -170,10 +170,10 @@ impl From<VipError> for Outcome {
 
 /// The one place where a node's missing pieces become exit codes: unreadable files and
 /// missing programs are this node's lack (5), malformed contents a configuration error (6).
-impl From<crate::guard::config::InstallError> for Outcome {
-    fn from(e: crate::guard::config::InstallError) -> Outcome {
-        use crate::guard::config::InstallError;
+impl From<crate::resource::config::InstallError> for Outcome {
+    fn from(e: crate::resource::config::InstallError) -> Outcome {
         use crate::lease::LeaseError;
+        use crate::resource::config::InstallError;
         use crate::service::ServiceError;
         let exit = match &e {
             InstallError::Lease(LeaseError::Unreadable { .. })

@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::guard::config::MasterConfig;
 use crate::guard::{self as g, GuardArgs};
+use crate::resource::config::MasterConfig;
 
 #[derive(Debug, Args)]
 pub struct GuardCmd {

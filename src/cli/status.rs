@@ -7,9 +7,9 @@ use std::time::Duration;
 use clap::Args;
 use serde::Serialize;
 
-use crate::guard::paths::ResourceDir;
-use crate::guard::status::{self, GuardStatus};
 use crate::lease::{leader_key, Etcd, EtcdConfig};
+use crate::resource::dir::ResourceDir;
+use crate::resource::status::{self, GuardStatus};
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
@@ -127,7 +127,7 @@ fn gather(cfg: &EtcdConfig, resource: &str) -> Report {
 }
 
 /// The watchdog row: device, armed or not, timeout, last ping; or why there is none.
-fn watchdog_line(w: &crate::guard::status::WatchdogStatus) -> String {
+fn watchdog_line(w: &crate::resource::status::WatchdogStatus) -> String {
     let Some(device) = &w.device else {
         return format!("none: {}", w.note.as_deref().unwrap_or("not chosen"));
     };

@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 
-use crate::guard::config::MasterConfig;
-use crate::guard::paths::ResourceDir;
-use crate::guard::status;
 use crate::guard::{self as g, GuardArgs};
 use crate::lease::leader_key;
+use crate::resource::config::MasterConfig;
+use crate::resource::dir::ResourceDir;
+use crate::resource::status;
 
 #[derive(Debug, Args)]
 pub struct TakeoverArgs {

@@ -6,10 +6,11 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio::time::sleep_until;
 
-use super::status::{Role, StepDown};
+use super::status::StepDown;
 use super::{Acquired, Guard, Interrupt, StopSignals};
 use crate::lease::etcd::KeyEvent;
 use crate::lease::{Acquire, Etcd, Grant};
+use crate::resource::status::Role;
 
 impl Guard {
     /// Takes the leader key, or waits for it to be deleted, until `acquire_for` runs out.

@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::config::MasterConfig;
 use super::push::Reporter;
 use super::status::Shared;
+use crate::resource::config::MasterConfig;
 use crate::service::{HealthProbe, ServiceSpec};
 
 /// `push`: told once when the service, healthy before, stops being so (push_failures), while

@@ -14,11 +14,12 @@ use super::fence::{Fence, Host};
 use super::machine::{
     Input, Level, Machine, Order, Phase, Plan, ServiceRef, WatchdogPlan, DEFAULT_STEP_DOWN,
 };
-use super::status::{GuardStatus, StepDown};
+use super::status::StepDown;
 use super::watchdog::{DevPath, Dog, Mode as WatchdogMode};
 use super::{health, keepalive, Acquired, Guard, StopSignals};
 use crate::lease::clock::boottime;
 use crate::lease::Etcd;
+use crate::resource::status::GuardStatus;
 use crate::runfiles::write_private;
 use crate::service::{Running, ServiceSpec};
 use crate::vip::{burst, up};

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::machine::Cause;
-use super::status::{GuardStatus, Role};
+use crate::resource::status::{GuardStatus, Role};
 
 /// Buckets of the renewal and health-check histograms (seconds): a renewal on a LAN takes a
 /// few ms; the attempt timeout is at most 2 s.

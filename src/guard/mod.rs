@@ -6,14 +6,12 @@
 //! status on a unix socket and steps down when asked.
 
 mod acquire;
-pub mod config;
 pub mod fence;
 mod health;
 mod keepalive;
 mod lead;
 pub mod machine;
 pub mod metrics;
-pub mod paths;
 mod placement;
 mod push;
 #[cfg(test)]
@@ -31,12 +29,13 @@ use tokio::sync::mpsc;
 
 use crate::lease::clock::boottime;
 use crate::lease::{leader_key, Etcd, Grant, LeaseClock};
+use crate::resource::config::MasterConfig;
+use crate::resource::dir::{Persisted, ResourceDir};
+use crate::resource::status::{GuardStatus, Role, WatchdogStatus};
 use crate::service::Running;
 use crate::vip::Vip;
-use config::MasterConfig;
 use fence::Fence;
-use paths::{Persisted, ResourceDir};
-use status::{GuardStatus, Role, Shared, StepDown};
+use status::{Shared, StepDown};
 
 /// How long a guard that gave up keeps answering, so promote can read why.
 const FAILED_LINGER: Duration = Duration::from_secs(3);
@@ -306,14 +305,14 @@ impl Guard {
                 for problem in hold_in_memory_and_priority() {
                     log::warn!("guard {rsc}: {problem}");
                 }
-                Some(status::WatchdogStatus {
+                Some(WatchdogStatus {
                     device: names.first().cloned(),
                     ..Default::default()
                 })
             }
             watchdog::Choice::Without(why) => {
                 log::warn!("guard {rsc}: leading without a watchdog: {why}");
-                Some(status::WatchdogStatus {
+                Some(WatchdogStatus {
                     note: Some(why.clone()),
                     ..Default::default()
                 })

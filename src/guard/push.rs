@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::config::MasterConfig;
+use crate::resource::config::MasterConfig;
 
 /// crm_resource asks the controller over IPC; it answers at once unless the node is in trouble.
 const REPORT_TIMEOUT: Duration = Duration::from_secs(10);

@@ -15,55 +15,7 @@ use std::io::{self, Write};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
-use crate::params::{master as p, ConfigError, Values};
-
-/// watchdog=: whether the guard arms a watchdog while it leads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Mode {
-    Off,
-    /// Arm one when a device is free; run without it (and say so) when none is.
-    Auto,
-    /// Promote only with an armed watchdog.
-    Required,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct WatchdogConfig {
-    pub mode: Mode,
-    /// watchdog_device; None: the first free /dev/watchdogN.
-    pub device: Option<PathBuf>,
-}
-
-impl WatchdogConfig {
-    pub fn from_values(v: &Values) -> Result<WatchdogConfig, ConfigError> {
-        let text = v.required(&p::WATCHDOG)?;
-        let mode = match text {
-            "off" => Mode::Off,
-            "auto" => Mode::Auto,
-            "required" => Mode::Required,
-            _ => {
-                return Err(ConfigError::invalid(
-                    &p::WATCHDOG,
-                    text,
-                    "must be off, auto or required",
-                ))
-            }
-        };
-        let device = match v.get(&p::WATCHDOG_DEVICE) {
-            None | Some("") => None,
-            Some(d) if d.starts_with("/dev/") && !d.contains("/../") => Some(PathBuf::from(d)),
-            Some(d) => {
-                return Err(ConfigError::invalid(
-                    &p::WATCHDOG_DEVICE,
-                    d,
-                    "must be a device path under /dev/",
-                ))
-            }
-        };
-        Ok(WatchdogConfig { mode, device })
-    }
-}
+pub use crate::resource::config::{WatchdogConfig, WatchdogMode as Mode};
 
 /// What the guard leads with, chosen before it takes the key.
 #[derive(Debug, Clone, PartialEq, Eq)]

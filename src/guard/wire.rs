@@ -24,12 +24,13 @@ use std::time::{Duration, Instant};
 use tokio::io::unix::AsyncFd;
 use tokio::sync::watch;
 
-use super::config::{ConflictAction, MasterConfig};
 use super::fence::Fence;
 use super::machine::{Phase, VipState};
 use super::metrics::{Metrics, VipLost};
 use super::push::Reporter;
-use super::status::{Shared, VipConflict};
+use super::status::Shared;
+use crate::resource::config::{ConflictAction, MasterConfig};
+use crate::resource::status::VipConflict;
 use crate::vip::announce::{Announcer, ArpMode};
 use crate::vip::netlink::{Event, Events, Link, Rtnl};
 

@@ -185,7 +185,7 @@ impl HealthSpec {
     }
 }
 
-/// A URL as its text, for the configuration the agent hands its guard (guard::config).
+/// A URL as its text, for the configuration the agent hands its guard (resource::config).
 mod uri_text {
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 

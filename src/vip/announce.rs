@@ -44,7 +44,9 @@ impl MonotonicNs {
 }
 
 /// Which gratuitous ARP frames to send (`arp_mode`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum,
+)]
 pub enum ArpMode {
     Both,
     Request,

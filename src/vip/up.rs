@@ -182,9 +182,11 @@ pub fn announce(
             ip: c.ip,
             first: 1,
             count: count - 1,
-            interval: c.arp_interval,
+            interval_ms: c.arp_interval.as_millis() as u64,
             mode: c.arp_mode,
-            epoch,
+            epoch_ns: Some(epoch.0),
+            socket_fd: None,
+            pidfile: None,
         };
         if let Err(e) = burst::spawn(&req, run_dir, Some(announcer.raw_fd())) {
             log::warn!("cannot start the announcement burst for {}: {e}", c.ip);

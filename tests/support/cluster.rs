@@ -765,9 +765,9 @@ impl Lab {
     }
 
     /// The status of `api`'s guard on node `i`, from its socket (None: no guard answers).
-    pub fn guard_status(&self, i: usize) -> Option<hamaster::guard::status::GuardStatus> {
+    pub fn guard_status(&self, i: usize) -> Option<hamaster::resource::status::GuardStatus> {
         let sock = self.run_path(i, "hamaster/api/guard.sock");
-        hamaster::guard::status::block_on(hamaster::guard::status::get_status(
+        hamaster::resource::status::block_on(hamaster::resource::status::get_status(
             &sock,
             Duration::from_secs(2),
         ))

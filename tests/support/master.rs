@@ -321,9 +321,9 @@ impl ObservedVip {
 
 impl Node {
     /// The guard's status, read from its socket like the agent does.
-    pub fn guard_status(&self, agent: &Agent) -> Option<hamaster::guard::status::GuardStatus> {
+    pub fn guard_status(&self, agent: &Agent) -> Option<hamaster::resource::status::GuardStatus> {
         let sock = agent.run_dir.join(RESOURCE).join("guard.sock");
-        hamaster::guard::status::block_on(hamaster::guard::status::get_status(
+        hamaster::resource::status::block_on(hamaster::resource::status::get_status(
             &sock,
             Duration::from_secs(2),
         ))
@@ -336,7 +336,7 @@ impl Node {
         &self,
         agent: &Agent,
         limit: Duration,
-    ) -> Option<hamaster::guard::status::GuardStatus> {
+    ) -> Option<hamaster::resource::status::GuardStatus> {
         let mut st = None;
         super::wait_for(limit, || {
             st = self.guard_status(agent);

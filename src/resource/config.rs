@@ -4,6 +4,7 @@
 
 use crate::lease::etcd::{tls_options, LeaseError};
 use crate::lease::EtcdConfig;
+use crate::params::master as mp;
 use crate::params::vip as vp;
 use crate::params::{ConfigError, Values};
 use crate::service::{HealthProbe, HealthSpec, ServiceError, ServiceSpec};
@@ -17,7 +18,7 @@ pub struct MasterConfig {
     pub vip: Option<VipConfig>,
     /// Tell Pacemaker at once when the service fails (push_failures).
     pub push_failures: bool,
-    pub watchdog: super::watchdog::WatchdogConfig,
+    pub watchdog: WatchdogConfig,
     /// Where the guard serves /metrics, /leader and /health (metrics_address); None: nowhere.
     #[serde(default)]
     pub metrics: Option<std::net::SocketAddr>,
@@ -88,7 +89,7 @@ impl MasterConfig {
             health,
             vip,
             push_failures: v.boolean(&crate::params::master::PUSH_FAILURES)?,
-            watchdog: super::watchdog::WatchdogConfig::from_values(v)?,
+            watchdog: WatchdogConfig::from_values(v)?,
             metrics: metrics_address(v)?,
             conflict_action: ConflictAction::from_values(v)?,
         })
@@ -147,6 +148,56 @@ impl MasterConfig {
         self.service.check_installed()?;
         HealthProbe::new(&self.health)?;
         Ok(())
+    }
+}
+
+/// watchdog=: whether the guard arms a watchdog while it leads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WatchdogMode {
+    Off,
+    /// Arm one when a device is free; run without it (and say so) when none is.
+    Auto,
+    /// Promote only with an armed watchdog.
+    Required,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct WatchdogConfig {
+    pub mode: WatchdogMode,
+    /// watchdog_device; None: the first free /dev/watchdogN.
+    pub device: Option<std::path::PathBuf>,
+}
+
+impl WatchdogConfig {
+    pub fn from_values(v: &Values) -> Result<WatchdogConfig, ConfigError> {
+        let text = v.required(&mp::WATCHDOG)?;
+        let mode = match text {
+            "off" => WatchdogMode::Off,
+            "auto" => WatchdogMode::Auto,
+            "required" => WatchdogMode::Required,
+            _ => {
+                return Err(ConfigError::invalid(
+                    &mp::WATCHDOG,
+                    text,
+                    "must be off, auto or required",
+                ))
+            }
+        };
+        let device = match v.get(&mp::WATCHDOG_DEVICE) {
+            None | Some("") => None,
+            Some(d) if d.starts_with("/dev/") && !d.contains("/../") => {
+                Some(std::path::PathBuf::from(d))
+            }
+            Some(d) => {
+                return Err(ConfigError::invalid(
+                    &mp::WATCHDOG_DEVICE,
+                    d,
+                    "must be a device path under /dev/",
+                ))
+            }
+        };
+        Ok(WatchdogConfig { mode, device })
     }
 }
 

@@ -1,0 +1,9 @@
+//! What every side knows about one master resource: the agent that starts and promotes it,
+//! the guard process that holds it, and the CLI that shows, takes over or releases it. Its
+//! configuration as parsed from the OCF parameters and handed to the guard (config), its run
+//! directory with the files in it (dir), and the guard's status protocol with its client
+//! (status).
+
+pub mod config;
+pub mod dir;
+pub mod status;

@@ -1,0 +1,328 @@
+//! The guard's status protocol, shared by the guard that serves it (guard::status), the agent
+//! and `hamaster status` that ask: the status as JSON (`GET /status`), a step-down
+//! (`POST /stepdown?budget_ms=N`) and a reload (`POST /reload`, a MasterConfig as JSON), over
+//! HTTP/1 on the resource's 0600 unix socket (or its abstract twin): only root on this node
+//! can ask or command.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::{Method, Request, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde::{Deserialize, Serialize};
+use tokio::net::UnixStream;
+
+use super::config::MasterConfig;
+use super::dir::ResourceDir;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Role {
+    /// Connecting to etcd and trying the key.
+    #[default]
+    Acquiring,
+    /// Another node holds the key; watching for its deletion.
+    Waiting,
+    /// Holds the key; VIP and service raised (health may still be pending).
+    Leader,
+    /// Lost (or could not renew) the lease: VIP removed, service stopped.
+    Fenced,
+    SteppingDown,
+    /// Gave up (acquire timeout, unusable configuration); exits soon.
+    Failed,
+}
+
+impl Role {
+    pub const ALL: [Role; 6] = [
+        Role::Acquiring,
+        Role::Waiting,
+        Role::Leader,
+        Role::Fenced,
+        Role::SteppingDown,
+        Role::Failed,
+    ];
+
+    /// The role's name as status and the metrics spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Acquiring => "acquiring",
+            Role::Waiting => "waiting",
+            Role::Leader => "leader",
+            Role::Fenced => "fenced",
+            Role::SteppingDown => "stepping-down",
+            Role::Failed => "failed",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GuardStatus {
+    pub resource: String,
+    pub node: String,
+    pub pid: u32,
+    pub role: Role,
+    /// Node named in the leader key, as last seen.
+    pub holder: Option<String>,
+    pub lease_id: Option<String>,
+    /// Lease time left as this guard reckons it (deadline + margin − now).
+    pub lease_ttl_left_ms: Option<u64>,
+    pub fencing_token: Option<i64>,
+    pub vip: Option<String>,
+    pub vip_present: Option<bool>,
+    pub service_running: bool,
+    pub service_healthy: bool,
+    pub service_detail: String,
+    pub last_renewal_unix_ms: Option<u64>,
+    /// When this guard took the leader key.
+    pub leader_since_unix_ms: Option<u64>,
+    pub fenced_at_unix_ms: Option<u64>,
+    /// Why the guard is not (yet) a healthy leader, in words for the exit reason.
+    pub problem: Option<String>,
+    /// The health check interval in force (health_interval, as last reloaded).
+    #[serde(default)]
+    pub health_interval_ms: Option<u64>,
+    /// The health watcher found the unit inactive (systemd mode).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unit_inactive: bool,
+    /// The hardware watchdog (absent with watchdog=off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watchdog: Option<WatchdogStatus>,
+    /// Why the guard fenced itself, as the metrics label it (machine::Cause::label).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fence_cause: Option<String>,
+    /// The VIP claimed on the wire by another MAC address, as last seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vip_conflict: Option<VipConflict>,
+    /// The VIP deleted, or its link set down, behind the guard's back (what happened).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vip_lost: Option<String>,
+}
+
+/// Another host claims the VIP (guard::wire).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VipConflict {
+    /// The MAC address that claimed it.
+    pub mac: String,
+    /// The kind of frame: "ARP reply", "ARP request", "neighbor advertisement".
+    pub frame: String,
+    /// Frames seen claiming it so far.
+    pub frames: u64,
+    pub last_unix_ms: u64,
+}
+
+/// The watchdog as the guard has it, for `hamaster status`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WatchdogStatus {
+    /// The device chosen; None: running without one (`note` says why).
+    pub device: Option<String>,
+    pub armed: bool,
+    /// The timeout in force (s), as the driver applied it.
+    pub timeout_s: Option<u32>,
+    pub last_ping_unix_ms: Option<u64>,
+    /// Why there is none, or what went wrong with it.
+    pub note: Option<String>,
+}
+
+impl GuardStatus {
+    /// All is well: the key is ours, the VIP (if any) is up and the service is healthy.
+    pub fn is_healthy_leader(&self) -> bool {
+        self.role == Role::Leader
+            && self.vip_present != Some(false)
+            && self.service_running
+            && self.service_healthy
+    }
+
+    /// Why this is not a healthy leader, for an `ocf-exit-reason:` line.
+    pub fn trouble(&self) -> String {
+        if let Some(p) = &self.problem {
+            return p.clone();
+        }
+        match self.role {
+            Role::Leader if self.vip_present == Some(false) => {
+                format!(
+                    "VIP {} is missing from this node{}",
+                    self.vip.as_deref().unwrap_or("?"),
+                    self.vip_lost
+                        .as_deref()
+                        .map_or(String::new(), |w| format!(" ({w})"))
+                )
+            }
+            Role::Leader if !self.service_running => {
+                format!("service not running: {}", self.service_detail)
+            }
+            Role::Leader if !self.service_healthy => {
+                format!("service unhealthy: {}", self.service_detail)
+            }
+            role => format!("guard is {}", role.name()),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("guard socket {path}: {detail}")]
+    Unreachable { path: PathBuf, detail: String },
+    #[error("guard did not answer within {0} ms")]
+    Timeout(u128),
+    #[error("guard could not step down completely: {0}")]
+    Incomplete(String),
+    #[error("guard refused the reload: {0}")]
+    Refused(String),
+}
+
+/// The guard's socket file, or, when the run directory was wiped, its abstract socket.
+async fn connect(path: &Path) -> std::io::Result<UnixStream> {
+    use std::os::linux::net::SocketAddrExt;
+    match UnixStream::connect(path).await {
+        Ok(s) => Ok(s),
+        Err(file_error) => {
+            let Some(root) = path.parent() else {
+                return Err(file_error);
+            };
+            let name = ResourceDir {
+                root: root.to_path_buf(),
+            }
+            .guard_name();
+            let addr = std::os::unix::net::SocketAddr::from_abstract_name(name)?;
+            let std =
+                std::os::unix::net::UnixStream::connect_addr(&addr).map_err(|_| file_error)?;
+            std.set_nonblocking(true)?;
+            UnixStream::from_std(std)
+        }
+    }
+}
+
+async fn request(
+    path: &Path,
+    method: Method,
+    uri: &str,
+    body: String,
+) -> Result<(StatusCode, GuardStatus), ClientError> {
+    let unreachable = |detail: String| ClientError::Unreachable {
+        path: path.to_path_buf(),
+        detail,
+    };
+    let stream = connect(path)
+        .await
+        .map_err(|e| unreachable(e.to_string()))?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| unreachable(e.to_string()))?;
+    tokio::spawn(conn);
+    let req = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("host", "guard")
+        .body(Full::new(Bytes::from(body)))
+        .expect("valid request");
+    let resp = sender
+        .send_request(req)
+        .await
+        .map_err(|e| unreachable(e.to_string()))?;
+    let code = resp.status();
+    let body = resp
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| unreachable(e.to_string()))?
+        .to_bytes();
+    let status =
+        serde_json::from_slice(&body).map_err(|e| unreachable(format!("bad status JSON: {e}")))?;
+    Ok((code, status))
+}
+
+/// Asks the guard for its status, within `timeout`.
+pub async fn get_status(path: &Path, timeout: Duration) -> Result<GuardStatus, ClientError> {
+    tokio::time::timeout(
+        timeout,
+        request(path, Method::GET, "/status", String::new()),
+    )
+    .await
+    .map_err(|_| ClientError::Timeout(timeout.as_millis()))?
+    .map(|(_, s)| s)
+}
+
+/// Tells the guard to step down within `budget` and waits for its answer (the guard answers
+/// by then: done, or what is still up; a little more is allowed for the answer to arrive).
+pub async fn step_down(path: &Path, budget: Duration) -> Result<GuardStatus, ClientError> {
+    let uri = format!("/stepdown?budget_ms={}", budget.as_millis());
+    let wait = budget + Duration::from_millis(500);
+    let (code, st) = tokio::time::timeout(wait, request(path, Method::POST, &uri, String::new()))
+        .await
+        .map_err(|_| ClientError::Timeout(wait.as_millis()))??;
+    match code {
+        StatusCode::OK => Ok(st),
+        StatusCode::CONFLICT => Err(ClientError::Incomplete(st.trouble())),
+        // The guard could not take the request (it was exiting): as if unreachable, so the
+        // caller cleans up itself.
+        other => Err(ClientError::Unreachable {
+            path: path.to_path_buf(),
+            detail: format!("step-down answered {other}"),
+        }),
+    }
+}
+
+/// Hands the guard a reloaded configuration, within `timeout`.
+pub async fn reload(
+    path: &Path,
+    config: &MasterConfig,
+    timeout: Duration,
+) -> Result<GuardStatus, ClientError> {
+    let (code, st) = tokio::time::timeout(
+        timeout,
+        request(path, Method::POST, "/reload", config.to_json()),
+    )
+    .await
+    .map_err(|_| ClientError::Timeout(timeout.as_millis()))??;
+    match code {
+        StatusCode::OK => Ok(st),
+        _ => Err(ClientError::Refused(
+            st.problem.unwrap_or_else(|| format!("answered {code}")),
+        )),
+    }
+}
+
+/// A single-threaded runtime for the agent's short calls.
+pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+        .block_on(f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_roles_name_is_its_json_spelling() {
+        for role in Role::ALL {
+            assert_eq!(
+                serde_json::to_string(&role).unwrap(),
+                format!("\"{}\"", role.name())
+            );
+        }
+    }
+
+    #[test]
+    fn a_vip_lost_behind_the_guards_back_is_named_in_the_monitors_reason() {
+        let mut s = GuardStatus {
+            role: Role::Leader,
+            vip: Some("192.0.2.10".into()),
+            vip_present: Some(false),
+            service_running: true,
+            service_healthy: true,
+            ..GuardStatus::default()
+        };
+        assert_eq!(s.trouble(), "VIP 192.0.2.10 is missing from this node");
+        s.vip_lost = Some("link lan0 was set down".into());
+        assert_eq!(
+            s.trouble(),
+            "VIP 192.0.2.10 is missing from this node (link lan0 was set down)"
+        );
+        assert!(!s.is_healthy_leader());
+    }
+}
