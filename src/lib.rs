@@ -6,6 +6,7 @@ pub mod agents;
 pub mod causes;
 pub mod child;
 pub mod cli;
+pub mod failure;
 pub mod guard;
 pub mod lease;
 pub mod logging;
@@ -21,8 +22,9 @@ pub mod splitmix;
 pub mod vip;
 
 /// Entry point for the whole binary: dispatch on argv[0] (`vip` as Pacemaker calls it through
-/// the OCF directory symlink) or on the `hamaster` subcommands. Returns the exit code.
-pub fn main_with_args(args: Vec<String>) -> i32 {
+/// the OCF directory symlink) or on the `hamaster` subcommands. Returns the exit, which only
+/// main turns into a number.
+pub fn main_with_args(args: Vec<String>) -> ocf::OcfExit {
     let argv0 = args.first().map(String::as_str).unwrap_or("hamaster");
     let base = std::path::Path::new(argv0)
         .file_name()

@@ -6,6 +6,6 @@ fn main() {
     let args = std::env::args_os()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
-    let code = hamaster::main_with_args(args);
-    std::process::exit(code);
+    let exit = hamaster::main_with_args(args);
+    std::process::exit(exit.code());
 }

@@ -7,12 +7,15 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::failure::Failed;
 use crate::guard::machine::STOP_GRACE;
 use crate::lease::{leader_key, Etcd, LeaseId};
 use crate::ocf::metadata::{ActionSpec, AgentInfo};
 use crate::ocf::{Action, OcfEnv, OcfExit, Outcome};
 use crate::params::master::MASTER_AGENT;
+use crate::params::ConfigError;
 use crate::params::Values;
+use crate::resource::config::InstallError;
 use crate::resource::config::MasterConfig;
 use crate::resource::dir::ResourceDir;
 use crate::resource::status::{self, GuardStatus};
@@ -74,6 +77,55 @@ const SCORE_CANDIDATE: i32 = 10;
 /// How long a guard that is alive may take to answer a status request.
 const GUARD_ANSWER: Duration = Duration::from_secs(2);
 
+/// Why a master action failed; crate::failure gives each its exit code.
+#[derive(Debug, thiserror::Error)]
+pub enum MasterError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Install(#[from] InstallError),
+    #[error("OCF_RESOURCE_INSTANCE is not set: the resource needs a name")]
+    NoInstance,
+    /// A resource name that cannot have a run directory.
+    #[error("{0}")]
+    BadName(String),
+    /// This Pacemaker cannot run the resource.
+    #[error("{0}")]
+    Unsupported(String),
+    /// Another operation holds the resource's lock, or it cannot be taken.
+    #[error("{0}")]
+    Locked(String),
+    #[error("reload-agent: {0}")]
+    Reload(status::ClientError),
+    #[error("cannot {what} {}: {source}", path.display())]
+    Write {
+        what: &'static str,
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot start the guard: {0}")]
+    Spawn(std::io::Error),
+    #[error("promoted, but the guard is gone: {0}")]
+    GuardGone(status::ClientError),
+    /// The guard is not a healthy leader (its own words).
+    #[error("{0}")]
+    Unhealthy(String),
+    #[error("check level 20: {0}")]
+    KeyCheck(String),
+    /// Promote did not lead in time, or its guard gave up (why).
+    #[error("{0}")]
+    NotPromoted(String),
+    #[error("{why}; and undoing it: {still}")]
+    Undo { why: String, still: String },
+    #[error("guard {pid} could not step down in time: {why}")]
+    StepDown { pid: u32, why: String },
+    /// What the agent's own clean-up could not bring down.
+    #[error("{}", .0.join("; "))]
+    Cleanup(Vec<String>),
+}
+
+type Done = Result<Outcome, MasterError>;
+
 struct Ctx<'a> {
     env: &'a OcfEnv,
     /// When the action began: its budget counts from here, the wait for the lock included.
@@ -84,27 +136,28 @@ struct Ctx<'a> {
     dir: ResourceDir,
 }
 
-fn run(action: Action, env: &OcfEnv) -> Outcome {
+fn run(action: Action, env: &OcfEnv) -> Result<Outcome, Failed> {
+    act(action, env).map_err(Failed::from)
+}
+
+fn act(action: Action, env: &OcfEnv) -> Done {
     let started = Instant::now();
     let values = Values::from_ocf(&MASTER_AGENT, env);
     let Some(resource) = env.resource().map(String::from) else {
         if action == Action::Monitor && env.is_probe() {
-            return Outcome::new(OcfExit::NotRunning);
+            return Ok(Outcome::new(OcfExit::NotRunning));
         }
-        return Outcome::with_reason(
-            OcfExit::ErrConfigured,
-            "OCF_RESOURCE_INSTANCE is not set: the resource needs a name",
-        );
+        return Err(MasterError::NoInstance);
     };
     let dir = match ResourceDir::check(&crate::runfiles::root(), &resource) {
         Ok(d) => d,
         // Nothing can run under a name that cannot have a directory: a probe finds nothing,
         // stop and demote have nothing to do; anything else is a configuration error.
         Err(_) if action == Action::Monitor && env.is_probe() => {
-            return Outcome::new(OcfExit::NotRunning)
+            return Ok(Outcome::new(OcfExit::NotRunning))
         }
-        Err(_) if matches!(action, Action::Stop | Action::Demote) => return Outcome::ok(),
-        Err(why) => return Outcome::with_reason(OcfExit::ErrConfigured, why),
+        Err(_) if matches!(action, Action::Stop | Action::Demote) => return Ok(Outcome::ok()),
+        Err(why) => return Err(MasterError::BadName(why)),
     };
     // Actions that change state take the resource's lock: Pacemaker serialises its own, but
     // not beside `pcs resource debug-*`, `crm_resource --force-*` or `hamaster takeover`.
@@ -126,7 +179,7 @@ fn run(action: Action, env: &OcfEnv) -> Outcome {
                 log::warn!("{why}; going on without the resource lock");
                 None
             }
-            Err(why) => return Outcome::with_reason(OcfExit::ErrGeneric, why),
+            Err(why) => return Err(MasterError::Locked(why)),
         }
     } else {
         None
@@ -145,10 +198,10 @@ fn run(action: Action, env: &OcfEnv) -> Outcome {
         Action::Monitor => monitor(&ctx),
         Action::Promote => promote(&ctx),
         Action::Demote => demote(&ctx),
-        Action::Notify => Outcome::ok(),
+        Action::Notify => Ok(Outcome::ok()),
         Action::ReloadAgent => reload(&ctx),
         Action::ValidateAll => validate(&ctx),
-        _ => Outcome::new(OcfExit::ErrUnimplemented),
+        _ => Ok(Outcome::new(OcfExit::ErrUnimplemented)),
     }
 }
 
@@ -176,20 +229,18 @@ fn cluster_node_name() -> Option<String> {
 }
 
 /// The configuration, checked: 6 for what is wrong everywhere, 5 for what this node lacks.
-fn config(ctx: &Ctx) -> Result<MasterConfig, Outcome> {
-    let cfg = MasterConfig::from_values(&ctx.values).map_err(Outcome::from)?;
-    cfg.check_installed().map_err(Outcome::from)?;
+fn config(ctx: &Ctx) -> Result<MasterConfig, MasterError> {
+    let cfg = MasterConfig::from_values(&ctx.values)?;
+    cfg.check_installed()?;
     Ok(cfg)
 }
 
 /// validate-all: the configuration, and under a cluster whether this Pacemaker is supported.
-fn validate(ctx: &Ctx) -> Outcome {
-    let cfg = match config(ctx) {
-        Ok(c) => c,
-        Err(o) => return o,
-    };
+fn validate(ctx: &Ctx) -> Done {
+    let cfg = config(ctx)?;
     warn_of_slew(&cfg);
-    unsupported(ctx).unwrap_or_else(Outcome::ok)
+    supported(ctx)?;
+    Ok(Outcome::ok())
 }
 
 /// reload-agent's timeout when the caller gave none (the advertised default).
@@ -199,34 +250,26 @@ const DEFAULT_RELOAD_TIMEOUT: Duration = Duration::from_secs(10);
 /// guard takes the new health, push and announcement settings at once and keeps its lease, VIP
 /// and service; without a guard there is nothing to change, as every action reads its
 /// parameters anew. The guard refuses a change that needs a restart (1, with its reason).
-fn reload(ctx: &Ctx) -> Outcome {
-    let cfg = match config(ctx) {
-        Ok(c) => c,
-        Err(o) => return o,
-    };
+fn reload(ctx: &Ctx) -> Done {
+    let cfg = config(ctx)?;
     if ctx.dir.live_guard().is_none() {
         log::info!(
             "{}: reloaded: no guard runs here, the new values apply from the next promote",
             ctx.resource
         );
-        return Outcome::ok();
+        return Ok(Outcome::ok());
     }
     let until = budget(ctx, DEFAULT_RELOAD_TIMEOUT);
-    match status::block_on(status::reload(&ctx.dir.socket(), &cfg, left(until))) {
-        Ok(_) => {
-            log::info!("{}: reloaded: the guard took the new values", ctx.resource);
-            Outcome::ok()
-        }
-        Err(e) => Outcome::with_reason(OcfExit::ErrGeneric, format!("reload-agent: {e}")),
-    }
+    status::block_on(status::reload(&ctx.dir.socket(), &cfg, left(until)))
+        .map_err(MasterError::Reload)?;
+    log::info!("{}: reloaded: the guard took the new values", ctx.resource);
+    Ok(Outcome::ok())
 }
 
 /// An unsupported Pacemaker (announced by its feature set), as OCF_ERR_INSTALLED: this node's
 /// cluster software cannot run the resource, for validate-all, start and probes alike.
-fn unsupported(ctx: &Ctx) -> Option<Outcome> {
-    super::score::check_supported(ctx.env)
-        .err()
-        .map(|why| Outcome::with_reason(OcfExit::ErrInstalled, why))
+fn supported(ctx: &Ctx) -> Result<(), MasterError> {
+    super::score::check_supported(ctx.env).map_err(MasterError::Unsupported)
 }
 
 /// A margin that cannot cover the clocks' largest slew is allowed (an administrator may know
@@ -247,22 +290,18 @@ fn warn_of_slew(cfg: &MasterConfig) {
     }
 }
 
-fn start(ctx: &Ctx) -> Outcome {
-    if let Some(o) = unsupported(ctx) {
-        return o;
-    }
-    let cfg = match config(ctx) {
-        Ok(c) => c,
-        Err(o) => return o,
-    };
-    if let Err(e) = ctx.dir.mark(ctx.dir.started()) {
-        return Outcome::with_reason(
-            OcfExit::ErrGeneric,
-            format!("cannot write {}: {e}", ctx.dir.started().display()),
-        );
-    }
+fn start(ctx: &Ctx) -> Done {
+    supported(ctx)?;
+    let cfg = config(ctx)?;
+    ctx.dir
+        .mark(ctx.dir.started())
+        .map_err(|source| MasterError::Write {
+            what: "write",
+            path: ctx.dir.started(),
+            source,
+        })?;
     update_score(ctx, &cfg);
-    Outcome::ok()
+    Ok(Outcome::ok())
 }
 
 /// The moment an action must be done by: its CRM_meta_timeout (or `default`) from when it
@@ -276,16 +315,13 @@ fn left(until: Instant) -> Duration {
     until.saturating_duration_since(Instant::now())
 }
 
-fn stop(ctx: &Ctx) -> Outcome {
+fn stop(ctx: &Ctx) -> Done {
     if is_promoted_here(ctx) {
-        let out = demote(ctx);
-        if out.exit != OcfExit::Success {
-            return out;
-        }
+        demote(ctx)?;
     }
     ctx.dir.unmark(ctx.dir.started());
     set_score(ctx, None);
-    Outcome::ok()
+    Ok(Outcome::ok())
 }
 
 fn is_promoted_here(ctx: &Ctx) -> bool {
@@ -298,43 +334,32 @@ fn status_timeout(env: &OcfEnv) -> Duration {
     })
 }
 
-fn monitor(ctx: &Ctx) -> Outcome {
+fn monitor(ctx: &Ctx) -> Done {
     if ctx.env.is_probe() {
-        if let Some(o) = unsupported(ctx) {
-            return o;
-        }
+        supported(ctx)?;
     }
     let started = ctx.dir.started().exists();
     if !started && !is_promoted_here(ctx) {
-        return Outcome::new(OcfExit::NotRunning);
+        return Ok(Outcome::new(OcfExit::NotRunning));
     }
     if !is_promoted_here(ctx) {
         if let Ok(cfg) = MasterConfig::from_values(&ctx.values) {
             update_score(ctx, &cfg);
         }
-        return Outcome::ok();
+        return Ok(Outcome::ok());
     }
-    let st = match status::block_on(status::get_status(
+    let st = status::block_on(status::get_status(
         &ctx.dir.socket(),
         status_timeout(ctx.env),
-    )) {
-        Ok(s) => s,
-        Err(e) => {
-            return Outcome::with_reason(
-                OcfExit::FailedPromoted,
-                format!("promoted, but the guard is gone: {e}"),
-            )
-        }
-    };
+    ))
+    .map_err(MasterError::GuardGone)?;
     if !st.is_healthy_leader() {
-        return Outcome::with_reason(OcfExit::FailedPromoted, st.trouble());
+        return Err(MasterError::Unhealthy(st.trouble()));
     }
     if ctx.env.check_level >= 20 {
-        if let Err(why) = verify_key_in_etcd(ctx, &st) {
-            return Outcome::with_reason(OcfExit::FailedPromoted, why);
-        }
+        verify_key_in_etcd(ctx, &st).map_err(MasterError::KeyCheck)?;
     }
-    Outcome::new(OcfExit::RunningPromoted)
+    Ok(Outcome::new(OcfExit::RunningPromoted))
 }
 
 /// OCF_CHECK_LEVEL=20: read the leader key from etcd ourselves, not through the guard.
@@ -345,24 +370,19 @@ fn verify_key_in_etcd(ctx: &Ctx, st: &GuardStatus) -> Result<(), String> {
         let etcd = Etcd::connect(&cfg.etcd, status_timeout(ctx.env)).await?;
         etcd.holder(&key).await
     })
-    .map_err(|e| format!("check level 20: {e}"))?;
+    .map_err(|e| e.to_string())?;
     match holder {
         Some(h) if h.node == ctx.node && Some(h.lease.to_string()) == st.lease_id => Ok(()),
         Some(h) => Err(format!(
-            "check level 20: {h}, not by this guard (lease {})",
+            "{h}, not by this guard (lease {})",
             st.lease_id.as_deref().unwrap_or("?")
         )),
-        None => Err(format!(
-            "check level 20: leader key {key} does not exist in etcd"
-        )),
+        None => Err(format!("leader key {key} does not exist in etcd")),
     }
 }
 
-fn promote(ctx: &Ctx) -> Outcome {
-    let cfg = match config(ctx) {
-        Ok(c) => c,
-        Err(o) => return o,
-    };
+fn promote(ctx: &Ctx) -> Done {
+    let cfg = config(ctx)?;
     warn_of_slew(&cfg);
     let timeout = ctx
         .env
@@ -377,35 +397,21 @@ fn promote(ctx: &Ctx) -> Outcome {
             Ok(s) if s.is_healthy_leader() => {
                 let _ = ctx.dir.mark(ctx.dir.promoted());
                 set_score(ctx, Some(SCORE_HOLDER));
-                return Outcome::ok();
+                return Ok(Outcome::ok());
             }
             // A fenced or failed guard from before: clean it away, then start afresh.
-            _ => {
-                let out = demote_steps(ctx, Some(&cfg), poll_until);
-                if out.exit != OcfExit::Success {
-                    return out;
-                }
-            }
+            _ => demote_steps(ctx, Some(&cfg), poll_until)?,
         }
     }
-    if let Err(e) = ctx.dir.create() {
-        return Outcome::with_reason(
-            OcfExit::ErrGeneric,
-            format!("cannot create {}: {e}", ctx.dir.root.display()),
-        );
-    }
+    ctx.dir.create().map_err(|source| MasterError::Write {
+        what: "create",
+        path: ctx.dir.root.clone(),
+        source,
+    })?;
     let acquire_for = left(poll_until)
         .saturating_sub(Duration::from_secs(1))
         .max(Duration::from_secs(1));
-    let mut guard = match spawn_guard(ctx, &cfg, acquire_for) {
-        Ok(child) => child,
-        Err(e) => {
-            return Outcome::with_reason(
-                OcfExit::ErrGeneric,
-                format!("cannot start the guard: {e}"),
-            )
-        }
-    };
+    let mut guard = spawn_guard(ctx, &cfg, acquire_for).map_err(MasterError::Spawn)?;
     let mut last: Option<GuardStatus> = None;
     let why = loop {
         if Instant::now() >= poll_until {
@@ -437,7 +443,7 @@ fn promote(ctx: &Ctx) -> Outcome {
                     ctx.node,
                     s.fencing_token.unwrap_or_default()
                 );
-                return Outcome::ok();
+                return Ok(Outcome::ok());
             }
             if s.role == status::Role::Failed {
                 break s.trouble();
@@ -447,15 +453,13 @@ fn promote(ctx: &Ctx) -> Outcome {
         std::thread::sleep(Duration::from_millis(20));
     };
     // Undo within what is left: nothing half-promoted stays behind.
-    let undo = demote_steps(ctx, Some(&cfg), until);
-    if undo.exit != OcfExit::Success {
-        let still = undo.reason.unwrap_or_default();
-        return Outcome::with_reason(
-            OcfExit::ErrGeneric,
-            format!("{why}; and undoing it: {still}"),
-        );
+    match demote_steps(ctx, Some(&cfg), until) {
+        Ok(()) => Err(MasterError::NotPromoted(why)),
+        Err(e) => Err(MasterError::Undo {
+            why,
+            still: e.to_string(),
+        }),
     }
-    Outcome::with_reason(OcfExit::ErrGeneric, why)
 }
 
 /// Spawns the guard in a session of its own and hands it `cfg` on its standard input.
@@ -501,17 +505,15 @@ fn spawn_guard(
     Ok(child)
 }
 
-fn demote(ctx: &Ctx) -> Outcome {
+fn demote(ctx: &Ctx) -> Done {
     let cfg = MasterConfig::from_values(&ctx.values).ok();
     let until = budget(ctx, DEFAULT_DEMOTE_TIMEOUT);
-    let out = demote_steps(ctx, cfg.as_ref(), until);
-    if out.exit == OcfExit::Success {
-        ctx.dir.unmark(ctx.dir.promoted());
-        if let Some(c) = &cfg {
-            update_score(ctx, c);
-        }
+    demote_steps(ctx, cfg.as_ref(), until)?;
+    ctx.dir.unmark(ctx.dir.promoted());
+    if let Some(c) = &cfg {
+        update_score(ctx, c);
     }
-    out
+    Ok(Outcome::ok())
 }
 
 /// The guard steps down within what is left of the budget; if it cannot be asked, it is
@@ -519,7 +521,7 @@ fn demote(ctx: &Ctx) -> Outcome {
 /// will not stop, a VIP that will not go) is left running: it keeps the lease while anything
 /// may still serve, and the failure is reported. Without a usable configuration, the steps
 /// that need it (etcd, systemd) are left to the lease's expiry.
-fn demote_steps(ctx: &Ctx, cfg: Option<&MasterConfig>, until: Instant) -> Outcome {
+fn demote_steps(ctx: &Ctx, cfg: Option<&MasterConfig>, until: Instant) -> Result<(), MasterError> {
     if let Some(pid) = ctx.dir.live_guard() {
         // A guard that cannot answer a status request (stopped, hung) will not step down
         // either: waiting most of the budget on it would leave too little for the clean-up.
@@ -535,15 +537,12 @@ fn demote_steps(ctx: &Ctx, cfg: Option<&MasterConfig>, until: Instant) -> Outcom
             Ok(_) => {
                 if wait_gone(pid, &ctx.dir, Duration::from_secs(3).min(left(until))) {
                     ctx.dir.unmark(ctx.dir.promoted());
-                    return Outcome::ok();
+                    return Ok(());
                 }
                 log::warn!("guard {pid} stepped down but did not exit; ending it");
             }
             Err(status::ClientError::Incomplete(why)) => {
-                return Outcome::with_reason(
-                    OcfExit::ErrGeneric,
-                    format!("guard {pid} could not step down in time: {why}"),
-                );
+                return Err(MasterError::StepDown { pid, why });
             }
             Err(e) => log::warn!("guard {pid} did not step down ({e}); cleaning up after it"),
         }
@@ -571,7 +570,11 @@ fn wait_gone(pid: u32, dir: &ResourceDir, limit: Duration) -> bool {
 /// The guard's step-down done by the agent, within the budget: service, VIP, then — only when
 /// both are confirmed down — key and lease. Every step is tried; only what is proven still up
 /// at the end is a failure. Nothing running (no state, a unit that is not loaded) is success.
-fn cleanup_after_guard(ctx: &Ctx, cfg: Option<&MasterConfig>, until: Instant) -> Outcome {
+fn cleanup_after_guard(
+    ctx: &Ctx,
+    cfg: Option<&MasterConfig>,
+    until: Instant,
+) -> Result<(), MasterError> {
     let state = ctx.dir.load();
     log::info!(
         "cleaning up after the guard of {} (recorded state: {state:?})",
@@ -605,7 +608,7 @@ fn cleanup_after_guard(ctx: &Ctx, cfg: Option<&MasterConfig>, until: Instant) ->
     }
     if !failures.is_empty() {
         // Something may still serve: the lease is not shortened, it runs out by itself.
-        return Outcome::with_reason(OcfExit::ErrGeneric, failures.join("; "));
+        return Err(MasterError::Cleanup(failures));
     }
     if let (Some(c), Some(lease)) = (cfg, state.as_ref().and_then(|s| s.lease_id)) {
         let key = leader_key(&c.etcd.prefix, &ctx.resource);
@@ -628,7 +631,7 @@ fn cleanup_after_guard(ctx: &Ctx, cfg: Option<&MasterConfig>, until: Instant) ->
     }
     ctx.dir.remove_guard_files();
     ctx.dir.unmark(ctx.dir.promoted());
-    Outcome::ok()
+    Ok(())
 }
 
 /// Stops a unit without blocking on systemd (`stop --no-block`: its exit code says nothing

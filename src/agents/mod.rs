@@ -1,7 +1,8 @@
 //! The OCF agents: `vip` maps OCF actions onto `vip/`; `master` onto the guard it spawns
 //! (`guard/`), with `lease/` for the key and `service/` for what cleanup finds left.
-//! This module owns the one mapping from errors to OCF exit codes, and the entry point that
-//! turns an invocation into an exit code without ever letting a panic decide it.
+//! Actions return `Result<Outcome, Failed>` (errors become exit codes in crate::failure);
+//! `run_ocf` prints the reason line and hands the exit code to main, never letting a panic
+//! decide it.
 
 pub mod master;
 mod score;
@@ -9,15 +10,14 @@ pub mod vip;
 
 use std::panic::{self, AssertUnwindSafe};
 
+use crate::failure::Failed;
 use crate::ocf::metadata::{self, AgentInfo};
 use crate::ocf::{reason, Action, OcfEnv, OcfExit, Outcome};
-use crate::params::ConfigError;
-use crate::vip::VipError;
 
 /// An OCF agent: its description and its action handler.
 pub struct AgentDef {
     pub info: &'static AgentInfo,
-    pub run: fn(Action, &OcfEnv) -> Outcome,
+    pub run: fn(Action, &OcfEnv) -> Result<Outcome, Failed>,
 }
 
 pub fn by_name(name: &str) -> Option<&'static AgentDef> {
@@ -55,20 +55,23 @@ pub fn usage(agent: &AgentDef) -> String {
     )
 }
 
-/// Runs one OCF invocation and returns the process exit code.
-pub fn run_ocf(agent: &AgentDef, action: Option<&str>) -> i32 {
+/// Runs one OCF invocation: prints its reason line, returns its exit code.
+pub fn run_ocf(agent: &AgentDef, action: Option<&str>) -> OcfExit {
     let env = OcfEnv::from_process();
-    let outcome = dispatch(agent, action, &env);
+    let outcome = dispatch(agent, action, &env).unwrap_or_else(|f| Outcome {
+        exit: f.exit,
+        reason: Some(f.reason),
+    });
     if let Some(why) = &outcome.reason {
         if outcome.exit != OcfExit::Success {
             log::error!("{} {}: {why}", agent.info.name, action.unwrap_or(""));
         }
         reason::print_reason(&env.exit_reason_prefix, why);
     }
-    outcome.exit.code()
+    outcome.exit
 }
 
-pub fn dispatch(agent: &AgentDef, action: Option<&str>, env: &OcfEnv) -> Outcome {
+pub fn dispatch(agent: &AgentDef, action: Option<&str>, env: &OcfEnv) -> Result<Outcome, Failed> {
     let parsed = action
         .and_then(Action::parse)
         .filter(|a| agent.action_names().contains(&a.name()));
@@ -78,16 +81,16 @@ pub fn dispatch(agent: &AgentDef, action: Option<&str>, env: &OcfEnv) -> Outcome
             None => "no action given".to_string(),
             Some(a) => format!("action {a:?} is not implemented by {}", agent.info.name),
         };
-        return Outcome::with_reason(OcfExit::ErrUnimplemented, why);
+        return Err(Failed::new(OcfExit::ErrUnimplemented, why));
     };
     match action {
         Action::MetaData => {
             print!("{}", metadata::render(agent.info, installed_generation()));
-            Outcome::ok()
+            Ok(Outcome::ok())
         }
         Action::Usage => {
             println!("{}", usage(agent));
-            Outcome::ok()
+            Ok(Outcome::ok())
         }
         _ => guarded(|| (agent.run)(action, env)),
     }
@@ -119,7 +122,7 @@ pub fn installed_generation() -> metadata::Generation {
 }
 
 /// Runs `f`; a panic becomes OCF_ERR_GENERIC with its message as the reason.
-pub fn guarded(f: impl FnOnce() -> Outcome) -> Outcome {
+pub fn guarded<T>(f: impl FnOnce() -> Result<T, Failed>) -> Result<T, Failed> {
     let previous = panic::take_hook();
     panic::set_hook(Box::new(|_| {}));
     let result = panic::catch_unwind(AssertUnwindSafe(f));
@@ -130,60 +133,11 @@ pub fn guarded(f: impl FnOnce() -> Outcome) -> Outcome {
             .map(|s| s.to_string())
             .or_else(|| payload.downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "unknown panic".into());
-        Outcome::with_reason(
+        Err(Failed::new(
             OcfExit::ErrGeneric,
             format!("internal error (please report): {msg}"),
-        )
+        ))
     })
-}
-
-impl From<ConfigError> for Outcome {
-    fn from(e: ConfigError) -> Outcome {
-        Outcome::with_reason(OcfExit::ErrConfigured, e.to_string())
-    }
-}
-
-/// The one place where VIP failures become exit codes.
-impl From<VipError> for Outcome {
-    fn from(e: VipError) -> Outcome {
-        let exit = match &e {
-            VipError::Config(_) => OcfExit::ErrConfigured,
-            VipError::NotHere(_) => OcfExit::ErrGeneric,
-            VipError::Netlink(n) if n.is_permission() => OcfExit::ErrPerm,
-            VipError::Announce(a) if a.is_permission() => OcfExit::ErrPerm,
-            VipError::Netlink(_)
-            | VipError::Announce(_)
-            | VipError::Conflict { .. }
-            | VipError::Duplicate { .. }
-            | VipError::DadFailed { .. }
-            | VipError::DadTimeout { .. }
-            | VipError::Abandoned { .. } => OcfExit::ErrGeneric,
-        };
-        let why = if exit == OcfExit::ErrPerm {
-            format!("insufficient privileges (needs root): {e}")
-        } else {
-            e.to_string()
-        };
-        Outcome::with_reason(exit, why)
-    }
-}
-
-/// The one place where a node's missing pieces become exit codes: unreadable files and
-/// missing programs are this node's lack (5), malformed contents a configuration error (6).
-impl From<crate::resource::config::InstallError> for Outcome {
-    fn from(e: crate::resource::config::InstallError) -> Outcome {
-        use crate::lease::LeaseError;
-        use crate::resource::config::InstallError;
-        use crate::service::ServiceError;
-        let exit = match &e {
-            InstallError::Lease(LeaseError::Unreadable { .. })
-            | InstallError::Service(ServiceError::NotInstalled(_)) => OcfExit::ErrInstalled,
-            InstallError::Lease(LeaseError::BadPem { .. })
-            | InstallError::Service(ServiceError::Failed(_)) => OcfExit::ErrConfigured,
-            InstallError::Lease(_) => OcfExit::ErrGeneric,
-        };
-        Outcome::with_reason(exit, e.to_string())
-    }
 }
 
 #[cfg(test)]
@@ -192,38 +146,25 @@ mod tests {
 
     #[test]
     fn a_panic_becomes_generic_error_with_reason() {
-        let out = guarded(|| panic!("boom"));
+        let out = guarded(|| -> Result<Outcome, Failed> { panic!("boom") }).unwrap_err();
         assert_eq!(out.exit, OcfExit::ErrGeneric);
-        assert_eq!(
-            out.reason.as_deref(),
-            Some("internal error (please report): boom")
-        );
-        assert_eq!(guarded(Outcome::ok).exit, OcfExit::Success);
+        assert_eq!(out.reason, "internal error (please report): boom");
+        assert_eq!(guarded(|| Ok(Outcome::ok())), Ok(Outcome::ok()));
     }
 
     #[test]
     fn unknown_or_missing_action_is_unimplemented() {
         let env = OcfEnv::default();
         let agent = by_name("vip").unwrap();
-        let out = dispatch(agent, Some("reload"), &env);
+        let out = dispatch(agent, Some("reload"), &env).unwrap_err();
         assert_eq!(out.exit, OcfExit::ErrUnimplemented);
-        assert!(out.reason.unwrap().contains("\"reload\""));
-        assert_eq!(dispatch(agent, None, &env).exit, OcfExit::ErrUnimplemented);
+        assert!(out.reason.contains("\"reload\""));
+        let exit = |r: Result<Outcome, Failed>| r.map_or_else(|f| f.exit, |o| o.exit);
+        assert_eq!(exit(dispatch(agent, None, &env)), OcfExit::ErrUnimplemented);
         assert_eq!(
-            dispatch(agent, Some("promote"), &env).exit,
+            exit(dispatch(agent, Some("promote"), &env)),
             OcfExit::ErrUnimplemented,
             "vip is not promotable"
         );
-    }
-
-    #[test]
-    fn permission_errors_map_to_err_perm() {
-        let e = VipError::Netlink(crate::vip::netlink::NetlinkError::Io {
-            op: "add address",
-            source: std::io::Error::from_raw_os_error(libc::EPERM),
-        });
-        let out = Outcome::from(e);
-        assert_eq!(out.exit, OcfExit::ErrPerm);
-        assert!(out.reason.unwrap().starts_with("insufficient privileges"));
     }
 }

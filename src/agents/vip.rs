@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::failure::Failed;
 use crate::ocf::metadata::{ActionSpec, AgentInfo};
 use crate::ocf::{Action, OcfEnv, OcfExit, Outcome};
 use crate::params::vip::VIP_AGENT;
@@ -39,7 +40,7 @@ pub static AGENT: super::AgentDef = super::AgentDef { info: &INFO, run };
 /// How long IPv6 DAD may take when the caller gave no timeout.
 const DEFAULT_DAD_WAIT: Duration = Duration::from_secs(10);
 
-fn run(action: Action, env: &OcfEnv) -> Outcome {
+fn run(action: Action, env: &OcfEnv) -> Result<Outcome, Failed> {
     let values = Values::from_ocf(&VIP_AGENT, env);
     // Parsed once for every action: the namespace to enter comes from it too.
     let parsed = VipConfig::from_values(&values);
@@ -53,8 +54,8 @@ fn run(action: Action, env: &OcfEnv) -> Outcome {
         .ok()
         .or(cleanup.as_ref())
         .and_then(|c| c.network_namespace.clone());
-    if let Err(outcome) = enter_namespace(action, netns, env) {
-        return outcome;
+    if let Some(outcome) = enter_namespace(action, netns, env)? {
+        return Ok(outcome);
     }
     let config = |parsed: Result<VipConfig, ConfigError>| -> Result<VipConfig, VipError> {
         let c = parsed?;
@@ -73,40 +74,32 @@ fn run(action: Action, env: &OcfEnv) -> Outcome {
         Action::ReloadAgent => config(parsed).map(|_| Outcome::ok()),
         _ => Ok(Outcome::new(OcfExit::ErrUnimplemented)),
     };
-    result.unwrap_or_else(Outcome::from)
+    result.map_err(Failed::from)
 }
 
 /// network_namespace: every action runs inside the named namespace, as IPaddr2 re-executes
 /// itself under `ip netns exec`. The namespace missing is this node's trouble: a probe finds
 /// nothing running, stop has nothing to remove, the rest fail with 1.
-fn enter_namespace(action: Action, name: Option<String>, env: &OcfEnv) -> Result<(), Outcome> {
+fn enter_namespace(
+    action: Action,
+    name: Option<String>,
+    env: &OcfEnv,
+) -> Result<Option<Outcome>, VipError> {
     let Some(name) = name else {
-        return Ok(());
+        return Ok(None);
     };
     let path = std::path::Path::new("/run/netns").join(&name);
     let entered = std::fs::File::open(&path).and_then(|f| {
         nix::sched::setns(f, nix::sched::CloneFlags::CLONE_NEWNET).map_err(std::io::Error::from)
     });
     match entered {
-        Ok(()) => Ok(()),
-        Err(_) if env.is_probe() => Err(Outcome::new(OcfExit::NotRunning)),
+        Ok(()) => Ok(None),
+        Err(_) if env.is_probe() => Ok(Some(Outcome::new(OcfExit::NotRunning))),
         Err(e) if action == Action::Stop => {
             log::warn!("network namespace {name} ({e}): nothing of ours can be there");
-            Err(Outcome::ok())
+            Ok(Some(Outcome::ok()))
         }
-        Err(e) => {
-            let exit = match e.raw_os_error() {
-                Some(libc::EPERM) | Some(libc::EACCES) => OcfExit::ErrPerm,
-                _ => OcfExit::ErrGeneric,
-            };
-            Err(Outcome::with_reason(
-                exit,
-                format!(
-                    "parameter network_namespace=\"{name}\": cannot enter {}: {e}",
-                    path.display()
-                ),
-            ))
-        }
+        Err(source) => Err(VipError::Namespace { name, path, source }),
     }
 }
 

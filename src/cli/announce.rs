@@ -1,6 +1,9 @@
 //! `hamaster announce`: send a burst of announcements for an address this host holds. Also
 //! the detached background half of an agent's start burst (`--first`, `--pidfile`).
 
+use super::CliError;
+use crate::failure::Failed;
+use crate::ocf::OcfExit;
 use crate::vip::announce::Announcer;
 use crate::vip::burst;
 use crate::vip::netlink::Rtnl;
@@ -8,27 +11,26 @@ use crate::vip::netlink::Rtnl;
 pub use crate::vip::burst::BurstRequest as AnnounceArgs;
 
 impl super::Verb for AnnounceArgs {
-    fn exec(&self) -> i32 {
+    fn exec(&self) -> Result<OcfExit, Failed> {
         crate::logging::init("hamaster-announce");
-        run(self)
+        run(self).map_err(Failed::from)?;
+        Ok(OcfExit::Success)
     }
 }
 
-fn run(a: &AnnounceArgs) -> i32 {
-    let code = match announce(a) {
-        Ok(sent) => {
-            log::debug!("sent {sent} announcements for {}", a.ip);
-            0
-        }
-        Err(e) => {
-            log::error!("announce {}: {e}", a.ip);
-            1
-        }
-    };
+fn run(a: &AnnounceArgs) -> Result<(), CliError> {
+    let sent = announce(a).map_err(|e| CliError::Announce {
+        ip: a.ip,
+        detail: e.to_string(),
+    });
+    match &sent {
+        Ok(n) => log::debug!("sent {n} announcements for {}", a.ip),
+        Err(e) => log::error!("{e}"),
+    }
     if let Some(p) = &a.pidfile {
         burst::release_pidfile(p);
     }
-    code
+    sent.map(drop)
 }
 
 fn announce(a: &AnnounceArgs) -> Result<u32, Box<dyn std::error::Error>> {

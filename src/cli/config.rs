@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use super::CliError;
 use crate::params::master::MASTER_AGENT;
 use crate::params::Values;
 
@@ -11,16 +12,15 @@ struct ConfigFile {
     resource: String,
 }
 
-/// Reads and parses the file. On failure it prints `hamaster CMD: …` and returns the exit
-/// code: 5 when the file cannot be read, 6 when its contents are wrong.
-fn load(cmd: &str, path: &Path, resource: Option<&str>) -> Result<ConfigFile, i32> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        eprintln!("hamaster {cmd}: cannot read {}: {e}", path.display());
-        5
+/// Reads and parses the file: unreadable, or its contents wrong.
+fn load(path: &Path, resource: Option<&str>) -> Result<ConfigFile, CliError> {
+    let text = std::fs::read_to_string(path).map_err(|source| CliError::Unreadable {
+        path: path.to_path_buf(),
+        source,
     })?;
-    let values = Values::from_toml(&MASTER_AGENT, &text).map_err(|e| {
-        eprintln!("hamaster {cmd}: {}: {e}", path.display());
-        6
+    let values = Values::from_toml(&MASTER_AGENT, &text).map_err(|e| CliError::Config {
+        path: path.to_path_buf(),
+        detail: e.to_string(),
     })?;
     let resource = resource
         .map(String::from)
@@ -30,18 +30,17 @@ fn load(cmd: &str, path: &Path, resource: Option<&str>) -> Result<ConfigFile, i3
 }
 
 /// `load`, then the values read as the command's configuration (`EtcdConfig::from_values`,
-/// `MasterConfig::from_values`), with the resource name. A configuration that `parse`
-/// refuses prints `hamaster CMD: FILE: why` and gives 6.
+/// `MasterConfig::from_values`), with the resource name; a configuration that `parse`
+/// refuses is named with the file.
 pub fn load_as<T, E: std::fmt::Display>(
-    cmd: &str,
     path: &Path,
     resource: Option<&str>,
     parse: impl FnOnce(&Values) -> Result<T, E>,
-) -> Result<(T, String), i32> {
-    let file = load(cmd, path, resource)?;
-    let parsed = parse(&file.values).map_err(|e| {
-        eprintln!("hamaster {cmd}: {}: {e}", path.display());
-        6
+) -> Result<(T, String), CliError> {
+    let file = load(path, resource)?;
+    let parsed = parse(&file.values).map_err(|e| CliError::Config {
+        path: path.to_path_buf(),
+        detail: e.to_string(),
     })?;
     Ok((parsed, file.resource))
 }

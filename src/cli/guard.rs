@@ -4,7 +4,9 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::guard::{self as g, GuardArgs};
+use crate::failure::Failed;
+use crate::guard::{self as g, GuardArgs, GuardError};
+use crate::ocf::OcfExit;
 use crate::resource::config::MasterConfig;
 
 #[derive(Debug, Args)]
@@ -24,13 +26,14 @@ pub struct GuardCmd {
 const MAX_CONFIG: u64 = 1 << 20;
 
 impl super::Verb for GuardCmd {
-    fn exec(&self) -> i32 {
+    fn exec(&self) -> Result<OcfExit, Failed> {
         crate::logging::init(&format!("hamaster-guard({})", self.resource));
-        run(self)
+        run(self).map_err(Failed::from)?;
+        Ok(OcfExit::Success)
     }
 }
 
-fn run(cmd: &GuardCmd) -> i32 {
+fn run(cmd: &GuardCmd) -> Result<(), GuardError> {
     // The configuration the agent parsed and checked, as JSON on standard input: never the
     // inherited environment parsed a second time.
     let mut text = String::new();
@@ -44,12 +47,9 @@ fn run(cmd: &GuardCmd) -> i32 {
     {
         Ok(c) => c,
         Err(e) => {
-            log::error!(
-                "guard {}: takes its configuration as JSON on standard input from the master \
-                 agent: {e}",
-                cmd.resource
-            );
-            return crate::ocf::OcfExit::ErrConfigured.code();
+            let e = GuardError::Config(e);
+            log::error!("guard {}: {e}", cmd.resource);
+            return Err(e);
         }
     };
     g::run(GuardArgs {

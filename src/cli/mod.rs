@@ -7,7 +7,15 @@ pub mod guard;
 pub mod status;
 pub mod takeover;
 
+use std::path::PathBuf;
+
 use clap::{Parser, Subcommand};
+
+use crate::failure::Failed;
+use crate::guard::GuardError;
+use crate::ocf::OcfExit;
+use crate::resource::config::InstallError;
+use crate::resource::status::ClientError;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -20,10 +28,45 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// One operator verb: its arguments (parsed by clap) and what it does with them, ending in the
-/// process's exit code.
+/// One operator verb: its arguments (parsed by clap) and what it does with them: the exit it
+/// ends with, or the failure that `main` prints as `hamaster VERB: reason`.
 pub trait Verb {
-    fn exec(&self) -> i32;
+    fn exec(&self) -> Result<OcfExit, Failed>;
+}
+
+/// Why an operator verb failed; crate::failure gives each its exit code.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error("cannot read {}: {source}", path.display())]
+    Unreadable {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The file's contents, or the configuration they spell, are wrong.
+    #[error("{}: {detail}", path.display())]
+    Config { path: PathBuf, detail: String },
+    /// A resource name that cannot have a run directory.
+    #[error("{0}")]
+    BadName(String),
+    #[error(transparent)]
+    Install(#[from] InstallError),
+    #[error("refusing: {0}")]
+    Refused(String),
+    #[error("no such agent {0:?} (known: vip, master)")]
+    NoAgent(String),
+    #[error("unknown document {0:?} (known: reference, hamaster.8, ocf_hamaster_vip.7, ocf_hamaster_master.7)")]
+    Usage(String),
+    #[error(transparent)]
+    Guard(#[from] GuardError),
+    #[error("announce {ip}: {detail}")]
+    Announce {
+        ip: std::net::IpAddr,
+        detail: String,
+    },
+    #[error("the guard (pid {pid}) did not step down: {source}")]
+    StepDown { pid: u32, source: ClientError },
+    #[error("etcd: {0}")]
+    Etcd(String),
 }
 
 #[derive(Debug, Subcommand)]
@@ -51,15 +94,16 @@ pub enum Command {
 }
 
 impl Command {
-    fn verb(&self) -> &dyn Verb {
+    /// The verb, and its name for error lines.
+    fn verb(&self) -> (&dyn Verb, &'static str) {
         match self {
-            Command::Ocf(a) => a,
-            Command::Announce(a) => a,
-            Command::Guard(a) => a,
-            Command::Status(a) => a,
-            Command::Takeover(a) => a,
-            Command::Release(a) => a,
-            Command::Docs(a) => a,
+            Command::Ocf(a) => (a, "ocf"),
+            Command::Announce(a) => (a, "announce"),
+            Command::Guard(a) => (a, "guard"),
+            Command::Status(a) => (a, "status"),
+            Command::Takeover(a) => (a, "takeover"),
+            Command::Release(a) => (a, "release"),
+            Command::Docs(a) => (a, "docs"),
         }
     }
 }
@@ -73,21 +117,20 @@ pub struct OcfArgs {
 }
 
 impl Verb for OcfArgs {
-    fn exec(&self) -> i32 {
+    /// An unknown agent is told as an agent's failure is: one `ocf-exit-reason:` line.
+    fn exec(&self) -> Result<OcfExit, Failed> {
         let agent = &self.agent;
         match crate::agents::by_name(agent) {
             Some(def) => {
                 crate::logging::init(&format!("hamaster-{agent}"));
-                crate::agents::run_ocf(def, self.action.as_deref())
+                Ok(crate::agents::run_ocf(def, self.action.as_deref()))
             }
             None => {
+                let failed = Failed::from(CliError::NoAgent(agent.clone()));
                 let prefix = std::env::var("OCF_EXIT_REASON_PREFIX")
                     .unwrap_or_else(|_| crate::ocf::reason::DEFAULT_PREFIX.into());
-                crate::ocf::reason::print_reason(
-                    &prefix,
-                    &format!("no such agent {agent:?} (known: vip, master)"),
-                );
-                crate::ocf::OcfExit::ErrInstalled.code()
+                crate::ocf::reason::print_reason(&prefix, &failed.reason);
+                Ok(failed.exit)
             }
         }
     }
@@ -100,7 +143,7 @@ pub struct DocsArgs {
 }
 
 impl Verb for DocsArgs {
-    fn exec(&self) -> i32 {
+    fn exec(&self) -> Result<OcfExit, Failed> {
         let text = match self.what.as_str() {
             "reference" => crate::reference::markdown(),
             "hamaster.8" => crate::reference::man_hamaster(),
@@ -108,28 +151,29 @@ impl Verb for DocsArgs {
             "ocf_hamaster_master.7" => {
                 crate::reference::man_agent(crate::agents::master::AGENT.info)
             }
-            other => {
-                eprintln!("hamaster docs: unknown document {other:?} (known: reference, hamaster.8, ocf_hamaster_vip.7, ocf_hamaster_master.7)");
-                return crate::ocf::OcfExit::ErrArgs.code();
-            }
+            other => return Err(CliError::Usage(other.into()).into()),
         };
         print!("{text}");
-        0
+        Ok(OcfExit::Success)
     }
 }
 
-/// Runs the operator CLI and returns the exit code.
-pub fn main(args: Vec<String>) -> i32 {
+/// Runs the operator CLI: a failure is printed as `hamaster VERB: reason`; returns the exit.
+pub fn main(args: Vec<String>) -> OcfExit {
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
             return if e.use_stderr() {
-                crate::ocf::OcfExit::ErrArgs.code()
+                OcfExit::ErrArgs
             } else {
-                0
+                OcfExit::Success
             };
         }
     };
-    cli.command.verb().exec()
+    let (verb, name) = cli.command.verb();
+    verb.exec().unwrap_or_else(|f| {
+        eprintln!("hamaster {name}: {}", f.reason);
+        f.exit
+    })
 }

@@ -7,7 +7,10 @@ use std::time::Duration;
 use clap::Args;
 use serde::Serialize;
 
+use super::CliError;
+use crate::failure::Failed;
 use crate::lease::{leader_key, Etcd, EtcdConfig};
+use crate::ocf::OcfExit;
 use crate::resource::dir::ResourceDir;
 use crate::resource::status::{self, GuardStatus};
 
@@ -45,23 +48,16 @@ struct Report {
 }
 
 impl super::Verb for StatusArgs {
-    fn exec(&self) -> i32 {
+    fn exec(&self) -> Result<OcfExit, Failed> {
         crate::logging::init("hamaster-status");
-        run(self)
+        run(self).map_err(Failed::from)
     }
 }
 
-fn run(a: &StatusArgs) -> i32 {
-    let loaded = super::config::load_as(
-        "status",
-        &a.config,
-        a.resource.as_deref(),
-        EtcdConfig::from_values,
-    );
-    let (cfg, resource) = match loaded {
-        Ok(l) => l,
-        Err(code) => return code,
-    };
+/// The report, printed; etcd unreachable is said in it, and ends the command with 1.
+fn run(a: &StatusArgs) -> Result<OcfExit, CliError> {
+    let (cfg, resource) =
+        super::config::load_as(&a.config, a.resource.as_deref(), EtcdConfig::from_values)?;
     let report = gather(&cfg, &resource);
     if a.json {
         println!(
@@ -71,11 +67,11 @@ fn run(a: &StatusArgs) -> i32 {
     } else {
         print!("{}", table(&report));
     }
-    if report.etcd.error.is_some() {
-        1
+    Ok(if report.etcd.error.is_some() {
+        OcfExit::ErrGeneric
     } else {
-        0
-    }
+        OcfExit::Success
+    })
 }
 
 fn gather(cfg: &EtcdConfig, resource: &str) -> Report {

@@ -8,8 +8,11 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 
+use super::CliError;
+use crate::failure::Failed;
 use crate::guard::{self as g, GuardArgs};
 use crate::lease::leader_key;
+use crate::ocf::OcfExit;
 use crate::resource::config::MasterConfig;
 use crate::resource::dir::ResourceDir;
 use crate::resource::status;
@@ -90,59 +93,39 @@ fn pacemaker_manages(resource: &str) -> Option<String> {
 }
 
 impl super::Verb for TakeoverArgs {
-    fn exec(&self) -> i32 {
+    fn exec(&self) -> Result<OcfExit, Failed> {
         crate::logging::init(&format!(
             "hamaster-takeover({})",
             self.resource.clone().unwrap_or_default()
         ));
-        takeover(self)
+        takeover(self).map_err(Failed::from)
     }
 }
 
 impl super::Verb for ReleaseArgs {
-    fn exec(&self) -> i32 {
+    fn exec(&self) -> Result<OcfExit, Failed> {
         crate::logging::init("hamaster-release");
-        release(self)
+        release(self).map_err(Failed::from)
     }
 }
 
-fn takeover(a: &TakeoverArgs) -> i32 {
-    let loaded = super::config::load_as(
-        "takeover",
-        &a.config,
-        a.resource.as_deref(),
-        MasterConfig::from_values,
-    );
-    let (config, resource) = match loaded {
-        Ok(l) => l,
-        Err(code) => return code,
-    };
-    if let Err(why) = ResourceDir::check(&crate::runfiles::root(), &resource) {
-        eprintln!("hamaster takeover: {why}");
-        return 6;
-    }
-    if let Err(e) = config.check_installed() {
-        eprintln!("hamaster takeover: {e}");
-        return 5;
-    }
+fn takeover(a: &TakeoverArgs) -> Result<OcfExit, CliError> {
+    let (config, resource) =
+        super::config::load_as(&a.config, a.resource.as_deref(), MasterConfig::from_values)?;
+    ResourceDir::check(&crate::runfiles::root(), &resource).map_err(CliError::BadName)?;
+    config.check_installed()?;
     if let Some(why) = pacemaker_manages(&resource) {
-        eprintln!("hamaster takeover: refusing: {why}");
-        return 1;
+        return Err(CliError::Refused(why));
     }
     if let (false, Some(why)) = (a.cluster_down, cluster_configured_with(&resource)) {
-        eprintln!("hamaster takeover: refusing: {why}");
-        return 1;
+        return Err(CliError::Refused(why));
     }
     // Held for the guard's whole life: agent actions on this node wait for it and then fail
     // with a reason naming this takeover.
     let dir = ResourceDir::new(&crate::runfiles::root(), &resource);
-    let _lock = match dir.lock(Duration::from_secs(2), "hamaster takeover") {
-        Ok(l) => l,
-        Err(why) => {
-            eprintln!("hamaster takeover: refusing: {why}");
-            return 1;
-        }
-    };
+    let _lock = dir
+        .lock(Duration::from_secs(2), "hamaster takeover")
+        .map_err(CliError::Refused)?;
     let node = a.node.clone().unwrap_or_else(hostname);
     eprintln!(
         "hamaster takeover: {resource} as {node}: waiting up to {} s for the leader key {}; `hamaster release --resource {resource}` or Ctrl-C steps down",
@@ -156,17 +139,18 @@ fn takeover(a: &TakeoverArgs) -> i32 {
         acquire_for: Duration::from_secs(a.wait),
         run_dir: crate::runfiles::root(),
         pacemaker_resource: None,
-    })
+    })?;
+    Ok(OcfExit::Success)
 }
 
-fn release(a: &ReleaseArgs) -> i32 {
+fn release(a: &ReleaseArgs) -> Result<OcfExit, CliError> {
     let dir = ResourceDir::new(&crate::runfiles::root(), &a.resource);
     let Some(pid) = dir.live_guard() else {
         println!(
             "no guard runs for {} on this host: nothing to release",
             a.resource
         );
-        return 0;
+        return Ok(OcfExit::Success);
     };
     match status::block_on(status::step_down(
         &dir.socket(),
@@ -182,11 +166,8 @@ fn release(a: &ReleaseArgs) -> i32 {
                 a.resource,
                 st.fencing_token.map_or("-".into(), |t| t.to_string())
             );
-            0
+            Ok(OcfExit::Success)
         }
-        Err(e) => {
-            eprintln!("hamaster release: the guard (pid {pid}) did not step down: {e}");
-            1
-        }
+        Err(source) => Err(CliError::StepDown { pid, source }),
     }
 }

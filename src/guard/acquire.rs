@@ -7,7 +7,7 @@ use tokio::sync::mpsc;
 use tokio::time::sleep_until;
 
 use super::status::StepDown;
-use super::{Acquired, Guard, Interrupt, StopSignals};
+use super::{Acquired, Guard, GuardError, Interrupt, StopSignals};
 use crate::lease::etcd::KeyEvent;
 use crate::lease::{Acquire, Etcd, Grant};
 use crate::resource::status::Role;
@@ -25,15 +25,15 @@ impl Guard {
             .unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400));
         let etcd = Etcd::connect(&self.args.config.etcd, self.op_timeout())
             .await
-            .map_err(|e| Interrupt::Failed(e.to_string()))?;
+            .map_err(|e| Interrupt::Failed(e.into()))?;
         let mut last = String::from("no answer from etcd yet");
         let pause = Duration::from_millis(300);
         loop {
             if Instant::now() >= until {
-                return Err(Interrupt::Failed(format!(
-                    "not leader after {} s: {last}",
-                    self.args.acquire_for.as_secs()
-                )));
+                return Err(Interrupt::Failed(GuardError::NotLeader {
+                    secs: self.args.acquire_for.as_secs(),
+                    last,
+                }));
             }
             let attempt = tokio::select! {
                 r = Self::try_once(&etcd, &self.key, &self.args.node, self.clock.ttl) => r,

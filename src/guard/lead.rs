@@ -16,7 +16,7 @@ use super::machine::{
 };
 use super::status::StepDown;
 use super::watchdog::{DevPath, Dog, Mode as WatchdogMode};
-use super::{health, keepalive, Acquired, Guard, StopSignals};
+use super::{health, keepalive, Acquired, Guard, GuardError, StopSignals};
 use crate::lease::clock::boottime;
 use crate::lease::Etcd;
 use crate::resource::status::GuardStatus;
@@ -65,7 +65,7 @@ impl Guard {
         a: Acquired,
         stepdown: &mut mpsc::Receiver<StepDown>,
         signals: &mut StopSignals,
-    ) -> i32 {
+    ) -> Result<(), GuardError> {
         let lease = a.grant.lease;
         // Resolved and checked before the machine exists: route dumps and an ARP probe are no
         // work for the fencing lock.
@@ -75,7 +75,7 @@ impl Guard {
             Ok(r) => r,
             Err(e) => {
                 let _ = a.etcd.release(&self.key, lease).await;
-                return self.give_up(format!("VIP: {e}"), stepdown).await;
+                return self.give_up(GuardError::Vip(e), stepdown).await;
             }
         };
         let (dog, watchdog) = match &self.watchdog {
@@ -112,9 +112,7 @@ impl Guard {
             Ok(f) => f,
             Err(e) => {
                 let _ = a.etcd.release(&self.key, lease).await;
-                return self
-                    .give_up(format!("cannot start fencing: {e}"), stepdown)
-                    .await;
+                return self.give_up(GuardError::Fencing(e), stepdown).await;
             }
         };
         let _ = self.fence.set(fence.clone());
@@ -173,10 +171,10 @@ impl Guard {
             let service = self.service.as_mut();
             tokio::select! {
                 Some(order) = orders.recv() => {
-                    if let Some(code) = self.perform(&mut shell, order).await {
+                    if let Some(raise_failed) = self.perform(&mut shell, order).await {
                         shell.helpers.stop();
                         fence.stop();
-                        return self.finish(code, &mut shell, stepdown).await;
+                        return self.finish(raise_failed, &mut shell, stepdown).await;
                     }
                 }
                 Some(request) = stepdown.recv() => {
@@ -251,8 +249,8 @@ impl Guard {
         self.shared.update(|s| s.service_detail = "started".into());
     }
 
-    /// Performs one order; Some(code) when the machine is done.
-    async fn perform(&mut self, shell: &mut Shell, order: Order) -> Option<i32> {
+    /// Performs one order; Some(whether the raise failed) when the machine is done.
+    async fn perform(&mut self, shell: &mut Shell, order: Order) -> Option<bool> {
         let fence = shell.fence.clone();
         match order {
             Order::Keepalive { sent } => {
@@ -360,7 +358,7 @@ impl Guard {
                     let _ = w.send((r.is_ok(), st.clone()));
                 }
             }
-            Order::Exit(code) => return Some(code),
+            Order::Exit { raise_failed } => return Some(raise_failed),
         }
         None
     }
@@ -369,10 +367,10 @@ impl Guard {
     /// little so that promote can read why).
     async fn finish(
         &mut self,
-        code: i32,
+        raise_failed: bool,
         shell: &mut Shell,
         stepdown: &mut mpsc::Receiver<StepDown>,
-    ) -> i32 {
+    ) -> Result<(), GuardError> {
         self.persist_machine(&shell.fence);
         let st = self.shared.snapshot();
         for w in shell.waiting.drain(..) {
@@ -380,17 +378,17 @@ impl Guard {
         }
         // Requests that came in while the machine finished: it is done, they are answered.
         while let Ok(request) = stepdown.try_recv() {
-            let _ = request.reply.send((code == 0, st.clone()));
+            let _ = request.reply.send((!raise_failed, st.clone()));
         }
         self.service = None;
-        if code != 0 {
+        if raise_failed {
             let why = shell
                 .fence
                 .view(|m| m.failure().map(String::from))
                 .unwrap_or_else(|| "the raise failed".into());
-            return self.give_up(why, stepdown).await;
+            return self.give_up(GuardError::Raise(why), stepdown).await;
         }
-        code
+        Ok(())
     }
 
     fn persisted_lease(&self) -> crate::lease::LeaseId {

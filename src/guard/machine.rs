@@ -31,12 +31,6 @@ use std::time::Duration;
 pub use super::watchdog::ArmError;
 use crate::lease::LeaseClock;
 
-/// How late after its lifetime the kernel may still show an address: measured here at
-/// 0.03–0.35 s on an idle host (IPv4 and IPv6; docs/safety.md), rounded up. The kernel's own
-/// rule (its expiry work may defer by up to ADDRCONF_TIMER_FUZZ_MAX, a second, plus rounding)
-/// allows more; sizing this from that rule is open work (docs/safety.md).
-pub const KERNEL_EXPIRY_SLACK: Duration = Duration::from_millis(500);
-
 /// An orderly step-down gives the service this long between TERM and KILL, at most.
 pub const STOP_GRACE: Duration = Duration::from_secs(10);
 
@@ -194,8 +188,8 @@ pub enum Order {
     Log(Level, String),
     /// Answer the step-down request: Ok when VIP and service are down, else what is up.
     StepDownAnswer(Result<(), String>),
-    /// The guard's work is over: exit with this code.
-    Exit(i32),
+    /// The guard's work is over; `raise_failed`: it ends because the raise failed.
+    Exit { raise_failed: bool },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -402,24 +396,10 @@ impl Leadership {
         self.clock.watchdog_room_at(sent, granted, reset)
     }
 
-    /// The kernel lifetime (whole seconds) to give the VIP now. It must run out, kernel slack
-    /// included, before the lease can at etcd (`lease_end`); within that, it is the shortest
-    /// whole number of seconds that still reaches our own deadline, so the kernel never takes
-    /// the VIP from a guard that is on time. None: too little lease left for even one second.
+    /// The kernel lifetime (whole seconds) to give the VIP now (LeaseClock::vip_lifetime).
     pub fn vip_lifetime(&self, now: Duration) -> Option<u32> {
-        let latest = self
-            .lease_end
-            .saturating_sub(now)
-            .saturating_sub(KERNEL_EXPIRY_SLACK)
-            .as_secs();
-        let wanted = ceil_secs(self.deadline.saturating_sub(now));
-        let secs = wanted.min(latest);
-        (secs >= 1).then(|| secs.min(u64::from(u32::MAX - 1)) as u32)
+        LeaseClock::vip_lifetime(self.deadline, self.lease_end, now)
     }
-}
-
-fn ceil_secs(d: Duration) -> u64 {
-    d.as_secs() + u64::from(d.subsec_nanos() > 0)
 }
 
 /// How the raise goes, step by step.
@@ -996,7 +976,7 @@ impl<K: Kernel> Machine<K> {
         match &self.fenced {
             Some((at, _)) => {
                 let at = (*at).min(self.fence_at());
-                let kill = at + self.plan.clock.margin / 2;
+                let kill = at + self.plan.clock.kill_delay();
                 match self.watchdog.fires_at() {
                     Some(f) => kill.min(f.saturating_sub(WATCHDOG_LEAD / 2)).max(at),
                     None => kill,
@@ -1527,7 +1507,9 @@ impl<K: Kernel> Machine<K> {
                 self.out(Order::StepDownAnswer(Ok(())));
             }
             self.exited = true;
-            self.out(Order::Exit(i32::from(failed)));
+            self.out(Order::Exit {
+                raise_failed: failed,
+            });
             self.phase = Phase::Done;
             return;
         }

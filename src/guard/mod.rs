@@ -63,8 +63,54 @@ pub fn unix_ms_at(boot: Duration) -> u64 {
     unix_ms().saturating_sub(boottime().saturating_sub(boot).as_millis() as u64)
 }
 
-/// Runs a guard to its end; returns the process exit code.
-pub fn run(args: GuardArgs) -> i32 {
+/// Why a guard ended without leading, or gave up: its reason is the promote's, and
+/// crate::failure gives the process its exit code.
+#[derive(Debug, thiserror::Error)]
+pub enum GuardError {
+    /// The configuration on standard input is not the agent's JSON.
+    #[error("takes its configuration as JSON on standard input from the master agent: {0}")]
+    Config(String),
+    #[error("cannot start its runtime: {0}")]
+    Runtime(std::io::Error),
+    #[error("cannot create {}: {source}", path.display())]
+    RunDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The resource's abstract socket is held: another guard runs.
+    #[error("another guard{who} runs for this resource ({source})")]
+    Taken { who: String, source: std::io::Error },
+    #[error("cannot bind {}: {source}", path.display())]
+    Bind {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot install its signal handlers")]
+    Signals,
+    #[error("metrics_address={addr}: cannot listen there: {source}")]
+    Metrics {
+        addr: std::net::SocketAddr,
+        source: std::io::Error,
+    },
+    /// watchdog=required and none can be armed (guard::watchdog::choose's words).
+    #[error("{0}")]
+    Watchdog(String),
+    #[error(transparent)]
+    Etcd(#[from] crate::lease::LeaseError),
+    /// The key stayed another's, or etcd did not answer, for the whole wait.
+    #[error("not leader after {secs} s: {last}")]
+    NotLeader { secs: u64, last: String },
+    #[error("VIP: {0}")]
+    Vip(#[from] crate::vip::VipError),
+    #[error("cannot start fencing: {0}")]
+    Fencing(String),
+    /// The raise failed (the machine's words).
+    #[error("{0}")]
+    Raise(String),
+}
+
+/// Runs a guard to its end.
+pub fn run(args: GuardArgs) -> Result<(), GuardError> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let resource = args.resource.clone();
     std::panic::set_hook(Box::new(move |info| {
@@ -77,8 +123,9 @@ pub fn run(args: GuardArgs) -> i32 {
     {
         Ok(rt) => rt,
         Err(e) => {
-            log::error!("guard: cannot start its runtime: {e}");
-            return 1;
+            let e = GuardError::Runtime(e);
+            log::error!("guard: {e}");
+            return Err(e);
         }
     };
     rt.block_on(Guard::new(args).run())
@@ -93,7 +140,7 @@ struct Acquired {
 enum Interrupt {
     StepDown(StepDown),
     Signal,
-    Failed(String),
+    Failed(GuardError),
 }
 
 struct Guard {
@@ -174,28 +221,26 @@ impl Guard {
         }
     }
 
-    async fn run(mut self) -> i32 {
-        if let Err(e) = self.dir.create() {
-            log::error!(
-                "guard {}: cannot create {}: {e}",
-                self.args.resource,
-                self.dir.root.display()
-            );
-            return 1;
+    /// A failure before the guard serves its status: logged, and the end.
+    fn early(&self, e: GuardError) -> Result<(), GuardError> {
+        log::error!("guard {}: {e}", self.args.resource);
+        Err(e)
+    }
+
+    async fn run(mut self) -> Result<(), GuardError> {
+        if let Err(source) = self.dir.create() {
+            let path = self.dir.root.clone();
+            return self.early(GuardError::RunDir { path, source });
         }
         // The abstract socket first: holding it is what makes this the resource's guard.
         let identity = match status::bind_abstract(&self.dir.guard_name()) {
             Ok(l) => l,
-            Err(e) => {
+            Err(source) => {
                 let who = self
                     .dir
                     .live_guard()
                     .map_or(String::new(), |p| format!(" (pid {p})"));
-                log::error!(
-                    "guard {}: another guard{who} runs for this resource ({e})",
-                    self.args.resource
-                );
-                return 1;
+                return self.early(GuardError::Taken { who, source });
             }
         };
         let _ = crate::runfiles::write_private(
@@ -205,13 +250,9 @@ impl Guard {
         self.persist();
         let listener = match status::bind(&self.dir.socket()) {
             Ok(l) => l,
-            Err(e) => {
-                log::error!(
-                    "guard {}: cannot bind {}: {e}",
-                    self.args.resource,
-                    self.dir.socket().display()
-                );
-                return 1;
+            Err(source) => {
+                let path = self.dir.socket();
+                return self.early(GuardError::Bind { path, source });
             }
         };
         let (stepdown_tx, mut stepdown_rx) = mpsc::channel::<StepDown>(4);
@@ -229,43 +270,46 @@ impl Guard {
             open.clone(),
         ));
         let Some(mut sigterm) = StopSignals::new() else {
-            return 1;
+            return self.early(GuardError::Signals);
         };
         // Before the key: a metrics_address that cannot be bound, or watchdog=required with
         // no device, never takes it.
         let public = match self.listen_public().await {
             Ok(p) => p,
             Err(why) => {
-                let code = self.give_up(why, &mut stepdown_rx).await;
+                let ended = self.give_up(why, &mut stepdown_rx).await;
                 self.dir.remove_guard_files();
                 server.abort();
                 identity_server.abort();
-                return code;
+                return ended;
             }
         };
-        let code = match watchdog::choose(&self.args.config.watchdog) {
+        let ended = match watchdog::choose(&self.args.config.watchdog) {
             Ok(choice) => {
                 self.use_watchdog(choice);
                 None
             }
-            Err(why) => Some(self.give_up(why, &mut stepdown_rx).await),
+            Err(why) => Some(
+                self.give_up(GuardError::Watchdog(why), &mut stepdown_rx)
+                    .await,
+            ),
         };
-        if let Some(code) = code {
+        if let Some(ended) = ended {
             self.dir.remove_guard_files();
             server.abort();
             identity_server.abort();
             public.inspect(|p| p.abort());
-            return code;
+            return ended;
         }
 
-        let code = match self.acquire(&mut stepdown_rx, &mut sigterm).await {
+        let ended = match self.acquire(&mut stepdown_rx, &mut sigterm).await {
             Ok(acquired) => self.lead(acquired, &mut stepdown_rx, &mut sigterm).await,
             Err(Interrupt::StepDown(request)) => {
                 self.shared.update(|s| s.role = Role::SteppingDown);
                 let _ = request.reply.send((true, self.shared.snapshot()));
-                0
+                Ok(())
             }
-            Err(Interrupt::Signal) => 0,
+            Err(Interrupt::Signal) => Ok(()),
             Err(Interrupt::Failed(why)) => self.give_up(why, &mut stepdown_rx).await,
         };
         self.dir.remove_guard_files();
@@ -273,18 +317,18 @@ impl Guard {
         identity_server.abort();
         public.inspect(|p| p.abort());
         open.drain(Duration::from_millis(500)).await;
-        code
+        ended
     }
 
     /// The public listener (metrics_address), serving at once: /health and /metrics answer
     /// while the key is still being taken; Err names the address that cannot be bound.
-    async fn listen_public(&self) -> Result<Option<tokio::task::JoinHandle<()>>, String> {
+    async fn listen_public(&self) -> Result<Option<tokio::task::JoinHandle<()>>, GuardError> {
         let Some(addr) = self.args.config.metrics else {
             return Ok(None);
         };
         let listener = tokio::net::TcpListener::bind(addr)
             .await
-            .map_err(|e| format!("metrics_address={addr}: cannot listen there: {e}"))?;
+            .map_err(|source| GuardError::Metrics { addr, source })?;
         log::info!(
             "guard {}: serving /metrics, /leader and /health on {addr}",
             self.args.resource
@@ -323,7 +367,7 @@ impl Guard {
     }
 
     fn op_timeout(&self) -> Duration {
-        (self.clock.ttl / 3).clamp(Duration::from_millis(500), Duration::from_secs(2))
+        self.clock.etcd_op_timeout()
     }
 
     fn problem(&self, role: Role, why: impl Into<String>) {
@@ -336,14 +380,18 @@ impl Guard {
     }
 
     /// Reports the failure for a while (promote reads it), then ends.
-    async fn give_up(&mut self, why: String, stepdown: &mut mpsc::Receiver<StepDown>) -> i32 {
+    async fn give_up(
+        &mut self,
+        why: GuardError,
+        stepdown: &mut mpsc::Receiver<StepDown>,
+    ) -> Result<(), GuardError> {
         log::error!("guard {}: {why}", self.args.resource);
-        self.problem(Role::Failed, why);
+        self.problem(Role::Failed, why.to_string());
         tokio::select! {
             _ = tokio::time::sleep(FAILED_LINGER) => {}
             Some(request) = stepdown.recv() => { let _ = request.reply.send((true, self.shared.snapshot())); }
         }
-        1
+        Err(why)
     }
 }
 

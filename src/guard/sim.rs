@@ -848,7 +848,7 @@ impl Sim {
                     return Err(self.fail(seed, "step-down answered done with things up".into()));
                 }
             }
-            Order::Exit(_) => self.exited = true,
+            Order::Exit { .. } => self.exited = true,
         }
         Ok(())
     }
@@ -1134,7 +1134,7 @@ impl Sim {
                     ),
                 ));
             }
-            let kill_by = self.deadline + self.s.clock.margin / 2 + FENCE_LATENCY_BOUND;
+            let kill_by = self.deadline + self.s.clock.kill_delay() + FENCE_LATENCY_BOUND;
             if w.service && t > kill_by && !w.unkillable {
                 return Err(self.fail(seed, format!("service alive at {t:?}, after {kill_by:?}")));
             }

@@ -22,6 +22,16 @@ pub fn boottime() -> Duration {
 /// etcd's monotonic clock are both slewed by it (never stepped).
 pub const MAX_SLEW: f64 = 0.083_833;
 
+/// How late after its lifetime the kernel may still show an address: measured here at
+/// 0.03–0.35 s on an idle host (IPv4 and IPv6; docs/safety.md), rounded up. The kernel's own
+/// rule (its expiry work may defer by up to ADDRCONF_TIMER_FUZZ_MAX, a second, plus rounding)
+/// allows more; sizing this from that rule is open work (docs/safety.md).
+pub const KERNEL_EXPIRY_SLACK: Duration = Duration::from_millis(500);
+
+/// The lease timing policy, all of it: the TTL and margin (the parameters lease_ttl and
+/// lease_margin, or what follows from the TTL), and everything the guard times by them —
+/// keepalive interval, renewal attempt, etcd operation timeout, the deadline, the VIP's kernel
+/// lifetime, the service's kill after a fence, the watchdog's room.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LeaseClock {
     pub ttl: Duration,
@@ -29,6 +39,35 @@ pub struct LeaseClock {
 }
 
 impl LeaseClock {
+    /// Whether a margin (s) works with a TTL (s): at least 1, and the deadline (ttl − margin
+    /// after a keepalive) after the next keepalive (ttl/3), or every renewal would come late.
+    pub fn margin_allowed(ttl: u64, margin: u64) -> bool {
+        margin >= 1 && 3 * margin < 2 * ttl
+    }
+
+    /// lease_margin when it is not set: a fifth of the TTL, rounded, but at least 2 s and at
+    /// least what chrony's largest slew needs (`slew_margin`), kept within `margin_allowed`
+    /// (1 for a TTL of 2 or 3, 2 from 4 to 12, 6 for 30).
+    pub fn derived_margin(ttl: u64) -> u64 {
+        let slew = LeaseClock {
+            ttl: Duration::from_secs(ttl),
+            margin: Duration::ZERO,
+        }
+        .slew_margin()
+        .as_secs_f64()
+        .ceil() as u64;
+        ((ttl + 2) / 5)
+            .max(2)
+            .max(slew)
+            .clamp(1, ((2 * ttl).saturating_sub(1) / 3).max(1))
+    }
+
+    /// The TTL for a margin set alone: the cluster's TTL, raised so that the margin stays
+    /// allowed (what corosync says on one node must not make the setting wrong everywhere).
+    pub fn ttl_for_margin(cluster_ttl: u64, margin: u64) -> u64 {
+        cluster_ttl.max(3 * margin / 2 + 1)
+    }
+
     /// Keepalives go out every TTL/3, like etcd's Go client.
     pub fn keepalive_interval(&self) -> Duration {
         self.ttl / 3
@@ -43,6 +82,33 @@ impl LeaseClock {
             .saturating_sub(self.margin)
             .saturating_sub(self.keepalive_interval());
         (slack / 3).clamp(Duration::from_millis(100), self.keepalive_interval())
+    }
+
+    /// How long one etcd call outside the renewals may take (connect, grant, the first take
+    /// of the key): a third of the TTL, within 0.5–2 s.
+    pub fn etcd_op_timeout(&self) -> Duration {
+        (self.ttl / 3).clamp(Duration::from_millis(500), Duration::from_secs(2))
+    }
+
+    /// When a fenced service that got SIGTERM gets SIGKILL: half a margin after the fence.
+    pub fn kill_delay(&self) -> Duration {
+        self.margin / 2
+    }
+
+    /// The kernel lifetime (whole seconds) to give the VIP at `now`. It must run out, kernel
+    /// slack included, before the lease can at etcd (`lease_end`); within that, it is the
+    /// shortest whole number of seconds that still reaches our own `deadline`, so the kernel
+    /// never takes the VIP from a guard that is on time. None: too little lease left for even
+    /// one second.
+    pub fn vip_lifetime(deadline: Duration, lease_end: Duration, now: Duration) -> Option<u32> {
+        let latest = lease_end
+            .saturating_sub(now)
+            .saturating_sub(KERNEL_EXPIRY_SLACK)
+            .as_secs();
+        let remaining = deadline.saturating_sub(now);
+        let wanted = remaining.as_secs() + u64::from(remaining.subsec_nanos() > 0);
+        let secs = wanted.min(latest);
+        (secs >= 1).then(|| secs.min(u64::from(u32::MAX - 1)) as u32)
     }
 
     /// The moment (on the boot clock) to self-fence, given a keepalive sent at `sent` that

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::LeaseClock;
 use crate::params::master as p;
 use crate::params::{ConfigError, Values};
 
@@ -16,23 +17,6 @@ const MAX_TTL_SECS: u64 = match p::LEASE_TTL.range {
     Some((_, hi)) => hi,
     None => 3600,
 };
-
-/// lease_margin when it is not set: a fifth of the TTL, rounded, but at least 2 s and at least
-/// what chrony's largest slew needs (`LeaseClock::slew_margin`), kept within the rule
-/// `1 ≤ margin < 2·ttl/3` (1 for a TTL of 2 or 3, 2 from 4 to 12, 6 for 30).
-pub fn derived_margin(ttl: u64) -> u64 {
-    let slew = super::LeaseClock {
-        ttl: Duration::from_secs(ttl),
-        margin: Duration::ZERO,
-    }
-    .slew_margin()
-    .as_secs_f64()
-    .ceil() as u64;
-    ((ttl + 2) / 5)
-        .max(2)
-        .max(slew)
-        .clamp(1, ((2 * ttl).saturating_sub(1) / 3).max(1))
-}
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct EtcdConfig {
@@ -126,18 +110,14 @@ impl EtcdConfig {
         let set_ttl: Option<u64> = v.integer(&p::LEASE_TTL)?;
         let ttl = match (set_ttl, set_margin) {
             (Some(t), _) => t,
-            // A margin set alone: the cluster's TTL, raised so that the margin stays valid
-            // (what corosync says on one node must not make the setting wrong everywhere).
-            (None, Some(m)) => super::cluster::default_ttl().max(3 * m / 2 + 1),
+            (None, Some(m)) => LeaseClock::ttl_for_margin(super::cluster::default_ttl(), m),
             (None, None) => super::cluster::default_ttl(),
         };
         if !(MIN_TTL_SECS..=MAX_TTL_SECS).contains(&ttl) {
             return Err(ConfigError::invalid(&p::LEASE_TTL, &ttl.to_string(), format!("is out of range {MIN_TTL_SECS}..{MAX_TTL_SECS} (etcd's minimum lease is {MIN_TTL_SECS} s)")));
         }
-        let margin: u64 = set_margin.unwrap_or_else(|| derived_margin(ttl));
-        // The deadline (ttl - margin after a keepalive) must come after the next keepalive
-        // (ttl/3), or every renewal would arrive too late.
-        if margin < 1 || 3 * margin >= 2 * ttl {
+        let margin: u64 = set_margin.unwrap_or_else(|| LeaseClock::derived_margin(ttl));
+        if !LeaseClock::margin_allowed(ttl, margin) {
             return Err(ConfigError::invalid(
                 &p::LEASE_MARGIN,
                 &margin.to_string(),
@@ -159,8 +139,8 @@ impl EtcdConfig {
         })
     }
 
-    pub fn clock(&self) -> super::LeaseClock {
-        super::LeaseClock {
+    pub fn clock(&self) -> LeaseClock {
+        LeaseClock {
             ttl: self.ttl,
             margin: self.margin,
         }
@@ -282,10 +262,10 @@ mod tests {
             (15, 3),
             (30, 6),
         ] {
-            assert_eq!(derived_margin(ttl), want, "lease_ttl {ttl}");
+            assert_eq!(LeaseClock::derived_margin(ttl), want, "lease_ttl {ttl}");
         }
         for ttl in MIN_TTL_SECS..=3600 {
-            let m = derived_margin(ttl);
+            let m = LeaseClock::derived_margin(ttl);
             assert!(m >= 1 && 3 * m < 2 * ttl, "lease_ttl {ttl}: margin {m}");
             // And it covers chrony's largest slew wherever the rule leaves room for it.
             let clock = crate::lease::LeaseClock {

@@ -78,7 +78,7 @@ pub const LEASE_TTL: Param = Param {
 pub const LEASE_MARGIN: Param = Param {
     name: "lease_margin",
     kind: Kind::Integer,
-    // Derived from lease_ttl when unset (lease::config::derived_margin): a fixed default would
+    // Derived from lease_ttl when unset (LeaseClock::derived_margin): a fixed default would
     // make lease_ttl=3 alone invalid.
     default: None,
     shortdesc: "Self-fencing margin (seconds)",

@@ -403,6 +403,13 @@ pub enum VipError {
     Abandoned { ip: IpAddr },
     #[error(transparent)]
     Announce(#[from] AnnounceError),
+    /// network_namespace names a namespace this node cannot enter.
+    #[error("parameter network_namespace=\"{name}\": cannot enter {}: {source}", path.display())]
+    Namespace {
+        name: String,
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// Where the address belongs, as IPaddr2's findif answers: the interface (which need not
