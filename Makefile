@@ -1,6 +1,8 @@
 # hamaster — the two commands a new user needs are `make demo` and `make check`.
 CARGO ?= cargo
 BIN := target/debug/hamaster
+# The tests that need root, namespaces, etcd and Pacemaker (Cargo.toml's root-tests).
+ROOT := --features root-tests
 # Tests, benchmarks and the demo never see this host's own watchdog (see the script).
 LAB := scripts/without-host-watchdog
 
@@ -31,11 +33,11 @@ golden: build
 
 lint:
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) clippy --workspace --all-targets $(ROOT) -- -D warnings
 
 test:
 	rm -f target/action-durations.tsv
-	$(LAB) $(CARGO) test
+	$(LAB) $(CARGO) test --workspace $(ROOT)
 
 check: deps lint test check-etcd-fixed check-rpm check-generations check-guard check-watchdog check-cluster
 	@echo; echo "Worst agent action durations against their timeouts (all tests above):"
@@ -45,33 +47,33 @@ check: deps lint test check-etcd-fixed check-rpm check-generations check-guard c
 # etcd-server 3.5.16, unpacked under /var/tmp by scripts/fetch-etcd-fixed) as well as
 # Debian bookworm's 3.4.23, which `make test` runs.
 check-etcd-fixed: deps
-	HAMASTER_TEST_ETCD=$$(scripts/fetch-etcd-fixed) $(LAB) $(CARGO) test --test guard_phases --test master_agent -- --test-threads=1
+	HAMASTER_TEST_ETCD=$$(scripts/fetch-etcd-fixed) $(LAB) $(CARGO) test $(ROOT) --test guard_phases --test master_agent -- --test-threads=1
 
 # Each cluster generation with the RPM's glibc-2.17 binary: Debian roots (scripts/make-root:
 # bullseye = RHEL 8.4's Pacemaker 2.0.5 / pcs 0.10.8, trixie = RHEL 10's 3.0.0 / 0.12.0; cached
 # under /var/tmp) checked against their own pcs and schema, then a live 3-node cluster in
 # each (the root's daemons under chroot in the node namespaces) and one on the host.
 check-generations: deps
-	$(LAB) $(CARGO) test --test generations -- --ignored --test-threads=1 --nocapture
+	$(LAB) $(CARGO) test $(ROOT) --test generations -- --ignored --test-threads=1 --nocapture
 
 # The watchdog on a real (emulated) i6300esb in a qemu VM (software emulation), etcd outside it:
 # a frozen guard's node is reset before etcd drops the key; a step-down disarms it.
 check-watchdog: deps build
-	$(LAB) $(CARGO) test --test watchdog_vm -- --ignored --test-threads=1 --nocapture
+	$(LAB) $(CARGO) test $(ROOT) --test watchdog_vm -- --ignored --test-threads=1 --nocapture
 
 # Builds the RPM and tests it (its file list; the unpacked agents with ocf-tester, pcs, crm).
 check-rpm: deps
-	$(LAB) $(CARGO) test --test rpm -- --ignored --test-threads=1
+	$(LAB) $(CARGO) test $(ROOT) --test rpm -- --ignored --test-threads=1
 
 # The guard's promise at the DEFAULT lease settings (and at lease_ttl 3), timed from etcd's side:
 # master link silent, guard SIGKILLed or SIGSTOPped, compaction, a revoked lease (about 8 min).
 check-guard: deps
-	$(LAB) $(CARGO) test --test guard_deadline -- --ignored --test-threads=1 --nocapture
+	$(LAB) $(CARGO) test $(ROOT) --test guard_deadline -- --ignored --test-threads=1 --nocapture
 
 # Real Pacemaker clusters in namespaces, one scenario at a time; the timings table at the end.
 check-cluster: deps
 	rm -f target/cluster-timings.md
-	$(LAB) $(CARGO) test --test cluster -- --ignored --test-threads=1
+	$(LAB) $(CARGO) test $(ROOT) --test cluster -- --ignored --test-threads=1
 	@echo; echo "Cluster scenario timings:"; cat target/cluster-timings.md
 
 # The main job: a 3-node Pacemaker cluster in namespaces, the master created with pcs, its node

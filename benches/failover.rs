@@ -7,10 +7,8 @@
 //! the failover timelines (phase by phase, from the nodes' corosync and Pacemaker logs) into
 //! docs/failover-timeline-{crash,partition}.svg.
 
-#[path = "common/mod.rs"]
-mod common;
-#[path = "../tests/support/mod.rs"]
-mod support;
+use hamaster_lab as support;
+use hamaster_lab::bench as common;
 
 use std::time::{Duration, Instant};
 

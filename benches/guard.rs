@@ -9,10 +9,8 @@
 //!
 //! Writes its section into docs/benchmarks.md. `GUARD_TRIALS` sets N (default 20).
 
-#[path = "common/mod.rs"]
-mod common;
-#[path = "../tests/support/mod.rs"]
-mod support;
+use hamaster_lab as support;
+use hamaster_lab::bench as common;
 
 use std::net::IpAddr;
 use std::process::{Child, Command};

@@ -5,10 +5,8 @@
 //! position of the endpoint list in turn, against promote with all members alive in the same
 //! run. Writes its tables into docs/benchmarks.md.
 
-#[path = "common/mod.rs"]
-mod common;
-#[path = "../tests/support/mod.rs"]
-mod support;
+use hamaster_lab as support;
+use hamaster_lab::bench as common;
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -208,7 +206,7 @@ fn measure(node: &Node, agent: &Agent, rounds: usize, idle_secs: u64) -> String 
     t.push_str(&format!(
         "{MARK_START}\n## master agent\n\nCommand: `make bench` (BENCH_ROUNDS={rounds}: promote, 5 promoted monitors, demote, 5 unpromoted \
          monitors per round; BENCH_IDLE_SECS={idle_secs}). Real 3-member etcd (Debian etcd-server) in namespaces, lease_ttl 3 s, \
-         lease_margin 1 s, the HTTPS test service (tests/support/healthz.py) in command mode, a VIP on a veth; release build; \
+         lease_margin 1 s, the HTTPS test service (lab/healthz.py) in command mode, a VIP on a veth; release build; \
          agents spawned from inside the node's namespace. Measured {} on this machine.\n\n\
          | measure | median | p90 | target |\n|---|---|---|---|\n",
         common::now_utc()

@@ -11,10 +11,8 @@
 //!
 //! Writes its section into docs/benchmarks.md.
 
-#[path = "common/mod.rs"]
-mod common;
-#[path = "../tests/support/mod.rs"]
-mod support;
+use hamaster_lab as support;
+use hamaster_lab::bench as common;
 
 use std::time::{Duration, Instant};
 

@@ -7,10 +7,8 @@
 //!
 //! Writes its section into docs/benchmarks.md. `PHASE_TRIALS` sets the trials (default 10).
 
-#[path = "common/mod.rs"]
-mod common;
-#[path = "../tests/support/mod.rs"]
-mod support;
+use hamaster_lab as support;
+use hamaster_lab::bench as common;
 
 use support::etcd::EtcdCluster;
 use support::master::Node;

@@ -4,10 +4,8 @@
 //! Writes its table into docs/benchmarks.md. Not a test: these machines are noisy, so it
 //! reports ratios measured side by side rather than asserting absolute times.
 
-#[path = "common/mod.rs"]
-mod common;
-#[path = "../tests/support/mod.rs"]
-mod support;
+use hamaster_lab as support;
+use hamaster_lab::bench as common;
 
 use std::process::Command;
 use std::time::{Duration, Instant};

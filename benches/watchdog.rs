@@ -6,10 +6,8 @@
 //!
 //! Writes its section into docs/benchmarks.md. `WATCHDOG_TRIALS` sets N (default 5).
 
-#[path = "common/mod.rs"]
-mod common;
-#[path = "../tests/support/mod.rs"]
-mod support;
+use hamaster_lab as support;
+use hamaster_lab::bench as common;
 
 use std::time::Duration;
 

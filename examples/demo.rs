@@ -3,8 +3,7 @@
 //! failover, the measured outage and the fencing token change. Everything is removed at the
 //! end, also after a failure (which names the step that failed).
 
-#[path = "../tests/support/mod.rs"]
-mod support;
+use hamaster_lab as support;
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

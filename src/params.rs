@@ -77,6 +77,16 @@ pub struct Values {
 }
 
 impl Values {
+    /// For unit tests: the values Pacemaker would pass as `OCF_RESKEY_{name}={value}`.
+    #[cfg(test)]
+    pub fn from_reskeys(specs: &'static [Param], vars: &[(&str, &str)]) -> Values {
+        let env = OcfEnv::from_vars(
+            vars.iter()
+                .map(|(k, v)| (format!("OCF_RESKEY_{k}"), v.to_string())),
+        );
+        Values::from_ocf(specs, &env)
+    }
+
     /// From Pacemaker's environment. Unknown `OCF_RESKEY_*` are ignored, as every OCF agent
     /// does: Pacemaker itself rejects unknown names when the resource is configured.
     pub fn from_ocf(specs: &'static [Param], env: &OcfEnv) -> Values {
@@ -247,11 +257,7 @@ mod tests {
     static TABLE: [Param; 3] = [A, B, S];
 
     fn ocf(vars: &[(&str, &str)]) -> Values {
-        let env = OcfEnv::from_vars(
-            vars.iter()
-                .map(|(k, v)| (format!("OCF_RESKEY_{k}"), v.to_string())),
-        );
-        Values::from_ocf(&TABLE, &env)
+        Values::from_reskeys(&TABLE, vars)
     }
 
     #[test]
@@ -274,15 +280,7 @@ mod tests {
             ..A
         };
         static RANGED: [Param; 1] = [R];
-        let values = |vars: &[(&str, &str)]| {
-            Values::from_ocf(
-                &RANGED,
-                &OcfEnv::from_vars(
-                    vars.iter()
-                        .map(|(k, v)| (format!("OCF_RESKEY_{k}"), v.to_string())),
-                ),
-            )
-        };
+        let values = |vars: &[(&str, &str)]| Values::from_reskeys(&RANGED, vars);
         assert_eq!(values(&[]).number::<u32>(&R), Ok(5));
         assert_eq!(values(&[("a", "10")]).number::<u8>(&R), Ok(10));
         let err = values(&[("a", "70")]).number::<u32>(&R).unwrap_err();

@@ -4,7 +4,7 @@
 //! master's /healthz through the VIP for the whole scenario. Timings go to a table printed at
 //! the end of each test (target/cluster-timings.md).
 
-mod support;
+use hamaster_lab as support;
 
 use std::time::{Duration, Instant};
 

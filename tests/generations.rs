@@ -7,7 +7,7 @@
 //! node namespaces): the documented create, promote, a reloadable `pcs resource update`, pcs
 //! describe, ocf-tester, and a crash failover with 0 VIP overlap (`make check-generations`).
 
-mod support;
+use hamaster_lab as support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -5,7 +5,7 @@
 //! every phase of the renewal cycle. etcd members run in namespaces of their own.
 //! Long (about 8 minutes): `make check-guard`, part of `make check`.
 
-mod support;
+use hamaster_lab as support;
 
 use std::time::{Duration, Instant};
 

@@ -3,7 +3,7 @@
 //! stop and demote with nothing running and stale files that name somebody else's process,
 //! and the run directory wiped while promoted.
 
-mod support;
+use hamaster_lab as support;
 
 use std::time::{Duration, Instant};
 

@@ -4,7 +4,7 @@
 //! 101) or abort; each answers with an OCF code and, where it fails, a reason. Every agent run
 //! happens in a namespace of its own; only validating and read-only actions are fuzzed.
 
-mod support;
+use hamaster_lab as support;
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;

@@ -1,7 +1,7 @@
 //! scripts/install-deps leaves the services of the packages it installed (corosync, pacemaker,
 //! pcsd, etcd, prometheus, haproxy) disabled for the host's next boot: checked on a stand-in systemd root.
 
-mod support;
+use hamaster_lab as support;
 
 use std::path::Path;
 

@@ -10,7 +10,7 @@
 //! describes. Anything else fails the test with both agents' outcomes.
 //! `HAMASTER_DIFF_FILTER=text` runs only the cases whose description contains `text`.
 
-mod support;
+use hamaster_lab as support;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

@@ -3,7 +3,7 @@
 //! VIP on a veth. Faults are real too: etcd members killed, the guard SIGKILLed, the service
 //! made unhealthy, the VIP removed by hand, a node crashed.
 
-mod support;
+use hamaster_lab as support;
 
 use std::time::{Duration, Instant};
 

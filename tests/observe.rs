@@ -6,7 +6,7 @@
 //! crm_resource records the call); the VIP deleted, or its link set down, is told at once and
 //! not added back. The Pacemaker side of the push is the cluster scenario's (tests/cluster.rs).
 
-mod support;
+use hamaster_lab as support;
 
 use std::time::{Duration, Instant};
 

@@ -3,7 +3,7 @@
 //! ocf-tester in a namespace, `pcs resource describe` and `crm ra info` in a private mount
 //! namespace where the unpacked tree stands in for the installed one.
 
-mod support;
+use hamaster_lab as support;
 
 use std::path::PathBuf;
 use std::process::Command;

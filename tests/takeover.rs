@@ -1,7 +1,7 @@
 //! `hamaster takeover` / `release` and the runbook (docs/runbook.md) against a real etcd
 //! cluster in namespaces: the runbook's commands are run here in its order.
 
-mod support;
+use hamaster_lab as support;
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};

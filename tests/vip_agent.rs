@@ -1,7 +1,7 @@
 //! The vip agent against the real kernel: every test builds its own namespaces and veth
 //! pair, runs the built agent inside, and checks addresses and the frames seen on the peer.
 
-mod support;
+use hamaster_lab as support;
 
 use std::time::Duration;
 

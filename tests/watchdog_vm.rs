@@ -9,7 +9,7 @@
 //!
 //! `make check-watchdog` (part of `make check`); root, qemu-system-x86 and busybox-static.
 
-mod support;
+use hamaster_lab as support;
 
 use std::time::Duration;
 

@@ -169,15 +169,10 @@ fn check_endpoint(e: &str) -> Result<&'static str, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ocf::OcfEnv;
     use crate::params::master::MASTER_AGENT;
 
     fn config(vars: &[(&str, &str)]) -> Result<EtcdConfig, ConfigError> {
-        let env = OcfEnv::from_vars(
-            vars.iter()
-                .map(|(k, v)| (format!("OCF_RESKEY_{k}"), v.to_string())),
-        );
-        EtcdConfig::from_values(&Values::from_ocf(&MASTER_AGENT, &env))
+        EtcdConfig::from_values(&Values::from_reskeys(&MASTER_AGENT, vars))
     }
 
     #[test]

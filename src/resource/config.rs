@@ -204,7 +204,6 @@ impl WatchdogConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ocf::OcfEnv;
     use crate::params::master::MASTER_AGENT;
 
     #[test]
@@ -223,11 +222,7 @@ mod tests {
             ("arp_mode", "reply"),
             ("lease_ttl", "12"),
         ];
-        let env = OcfEnv::from_vars(
-            vars.iter()
-                .map(|(k, v)| (format!("OCF_RESKEY_{k}"), v.to_string())),
-        );
-        let cfg = MasterConfig::from_values(&Values::from_ocf(&MASTER_AGENT, &env)).unwrap();
+        let cfg = MasterConfig::from_values(&Values::from_reskeys(&MASTER_AGENT, &vars)).unwrap();
         let back = MasterConfig::from_json(&cfg.to_json()).unwrap();
         assert_eq!(back, cfg);
         assert!(MasterConfig::from_json("").is_err());
@@ -237,11 +232,7 @@ mod tests {
     }
 
     fn parse(vars: &[(&str, &str)]) -> MasterConfig {
-        let env = OcfEnv::from_vars(
-            vars.iter()
-                .map(|(k, v)| (format!("OCF_RESKEY_{k}"), v.to_string())),
-        );
-        MasterConfig::from_values(&Values::from_ocf(&MASTER_AGENT, &env))
+        MasterConfig::from_values(&Values::from_reskeys(&MASTER_AGENT, vars))
             .unwrap_or_else(|e| panic!("{vars:?}: {e}"))
     }
 

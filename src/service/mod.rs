@@ -234,15 +234,10 @@ pub fn find_in_path(name: &str) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ocf::OcfEnv;
     use crate::params::master::MASTER_AGENT;
 
     fn values(vars: &[(&str, &str)]) -> Values {
-        let env = OcfEnv::from_vars(
-            vars.iter()
-                .map(|(k, v)| (format!("OCF_RESKEY_{k}"), v.to_string())),
-        );
-        Values::from_ocf(&MASTER_AGENT, &env)
+        Values::from_reskeys(&MASTER_AGENT, vars)
     }
 
     #[test]

@@ -707,15 +707,10 @@ impl Vip {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ocf::OcfEnv;
     use crate::params::vip::VIP_AGENT;
 
     fn config(vars: &[(&str, &str)]) -> Result<VipConfig, ConfigError> {
-        let env = OcfEnv::from_vars(
-            vars.iter()
-                .map(|(k, v)| (format!("OCF_RESKEY_{k}"), v.to_string())),
-        );
-        VipConfig::from_values(&Values::from_ocf(&VIP_AGENT, &env))
+        VipConfig::from_values(&Values::from_reskeys(&VIP_AGENT, vars))
     }
 
     #[test]

@@ -1,6 +1,5 @@
 //! What the benchmarks share: order statistics, the time stamp, and replacing one marked
 //! section of docs/benchmarks.md while leaving the others alone.
-#![allow(dead_code)]
 
 use std::process::Command;
 
@@ -34,8 +33,8 @@ pub fn now_utc() -> String {
 /// Replaces the section between `start` and `end` (both included in `section`) in
 /// docs/benchmarks.md, or appends it.
 pub fn write_section(start: &str, end: &str, section: &str) {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/benchmarks.md");
-    let old = std::fs::read_to_string(path).unwrap_or_else(|_| "# Benchmarks\n".into());
+    let path = format!("{}/docs/benchmarks.md", super::repo());
+    let old = std::fs::read_to_string(&path).unwrap_or_else(|_| "# Benchmarks\n".into());
     let new = match (old.find(start), old.find(end)) {
         (Some(a), Some(b)) => format!("{}{}{}", &old[..a], section, &old[b + end.len() + 1..]),
         _ => format!("{old}\n{section}"),

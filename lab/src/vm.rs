@@ -44,7 +44,7 @@ pub struct Vm {
 
 /// The kernel folder and a fresh image with the test's own build of hamaster.
 fn image(dir: &Path) -> (PathBuf, PathBuf) {
-    let repo = env!("CARGO_MANIFEST_DIR");
+    let repo = super::repo();
     let out = Command::new(format!("{repo}/scripts/fetch-vm-kernel"))
         .stderr(Stdio::inherit())
         .output()

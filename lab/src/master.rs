@@ -1,5 +1,5 @@
 //! A node running the master agent against an etcd cluster: its namespace, the test service
-//! (tests/support/healthz.py over HTTPS with its own CA), and the agent's parameters.
+//! (lab/healthz.py over HTTPS with its own CA), and the agent's parameters.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
@@ -36,7 +36,7 @@ impl Node {
 
     /// The master agent with the test service, a VIP on lan0, TTL 3 s and margin 1 s.
     pub fn agent(&self, cluster: &EtcdCluster) -> Agent<'_> {
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/healthz.py");
+        let script = format!("{}/lab/healthz.py", super::repo());
         let args = format!(
             "{script} {HEALTH_PORT} {} {} {}",
             self.state.display(),

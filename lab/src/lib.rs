@@ -1,9 +1,11 @@
-//! Test harness: network namespaces with veth pairs (never the host's interfaces), the built
-//! agent laid out as an OCF directory, agent runs inside a namespace, and frame capture on
-//! the peer end of a veth. Everything a test creates is removed when its guard drops, also
-//! when the test fails.
-#![allow(dead_code)]
+//! hamaster's lab, one crate for the tests, the benchmarks and the demo: network namespaces
+//! with veth pairs and bridges (never the host's interfaces), the built agent laid out as an
+//! OCF directory, agent runs inside a namespace, frame capture on the peer end of a veth; a
+//! real etcd cluster (etcd), real Pacemaker clusters (cluster), VMs with a hardware watchdog
+//! (vm), Prometheus (prometheus), and what the benchmarks share (bench). Everything a test
+//! creates is removed when its guard drops, also when the test fails.
 
+pub mod bench;
 pub mod cluster;
 pub mod deadline;
 pub mod etcd;
@@ -25,6 +27,18 @@ use std::time::{Duration, Instant};
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
+/// The repository's root: the lab crate lives in its lab/ folder.
+pub fn repo() -> &'static str {
+    static REPO: OnceLock<String> = OnceLock::new();
+    REPO.get_or_init(|| {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("the lab crate sits in the repository")
+            .display()
+            .to_string()
+    })
+}
+
 /// A name unique to this process and call, short enough for interface names too.
 pub fn unique(tag: &str) -> String {
     let n = COUNTER.fetch_add(1, Ordering::SeqCst);
@@ -37,6 +51,15 @@ pub fn sh(cmd: &str, args: &[&str]) -> Output {
         .output()
         .unwrap_or_else(|e| panic!("{cmd}: {e}"));
     out
+}
+
+/// A command's standard output and error, one after the other, as text.
+pub fn output_text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
 }
 
 pub fn must(cmd: &str, args: &[&str]) -> String {
@@ -180,17 +203,26 @@ impl Pair {
     }
 }
 
-/// The hamaster binary under test: cargo's for tests and benches, `HAMASTER_BIN` for the demo
-/// (cargo tells examples nothing about the crate's binaries).
+/// The hamaster binary under test: `HAMASTER_BIN` when set (the demo), else the one cargo
+/// built beside the running test, bench or example (target/PROFILE/hamaster: they run from
+/// target/PROFILE/deps or target/PROFILE/examples, and cargo builds the package's binary for
+/// its tests and benches).
 pub fn hamaster_bin() -> PathBuf {
-    match (
-        std::env::var_os("HAMASTER_BIN"),
-        option_env!("CARGO_BIN_EXE_hamaster"),
-    ) {
-        (Some(p), _) => PathBuf::from(p),
-        (None, Some(p)) => PathBuf::from(p),
-        (None, None) => panic!("set HAMASTER_BIN to the hamaster binary"),
+    if let Some(p) = std::env::var_os("HAMASTER_BIN") {
+        return PathBuf::from(p);
     }
+    let exe = std::env::current_exe().expect("the running executable's path");
+    let bin = exe
+        .parent()
+        .and_then(Path::parent)
+        .map(|profile| profile.join("hamaster"))
+        .filter(|b| b.is_file());
+    bin.unwrap_or_else(|| {
+        panic!(
+            "no hamaster binary beside {}: set HAMASTER_BIN",
+            exe.display()
+        )
+    })
 }
 
 /// The built binary laid out as an OCF provider directory, in a world-readable place so
@@ -425,7 +457,7 @@ impl<'a> Agent<'a> {
             .extra_env
             .get("OCF_RESKEY_CRM_meta_timeout")
             .map_or("20000", String::as_str);
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/target/action-durations.tsv");
+        let path = format!("{}/target/action-durations.tsv", repo());
         if let Ok(mut f) = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -618,9 +650,7 @@ pub fn files_under(path: &Path) -> Vec<PathBuf> {
 /// version (so `hamaster` is not `hamaster-debuginfo`) ending in `suffix`; None before
 /// `make rpm`.
 pub fn built_rpm(dir: &str, name: &str, suffix: &str) -> Option<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("target/rpm")
-        .join(dir);
+    let root = Path::new(repo()).join("target/rpm").join(dir);
     let mut found: Vec<PathBuf> = files_under(&root)
         .into_iter()
         .filter(|p| {

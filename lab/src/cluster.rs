@@ -316,7 +316,7 @@ impl Lab {
                 // then the holder changes its root, which every command entering the node takes
                 // (nsenter --root). The mounts live and die with the node's mount namespace.
                 let r = root.display();
-                let repo = env!("CARGO_MANIFEST_DIR");
+                let repo = super::repo();
                 fs::create_dir_all(root.join(repo.trim_start_matches('/'))).unwrap();
                 script.push_str(&format!(
                     "mount -t proc proc {r}/proc; mount -t sysfs sysfs {r}/sys; \
@@ -891,7 +891,7 @@ impl Drop for Lab {
 }
 
 /// Creates one of the cib/ topologies with its pcs script on node 0, with the lab's etcd, the
-/// test service (tests/support/healthz.py over HTTP on 8443), TTL 3 s and margin 1 s; then
+/// test service (lab/healthz.py over HTTP on 8443), TTL 3 s and margin 1 s; then
 /// checks the live CIB with crm_verify. `trace` shows the pcs commands (sh -x) for the demo.
 pub fn create_topology(lab: &Lab, script: &str, trace: bool) -> Output {
     create_topology_with(lab, script, trace, "")
@@ -899,9 +899,9 @@ pub fn create_topology(lab: &Lab, script: &str, trace: bool) -> Output {
 
 /// As create_topology, with more `NAME=value` words for the script (MONITOR_INTERVAL=10s).
 pub fn create_topology_with(lab: &Lab, script: &str, trace: bool, extra: &str) -> Output {
-    let repo = env!("CARGO_MANIFEST_DIR");
+    let repo = super::repo();
     let env = format!(
-        "ETCD_ENDPOINTS={} VIP={VIP} SERVICE=/usr/bin/python3 SERVICE_ARGS='{repo}/tests/support/healthz.py 8443 /run' \
+        "ETCD_ENDPOINTS={} VIP={VIP} SERVICE=/usr/bin/python3 SERVICE_ARGS='{repo}/lab/healthz.py 8443 /run' \
          HEALTH_URL=http://127.0.0.1:8443/healthz LEASE_TTL=3 LEASE_MARGIN=1 NIC=lan0 {extra}",
         lab.etcd_endpoints()
     );
@@ -1017,10 +1017,7 @@ pub fn record(
     outage: Option<Duration>,
     promote: Option<Duration>,
 ) {
-    let path = PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/target/cluster-timings.md"
-    ));
+    let path = PathBuf::from(format!("{}/target/cluster-timings.md", super::repo()));
     let ms = |d: Option<Duration>| d.map_or("-".into(), |d| format!("{}", d.as_millis()));
     let row = format!(
         "| {scenario} | {topology} | {} | {} | {} |\n",

@@ -1,0 +1,266 @@
+//! What runs anywhere, without root or namespaces: the agents' meta-data against
+//! ra-api-1.dtd and the schema of its dialect (pcs's ocf-1.1.rng from Pacemaker 2.1,
+//! resource-agents' metadata.rng before) and the golden copies, the roles it spells for the
+//! installed schemas, what it advertises, the CIB topologies under crm_verify, and
+//! docs/reference.md current.
+
+use hamaster_lab as support;
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use support::OcfDir;
+
+fn meta_data(agent: &str) -> String {
+    let out = Command::new(OcfDir::get().agent(agent))
+        .arg("meta-data")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+const AGENTS: [(&str, &[hamaster::params::Param]); 2] = [
+    ("vip", &hamaster::params::vip::VIP_AGENT),
+    ("master", &hamaster::params::master::MASTER_AGENT),
+];
+
+fn xmllint(args: &[&str], input: &str, dir: &str) -> std::process::Output {
+    let mut child = Command::new("xmllint")
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// ocf-tester's check: `xmllint --valid` against ra-api-1.dtd, from its directory.
+fn assert_dtd_valid(xml: &str, what: &str) {
+    let dtd = xmllint(
+        &["--noout", "--valid", "-"],
+        xml,
+        "/usr/share/resource-agents",
+    );
+    assert!(
+        dtd.status.success(),
+        "{what} DTD: {}",
+        String::from_utf8_lossy(&dtd.stderr)
+    );
+}
+
+#[test]
+fn meta_data_validates_against_the_dtd_and_the_relaxng_schema() {
+    for (agent, params) in AGENTS {
+        let xml = meta_data(agent);
+        assert_dtd_valid(&xml, agent);
+        // Pacemaker 2.1+ (this host): OCF 1.1, as pcs validates it.
+        let rng = xmllint(
+            &[
+                "--noout",
+                "--relaxng",
+                "/usr/share/pcs/data/ocf-1.1.rng",
+                "-",
+            ],
+            &xml,
+            "/",
+        );
+        assert!(
+            rng.status.success(),
+            "{agent} OCF 1.1 RNG: {}",
+            String::from_utf8_lossy(&rng.stderr)
+        );
+        assert!(
+            xml.contains("<action name=\"reload-agent\" timeout=\"10s\"/>")
+                && xml.contains(" reloadable=\"1\">"),
+            "{agent}: {xml}"
+        );
+        for p in params.iter() {
+            assert!(
+                xml.contains(&format!("<parameter name=\"{}\"", p.name)),
+                "{} in {agent} meta-data",
+                p.name
+            );
+        }
+    }
+    let master = meta_data("master");
+    for needle in [
+        "<action name=\"promote\" timeout=\"60s\"/>",
+        "<action name=\"monitor\" timeout=\"20s\" interval=\"10s\" role=\"Promoted\"/>",
+        "<parameter name=\"etcd_endpoints\" unique=\"0\" required=\"1\">",
+        "<parameter name=\"ip\" unique=\"1\" required=\"0\">",
+    ] {
+        assert!(master.contains(needle), "master meta-data lacks {needle}");
+    }
+}
+
+/// The master's monitor roles follow the Pacemaker whose CIB schemas are installed:
+/// Master/Slave where the newest schema is older than pacemaker-3.7 (Pacemaker 2.0, RHEL
+/// 8.0-8.4: pcs copies the roles into the CIB, which that schema would refuse),
+/// Promoted/Unpromoted from it on. The schemas are found where Pacemaker looks for them.
+#[test]
+fn master_meta_data_spells_the_roles_the_installed_schema_knows() {
+    let dir = std::env::temp_dir().join(format!("hm-schemas-{}", std::process::id()));
+    let roles_with = |schemas: &[&str]| {
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        for s in schemas {
+            std::fs::write(dir.join(s), "").unwrap();
+        }
+        let out = Command::new(OcfDir::get().agent("master"))
+            .arg("meta-data")
+            .env("PCMK_schema_directory", &dir)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    // Pacemaker 2.0.5's schemas end at 3.5; 2.1.5's at 3.9.
+    let old = roles_with(&["pacemaker-3.0.rng", "pacemaker-3.5.rng", "upgrade-2.10.xsl"]);
+    assert!(old.contains("interval=\"10s\" role=\"Master\""), "{old}");
+    assert!(old.contains("interval=\"11s\" role=\"Slave\""), "{old}");
+    assert!(!old.contains("Promoted"), "{old}");
+    // Pacemaker 2.0 knows no reload-agent: OCF 1.0.
+    assert!(
+        !old.contains("<action name=\"reload-agent\"") && !old.contains("reloadable="),
+        "{old}"
+    );
+    assert_dtd_valid(&old, "the Pacemaker 2.0 dialect");
+    // resource-agents' metadata.rng of that generation (4.7) checks it in the bullseye root
+    // (tests/generations.rs); this host's 4.12 knows only the new role names.
+    let new = roles_with(&[
+        "pacemaker-3.5.rng",
+        "pacemaker-3.7.rng",
+        "pacemaker-3.9.rng",
+    ]);
+    assert!(new.contains("role=\"Promoted\"") && new.contains("role=\"Unpromoted\""));
+    // No schemas found at all (no Pacemaker here): today's names.
+    let none = roles_with(&[]);
+    assert!(none.contains("role=\"Promoted\""), "{none}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn meta_data_matches_the_golden_copies_in_ocf() {
+    for (agent, _) in AGENTS {
+        let path = format!("{}/ocf/{agent}.xml", env!("CARGO_MANIFEST_DIR"));
+        let golden = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(
+            meta_data(agent),
+            golden,
+            "{path} is stale: run `make golden`"
+        );
+    }
+}
+
+#[test]
+fn cib_topologies_pass_crm_verify_and_a_broken_one_does_not() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/cib");
+    for name in [
+        "master-with-vip",
+        "vip-plus-master",
+        "ipaddr2-group-baseline",
+    ] {
+        let xml = format!("{dir}/{name}.xml");
+        let out = Command::new("crm_verify")
+            .args(["--xml-file", &xml])
+            .output()
+            .unwrap();
+        let text = support::output_text(&out);
+        assert!(
+            out.status.success() && text.trim().is_empty(),
+            "crm_verify {name}: {text}"
+        );
+        assert!(
+            std::path::Path::new(&format!("{dir}/{name}.sh")).exists(),
+            "{name} has its pcs script"
+        );
+    }
+    let broken = std::fs::read_to_string(format!("{dir}/vip-plus-master.xml"))
+        .unwrap()
+        .replace("with-rsc=\"api-clone\"", "with-rsc=\"no-such-clone\"");
+    let path = std::env::temp_dir().join(format!("hamaster-broken-cib-{}.xml", std::process::id()));
+    std::fs::write(&path, broken).unwrap();
+    let out = Command::new("crm_verify")
+        .arg("--xml-file")
+        .arg(&path)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&path);
+    assert!(
+        !out.status.success(),
+        "crm_verify must reject a constraint on a missing resource"
+    );
+}
+
+#[test]
+fn docs_reference_is_generated_from_the_parameter_tables_and_current() {
+    let file =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/reference.md")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_hamaster"))
+        .args(["docs", "reference"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        file,
+        "docs/reference.md is stale: run `make docs`"
+    );
+    for (_, params) in AGENTS {
+        for p in params.iter() {
+            assert!(
+                file.contains(&format!("| `{}` |", p.name)),
+                "{} documented",
+                p.name
+            );
+        }
+    }
+}
+
+#[test]
+fn meta_data_advertises_only_what_pacemaker_calls_and_usage_still_answers() {
+    let calls = [
+        "start",
+        "stop",
+        "monitor",
+        "promote",
+        "demote",
+        "notify",
+        "reload-agent",
+        "validate-all",
+        "meta-data",
+    ];
+    for agent in ["vip", "master"] {
+        let md = support::run_command({
+            let mut c = Command::new(support::hamaster_bin());
+            c.args(["ocf", agent, "meta-data"]);
+            c
+        });
+        for action in md.stdout.split("<action name=\"").skip(1) {
+            let name = action.split('"').next().unwrap_or_default();
+            assert!(calls.contains(&name), "{agent} advertises {name}");
+        }
+        let usage = support::run_command({
+            let mut c = Command::new(support::hamaster_bin());
+            c.args(["ocf", agent, "usage"]);
+            c
+        });
+        assert_eq!(usage.code, 0, "{agent} usage");
+        assert!(usage.stdout.starts_with(&format!("usage: {agent} {{")));
+    }
+    // So the CIBs that pcs writes (and the copies in cib/) carry no usage op.
+    for cib in ["master-with-vip", "vip-plus-master"] {
+        let xml = std::fs::read_to_string(format!("{}/cib/{cib}.xml", env!("CARGO_MANIFEST_DIR")))
+            .unwrap();
+        assert!(!xml.contains("name=\"usage\""), "{cib}.xml");
+    }
+}
