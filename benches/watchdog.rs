@@ -1,5 +1,5 @@
 //! `make bench-watchdog`: the frozen guard and the hardware watchdog in figures, at the DEFAULT
-//! lease settings, on a real (emulated) i6300esb in a qemu VM (tests/support/vm.rs), etcd a
+//! lease settings, on a real (emulated) i6300esb in a qemu VM (lab/src/vm.rs), etcd a
 //! three-member cluster outside the VM: for each trial the guard is SIGSTOPped at spread
 //! moments after taking the master with `hamaster takeover`; measured are freeze → WATCHDOG (qemu's QMP event) and
 //! the watchdog's lead over etcd's deletion of the key (etcdctl watch, etcd's side).

@@ -171,7 +171,7 @@ fn three_nodes_master_with_vip_crash_partition_etcd_loss_and_ban() {
     std::fs::write(
         &toml,
         format!(
-            "etcd_endpoints = \"{}\"\ncommand = \"/usr/bin/python3\"\nargs = \"{}/tests/support/healthz.py 8443 /run\"\n",
+            "etcd_endpoints = \"{}\"\ncommand = \"/usr/bin/python3\"\nargs = \"{}/lab/healthz.py 8443 /run\"\n",
             lab.etcd_endpoints(),
             env!("CARGO_MANIFEST_DIR")
         ),
@@ -978,7 +978,7 @@ fn three_nodes_haproxy_reaches_only_the_master_and_a_lost_vip_is_pushed() {
         0,
         &format!(
             "pcs resource create api ocf:hamaster:master etcd_endpoints={} lease_ttl=3 \
-             lease_margin=1 command=/usr/bin/python3 args='{repo}/tests/support/healthz.py 8443 /run' \
+             lease_margin=1 command=/usr/bin/python3 args='{repo}/lab/healthz.py 8443 /run' \
              health_url=http://127.0.0.1:8443/healthz metrics_address=0.0.0.0:9405 \
              op monitor interval=10s role=Promoted timeout=10s \
              op monitor interval=11s role=Unpromoted timeout=10s \

@@ -3,7 +3,7 @@
 //! 2.0.5 and pcs 0.10.8, trixie with RHEL 10's Pacemaker 3.0.0 and pcs 0.12.0 — and the host's
 //! bookworm (2.1.5 / 0.11.5, RHEL 8.5–9's generation). First, without daemons: pcs creates the
 //! master on an empty CIB (`pcs -f`), crm_verify checks it, cib/*.xml load. Then a live 3-node
-//! cluster per generation (tests/support/cluster.rs, the root's daemons under chroot in the
+//! cluster per generation (lab/src/cluster.rs, the root's daemons under chroot in the
 //! node namespaces): the documented create, promote, a reloadable `pcs resource update`, pcs
 //! describe, ocf-tester, and a crash failover with 0 VIP overlap (`make check-generations`).
 

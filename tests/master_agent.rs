@@ -1,5 +1,5 @@
 //! The master agent against a real three-member etcd cluster (Debian's etcd-server) in
-//! namespaces, with a real HTTPS service in command mode (tests/support/healthz.py) and the
+//! namespaces, with a real HTTPS service in command mode (lab/healthz.py) and the
 //! VIP on a veth. Faults are real too: etcd members killed, the guard SIGKILLed, the service
 //! made unhealthy, the VIP removed by hand, a node crashed.
 

@@ -1,4 +1,4 @@
-//! The watchdog on a real (emulated) device, in a virtual machine (tests/support/vm.rs): qemu
+//! The watchdog on a real (emulated) device, in a virtual machine (lab/src/vm.rs): qemu
 //! with an i6300esb, Debian's kernel, busybox and hamaster; etcd is a three-member cluster
 //! outside the VM, on the same bridge. The master is taken with `hamaster takeover` at the
 //! default lease settings (lease_ttl follows corosync: none in the VM, so 10 s; margin 2 s).
