@@ -36,6 +36,9 @@ pub trait Failure: std::fmt::Display {
 pub struct Failed {
     pub exit: OcfExit,
     pub reason: String,
+    /// The reason is in the log already (the guard's own end, an announcement's): it is not
+    /// printed again.
+    pub logged: bool,
 }
 
 impl Failed {
@@ -43,6 +46,15 @@ impl Failed {
         Failed {
             exit,
             reason: reason.into(),
+            logged: false,
+        }
+    }
+
+    /// The same failure, said in the log already.
+    pub fn logged(self) -> Failed {
+        Failed {
+            logged: true,
+            ..self
         }
     }
 }
@@ -58,6 +70,7 @@ impl<E: Failure> From<E> for Failed {
         Failed {
             exit: e.exit(),
             reason: e.reason(),
+            logged: false,
         }
     }
 }

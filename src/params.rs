@@ -25,6 +25,22 @@ impl Kind {
     }
 }
 
+/// What an integer parameter that is a duration counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    Seconds,
+    Milliseconds,
+}
+
+impl Unit {
+    pub const fn symbol(self) -> &'static str {
+        match self {
+            Unit::Seconds => "s",
+            Unit::Milliseconds => "ms",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Param {
     pub name: &'static str,
@@ -37,8 +53,21 @@ pub struct Param {
     pub reloadable: bool,
     /// For an integer: the values taken (inclusive); `Values::number` checks it.
     pub range: Option<(u64, u64)>,
+    /// For a duration: what its number counts (`Values::duration`, `Param::duration_of`).
+    pub unit: Option<Unit>,
     pub shortdesc: &'static str,
     pub longdesc: &'static str,
+}
+
+impl Param {
+    /// `n` of this parameter's unit as a duration (a parameter without one counts seconds;
+    /// every duration in the tables names its unit, which a test checks).
+    pub fn duration_of(&self, n: u64) -> std::time::Duration {
+        match self.unit {
+            Some(Unit::Milliseconds) => std::time::Duration::from_millis(n),
+            Some(Unit::Seconds) | None => std::time::Duration::from_secs(n),
+        }
+    }
 }
 
 /// A parameter whose value could not be used. Displayed, it names the parameter and the value,
@@ -205,6 +234,11 @@ impl Values {
             .map_err(|_| ConfigError::invalid(p, self.get(p).unwrap_or_default(), "is too large"))
     }
 
+    /// A duration parameter's value (or default, within range) in its unit.
+    pub fn duration(&self, p: &Param) -> Result<std::time::Duration, ConfigError> {
+        Ok(p.duration_of(self.number::<u64>(p)?))
+    }
+
     pub fn boolean(&self, p: &Param) -> Result<bool, ConfigError> {
         match self.get(p) {
             None => Ok(false),
@@ -238,6 +272,7 @@ mod tests {
         unique: false,
         reloadable: false,
         range: None,
+        unit: None,
         shortdesc: "a",
         longdesc: "a",
     };
@@ -324,5 +359,30 @@ mod tests {
             Values::from_toml(&TABLE, "a = "),
             Err(ConfigError::Syntax(_))
         ));
+    }
+
+    #[test]
+    fn every_duration_in_the_tables_names_its_unit() {
+        for table in [&vip::VIP_AGENT[..], &master::MASTER_AGENT[..]] {
+            for p in table {
+                let duration = ["_ttl", "_margin", "_interval", "_timeout"]
+                    .iter()
+                    .any(|end| p.name.ends_with(end));
+                assert_eq!(
+                    p.unit.is_some(),
+                    duration && p.kind == Kind::Integer,
+                    "{}: a duration names its unit, nothing else has one",
+                    p.name
+                );
+            }
+        }
+        assert_eq!(
+            master::HEALTH_TIMEOUT.duration_of(2000),
+            std::time::Duration::from_secs(2)
+        );
+        assert_eq!(
+            master::LEASE_TTL.duration_of(10),
+            std::time::Duration::from_secs(10)
+        );
     }
 }

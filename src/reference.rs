@@ -14,9 +14,13 @@ fn agent_section(out: &mut String, info: &AgentInfo) {
         out.push_str(&format!(
             "| `{}` | {} | {} | {} | {} | {} {} |\n",
             p.name,
-            match p.range {
-                Some((lo, hi)) => format!("{} ({lo}..{hi})", p.kind.dtd_name()),
-                None => p.kind.dtd_name().to_string(),
+            match (p.range, p.unit) {
+                (Some((lo, hi)), Some(u)) => {
+                    format!("{} ({lo}..{hi} {})", p.kind.dtd_name(), u.symbol())
+                }
+                (Some((lo, hi)), None) => format!("{} ({lo}..{hi})", p.kind.dtd_name()),
+                (None, Some(u)) => format!("{} ({})", p.kind.dtd_name(), u.symbol()),
+                (None, None) => p.kind.dtd_name().to_string(),
             },
             p.default.map_or("".into(), |d| format!("`{d}`")),
             if p.required { "yes" } else { "" },
@@ -82,6 +86,9 @@ pub fn man_agent(info: &AgentInfo) -> String {
         }
         if let Some((lo, hi)) = p.range {
             tags.push(format!("{lo} to {hi}"));
+        }
+        if let Some(u) = p.unit {
+            tags.push(format!("in {}", u.symbol()));
         }
         if p.required {
             tags.push("required".into());

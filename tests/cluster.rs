@@ -516,9 +516,11 @@ fn three_nodes_crash_of_the_master_the_first_etcd_endpoint_and_the_etcd_leader()
     // Once the old lease is gone (and promote was invoked), the next master takes the key at
     // once: no attempt waits out the silent first endpoint (that took 1.2 s before).
     let deleted = watch
-        .first("DELETE", crash_unix)
+        .first_since("DELETE", crash_unix)
         .expect("the old lease expired");
-    let put = watch.first("PUT", deleted).expect("the new master's key");
+    let put = watch
+        .first_since("PUT", deleted)
+        .expect("the new master's key");
     let invoked = support::timeline::first_logged(
         &lab.log_text(p2i, "pacemaker.log"),
         "execution of promote operation for api on",

@@ -1162,7 +1162,10 @@ fn promote_moves_etcds_leader_off_the_masters_node() {
     let mut etcd = EtcdCluster::new("mml");
     // The node has member e1's name: etcd members are named after their hosts.
     let a = Node::new(&mut etcd, "e1");
-    etcd.move_leader_to(0);
+    assert!(
+        etcd.move_leader_to(0),
+        "member 0 did not become etcd's leader"
+    );
     let off = a.agent(&etcd).param("etcd_move_leader", "false");
     assert_eq!(off.run("start").code, 0);
     promoted(off.run("promote"), &a);
@@ -1185,7 +1188,10 @@ fn promote_moves_etcds_leader_off_the_masters_node() {
     assert!(a.holds_vip());
     assert_eq!(etcd.get(KEY).map(|k| k.0).as_deref(), Some("e1"));
     // etcd elects the member here again while we lead: moved off within a check period.
-    etcd.move_leader_to(0);
+    assert!(
+        etcd.move_leader_to(0),
+        "member 0 did not become etcd's leader"
+    );
     let moved = support::wait_for(Duration::from_secs(8), || {
         etcd.leader().is_some_and(|l| l != 0)
     });
@@ -1201,7 +1207,10 @@ fn promote_moves_etcds_leader_off_the_masters_node() {
     assert_eq!(others.len(), 2, "member list: {others:?}");
     let (silent, live) = (others[0], others[1]);
     assert_eq!(agent.run("demote").code, 0);
-    etcd.move_leader_to(0);
+    assert!(
+        etcd.move_leader_to(0),
+        "member 0 did not become etcd's leader"
+    );
     etcd.cut_member(silent);
     promoted(agent.run("promote"), &a);
     let moved = support::wait_for(Duration::from_secs(10), || etcd.leader() == Some(live));
@@ -1224,7 +1233,10 @@ fn a_master_given_one_etcd_member_learns_the_others_from_the_member_list() {
     let a = Node::new(&mut etcd, "na");
     let only = etcd.endpoints().split(',').nth(1).unwrap().to_string();
     // e2 must not lead: its silence would cost an election, not what is tested here.
-    etcd.move_leader_to(0);
+    assert!(
+        etcd.move_leader_to(0),
+        "member 0 did not become etcd's leader"
+    );
     let agent = a.agent(&etcd).param("etcd_endpoints", &only);
     assert_eq!(agent.run("start").code, 0);
     promoted(agent.run("promote"), &a);

@@ -301,7 +301,7 @@ fn a_host_outside_the_cluster_claiming_the_vip_is_named_defended_once_and_pushed
 
     // This node's own frames never count: its promote burst, and a gratuitous ARP for the VIP
     // sent from another of its interfaces on the same bridge.
-    support::veth_to_bridge(&a.ns, "lan1", &etcd.switch, "p2nd", "br0", None);
+    etcd.switch().plug(&a.ns, "lan1", "p2nd", "br0", None);
     let own = support::sh(
         "ip",
         &[

@@ -229,6 +229,27 @@ fn takeover_steps_down_on_a_signal_and_rejects_unknown_config_keys() {
         run.stderr
     );
     assert!(etcd.get(KEY).is_none() && !a.holds_vip());
+
+    // The agent's rule (crate::failure): a file this node lacks is 5, one that is wrong
+    // everywhere 6, with the parameter and the value named.
+    let plain = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("\nlease_ttll = 5\n", "\n")
+        .replace("http://", "https://");
+    let not_pem = std::env::temp_dir().join(support::unique("notpem"));
+    std::fs::write(&not_pem, "not a certificate\n").unwrap();
+    let not_pem = not_pem.to_str().unwrap().to_string();
+    for (cacert, code) in [(not_pem.as_str(), 6), ("/nonexistent/hamaster-ca.crt", 5)] {
+        std::fs::write(&config, format!("{plain}etcd_cacert = \"{cacert}\"\n")).unwrap();
+        let run = support::run_command(
+            a.cli(&agent, &["takeover", "--config", config.to_str().unwrap()]),
+        );
+        assert_eq!(run.code, code, "etcd_cacert={cacert}: {}", run.stderr);
+        let named = format!("hamaster takeover: parameter etcd_cacert=\"{cacert}\"");
+        assert!(run.stderr.contains(&named), "{}", run.stderr);
+    }
+    let _ = std::fs::remove_file(&not_pem);
+    assert!(etcd.get(KEY).is_none() && !a.holds_vip());
 }
 
 #[test]

@@ -67,7 +67,9 @@ fn an_orderly_step_down_disarms_the_watchdog() {
     );
     assert!(
         watch
-            .first(Duration::from_secs(10), |d| d.1 >= before)
+            .first(Duration::from_secs(10), |e| {
+                e.kind == "DELETE" && e.wall >= before
+            })
             .is_some(),
         "the key was not released (etcd's side)"
     );

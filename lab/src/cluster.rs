@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{must, sh, unique, wait_for, Netns, OcfDir};
+use super::etcd::{EtcdCluster, KeyWatch};
+use super::{must, sh, unique, wait_for, Netns, OcfDir, Switch};
 
 pub const NET: &str = "198.51.100";
 pub const VIP: &str = "198.51.100.100";
@@ -42,14 +43,15 @@ pub struct LabNode {
     pub dir: PathBuf,
     gen: u32,
     daemons: Vec<Child>,
-    etcd: Option<Child>,
 }
 
 pub struct Lab {
     pub dir: PathBuf,
-    pub switch: Netns,
+    /// One member on each node (index i), then the witness's: hosted by the lab.
+    pub etcd: EtcdCluster,
+    pub switch: Switch,
     pub nodes: Vec<LabNode>,
-    witness: Option<(Netns, Option<Child>)>,
+    witness: Option<Netns>,
     two_node: bool,
     created_mount_point: bool,
     /// The root the cluster stack runs in (None: the host's).
@@ -92,32 +94,21 @@ impl Lab {
         let started = Instant::now();
         let dir = std::env::temp_dir().join(unique(&format!("lab-{tag}")));
         fs::create_dir_all(&dir).unwrap();
-        let switch = Netns::new(&format!("{tag}sw"));
-        switch.ip(&["link", "add", "br0", "type", "bridge"]);
-        switch.ip(&["link", "set", "br0", "up"]);
+        let switch = Switch::new(&format!("{tag}sw"));
         switch.ip(&["addr", "add", &format!("{SWITCH_IP}/24"), "dev", "br0"]);
         let created_mount_point = root.is_none() && !Path::new(OCF_MOUNT).exists();
         if created_mount_point {
             fs::create_dir_all(OCF_MOUNT).unwrap();
         }
-        let mut lab = Lab {
-            dir,
-            switch,
-            nodes: Vec::new(),
-            witness: None,
-            two_node: n == 2,
-            created_mount_point,
-            root,
-        };
+        let mut nodes = Vec::new();
         for i in 1..=n {
             let name = format!("n{i}");
             let ip = format!("{NET}.{}", 10 + i);
-            let ns = Netns::new(&format!("{tag}{name}"));
             let port = format!("p{i}");
-            lab.plug(&ns, "lan0", &port, &ip);
-            let dir = lab.dir.join(&name);
-            fs::create_dir_all(dir.join("etcd")).unwrap();
-            lab.nodes.push(LabNode {
+            let ns = switch.attach(&format!("{tag}{name}"), &port, &format!("{ip}/24"));
+            let dir = dir.join(&name);
+            fs::create_dir_all(&dir).unwrap();
+            nodes.push(LabNode {
                 name,
                 ip,
                 ns,
@@ -126,15 +117,29 @@ impl Lab {
                 dir,
                 gen: 0,
                 daemons: Vec::new(),
-                etcd: None,
             });
         }
-        if etcd == Etcd::WithWitness {
-            let ns = Netns::new(&format!("{tag}w"));
-            lab.plug(&ns, "lan0", "pw", &format!("{NET}.19"));
-            fs::create_dir_all(lab.dir.join("witness")).unwrap();
-            lab.witness = Some((ns, None));
+        let witness = (etcd == Etcd::WithWitness)
+            .then(|| switch.attach(&format!("{tag}w"), "pw", &format!("{NET}.19/24")));
+        let mut members: Vec<(String, String, String)> = nodes
+            .iter()
+            .map(|n| (format!("e-{}", n.name), n.ip.clone(), n.ns.name.clone()))
+            .collect();
+        if let Some(w) = &witness {
+            members.push(("e-w".into(), format!("{NET}.19"), w.name.clone()));
         }
+        let etcd_dir = dir.join("etcd");
+        fs::create_dir_all(&etcd_dir).unwrap();
+        let mut lab = Lab {
+            etcd: EtcdCluster::hosted(etcd_dir, &members, &switch.name),
+            dir,
+            switch,
+            nodes,
+            witness,
+            two_node: n == 2,
+            created_mount_point,
+            root,
+        };
         for i in 0..n {
             lab.boot(i);
         }
@@ -142,7 +147,8 @@ impl Lab {
             lab.start_etcd(i);
         }
         if lab.witness.is_some() {
-            lab.start_witness();
+            // In its own namespace, as the etcd cluster starts its members.
+            lab.etcd.start_member(n);
         }
         assert!(
             lab.wait_online(&lab.node_names(), Duration::from_secs(120)),
@@ -179,20 +185,11 @@ impl Lab {
     /// namespace and `lan1` on every node with NET2.(10+i)/24 (the switch NET2.1). A VIP there
     /// (VIP2) can lose its link without the node leaving corosync or etcd.
     pub fn add_service_network(&self) {
-        self.switch.ip(&["link", "add", "br1", "type", "bridge"]);
-        self.switch.ip(&["link", "set", "br1", "up"]);
-        self.switch
-            .ip(&["addr", "add", &format!("{NET2}.1/24"), "dev", "br1"]);
+        self.switch.add_bridge("br1", Some(&format!("{NET2}.1/24")));
         for (i, n) in self.nodes.iter().enumerate() {
             let cidr = format!("{NET2}.{}/24", 11 + i);
-            super::veth_to_bridge(
-                &n.ns,
-                "lan1",
-                &self.switch,
-                &format!("q{}", i + 1),
-                "br1",
-                Some(&cidr),
-            );
+            self.switch
+                .plug(&n.ns, "lan1", &format!("q{}", i + 1), "br1", Some(&cidr));
         }
     }
 
@@ -218,17 +215,6 @@ impl Lab {
     pub fn observe_vip_at(&self, vip: &str) -> super::master::VipObserver {
         let namespaces: Vec<String> = self.nodes.iter().map(|n| n.ns.name.clone()).collect();
         super::master::VipObserver::start_ns(&namespaces, vip)
-    }
-
-    fn plug(&self, ns: &Netns, dev: &str, port: &str, ip: &str) {
-        super::veth_to_bridge(
-            ns,
-            dev,
-            &self.switch,
-            port,
-            "br0",
-            Some(&format!("{ip}/24")),
-        );
     }
 
     pub fn node_names(&self) -> Vec<String> {
@@ -468,100 +454,24 @@ impl Lab {
     }
 
     pub fn etcd_endpoints(&self) -> String {
-        let mut eps: Vec<String> = self
-            .nodes
-            .iter()
-            .map(|n| format!("http://{}:2379", n.ip))
-            .collect();
-        if self.witness.is_some() {
-            eps.push(format!("http://{NET}.19:2379"));
-        }
-        eps.join(",")
+        self.etcd.endpoints()
     }
 
-    fn initial_cluster(&self) -> String {
-        let mut members: Vec<String> = self
-            .nodes
-            .iter()
-            .map(|n| format!("e-{}=http://{}:2380", n.name, n.ip))
-            .collect();
-        if self.witness.is_some() {
-            members.push(format!("e-w=http://{NET}.19:2380"));
-        }
-        members.join(",")
-    }
-
-    fn etcd_args(&self, name: &str, ip: &str, data: &Path) -> Vec<String> {
-        vec![
-            "etcd".into(),
-            format!("--name=e-{name}"),
-            format!("--data-dir={}", data.display()),
-            format!("--listen-client-urls=http://{ip}:2379,http://127.0.0.1:2379"),
-            format!("--advertise-client-urls=http://{ip}:2379"),
-            format!("--listen-peer-urls=http://{ip}:2380"),
-            format!("--initial-advertise-peer-urls=http://{ip}:2380"),
-            format!("--initial-cluster={}", self.initial_cluster()),
-            "--initial-cluster-state=new".into(),
-            "--initial-cluster-token=hamaster-lab".into(),
-            // A member that comes back must not depose a working leader (etcd 3.4's default
-            // is off): without pre-vote its election costs the master its lease.
-            "--pre-vote".into(),
-            "--log-level=error".into(),
-            "--logger=zap".into(),
-        ]
-    }
-
+    /// Node `i`'s etcd member, in the node's namespaces (the host's etcd, also beside a
+    /// root's cluster stack), with the data it had.
     pub fn start_etcd(&mut self, i: usize) {
-        let n = &self.nodes[i];
-        let args = self.etcd_args(&n.name, &n.ip, &n.dir.join("etcd"));
+        let args = self.etcd.member_args(i);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        // The host's etcd, also beside a root's cluster stack.
         let child = self.spawn_in(i, false, "etcd.out", &args);
-        self.nodes[i].etcd = Some(child);
+        self.etcd.started(i, child);
     }
 
     pub fn stop_etcd(&mut self, i: usize) {
-        if let Some(mut c) = self.nodes[i].etcd.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        // Any other etcd of this node's network namespace (never pkill: pids are shared with
-        // the host and every other node).
-        let pids = sh("ip", &["netns", "pids", &self.nodes[i].ns.name]);
-        for pid in String::from_utf8_lossy(&pids.stdout).split_whitespace() {
-            if fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "etcd") {
-                let _ = sh("kill", &["-9", pid]);
-            }
-        }
-    }
-
-    fn start_witness(&mut self) {
-        let args = self.etcd_args("w", &format!("{NET}.19"), &self.dir.join("witness"));
-        let (ns, _) = self.witness.as_ref().unwrap();
-        let out = fs::File::create(self.dir.join("witness.out")).unwrap();
-        let child = Command::new("ip")
-            .args(["netns", "exec", &ns.name])
-            .args(&args)
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().unwrap())
-            .stderr(out)
-            .spawn()
-            .expect("witness etcd");
-        self.witness.as_mut().unwrap().1 = Some(child);
+        self.etcd.stop_member(i);
     }
 
     pub fn etcdctl(&self, args: &[&str]) -> Output {
-        let mut cmd = Command::new("ip");
-        cmd.args([
-            "netns",
-            "exec",
-            &self.switch.name,
-            "etcdctl",
-            "--command-timeout=3s",
-        ]);
-        cmd.arg(format!("--endpoints={}", self.etcd_endpoints()));
-        cmd.env("ETCDCTL_API", "3");
-        cmd.args(args).output().expect("etcdctl")
+        self.etcd.etcdctl(args)
     }
 
     /// A VIP observer over every node of the lab (support::master::VipObserver).
@@ -572,77 +482,29 @@ impl Lab {
 
     /// `etcdctl watch KEY` from the switch namespace through the members of `nodes` only
     /// (a dead member's endpoint would stall it): when each PUT and DELETE arrived.
-    pub fn watch_key(&self, key: &str, nodes: &[usize]) -> KeyWatch {
-        let endpoints: Vec<String> = nodes
-            .iter()
-            .map(|&i| format!("http://{}:2379", self.nodes[i].ip))
-            .collect();
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", &self.switch.name, "etcdctl"])
-            .arg(format!("--endpoints={}", endpoints.join(",")))
-            .args(["watch", key])
-            .env("ETCDCTL_API", "3")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("etcdctl watch");
-        let out = child.stdout.take().expect("piped");
-        let events = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let sink = events.clone();
-        std::thread::spawn(move || {
-            use std::io::BufRead;
-            for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
-                let kind = line.trim();
-                if kind == "PUT" || kind == "DELETE" {
-                    let at = hamaster::guard::unix_ms();
-                    sink.lock().unwrap().push((at, kind.to_string()));
-                }
-            }
-        });
-        // Let the watch reach etcd before anything happens to the key.
-        std::thread::sleep(Duration::from_millis(500));
-        KeyWatch { child, events }
+    pub fn watch_key(&self, key: &str, nodes: &[usize]) -> KeyWatch<()> {
+        KeyWatch::through(&self.etcd, key, Some(nodes), || ())
     }
 
-    /// The node whose etcd member is the raft leader now.
+    /// The node whose etcd member is the raft leader now (None: none, or the witness).
     pub fn etcd_leader(&self) -> Option<usize> {
-        let out = self.etcdctl(&["endpoint", "status", "-w", "fields"]);
-        let endpoint = super::etcd::leader_endpoint(&String::from_utf8_lossy(&out.stdout))?;
-        self.nodes
-            .iter()
-            .position(|n| endpoint.contains(&format!("//{}:", n.ip)))
+        self.etcd.leader().filter(|&i| i < self.nodes.len())
     }
 
     /// Makes node `i`'s etcd member the leader (`etcdctl move-leader` sent to the leader).
     pub fn move_etcd_leader_to(&self, i: usize) -> bool {
-        let url = |k: usize| format!("--endpoints=http://{}:2379", self.nodes[k].ip);
-        let status = self.etcdctl(&[&url(i), "endpoint", "status", "-w", "fields"]);
-        let Some(id) = super::etcd::member_id(&String::from_utf8_lossy(&status.stdout)) else {
-            return false;
-        };
-        wait_for(Duration::from_secs(15), || {
-            if let Some(l) = self.etcd_leader() {
-                if l != i {
-                    let _ = self.etcdctl(&[&url(l), "move-leader", &format!("{id:x}")]);
-                }
-            }
-            self.etcd_leader() == Some(i)
-        })
+        self.etcd.move_leader_to(i)
     }
 
     pub fn wait_etcd_healthy(&self, limit: Duration) -> bool {
-        wait_for(limit, || {
-            self.etcdctl(&["endpoint", "health"]).status.success()
-        })
+        self.etcd.wait_healthy(limit)
     }
 
     /// Holder node and create revision (the fencing token) of a leader key.
     pub fn leader_key(&self, key: &str) -> Option<(String, i64)> {
-        let out = self.etcdctl(&["get", key, "-w", "fields"]);
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        let field = |name: &str| super::etcd::field(&text, name);
-        Some((field("Value")?, field("CreateRevision")?.parse().ok()?))
+        self.etcd
+            .get(key)
+            .map(|(holder, _, revision)| (holder, revision))
     }
 
     /// crm_mon's XML from the first node that is up.
@@ -714,6 +576,7 @@ impl Lab {
 
     /// Kills every process of node `i` and removes its addresses and link: a crashed host.
     pub fn crash(&mut self, i: usize) {
+        self.etcd.stop_member(i);
         let node = &mut self.nodes[i];
         node.kill();
         let _ = sh("ip", &["-n", &node.ns.name, "addr", "flush", "dev", "lan0"]);
@@ -744,12 +607,11 @@ impl Lab {
 
     /// Cuts node `i` off the switch (its processes keep running): a partition.
     pub fn cut(&self, i: usize) {
-        self.switch
-            .ip(&["link", "set", &self.nodes[i].port, "down"]);
+        self.switch.port_down(&self.nodes[i].port);
     }
 
     pub fn heal(&self, i: usize) {
-        self.switch.ip(&["link", "set", &self.nodes[i].port, "up"]);
+        self.switch.port_up(&self.nodes[i].port);
     }
 
     pub fn pcs(&self, i: usize, args: &[&str]) -> Output {
@@ -834,40 +696,10 @@ impl LabNode {
     /// Kills every process of the node and reaps the ones this process started.
     fn kill(&mut self) {
         kill_all_in(&self.ns.name);
-        for mut c in self
-            .daemons
-            .drain(..)
-            .chain(self.holder.take())
-            .chain(self.etcd.take())
-        {
+        for mut c in self.daemons.drain(..).chain(self.holder.take()) {
             let _ = c.kill();
             let _ = c.wait();
         }
-    }
-}
-
-/// See Lab::watch_key.
-pub struct KeyWatch {
-    child: Child,
-    events: std::sync::Arc<std::sync::Mutex<Vec<(u64, String)>>>,
-}
-
-impl KeyWatch {
-    /// When (Unix ms) the first `kind` event ("PUT", "DELETE") at or after `from` arrived.
-    pub fn first(&self, kind: &str, from: u64) -> Option<u64> {
-        self.events
-            .lock()
-            .unwrap()
-            .iter()
-            .find(|e| e.0 >= from && e.1 == kind)
-            .map(|e| e.0)
-    }
-}
-
-impl Drop for KeyWatch {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -876,12 +708,8 @@ impl Drop for Lab {
         for node in &mut self.nodes {
             node.kill();
         }
-        if let Some((ns, child)) = self.witness.as_mut() {
+        if let Some(ns) = &self.witness {
             kill_all_in(&ns.name);
-            if let Some(mut c) = child.take() {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
         }
         if self.created_mount_point {
             let _ = fs::remove_dir(OCF_MOUNT);

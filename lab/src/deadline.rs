@@ -26,8 +26,8 @@ impl KeyDeletion {
     /// Waits (bounded) for the DELETE; when it came and whether the service was alive then.
     pub fn wait(&self, limit: Duration) -> Option<(Instant, bool)> {
         self.0
-            .first(limit, |_| true)
-            .map(|(at, _, alive)| (at, alive))
+            .first(limit, |e| e.kind == "DELETE")
+            .map(|e| (e.at, e.found))
     }
 }
 

@@ -1,13 +1,14 @@
-//! A real etcd cluster (Debian's etcd-server) of three members, each in its own namespace on a
-//! bridge, plus "node" namespaces on the same bridge for agents; a test CA for TLS; the
-//! HTTPS health service. All removed on drop.
+//! A real etcd cluster (Debian's etcd-server): three members, each in its own namespace on a
+//! switch, with "node" namespaces on the same switch for agents; or members hosted by another
+//! topology (the Pacemaker lab's nodes). A test CA for TLS; a watch on a key from etcd's
+//! side. All removed on drop.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use super::{must, unique, wait_for, Netns};
+use super::{must, unique, wait_for, Netns, Switch};
 
 pub const NET: &str = "198.51.100";
 
@@ -50,24 +51,36 @@ impl TestCa {
 }
 
 struct Member {
-    ns: Netns,
-    ip: String,
     name: String,
+    ip: String,
+    /// The network namespace it runs in.
+    ns_name: String,
+    /// That namespace when the cluster made it, held until the cluster drops (None: another
+    /// topology owns it, the lab's nodes).
+    _own_ns: Option<Netns>,
     child: Option<Child>,
     /// Link down: the member's host is gone for everyone else, its process still runs.
     cut: bool,
 }
 
-/// Three etcd members and a bridge; nodes attach to the same bridge.
+/// A real etcd cluster: its members, their processes, and etcdctl against them. The one etcd
+/// type of the lab: `new`/`new_tls` make three members in namespaces of their own on a
+/// switch of their own, with "node" namespaces for agents on the same switch; `hosted` takes
+/// members in namespaces another topology owns (the Pacemaker lab's nodes and witness), which
+/// that topology starts with `member_args` and hands over with `started`.
 pub struct EtcdCluster {
     members: Vec<Member>,
     nodes: Vec<String>,
-    /// (node namespace, its port on the bridge).
+    /// (node namespace, its port on the switch).
     ports: Vec<(String, String)>,
-    pub switch: Netns,
+    /// The switch of `new`; None when hosted.
+    own_switch: Option<Switch>,
+    /// The namespace etcdctl runs in when hosted (None: a member's that is not cut).
+    ctl_ns: Option<String>,
     pub dir: PathBuf,
     pub tls: Option<TestCa>,
     initial: String,
+    token: &'static str,
     next_host: u8,
 }
 
@@ -82,9 +95,7 @@ impl EtcdCluster {
     }
 
     fn build(tag: &str, tls: bool) -> EtcdCluster {
-        let switch = Netns::new(&format!("{tag}sw"));
-        switch.ip(&["link", "add", "br0", "type", "bridge"]);
-        switch.ip(&["link", "set", "br0", "up"]);
+        let switch = Switch::new(&format!("{tag}sw"));
         let dir = std::env::temp_dir().join(unique(&format!("etcd-{tag}")));
         fs::create_dir_all(&dir).unwrap();
         let ips: Vec<String> = (1..=3).map(|i| format!("{NET}.{}", 10 + i)).collect();
@@ -93,33 +104,24 @@ impl EtcdCluster {
             sans.push("127.0.0.1");
             TestCa::new(&dir, "etcd-ca", &sans)
         });
-        let mut cluster = EtcdCluster {
-            members: Vec::new(),
-            nodes: Vec::new(),
-            ports: Vec::new(),
-            switch,
-            dir,
-            tls: ca,
-            initial: String::new(),
-            next_host: 20,
-        };
-        let names: Vec<String> = (1..=3).map(|i| format!("e{i}")).collect();
-        cluster.initial = names
-            .iter()
+        let members = (1..=3)
             .zip(&ips)
-            .map(|(n, ip)| format!("{n}=http://{ip}:2380"))
-            .collect::<Vec<_>>()
-            .join(",");
-        for (name, ip) in names.iter().zip(&ips) {
-            let ns = cluster.attach(&format!("{tag}{name}"), ip);
-            cluster.members.push(Member {
-                ns,
-                ip: ip.clone(),
-                name: name.clone(),
-                child: None,
-                cut: false,
-            });
-        }
+            .map(|(i, ip)| {
+                let name = format!("e{i}");
+                let ns = switch.attach(&format!("{tag}{name}"), &port_for(ip), &format!("{ip}/24"));
+                Member {
+                    name,
+                    ip: ip.clone(),
+                    ns_name: ns.name.clone(),
+                    _own_ns: Some(ns),
+                    child: None,
+                    cut: false,
+                }
+            })
+            .collect();
+        let mut cluster = EtcdCluster::with_members(members, dir, "hamaster-test");
+        cluster.own_switch = Some(switch);
+        cluster.tls = ca;
         for i in 0..3 {
             cluster.start_member(i);
         }
@@ -130,33 +132,64 @@ impl EtcdCluster {
         cluster
     }
 
-    /// A namespace on the bridge with address `ip`/24 on interface `lan0`.
-    fn attach(&self, tag: &str, ip: &str) -> Netns {
-        let ns = Netns::new(tag);
-        let port = format!("p{}", ip.rsplit('.').next().unwrap());
-        super::veth_to_bridge(
-            &ns,
-            "lan0",
-            &self.switch,
-            &port,
-            "br0",
-            Some(&format!("{ip}/24")),
-        );
-        ns
+    /// Members (name, address, network namespace) in namespaces another topology owns;
+    /// etcdctl runs in `ctl_ns`. Nothing runs yet: see `member_args` and `started`.
+    pub fn hosted(dir: PathBuf, members: &[(String, String, String)], ctl_ns: &str) -> EtcdCluster {
+        let members = members
+            .iter()
+            .map(|(name, ip, ns)| Member {
+                name: name.clone(),
+                ip: ip.clone(),
+                ns_name: ns.clone(),
+                _own_ns: None,
+                child: None,
+                cut: false,
+            })
+            .collect();
+        let mut cluster = EtcdCluster::with_members(members, dir, "hamaster-lab");
+        cluster.ctl_ns = Some(ctl_ns.to_string());
+        cluster
     }
 
-    /// A node namespace for agents, on the same bridge.
+    fn with_members(members: Vec<Member>, dir: PathBuf, token: &'static str) -> EtcdCluster {
+        let initial = members
+            .iter()
+            .map(|m| format!("{}=http://{}:2380", m.name, m.ip))
+            .collect::<Vec<_>>()
+            .join(",");
+        EtcdCluster {
+            members,
+            nodes: Vec::new(),
+            ports: Vec::new(),
+            own_switch: None,
+            ctl_ns: None,
+            dir,
+            tls: None,
+            initial,
+            token,
+            next_host: 20,
+        }
+    }
+
+    /// The switch the members and nodes of `new` are on.
+    pub fn switch(&self) -> &Switch {
+        self.own_switch
+            .as_ref()
+            .expect("an etcd cluster on its own switch")
+    }
+
+    /// A node namespace for agents, on the same switch.
     pub fn node(&mut self, tag: &str) -> Netns {
         self.next_host += 1;
         let ip = format!("{NET}.{}", self.next_host);
-        let ns = self.attach(tag, &ip);
+        let port = port_for(&ip);
+        let ns = self.switch().attach(tag, &port, &format!("{ip}/24"));
         self.nodes.push(ns.name.clone());
-        self.ports
-            .push((ns.name.clone(), format!("p{}", self.next_host)));
+        self.ports.push((ns.name.clone(), port));
         ns
     }
 
-    /// A fresh address on the bridge, for a virtual machine's NIC (a tap on the bridge).
+    /// A fresh address on the switch, for a virtual machine's NIC (a tap on the bridge).
     pub fn guest_address(&mut self) -> String {
         self.next_host += 1;
         format!("{NET}.{}", self.next_host)
@@ -174,82 +207,117 @@ impl EtcdCluster {
     /// The node's switch port leaves the bridge: everything it sends is dropped on the floor,
     /// nothing is refused, its own link stays up — a dead switch port or a firewall change.
     pub fn silence(&self, node: &Netns) {
-        self.switch
-            .ip(&["link", "set", self.port_of(node), "nomaster"]);
+        self.switch().unplug(self.port_of(node));
     }
 
     pub fn unsilence(&self, node: &Netns) {
-        self.switch
-            .ip(&["link", "set", self.port_of(node), "master", "br0"]);
+        self.switch().replug(self.port_of(node), "br0");
+    }
+
+    fn scheme(&self) -> &'static str {
+        if self.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        }
+    }
+
+    /// Member `i`'s client URL.
+    pub fn endpoint(&self, i: usize) -> String {
+        format!("{}://{}:2379", self.scheme(), self.members[i].ip)
     }
 
     pub fn endpoints(&self) -> String {
-        let scheme = if self.tls.is_some() { "https" } else { "http" };
-        self.members
-            .iter()
-            .map(|m| format!("{scheme}://{}:2379", m.ip))
+        (0..self.members.len())
+            .map(|i| self.endpoint(i))
             .collect::<Vec<_>>()
             .join(",")
     }
 
-    pub fn start_member(&mut self, i: usize) {
+    /// The command line that runs member `i` (in its namespace).
+    pub fn member_args(&self, i: usize) -> Vec<String> {
         let m = &self.members[i];
-        let data = self.dir.join(&m.name);
-        let scheme = if self.tls.is_some() { "https" } else { "http" };
-        let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", &m.ns.name, &etcd_bin()])
-            .arg(format!("--name={}", m.name))
-            .arg(format!("--data-dir={}", data.display()))
-            .arg(format!(
+        let scheme = self.scheme();
+        let mut args = vec![
+            etcd_bin(),
+            format!("--name={}", m.name),
+            format!("--data-dir={}", self.dir.join(&m.name).display()),
+            format!(
                 "--listen-client-urls={scheme}://{}:2379,{scheme}://127.0.0.1:2379",
                 m.ip
-            ))
-            .arg(format!("--advertise-client-urls={scheme}://{}:2379", m.ip))
-            .arg(format!("--listen-peer-urls=http://{}:2380", m.ip))
-            .arg(format!(
-                "--initial-advertise-peer-urls=http://{}:2380",
-                m.ip
-            ))
-            .arg(format!("--initial-cluster={}", self.initial))
-            .arg("--initial-cluster-state=new")
-            .arg("--initial-cluster-token=hamaster-test")
-            .arg("--pre-vote")
-            .arg("--heartbeat-interval=100")
-            .arg("--election-timeout=1000")
-            .arg("--log-level=error")
-            .arg("--logger=zap");
+            ),
+            format!("--advertise-client-urls={scheme}://{}:2379", m.ip),
+            format!("--listen-peer-urls=http://{}:2380", m.ip),
+            format!("--initial-advertise-peer-urls=http://{}:2380", m.ip),
+            format!("--initial-cluster={}", self.initial),
+            "--initial-cluster-state=new".into(),
+            format!("--initial-cluster-token={}", self.token),
+            // A member that comes back must not depose a working leader (etcd 3.4's default
+            // is off): without pre-vote its election costs the master its lease.
+            "--pre-vote".into(),
+            "--heartbeat-interval=100".into(),
+            "--election-timeout=1000".into(),
+            "--log-level=error".into(),
+            "--logger=zap".into(),
+        ];
         if let Some(ca) = &self.tls {
-            cmd.arg(format!("--cert-file={}", ca.path("server.crt")))
-                .arg(format!("--key-file={}", ca.path("server.key")))
-                .arg(format!("--trusted-ca-file={}", ca.path("ca.crt")))
-                .arg("--client-cert-auth");
+            args.extend([
+                format!("--cert-file={}", ca.path("server.crt")),
+                format!("--key-file={}", ca.path("server.key")),
+                format!("--trusted-ca-file={}", ca.path("ca.crt")),
+                "--client-cert-auth".into(),
+            ]);
         }
-        let log = fs::File::create(self.dir.join(format!("{}.log", m.name))).unwrap();
-        cmd.stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log);
-        let child = cmd.spawn().expect("etcd");
+        args
+    }
+
+    /// Member `i` runs as `child` (started by the topology that hosts it).
+    pub fn started(&mut self, i: usize, child: Child) {
         self.members[i].child = Some(child);
     }
 
-    /// Stops member `i` hard (SIGKILL), as a crash or a cut-off host would.
+    pub fn start_member(&mut self, i: usize) {
+        let m = &self.members[i];
+        let log = fs::File::create(self.dir.join(format!("{}.log", m.name))).unwrap();
+        let child = Command::new("ip")
+            .args(["netns", "exec", &m.ns_name])
+            .args(self.member_args(i))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("etcd");
+        self.started(i, child);
+    }
+
+    /// Stops member `i` hard (SIGKILL), as a crash or a cut-off host would: the process it
+    /// was started as, and any other etcd in its namespace (never pkill: pids are shared with
+    /// the host and every other namespace).
     pub fn stop_member(&mut self, i: usize) {
         if let Some(mut c) = self.members[i].child.take() {
             // `ip netns exec` execs etcd, so the child is etcd itself.
             let _ = c.kill();
             let _ = c.wait();
         }
+        let pids = super::sh("ip", &["netns", "pids", &self.members[i].ns_name]);
+        for pid in String::from_utf8_lossy(&pids.stdout).split_whitespace() {
+            if fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "etcd") {
+                let _ = super::sh("kill", &["-9", pid]);
+            }
+        }
     }
 
     /// Takes member `i`'s link down: to clients it is a host that went away, whose address
     /// answers nothing (no reset, no refusal: connections hang until they time out).
     pub fn cut_member(&mut self, i: usize) {
-        self.members[i].ns.ip(&["link", "set", "lan0", "down"]);
+        let ns = &self.members[i].ns_name;
+        must("ip", &["-n", ns, "link", "set", "lan0", "down"]);
         self.members[i].cut = true;
     }
 
     pub fn heal_member(&mut self, i: usize) {
-        self.members[i].ns.ip(&["link", "set", "lan0", "up"]);
+        let ns = &self.members[i].ns_name;
+        must("ip", &["-n", ns, "link", "set", "lan0", "up"]);
         self.members[i].cut = false;
     }
 
@@ -257,15 +325,19 @@ impl EtcdCluster {
         self.etcdctl_command(args).output().unwrap()
     }
 
-    /// etcdctl with this cluster's endpoints and credentials, run in a member's namespace.
+    /// etcdctl with this cluster's endpoints and credentials (an `--endpoints=` in `args`
+    /// wins), run in the control namespace or a member's that is not cut.
     pub fn etcdctl_command(&self, args: &[&str]) -> Command {
-        let from = self
-            .members
-            .iter()
-            .find(|m| !m.cut)
-            .unwrap_or(&self.members[0]);
+        let from = self.ctl_ns.as_deref().unwrap_or_else(|| {
+            &self
+                .members
+                .iter()
+                .find(|m| !m.cut)
+                .unwrap_or(&self.members[0])
+                .ns_name
+        });
         let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", &from.ns.name, "etcdctl"]);
+        cmd.args(["netns", "exec", from, "etcdctl"]);
         cmd.env("ETCDCTL_API", "3");
         cmd.arg(format!("--endpoints={}", self.endpoints()))
             .arg("--command-timeout=3s");
@@ -282,7 +354,9 @@ impl EtcdCluster {
     pub fn leader(&self) -> Option<usize> {
         let out = self.etcdctl(&["endpoint", "status", "-w", "fields"]);
         let endpoint = leader_endpoint(&String::from_utf8_lossy(&out.stdout))?;
-        self.members.iter().position(|m| endpoint.contains(&m.ip))
+        self.members
+            .iter()
+            .position(|m| endpoint.contains(&format!("//{}:", m.ip)))
     }
 
     /// Member indexes in the order etcd's member list gives them (by member id, not name).
@@ -297,35 +371,25 @@ impl EtcdCluster {
             .collect()
     }
 
-    /// Makes member `i` the raft leader (`etcdctl move-leader`, sent to the current leader),
-    /// and waits (bounded) until it is.
-    pub fn move_leader_to(&self, i: usize) {
-        let scheme = if self.tls.is_some() { "https" } else { "http" };
-        let url = |m: usize| format!("{scheme}://{}:2379", self.members[m].ip);
-        let status = self.etcdctl(&[
-            &format!("--endpoints={}", url(i)),
-            "endpoint",
-            "status",
-            "-w",
-            "fields",
-        ]);
-        let text = String::from_utf8_lossy(&status.stdout).into_owned();
-        let id = member_id(&text).unwrap_or_else(|| panic!("member {i}'s id: {text}"));
-        let moved = wait_for(Duration::from_secs(15), || {
+    /// Makes member `i` the raft leader (`etcdctl move-leader`, sent to the current leader);
+    /// whether it is, waiting (bounded).
+    #[must_use]
+    pub fn move_leader_to(&self, i: usize) -> bool {
+        let at = |m: usize| format!("--endpoints={}", self.endpoint(m));
+        let status = self.etcdctl(&[&at(i), "endpoint", "status", "-w", "fields"]);
+        let Some(id) = member_id(&String::from_utf8_lossy(&status.stdout)) else {
+            return false;
+        };
+        wait_for(Duration::from_secs(15), || {
             match self.leader() {
                 Some(l) if l == i => return true,
                 Some(l) => {
-                    let _ = self.etcdctl(&[
-                        &format!("--endpoints={}", url(l)),
-                        "move-leader",
-                        &format!("{id:x}"),
-                    ]);
+                    let _ = self.etcdctl(&[&at(l), "move-leader", &format!("{id:x}")]);
                 }
                 None => {}
             }
             self.leader() == Some(i)
-        });
-        assert!(moved, "member {i} did not become etcd's leader");
+        })
     }
 
     /// Waits (bounded) until a write succeeds: the members that are left have a quorum.
@@ -367,6 +431,11 @@ impl Drop for EtcdCluster {
     }
 }
 
+/// A switch port's name for the address it serves: `p` and the last octet.
+fn port_for(ip: &str) -> String {
+    format!("p{}", ip.rsplit('.').next().unwrap_or("0"))
+}
+
 /// The leader's endpoint in `etcdctl endpoint status -w fields` output: the block of the
 /// member whose MemberID is the Leader it reports.
 pub fn leader_endpoint(status_fields: &str) -> Option<String> {
@@ -397,25 +466,52 @@ pub fn field(fields: &str, name: &str) -> Option<String> {
         .map(|v| v.trim().trim_matches('"').to_string())
 }
 
-/// The etcd the test clusters run: Debian's by default, or another build named by
-/// HAMASTER_TEST_ETCD (make check-etcd-fixed: trixie's 3.5.16, with the fix for etcd issue
-/// 15247).
-/// `etcdctl watch KEY` in a member's namespace: each DELETE as it arrives, seen from etcd's
-/// side — when (the monotonic and the wall clock) and what `at_delete` found at that moment.
+/// `etcdctl watch KEY`: each PUT and DELETE as it arrives, seen from etcd's side — when (the
+/// monotonic clock, and the wall clock in seconds) and what `at_event` found at that moment.
 pub struct KeyWatch<T> {
     child: std::process::Child,
-    seen: std::sync::Arc<std::sync::Mutex<Vec<(std::time::Instant, f64, T)>>>,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<KeyEvent<T>>>>,
+}
+
+/// One event a KeyWatch saw.
+#[derive(Debug, Clone)]
+pub struct KeyEvent<T> {
+    /// "PUT" or "DELETE".
+    pub kind: String,
+    pub at: std::time::Instant,
+    /// Wall clock, seconds since the epoch.
+    pub wall: f64,
+    pub found: T,
 }
 
 impl<T: Clone + Send + 'static> KeyWatch<T> {
+    /// Watches `key` through all members.
     pub fn start(
         etcd: &EtcdCluster,
         key: &str,
-        at_delete: impl Fn() -> T + Send + 'static,
+        at_event: impl Fn() -> T + Send + 'static,
+    ) -> KeyWatch<T> {
+        KeyWatch::through(etcd, key, None, at_event)
+    }
+
+    /// Watches `key` through the members `only` when given (a dead member's endpoint would
+    /// stall the watch).
+    pub fn through(
+        etcd: &EtcdCluster,
+        key: &str,
+        only: Option<&[usize]>,
+        at_event: impl Fn() -> T + Send + 'static,
     ) -> KeyWatch<T> {
         use std::io::{BufRead, BufReader};
+        let endpoints = only.map(|members| {
+            let urls: Vec<String> = members.iter().map(|&i| etcd.endpoint(i)).collect();
+            format!("--endpoints={}", urls.join(","))
+        });
+        let mut args: Vec<&str> = endpoints.iter().map(String::as_str).collect();
+        args.extend(["watch", key]);
         let mut child = etcd
-            .etcdctl_command(&["watch", key])
+            .etcdctl_command(&args)
+            .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
             .spawn()
@@ -425,31 +521,49 @@ impl<T: Clone + Send + 'static> KeyWatch<T> {
         let sink = seen.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(out).lines().map_while(Result::ok) {
-                if line.trim() == "DELETE" {
+                let kind = line.trim();
+                if kind == "PUT" || kind == "DELETE" {
                     let at = std::time::Instant::now();
                     let wall = super::vm::wall();
-                    let found = at_delete();
-                    sink.lock().unwrap().push((at, wall, found));
+                    let found = at_event();
+                    sink.lock().unwrap().push(KeyEvent {
+                        kind: kind.to_string(),
+                        at,
+                        wall,
+                        found,
+                    });
                 }
             }
         });
         // Let the watch reach etcd before anything can happen to the key.
-        std::thread::sleep(Duration::from_millis(300));
+        std::thread::sleep(Duration::from_millis(500));
         KeyWatch { child, seen }
     }
 
-    /// The first DELETE for which `pick` holds, waiting up to `limit`.
+    /// The first event for which `pick` holds, waiting up to `limit`.
     pub fn first(
         &self,
         limit: Duration,
-        pick: impl Fn(&(std::time::Instant, f64, T)) -> bool,
-    ) -> Option<(std::time::Instant, f64, T)> {
+        pick: impl Fn(&KeyEvent<T>) -> bool,
+    ) -> Option<KeyEvent<T>> {
         let mut got = None;
         super::wait_for(limit, || {
-            got = self.seen.lock().unwrap().iter().find(|d| pick(d)).cloned();
+            got = self.seen.lock().unwrap().iter().find(|e| pick(e)).cloned();
             got.is_some()
         });
         got
+    }
+
+    /// When (Unix ms) the first `kind` event at or after `from_unix_ms` arrived, as seen so
+    /// far (no wait).
+    pub fn first_since(&self, kind: &str, from_unix_ms: u64) -> Option<u64> {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|e| (e, (e.wall * 1000.0) as u64))
+            .find(|(e, ms)| *ms >= from_unix_ms && e.kind == kind)
+            .map(|(_, ms)| ms)
     }
 }
 
@@ -465,6 +579,9 @@ pub fn vm_vip() -> String {
     format!("{NET}.200")
 }
 
+/// The etcd the test clusters run: Debian's by default, or another build named by
+/// HAMASTER_TEST_ETCD (make check-etcd-fixed: trixie's 3.5.16, with the fix for etcd issue
+/// 15247).
 pub fn etcd_bin() -> String {
     std::env::var("HAMASTER_TEST_ETCD").unwrap_or_else(|_| "etcd".into())
 }

@@ -490,9 +490,75 @@ pub fn enter_netns(name: &str) {
     assert_eq!(rc, 0, "setns {name}: {}", std::io::Error::last_os_error());
 }
 
+/// A switch: a namespace holding bridge `br0` (and more with `add_bridge`). Every topology on
+/// a shared segment is built on one — the etcd cluster's members and nodes, the Pacemaker
+/// lab's nodes, its witness and its service network — by plugging namespaces into it.
+pub struct Switch {
+    ns: Netns,
+}
+
+impl Switch {
+    pub fn new(tag: &str) -> Switch {
+        let switch = Switch {
+            ns: Netns::new(tag),
+        };
+        switch.add_bridge("br0", None);
+        switch
+    }
+
+    /// Another bridge (up), with the switch's own address `cidr` on it when given.
+    pub fn add_bridge(&self, bridge: &str, cidr: Option<&str>) {
+        self.ns.ip(&["link", "add", bridge, "type", "bridge"]);
+        self.ns.ip(&["link", "set", bridge, "up"]);
+        if let Some(cidr) = cidr {
+            self.ns.ip(&["addr", "add", cidr, "dev", bridge]);
+        }
+    }
+
+    /// Plugs namespace `ns` into `bridge`: a veth, `dev` in `ns` (with `cidr` when given) and
+    /// `port` on the bridge.
+    pub fn plug(&self, ns: &Netns, dev: &str, port: &str, bridge: &str, cidr: Option<&str>) {
+        veth_to_bridge(ns, dev, &self.ns, port, bridge, cidr);
+    }
+
+    /// A new namespace plugged into br0 as `lan0` with `cidr`.
+    pub fn attach(&self, tag: &str, port: &str, cidr: &str) -> Netns {
+        let ns = Netns::new(tag);
+        self.plug(&ns, "lan0", port, "br0", Some(cidr));
+        ns
+    }
+
+    /// The port leaves its bridge: what it sends is dropped, nothing is refused, the link
+    /// behind it stays up.
+    pub fn unplug(&self, port: &str) {
+        self.ns.ip(&["link", "set", port, "nomaster"]);
+    }
+
+    pub fn replug(&self, port: &str, bridge: &str) {
+        self.ns.ip(&["link", "set", port, "master", bridge]);
+    }
+
+    /// The port's link down (up again with `port_up`): the host behind it is cut off.
+    pub fn port_down(&self, port: &str) {
+        self.ns.ip(&["link", "set", port, "down"]);
+    }
+
+    pub fn port_up(&self, port: &str) {
+        self.ns.ip(&["link", "set", port, "up"]);
+    }
+}
+
+impl std::ops::Deref for Switch {
+    type Target = Netns;
+
+    fn deref(&self) -> &Netns {
+        &self.ns
+    }
+}
+
 /// A veth from namespace `ns` (its end `dev`, up) to bridge `bridge` in namespace `switch`
 /// (its end `port`, enslaved and up), with `cidr` (address/prefix) on `dev` when given.
-pub fn veth_to_bridge(
+fn veth_to_bridge(
     ns: &Netns,
     dev: &str,
     switch: &Netns,

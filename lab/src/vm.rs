@@ -79,10 +79,10 @@ impl Vm {
         std::fs::create_dir_all(&dir).unwrap();
         let (vmlinuz, initrd) = image(&dir);
         let tap = format!("tap{tag}");
-        let switch = etcd.switch.name.clone();
-        etcd.switch
+        let switch = etcd.switch().name.clone();
+        etcd.switch()
             .ip(&["tuntap", "add", "dev", &tap, "mode", "tap"]);
-        etcd.switch
+        etcd.switch()
             .ip(&["link", "set", &tap, "master", "br0", "up"]);
         let guest = etcd.guest_address();
         let first_etcd = etcd
@@ -314,8 +314,10 @@ pub fn freeze_trial(tag: &str, delay: Duration) -> Freeze {
         vm.transcript()
     );
     let deleted = watch
-        .first(Duration::from_secs(20), |d| d.1 >= frozen)
-        .map(|d| d.1)
+        .first(Duration::from_secs(20), |e| {
+            e.kind == "DELETE" && e.wall >= frozen
+        })
+        .map(|e| e.wall)
         .unwrap_or_else(|| panic!("etcd never deleted the key:\n{}", vm.transcript()));
     Freeze {
         timeout_s,

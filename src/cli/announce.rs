@@ -13,7 +13,7 @@ pub use crate::vip::burst::BurstRequest as AnnounceArgs;
 impl super::Verb for AnnounceArgs {
     fn exec(&self) -> Result<OcfExit, Failed> {
         crate::logging::init("hamaster-announce");
-        run(self).map_err(Failed::from)?;
+        run(self).map_err(|e| Failed::from(e).logged())?;
         Ok(OcfExit::Success)
     }
 }

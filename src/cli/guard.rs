@@ -28,7 +28,8 @@ const MAX_CONFIG: u64 = 1 << 20;
 impl super::Verb for GuardCmd {
     fn exec(&self) -> Result<OcfExit, Failed> {
         crate::logging::init(&format!("hamaster-guard({})", self.resource));
-        run(self).map_err(Failed::from)?;
+        // The guard logs why it ends; its stderr keeps what it cannot log (a crash).
+        run(self).map_err(|e| Failed::from(e).logged())?;
         Ok(OcfExit::Success)
     }
 }

@@ -158,7 +158,8 @@ impl Verb for DocsArgs {
     }
 }
 
-/// Runs the operator CLI: a failure is printed as `hamaster VERB: reason`; returns the exit.
+/// Runs the operator CLI: a failure is printed as `hamaster VERB: reason` (unless it is in the
+/// log already); returns the exit.
 pub fn main(args: Vec<String>) -> OcfExit {
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
@@ -173,7 +174,9 @@ pub fn main(args: Vec<String>) -> OcfExit {
     };
     let (verb, name) = cli.command.verb();
     verb.exec().unwrap_or_else(|f| {
-        eprintln!("hamaster {name}: {}", f.reason);
+        if !f.logged {
+            eprintln!("hamaster {name}: {}", f.reason);
+        }
         f.exit
     })
 }

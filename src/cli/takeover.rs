@@ -98,7 +98,11 @@ impl super::Verb for TakeoverArgs {
             "hamaster-takeover({})",
             self.resource.clone().unwrap_or_default()
         ));
-        takeover(self).map_err(Failed::from)
+        // A guard that ran has logged why it ended; a refusal is said here.
+        takeover(self).map_err(|e| match e {
+            CliError::Guard(_) => Failed::from(e).logged(),
+            e => Failed::from(e),
+        })
     }
 }
 

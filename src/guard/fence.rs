@@ -22,7 +22,7 @@ use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFl
 use nix::unistd::Pid;
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::machine::{Input, Kernel, Machine, Order, ServiceRef};
+use super::machine::{Fault, Input, Kernel, Machine, Order, ServiceRef};
 use super::watchdog::{ArmError, Dog};
 use crate::lease::clock::boottime;
 use crate::vip::netlink::{NewAddr, Rtnl};
@@ -40,9 +40,9 @@ pub struct Host {
 impl Host {
     /// Opens the netlink socket now, in the guard's network namespace, so that fencing never
     /// has to open one.
-    pub fn new(vip: Option<NewAddr>, dog: Option<Dog>) -> Result<Host, String> {
+    pub fn new(vip: Option<NewAddr>, dog: Option<Dog>) -> Result<Host, Fault> {
         let rtnl = match vip {
-            Some(_) => Some(Rtnl::open().map_err(|e| e.to_string())?),
+            Some(_) => Some(Rtnl::open().map_err(netlink)?),
             None => None,
         };
         Ok(Host { rtnl, vip, dog })
@@ -62,21 +62,24 @@ impl Host {
     }
 
     /// Whether our exact address is on its interface now.
-    fn present(&mut self) -> Result<bool, String> {
+    fn present(&mut self) -> Result<bool, Fault> {
         let (Some(rtnl), Some(vip)) = (self.rtnl.as_mut(), &self.vip) else {
             return Ok(false);
         };
-        let all = rtnl
-            .addresses(vip.ip.is_ipv6())
-            .map_err(|e| e.to_string())?;
+        let all = rtnl.addresses(vip.ip.is_ipv6()).map_err(netlink)?;
         Ok(all
             .iter()
             .any(|a| a.ip == vip.ip && a.index == vip.index && a.prefix == vip.prefix))
     }
 }
 
+/// A netlink failure, as a fault.
+fn netlink(e: crate::vip::netlink::NetlinkError) -> Fault {
+    Fault::Netlink(e.to_string())
+}
+
 impl Kernel for Host {
-    fn add_vip(&mut self, secs: u32) -> Result<(), String> {
+    fn add_vip(&mut self, secs: u32) -> Result<(), Fault> {
         let Some(new) = self.with_lifetime(secs) else {
             return Ok(());
         };
@@ -86,31 +89,29 @@ impl Kernel for Host {
         match rtnl.add_address(&new) {
             Ok(true) => Ok(()),
             // Already ours (checked when the VIP was prepared): give it the lifetime.
-            Ok(false) => rtnl.replace_lifetimes(&new).map_err(|e| e.to_string()),
-            Err(e) => Err(e.to_string()),
+            Ok(false) => rtnl.replace_lifetimes(&new).map_err(netlink),
+            Err(e) => Err(netlink(e)),
         }
     }
 
-    fn extend_vip(&mut self, secs: u32) -> Result<(), String> {
+    fn extend_vip(&mut self, secs: u32) -> Result<(), Fault> {
         // NLM_F_REPLACE would add an address that someone removed: look first, so a VIP
         // removed by hand stays removed and monitor reports it.
         if !self.present()? {
-            return Err("the VIP is no longer on its interface".into());
+            return Err(Fault::VipGone);
         }
         match (self.with_lifetime(secs), self.rtnl.as_mut()) {
-            (Some(new), Some(rtnl)) => rtnl.replace_lifetimes(&new).map_err(|e| e.to_string()),
+            (Some(new), Some(rtnl)) => rtnl.replace_lifetimes(&new).map_err(netlink),
             _ => Ok(()),
         }
     }
 
-    fn remove_vip(&mut self) -> Result<(), String> {
+    fn remove_vip(&mut self) -> Result<(), Fault> {
         let (Some(rtnl), Some(vip)) = (self.rtnl.as_mut(), &self.vip) else {
             return Ok(());
         };
         // Gone already (the kernel's lifetime, or by hand) counts as removed.
-        rtnl.del_address(&vip.addr())
-            .map(drop)
-            .map_err(|e| e.to_string())
+        rtnl.del_address(&vip.addr()).map(drop).map_err(netlink)
     }
 
     fn arm_watchdog(&mut self, timeout_s: u32) -> Result<u32, ArmError> {
@@ -120,20 +121,24 @@ impl Kernel for Host {
         }
     }
 
-    fn ping_watchdog(&mut self, timeout_s: u32) -> Result<(u32, Duration), String> {
+    fn ping_watchdog(&mut self, timeout_s: u32) -> Result<(u32, Duration), Fault> {
         let applied = self
             .dog
             .as_mut()
-            .ok_or_else(|| "no watchdog device".to_string())?
-            .ping(timeout_s)?;
+            .ok_or_else(|| Fault::Watchdog("no watchdog device".into()))?
+            .ping(timeout_s)
+            .map_err(Fault::Watchdog)?;
         Ok((applied, boottime()))
     }
 
-    fn disarm_watchdog(&mut self) -> Result<(), String> {
-        self.dog.as_mut().map_or(Ok(()), Dog::disarm)
+    fn disarm_watchdog(&mut self) -> Result<(), Fault> {
+        self.dog
+            .as_mut()
+            .map_or(Ok(()), Dog::disarm)
+            .map_err(Fault::Watchdog)
     }
 
-    fn signal_service(&mut self, service: &ServiceRef, kill: bool) -> Result<(), String> {
+    fn signal_service(&mut self, service: &ServiceRef, kill: bool) -> Result<(), Fault> {
         match service {
             ServiceRef::Group(pid) if *pid > 1 => {
                 let sig = if kill {
@@ -143,10 +148,10 @@ impl Kernel for Host {
                 };
                 match killpg(Pid::from_raw(*pid as i32), sig) {
                     Ok(()) | Err(Errno::ESRCH) => Ok(()),
-                    Err(e) => Err(format!("process group {pid}: {e}")),
+                    Err(errno) => Err(Fault::Signal { pid: *pid, errno }),
                 }
             }
-            ServiceRef::Group(pid) => Err(format!("refusing to signal process group {pid}")),
+            ServiceRef::Group(pid) => Err(Fault::NoGroup(*pid)),
             ServiceRef::Unit(unit) => {
                 // systemd stops the unit its own way (ExecStop, TimeoutStopSec); --no-block
                 // also cancels a start job under way. The KILL later does not wait for it.
@@ -161,7 +166,7 @@ impl Kernel for Host {
                     .stdout(std::process::Stdio::null())
                     .stderr(std::process::Stdio::null())
                     .spawn()
-                    .map_err(|e| format!("systemctl {}: {e}", args.join(" ")))?;
+                    .map_err(|e| Fault::Systemd(format!("systemctl {}: {e}", args.join(" "))))?;
                 // Reaped by a thread of its own: the fencing thread never waits on it (and
                 // never panics for want of a thread: the child is then left a zombie).
                 let _ = std::thread::Builder::new()

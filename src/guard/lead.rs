@@ -12,7 +12,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::fence::{Fence, Host};
 use super::machine::{
-    Input, Level, Machine, Order, Phase, Plan, ServiceRef, WatchdogPlan, DEFAULT_STEP_DOWN,
+    Fault, Input, Level, Machine, Order, Phase, Plan, ServiceRef, WatchdogPlan, DEFAULT_STEP_DOWN,
 };
 use super::status::StepDown;
 use super::watchdog::{DevPath, Dog, Mode as WatchdogMode};
@@ -104,7 +104,7 @@ impl Guard {
             },
         };
         let (orders_tx, mut orders) = mpsc::unbounded_channel();
-        let started = host.and_then(|h| {
+        let started = host.map_err(|e| e.to_string()).and_then(|h| {
             let machine = Machine::new(plan, a.grant.sent, a.grant.ttl, h);
             Fence::start(machine, orders_tx).map_err(|e| e.to_string())
         });
@@ -282,7 +282,7 @@ impl Guard {
                             ready.target.link.name
                         );
                     }
-                    fence.handle(Input::Settled(r.map_err(|e| e.to_string())));
+                    fence.handle(Input::Settled(r.map_err(|e| Fault::Settle(e.to_string()))));
                 });
             }
             Order::CancelAnnouncements => {
@@ -317,14 +317,16 @@ impl Guard {
                             fence.handle(Input::ServiceStarted(Ok(reference(&running))));
                             let _ = tx.send(running);
                         }
-                        Err(e) => fence.handle(Input::ServiceStarted(Err(e.to_string()))),
+                        Err(e) => {
+                            fence.handle(Input::ServiceStarted(Err(Fault::Service(e.to_string()))))
+                        }
                     }
                 });
             }
             Order::CheckService(reference) => {
                 tokio::spawn(async move {
                     let r = crate::service::process::anything_left(&reference).await;
-                    fence.handle(Input::ServiceChecked(r));
+                    fence.handle(Input::ServiceChecked(r.map_err(Fault::Service)));
                 });
             }
             Order::Release => {
@@ -334,8 +336,11 @@ impl Guard {
                 tokio::spawn(async move {
                     let r = match tokio::time::timeout(limit, etcd.release(&key, lease)).await {
                         Ok(Ok(_)) => Ok(()),
-                        Ok(Err(e)) => Err(e.to_string()),
-                        Err(_) => Err(format!("no answer within {} ms", limit.as_millis())),
+                        Ok(Err(e)) => Err(Fault::Etcd(e.to_string())),
+                        Err(_) => Err(Fault::Etcd(format!(
+                            "no answer within {} ms",
+                            limit.as_millis()
+                        ))),
                     };
                     fence.handle(Input::Released(r));
                 });
@@ -438,14 +443,14 @@ impl Guard {
         });
     }
 
-    fn write_token(&self, token: i64) -> Result<(), String> {
+    fn write_token(&self, token: i64) -> Result<(), Fault> {
         let env_text = format!(
             "HAMASTER_FENCING_TOKEN={token}\nHAMASTER_RESOURCE={}\n",
             self.args.resource
         );
         write_private(&self.dir.fencing_token(), format!("{token}\n"))
             .and_then(|_| write_private(&self.dir.service_env(), env_text))
-            .map_err(|e| format!("cannot write the fencing token: {e}"))
+            .map_err(|e| Fault::Token(format!("cannot write the fencing token: {e}")))
     }
 }
 

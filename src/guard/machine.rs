@@ -136,28 +136,65 @@ impl std::fmt::Display for Cause {
     }
 }
 
+/// Why an effect, or a step the shell performed, failed: what failed, with the lower layer's
+/// words. The machine decides by which effect or step failed (never by the words), logs the
+/// fault and reports it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Fault {
+    /// netlink refused or failed (the VIP writer's error).
+    #[error("{0}")]
+    Netlink(String),
+    /// The VIP is no longer on its interface (removed behind the guard's back).
+    #[error("the VIP is no longer on its interface")]
+    VipGone,
+    /// The VIP could not be settled: its link, DAD, the announcements (vip::up).
+    #[error("{0}")]
+    Settle(String),
+    /// The watchdog refused a ping or the magic close, or there is no device.
+    #[error("{0}")]
+    Watchdog(String),
+    /// A signal to the service's process group failed.
+    #[error("process group {pid}: {errno}")]
+    Signal { pid: u32, errno: nix::errno::Errno },
+    /// A process group the guard never signals (0 or 1).
+    #[error("refusing to signal process group {0}")]
+    NoGroup(u32),
+    /// systemctl could not be run, or said the unit is in no state it knows.
+    #[error("{0}")]
+    Systemd(String),
+    /// The service could not be started.
+    #[error("{0}")]
+    Service(String),
+    /// The fencing token file could not be written.
+    #[error("{0}")]
+    Token(String),
+    /// etcd refused or did not answer (the release).
+    #[error("{0}")]
+    Etcd(String),
+}
+
 /// The kernel effects, made under the machine's lock: each one short system call (or the
 /// spawn of one `systemctl`), so the fencing thread can make them at the deadline.
 pub trait Kernel {
     /// Adds the VIP with valid and preferred lifetimes of `lifetime_s` seconds.
-    fn add_vip(&mut self, lifetime_s: u32) -> Result<(), String>;
+    fn add_vip(&mut self, lifetime_s: u32) -> Result<(), Fault>;
     /// Moves the VIP's lifetimes to `lifetime_s` from now. Err: not extended (gone, or the
     /// call failed); the old, shorter lifetime stays.
-    fn extend_vip(&mut self, lifetime_s: u32) -> Result<(), String>;
+    fn extend_vip(&mut self, lifetime_s: u32) -> Result<(), Fault>;
     /// Removes the VIP. Ok only when it is absent afterwards (removed, or gone already).
-    fn remove_vip(&mut self) -> Result<(), String>;
+    fn remove_vip(&mut self) -> Result<(), Fault>;
     /// Opens the watchdog and sets its timeout to `timeout_s`; Ok: the timeout the driver
     /// applied (read back).
     fn arm_watchdog(&mut self, timeout_s: u32) -> Result<u32, ArmError>;
     /// Pings the armed watchdog so that it resets the node `timeout_s` from now at the latest
     /// (setting that timeout where it differs); Ok: the timeout in force, and the boot-clock
     /// time right after the ping (a guard stopped in between pinged later than it thinks).
-    fn ping_watchdog(&mut self, timeout_s: u32) -> Result<(u32, Duration), String>;
+    fn ping_watchdog(&mut self, timeout_s: u32) -> Result<(u32, Duration), Fault>;
     /// The magic close: the watchdog stops. Err: it could not be stopped (the node resets).
-    fn disarm_watchdog(&mut self) -> Result<(), String>;
+    fn disarm_watchdog(&mut self) -> Result<(), Fault>;
     /// SIGTERM (`kill` false) or SIGKILL to the service. Ok when sent or when nothing of it
     /// is left to signal.
-    fn signal_service(&mut self, service: &ServiceRef, kill: bool) -> Result<(), String>;
+    fn signal_service(&mut self, service: &ServiceRef, kill: bool) -> Result<(), Fault>;
 }
 
 /// What the shell performs for the machine, answering with an `Input` when it is done.
@@ -219,14 +256,14 @@ pub enum Input {
     },
     /// The watch or a confirm: the key was deleted (None) or carries this other lease.
     KeyLost(Option<i64>),
-    Settled(Result<(), String>),
-    TokenWritten(Result<(), String>),
-    ServiceStarted(Result<ServiceRef, String>),
+    Settled(Result<(), Fault>),
+    TokenWritten(Result<(), Fault>),
+    ServiceStarted(Result<ServiceRef, Fault>),
     /// The supervised command's leader process exited (its group may live on).
     ServiceExited(String),
     /// Whether anything of the service is left (Ok(false): confirmed stopped).
-    ServiceChecked(Result<bool, String>),
-    Released(Result<(), String>),
+    ServiceChecked(Result<bool, Fault>),
+    Released(Result<(), Fault>),
     /// Step down in order, answering by `by` (boot clock).
     StepDown {
         by: Duration,
@@ -263,7 +300,7 @@ pub enum WatchdogState {
     /// The magic close failed: the node resets at `fires_at`.
     DisarmFailed {
         fires_at: Duration,
-        why: String,
+        why: Fault,
     },
 }
 
@@ -887,7 +924,7 @@ impl<K: Kernel> Machine<K> {
         self.out(Order::Confirm);
     }
 
-    fn settled(&mut self, now: Duration, r: Result<(), String>) {
+    fn settled(&mut self, now: Duration, r: Result<(), Fault>) {
         if self.raise != RaiseStep::Settling || self.phase != Phase::Raising {
             return;
         }
@@ -897,17 +934,17 @@ impl<K: Kernel> Machine<K> {
         }
     }
 
-    fn token_written(&mut self, now: Duration, r: Result<(), String>) {
+    fn token_written(&mut self, now: Duration, r: Result<(), Fault>) {
         if self.raise != RaiseStep::WritingToken || self.phase != Phase::Raising {
             return;
         }
         match r {
             Ok(()) => self.raise = RaiseStep::StartService,
-            Err(e) => self.raise_failed(now, e),
+            Err(e) => self.raise_failed(now, e.to_string()),
         }
     }
 
-    fn service_started(&mut self, now: Duration, r: Result<ServiceRef, String>) {
+    fn service_started(&mut self, now: Duration, r: Result<ServiceRef, Fault>) {
         let starting = matches!(self.service, ServiceState::Starting(_));
         self.start_in_flight = false;
         // A look already out saw the service before this answer: it says nothing now.
@@ -986,7 +1023,7 @@ impl<K: Kernel> Machine<K> {
         }
     }
 
-    fn service_checked(&mut self, now: Duration, r: Result<bool, String>) {
+    fn service_checked(&mut self, now: Duration, r: Result<bool, Fault>) {
         self.checking = false;
         if std::mem::take(&mut self.check_stale) {
             self.next_check_at = Some(now);
@@ -1019,7 +1056,7 @@ impl<K: Kernel> Machine<K> {
         }
     }
 
-    fn released_answer(&mut self, now: Duration, r: Result<(), String>) {
+    fn released_answer(&mut self, now: Duration, r: Result<(), Fault>) {
         match r {
             Ok(()) => {
                 self.release = Release::Done;
@@ -1230,7 +1267,7 @@ impl<K: Kernel> Machine<K> {
     /// At arming (nothing is raised yet): the driver's granularity is learned by asking for
     /// `wanted` and the three seconds below it (each ask pings too), then the timeout is set
     /// to the longest ask that the driver does not round above `wanted`. Ok: what it applied.
-    fn fit_watchdog(&mut self, wanted: u32, first: Result<u32, String>) -> Result<u32, String> {
+    fn fit_watchdog(&mut self, wanted: u32, first: Result<u32, Fault>) -> Result<u32, Fault> {
         let mut applied = first?;
         self.watchdog_excess = applied.saturating_sub(wanted);
         for ask in (wanted.saturating_sub(3).max(1)..wanted).rev() {
@@ -1304,13 +1341,13 @@ impl<K: Kernel> Machine<K> {
         };
         let armed = match self.kernel.arm_watchdog(wanted) {
             Ok(a) => Ok(a),
-            Err(ArmError::NotArmed(e)) => Err(e),
+            Err(ArmError::NotArmed(e)) => Err(Fault::Watchdog(e)),
             Err(ArmError::Counting(why)) => {
                 // A device that could not be stopped again resets the node: nothing is raised.
                 let fires_at = now + Duration::from_secs(wanted.into());
                 self.watchdog = WatchdogState::DisarmFailed {
                     fires_at,
-                    why: why.clone(),
+                    why: Fault::Watchdog(why.clone()),
                 };
                 return self.raise_failed(now, format!("watchdog: {why}: it will reset the node"));
             }
@@ -1333,7 +1370,7 @@ impl<K: Kernel> Machine<K> {
                 "the watchdog took a timeout of {applied} s for {wanted} s: its reset could come \
                  after the lease ends"
             ),
-            Err(e) => e,
+            Err(e) => e.to_string(),
         };
         if let Some(Err(e)) = opened.then(|| self.kernel.disarm_watchdog()) {
             let fires_at = now + Duration::from_secs(wanted.into());
@@ -1601,27 +1638,27 @@ mod tests {
     }
 
     impl Kernel for Late {
-        fn add_vip(&mut self, _: u32) -> Result<(), String> {
+        fn add_vip(&mut self, _: u32) -> Result<(), Fault> {
             Ok(())
         }
-        fn extend_vip(&mut self, _: u32) -> Result<(), String> {
+        fn extend_vip(&mut self, _: u32) -> Result<(), Fault> {
             Ok(())
         }
-        fn remove_vip(&mut self) -> Result<(), String> {
+        fn remove_vip(&mut self) -> Result<(), Fault> {
             Ok(())
         }
         fn arm_watchdog(&mut self, secs: u32) -> Result<u32, ArmError> {
             self.asks.push(secs);
             Ok(secs)
         }
-        fn ping_watchdog(&mut self, secs: u32) -> Result<(u32, Duration), String> {
+        fn ping_watchdog(&mut self, secs: u32) -> Result<(u32, Duration), Fault> {
             self.asks.push(secs);
             Ok((secs, self.now + std::mem::take(&mut self.late)))
         }
-        fn disarm_watchdog(&mut self) -> Result<(), String> {
+        fn disarm_watchdog(&mut self) -> Result<(), Fault> {
             Ok(())
         }
-        fn signal_service(&mut self, _: &ServiceRef, _: bool) -> Result<(), String> {
+        fn signal_service(&mut self, _: &ServiceRef, _: bool) -> Result<(), Fault> {
             Ok(())
         }
     }

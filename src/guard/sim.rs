@@ -29,8 +29,8 @@ use std::collections::BinaryHeap;
 use std::time::Duration;
 
 use super::machine::{
-    ArmError, Cause, Input, Kernel, Machine, Mutations, Order, Plan, ServiceRef, WatchdogPlan,
-    VIP_RETRY, WATCHDOG_TOLERANCE,
+    ArmError, Cause, Fault, Input, Kernel, Machine, Mutations, Order, Plan, ServiceRef,
+    WatchdogPlan, VIP_RETRY, WATCHDOG_TOLERANCE,
 };
 use crate::lease::clock::MAX_SLEW;
 use crate::lease::LeaseClock;
@@ -201,21 +201,21 @@ impl Kernel for World {
         self.note(format!("watchdog armed, {applied} s"));
         Ok(applied)
     }
-    fn ping_watchdog(&mut self, secs: u32) -> Result<(u32, Duration), String> {
+    fn ping_watchdog(&mut self, secs: u32) -> Result<(u32, Duration), Fault> {
         if self.dog.is_none() {
-            return Err("not armed".into());
+            return Err(Fault::Watchdog("not armed".into()));
         }
         self.pings.push(self.now);
         // Failures while leading, not while arming (its probes are pings too).
         let leading = self.dog_armed_at.is_some_and(|t| self.now > t);
         if self.dog_ping_fails > 0.0 && leading && self.pings.len().is_multiple_of(3) {
-            return Err("EIO (simulated)".into());
+            return Err(Fault::Watchdog("EIO (simulated)".into()));
         }
         let applied = self.dog_set(secs);
         self.note(format!("watchdog pinged, {applied} s (asked {secs})"));
         Ok((applied, self.now))
     }
-    fn disarm_watchdog(&mut self) -> Result<(), String> {
+    fn disarm_watchdog(&mut self) -> Result<(), Fault> {
         if self.dog.is_none() {
             return Ok(());
         }
@@ -229,14 +229,14 @@ impl Kernel for World {
         if self.dog_disarm_fails {
             self.note("watchdog magic close failed".into());
             self.dog_close_failed = true;
-            return Err("EIO (simulated)".into());
+            return Err(Fault::Watchdog("EIO (simulated)".into()));
         }
         self.dog = None;
         self.dog_disarmed = true;
         self.note("watchdog disarmed".into());
         Ok(())
     }
-    fn add_vip(&mut self, secs: u32) -> Result<(), String> {
+    fn add_vip(&mut self, secs: u32) -> Result<(), Fault> {
         self.check_armed_for_raise("VIP added");
         self.raised.push(self.now);
         self.vip = true;
@@ -245,15 +245,15 @@ impl Kernel for World {
         self.note(format!("VIP added, lifetime {secs} s"));
         Ok(())
     }
-    fn extend_vip(&mut self, secs: u32) -> Result<(), String> {
+    fn extend_vip(&mut self, secs: u32) -> Result<(), Fault> {
         if !self.vip {
-            return Err("the VIP is no longer on its interface".into());
+            return Err(Fault::VipGone);
         }
         self.vip_kernel_end = self.now + Duration::from_secs(secs.into()) + self.kernel_slack;
         self.scheduled.push((self.vip_kernel_end, Ev::KernelExpiry));
         Ok(())
     }
-    fn remove_vip(&mut self) -> Result<(), String> {
+    fn remove_vip(&mut self) -> Result<(), Fault> {
         self.removals += 1;
         let fails = match self.remove_fault {
             Some(RemoveFault::Always) => true,
@@ -262,7 +262,7 @@ impl Kernel for World {
         };
         if fails && self.vip {
             self.note("VIP removal failed".into());
-            return Err("netlink: EBUSY (simulated)".into());
+            return Err(Fault::Netlink("EBUSY (simulated)".into()));
         }
         if self.vip {
             self.note("VIP removed".into());
@@ -270,7 +270,7 @@ impl Kernel for World {
         self.vip = false;
         Ok(())
     }
-    fn signal_service(&mut self, _: &ServiceRef, kill: bool) -> Result<(), String> {
+    fn signal_service(&mut self, _: &ServiceRef, kill: bool) -> Result<(), Fault> {
         if kill {
             if self.service && !self.unkillable {
                 self.service = false;
@@ -766,7 +766,7 @@ impl Sim {
             Order::Settle { dad_wait } => {
                 let takes = self.s.settle_takes.min(dad_wait);
                 let r = if self.s.settle_fails {
-                    Err("DAD failed (simulated)".into())
+                    Err(Fault::Settle("DAD failed (simulated)".into()))
                 } else {
                     Ok(())
                 };
@@ -789,7 +789,7 @@ impl Sim {
                     self.m.kernel.service = true;
                     self.m.kernel.note("service starting".into());
                     let r = if self.s.start_fails {
-                        Err("start failed (simulated)".into())
+                        Err(Fault::Service("start failed (simulated)".into()))
                     } else {
                         Ok(ServiceRef::Unit("api.service".into()))
                     };
@@ -803,7 +803,9 @@ impl Sim {
             }
             Order::CheckService(_) => {
                 let r = if self.rng.chance(self.s.check_fails) {
-                    Err("systemctl did not answer (simulated)".into())
+                    Err(Fault::Systemd(
+                        "systemctl did not answer (simulated)".into(),
+                    ))
                 } else {
                     Ok(self.m.kernel.service)
                 };
@@ -824,7 +826,7 @@ impl Sim {
                     let d = self.rng.ms(1, 2_000);
                     self.deliver(
                         d,
-                        Input::Released(Err("etcd unreachable (simulated)".into())),
+                        Input::Released(Err(Fault::Etcd("etcd unreachable (simulated)".into()))),
                     );
                 } else {
                     self.released = true;
@@ -998,9 +1000,11 @@ impl Sim {
             }
             Ev::Spawn => {
                 let input = if !self.m.wants_service(now) {
-                    Input::ServiceStarted(Err("no longer wanted".into()))
+                    Input::ServiceStarted(Err(Fault::Service(
+                        "not started: the raise was abandoned".into(),
+                    )))
                 } else if self.s.start_fails {
-                    Input::ServiceStarted(Err("spawn failed (simulated)".into()))
+                    Input::ServiceStarted(Err(Fault::Service("spawn failed (simulated)".into())))
                 } else {
                     if self.told_lost.is_some() || now >= self.deadline {
                         return Err(self.fail(

@@ -176,6 +176,7 @@ mod tests {
         unique: true,
         reloadable: true,
         range: None,
+        unit: None,
         shortdesc: "short <x>",
         longdesc: "long & more",
     };

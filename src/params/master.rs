@@ -2,7 +2,7 @@
 //! the etcd leader lease, the master service, its health check, and the optional VIP, whose
 //! parameters are the vip agent's own.
 
-use super::{Kind, Param};
+use super::{Kind, Param, Unit};
 
 const BASE: Param = Param {
     name: "",
@@ -12,6 +12,7 @@ const BASE: Param = Param {
     unique: false,
     reloadable: false,
     range: None,
+    unit: None,
     shortdesc: "",
     longdesc: "",
 };
@@ -72,6 +73,7 @@ pub const LEASE_TTL: Param = Param {
         RHEL's defaults on 3 nodes (token 3000), 6 on 2 nodes — so that a crashed holder's \
         lease is gone when Pacemaker can promote elsewhere; 10 where no corosync runs.",
     range: Some((2, 3600)),
+    unit: Some(Unit::Seconds),
     ..BASE
 };
 
@@ -90,6 +92,7 @@ pub const LEASE_MARGIN: Param = Param {
         needs (0.155 × lease_ttl), always below 2/3 of lease_ttl (1 for lease_ttl 2 or 3, 2 from \
         4 to 12, 6 for 30). Set alone, with lease_ttl following the cluster, that lease_ttl is \
         raised where needed to keep lease_margin valid.",
+    unit: Some(Unit::Seconds),
     ..BASE
 };
 
@@ -174,6 +177,7 @@ pub const HEALTH_TIMEOUT: Param = Param {
     longdesc: "Timeout of one health check, in milliseconds.",
     reloadable: true,
     range: Some((1, 600_000)),
+    unit: Some(Unit::Milliseconds),
     ..BASE
 };
 
@@ -186,6 +190,7 @@ pub const HEALTH_INTERVAL: Param = Param {
         vrrp_script interval).",
     reloadable: true,
     range: Some((1, 3600)),
+    unit: Some(Unit::Seconds),
     ..BASE
 };
 

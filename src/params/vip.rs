@@ -1,7 +1,7 @@
 //! Parameters of the floating IP, shared by `ocf:hamaster:vip` and the master agent's
 //! built-in VIP. Names and meanings follow `ocf:heartbeat:IPaddr2` where they overlap.
 
-use super::{Kind, Param};
+use super::{Kind, Param, Unit};
 
 pub const IP: Param = Param {
     name: "ip",
@@ -11,6 +11,7 @@ pub const IP: Param = Param {
     unique: true,
     reloadable: false,
     range: None,
+    unit: None,
     shortdesc: "Floating IPv4 or IPv6 address",
     longdesc: "The floating IP address to manage, IPv4 (192.0.2.10) or IPv6 (2001:db8::10), \
         in any valid spelling. It is added to the interface where the resource runs and \
@@ -26,6 +27,7 @@ pub const CIDR_NETMASK: Param = Param {
     unique: false,
     reloadable: false,
     range: None,
+    unit: None,
     shortdesc: "Prefix length",
     longdesc: "The prefix length of the address in CIDR form (24, 64), or a dotted IPv4 \
         netmask (255.255.255.0). When unset it is taken from the route that matches the \
@@ -41,6 +43,7 @@ pub const NIC: Param = Param {
     unique: false,
     reloadable: false,
     range: None,
+    unit: None,
     shortdesc: "Network interface",
     longdesc: "The interface to add the address to; nic:label also sets iflabel, as in \
         IPaddr2. When unset, the interface of the longest-prefix, lowest-metric route of the \
@@ -57,6 +60,7 @@ pub const IFLABEL: Param = Param {
     unique: false,
     reloadable: false,
     range: None,
+    unit: None,
     shortdesc: "Interface label (IPv4)",
     longdesc: "A label for the IPv4 address: it shows as nic:iflabel in `ip addr`. \
         nic:iflabel must fit in 15 characters. Ignored for IPv6, like IPaddr2.",
@@ -70,6 +74,7 @@ pub const ARP_COUNT: Param = Param {
     unique: false,
     reloadable: true,
     range: Some((0, 1000)),
+    unit: None,
     shortdesc: "Number of announcements at start",
     longdesc: "How many gratuitous ARP (IPv4) or unsolicited Neighbor Advertisement (IPv6) \
         frames to send when the address is brought up. The first leaves before start \
@@ -84,6 +89,7 @@ pub const ARP_INTERVAL: Param = Param {
     unique: false,
     reloadable: true,
     range: Some((1, 60_000)),
+    unit: Some(Unit::Milliseconds),
     shortdesc: "Milliseconds between announcements",
     longdesc: "The interval in milliseconds between two announcement frames.",
 };
@@ -96,6 +102,7 @@ pub const ARP_COUNT_REFRESH: Param = Param {
     unique: false,
     reloadable: true,
     range: Some((0, 1000)),
+    unit: None,
     shortdesc: "Announcements on each monitor",
     longdesc: "How many announcement frames to send on every recurring monitor, to refresh \
         stale ARP and neighbour caches (after a split brain, for instance). 0 sends none.",
@@ -109,6 +116,7 @@ pub const ARP_MODE: Param = Param {
     unique: false,
     reloadable: true,
     range: None,
+    unit: None,
     shortdesc: "ARP frame type: both, request or reply",
     longdesc: "Which gratuitous ARP frames to send for an IPv4 address: 'both' alternates \
         request and reply (some switches and hosts honour only one of them), 'request' or \
@@ -123,6 +131,7 @@ pub const RUN_ARPING: Param = Param {
     unique: false,
     reloadable: true,
     range: None,
+    unit: None,
     shortdesc: "Check for a duplicate address before adding it",
     longdesc: "Before adding an IPv4 address, probe with ARP (sender 0.0.0.0) whether another \
         host already answers for it, and fail the start if one does. IPv6 relies on the \
@@ -137,6 +146,7 @@ pub const NODAD: Param = Param {
     unique: false,
     reloadable: false,
     range: None,
+    unit: None,
     shortdesc: "Skip IPv6 duplicate address detection",
     longdesc: "For IPv6: add the address without duplicate address detection, so it is \
         usable at once. When false, start waits (bounded by the operation timeout) until \
@@ -151,6 +161,7 @@ pub const NOPREFIXROUTE: Param = Param {
     unique: false,
     reloadable: false,
     range: None,
+    unit: None,
     shortdesc: "Do not add a prefix route",
     longdesc: "Add the address without the kernel's automatic route for its prefix.",
 };
@@ -163,6 +174,7 @@ pub const PREFERRED_LFT: Param = Param {
     unique: false,
     reloadable: false,
     range: None,
+    unit: None,
     shortdesc: "Preferred lifetime (IPv6)",
     longdesc: "For IPv6: the preferred lifetime of the address in seconds, or 'forever'. \
         0 marks the address deprecated, so it is not chosen as a source address for \
@@ -177,6 +189,7 @@ pub const BROADCAST: Param = Param {
     unique: false,
     reloadable: false,
     range: None,
+    unit: None,
     shortdesc: "Broadcast address (IPv4)",
     longdesc: "The broadcast address of the IPv4 address: an address, '+' (host bits set) or \
         '-' (host bits clear). When unset it is the broadcast address of the base address the \
@@ -191,6 +204,7 @@ pub const ARP_BG: Param = Param {
     unique: false,
     reloadable: true,
     range: None,
+    unit: None,
     shortdesc: "Send announcements in the background",
     longdesc: "true or unset: the first announcement leaves before start returns and the rest \
         follow in the background. false: start returns after the last of arp_count frames, \
@@ -205,6 +219,7 @@ pub const ARP_SENDER: Param = Param {
     unique: false,
     reloadable: true,
     range: None,
+    unit: None,
     shortdesc: "IPaddr2's ARP program (accepted, not used)",
     longdesc: "IPaddr2's choice of program for gratuitous ARP: send_arp, iputils_arping, \
         libnet_arping or ipoibarping. Accepted for compatibility; every announcement is sent \
@@ -219,6 +234,7 @@ pub const SEND_ARP_OPTS: Param = Param {
     unique: false,
     reloadable: true,
     range: None,
+    unit: None,
     shortdesc: "Options for IPaddr2's ARP program (refused)",
     longdesc: "Extra command-line options for IPaddr2's ARP program. There is no such program \
         here: a non-empty value is refused; use arp_mode, arp_count and arp_interval.",
@@ -232,6 +248,7 @@ pub const FLUSH_ROUTES: Param = Param {
     unique: false,
     reloadable: false,
     range: None,
+    unit: None,
     shortdesc: "Flush the routing cache on stop",
     longdesc: "After removing the address, flush the kernel's routing cache of its address \
         family (IPaddr2 runs `ip route flush cache`, which flushes IPv4 only).",
@@ -245,6 +262,7 @@ pub const LVS_SUPPORT: Param = Param {
     unique: false,
     reloadable: false,
     range: None,
+    unit: None,
     shortdesc: "LVS direct routing: take the address over from lo",
     longdesc: "IPv4 only. For LVS direct-routing real servers that hold the VIP on lo: start \
         removes a copy of the address on lo (as /32) and stop puts it back.",
@@ -258,6 +276,7 @@ pub const LVS_IPV6_ADDRLABEL: Param = Param {
     unique: false,
     reloadable: false,
     range: None,
+    unit: None,
     shortdesc: "Give the IPv6 address an address label",
     longdesc: "IPv6 only. Add an address label (`ip addrlabel`) for the address while it is up, \
         so that source address selection avoids it (LVS direct routing).",
@@ -271,6 +290,7 @@ pub const LVS_IPV6_ADDRLABEL_VALUE: Param = Param {
     unique: false,
     reloadable: false,
     range: None,
+    unit: None,
     shortdesc: "The IPv6 address label",
     longdesc: "The label lvs_ipv6_addrlabel gives the address.",
 };
@@ -283,6 +303,7 @@ pub const MAC: Param = Param {
     unique: false,
     reloadable: false,
     range: None,
+    unit: None,
     shortdesc: "CLUSTERIP multicast MAC (not supported)",
     longdesc: "IPaddr2's multicast MAC for its iptables CLUSTERIP mode. CLUSTERIP is \
         deprecated and removed from current kernels; vip refuses a value.",
@@ -296,6 +317,7 @@ pub const CLUSTERIP_HASH: Param = Param {
     unique: false,
     reloadable: false,
     range: None,
+    unit: None,
     shortdesc: "CLUSTERIP hash (not supported)",
     longdesc: "IPaddr2's hash for its iptables CLUSTERIP mode, which vip does not support: \
         any value but the default is refused.",
@@ -309,6 +331,7 @@ pub const UNIQUE_CLONE_ADDRESS: Param = Param {
     unique: false,
     reloadable: false,
     range: None,
+    unit: None,
     shortdesc: "One address per clone instance (not supported)",
     longdesc: "IPaddr2's addresses-per-clone mode. vip is not cloned: true is refused.",
 };
@@ -321,6 +344,7 @@ pub const NETWORK_NAMESPACE: Param = Param {
     unique: false,
     reloadable: false,
     range: None,
+    unit: None,
     shortdesc: "Network namespace to operate within",
     longdesc: "A named network namespace (/run/netns/NAME, as `ip netns add` makes them) in \
         which every action runs: the interface must be in it.",

@@ -172,8 +172,8 @@ impl HealthSpec {
                 Some(uri)
             }
         };
-        let timeout = Duration::from_millis(v.number(&p::HEALTH_TIMEOUT)?);
-        let interval = Duration::from_secs(v.number(&p::HEALTH_INTERVAL)?);
+        let timeout = v.duration(&p::HEALTH_TIMEOUT)?;
+        let interval = v.duration(&p::HEALTH_INTERVAL)?;
         let failures = v.number(&p::HEALTH_FAILURES)?;
         Ok(HealthSpec {
             url,

@@ -88,7 +88,7 @@ impl BurstRequest {
     }
 
     pub fn interval(&self) -> Duration {
-        Duration::from_millis(self.interval_ms)
+        vp::ARP_INTERVAL.duration_of(self.interval_ms)
     }
 
     /// When frame 0 left (or is taken to have left).

@@ -169,7 +169,7 @@ impl VipConfig {
             iflabel,
             broadcast,
             arp_count: v.number(&p::ARP_COUNT)?,
-            arp_interval: Duration::from_millis(v.number(&p::ARP_INTERVAL)?),
+            arp_interval: v.duration(&p::ARP_INTERVAL)?,
             arp_count_refresh: v.number(&p::ARP_COUNT_REFRESH)?,
             arp_mode,
             arp_bg: match v.get(&p::ARP_BG) {
