@@ -121,7 +121,7 @@ fn trial(lab: &mut Lab, client: &HealthClient, crash: bool, script: &str) -> Opt
     let lost_dc = lab.dc().as_deref() == Some(lab.nodes[h].name.as_str());
     let capture = support::Capture::start(&lab.switch, "br0");
     let t = Instant::now();
-    let fault_unix = hamaster::guard::unix_ms();
+    let fault_unix = hamaster::lease::clock::unix_ms();
     if crash {
         lab.crash(h);
     } else {

@@ -125,7 +125,7 @@ fn guard_and_conflicts(idle_secs: u64, trials: usize) -> (f64, u64, f64, u64, us
             .find(|f| f.bytes.len() >= 42 && f.bytes[12..14] == [8, 6] && f.bytes[22..28] == mac)
             .expect("the claiming frame captured")
             .at;
-        let arrived_unix = hamaster::guard::unix_ms() as f64
+        let arrived_unix = hamaster::lease::clock::unix_ms() as f64
             - Instant::now().duration_since(arrived).as_secs_f64() * 1000.0;
         detect.push((c.last_unix_ms as f64 - arrived_unix).max(0.0));
         std::thread::sleep(Duration::from_millis(300));

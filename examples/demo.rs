@@ -76,7 +76,7 @@ fn run() {
     let toml = lab.dir.join("api.toml");
     std::fs::write(
         &toml,
-        format!("etcd_endpoints = \"{}\"\n", lab.etcd_endpoints()),
+        format!("etcd_endpoints = \"{}\"\n", lab.etcd.endpoints()),
     )
     .unwrap();
     let bin = support::OcfDir::get().root.join("hamaster");

@@ -11,6 +11,7 @@
 //! instance that is not a healthy master.
 
 use crate::agents::master::MasterError;
+use crate::agents::ActionError;
 use crate::cli::CliError;
 use crate::guard::GuardError;
 use crate::lease::LeaseError;
@@ -42,14 +43,6 @@ pub struct Failed {
 }
 
 impl Failed {
-    pub fn new(exit: OcfExit, reason: impl Into<String>) -> Failed {
-        Failed {
-            exit,
-            reason: reason.into(),
-            logged: false,
-        }
-    }
-
     /// The same failure, said in the log already.
     pub fn logged(self) -> Failed {
         Failed {
@@ -174,6 +167,15 @@ impl Failure for MasterError {
     }
 }
 
+impl Failure for ActionError {
+    fn exit(&self) -> OcfExit {
+        match self {
+            ActionError::NotGiven | ActionError::Unimplemented { .. } => OcfExit::ErrUnimplemented,
+            ActionError::Panic(_) => OcfExit::ErrGeneric,
+        }
+    }
+}
+
 impl Failure for GuardError {
     /// A configuration the guard cannot read is the agent's mistake (6); every other end of a
     /// guard is this node's (1).
@@ -192,7 +194,7 @@ impl Failure for CliError {
             CliError::Config { .. } | CliError::BadName(_) => OcfExit::ErrConfigured,
             CliError::Install(e) => e.exit(),
             CliError::NoAgent(_) => OcfExit::ErrInstalled,
-            CliError::Usage(_) => OcfExit::ErrArgs,
+            CliError::Usage(_) | CliError::Args(_) => OcfExit::ErrArgs,
             CliError::Guard(e) => e.exit(),
             CliError::Refused(_) | CliError::Announce { .. } | CliError::StepDown { .. } => {
                 OcfExit::ErrGeneric

@@ -1,5 +1,5 @@
-//! The one definition of every agent parameter: name, type, default, descriptions, required
-//! and unique flags. OCF environment parsing, TOML configs, meta-data XML and the reference
+//! The one definition of every agent parameter: name, type, default, integer range, unit,
+//! descriptions, required, unique and reloadable flags. OCF environment parsing, TOML configs, meta-data XML and the reference
 //! in docs/ all derive from these tables; nothing else may describe a parameter.
 
 use std::collections::BTreeMap;

@@ -172,7 +172,7 @@ fn three_nodes_master_with_vip_crash_partition_etcd_loss_and_ban() {
         &toml,
         format!(
             "etcd_endpoints = \"{}\"\ncommand = \"/usr/bin/python3\"\nargs = \"{}/lab/healthz.py 8443 /run\"\n",
-            lab.etcd_endpoints(),
+            lab.etcd.endpoints(),
             env!("CARGO_MANIFEST_DIR")
         ),
     )
@@ -207,7 +207,7 @@ fn three_nodes_master_with_vip_crash_partition_etcd_loss_and_ban() {
     // move at once (it checks every 5 s), so the move itself is best effort; what counts is
     // where the leader is before the crash. (tests/master_agent.rs checks the guard's moves
     // one by one.)
-    let _ = lab.move_etcd_leader_to(pi);
+    let _ = lab.etcd.move_leader_to(pi);
     let moved = support::wait_for(Duration::from_secs(10), || {
         lab.etcd_leader().is_some_and(|l| l != pi)
     });
@@ -235,7 +235,7 @@ fn three_nodes_master_with_vip_crash_partition_etcd_loss_and_ban() {
 
     // Partition of the promoted node from the other two.
     let t_cut = Instant::now();
-    let cut_unix = hamaster::guard::unix_ms();
+    let cut_unix = hamaster::lease::clock::unix_ms();
     lab.cut(p2i);
     assert!(
         obs.wait_state(p2i, false, Duration::from_secs(10)),
@@ -304,7 +304,7 @@ fn three_nodes_master_with_vip_crash_partition_etcd_loss_and_ban() {
     );
     lab.start_etcd(a);
     lab.start_etcd(b);
-    assert!(lab.wait_etcd_healthy(Duration::from_secs(60)));
+    assert!(lab.etcd.wait_healthy(Duration::from_secs(60)));
     let p4 = wait_promoted(&lab, 0, "api", None, Duration::from_secs(120));
     assert!(
         obs.wait_state(lab.index(&p4), true, Duration::from_secs(30)),
@@ -463,10 +463,11 @@ fn three_nodes_crash_of_the_master_the_first_etcd_endpoint_and_the_etcd_leader()
     let mut lab = Lab::new("cw", 3, Etcd::OnNodes);
     let first = lab.nodes[0].name.clone();
     assert!(
-        lab.etcd_endpoints()
+        lab.etcd
+            .endpoints()
             .starts_with(&format!("http://{}:2379,", lab.nodes[0].ip)),
         "{first}'s member is the first etcd endpoint: {}",
-        lab.etcd_endpoints()
+        lab.etcd.endpoints()
     );
     let obs = observer(&lab);
     create_topology_with(&lab, "master-with-vip", false, "ETCD_MOVE_LEADER=false");
@@ -494,7 +495,7 @@ fn three_nodes_crash_of_the_master_the_first_etcd_endpoint_and_the_etcd_leader()
     assert!(obs.wait_state(0, true, Duration::from_secs(30)));
     let client = HealthClient::start(&lab, VIP, 8443);
     assert!(client.wait_ok(Duration::from_secs(30)));
-    assert!(lab.move_etcd_leader_to(0), "etcd's leader onto {first}");
+    assert!(lab.etcd.move_leader_to(0), "etcd's leader onto {first}");
     let (holder, token1) = lab.leader_key(KEY).expect("leader key");
     assert_eq!(holder, first);
     // Longer than one placement check (5 s): with the default the guard would move it away.
@@ -503,7 +504,7 @@ fn three_nodes_crash_of_the_master_the_first_etcd_endpoint_and_the_etcd_leader()
 
     let watch = lab.watch_key(KEY, &[1, 2]);
     let t_crash = Instant::now();
-    let crash_unix = hamaster::guard::unix_ms();
+    let crash_unix = hamaster::lease::clock::unix_ms();
     let (p2, p2i, token2, promote_crash) = crash_master(&mut lab, &obs, &client, 0, token1);
     // The old lease cannot have run out before its TTL after the crash (the last renewal
     // came before it); the new master took the key only after that.
@@ -986,7 +987,7 @@ fn three_nodes_haproxy_reaches_only_the_master_and_a_lost_vip_is_pushed() {
              op monitor interval=11s role=Unpromoted timeout=10s \
              op promote timeout=30s op demote timeout=30s op stop timeout=40s \
              promotable promoted-max=1 promoted-node-max=1",
-            lab.etcd_endpoints()
+            lab.etcd.endpoints()
         ),
     );
     assert!(create.status.success(), "{create:?}");

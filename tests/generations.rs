@@ -239,14 +239,14 @@ struct Live {
 
 /// The lease's id and granted TTL, from etcd's side.
 fn lease_of_key(lab: &Lab) -> (String, String) {
-    let text =
-        String::from_utf8_lossy(&lab.etcdctl(&["get", KEY, "-w", "fields"]).stdout).into_owned();
+    let text = String::from_utf8_lossy(&lab.etcd.etcdctl(&["get", KEY, "-w", "fields"]).stdout)
+        .into_owned();
     let lease: i64 = support::etcd::field(&text, "Lease")
         .and_then(|l| l.parse().ok())
         .unwrap_or_else(|| panic!("no lease on {KEY}: {text}"));
     let id = format!("{lease:x}");
-    let ttl =
-        String::from_utf8_lossy(&lab.etcdctl(&["lease", "timetolive", &id]).stdout).into_owned();
+    let ttl = String::from_utf8_lossy(&lab.etcd.etcdctl(&["lease", "timetolive", &id]).stdout)
+        .into_owned();
     let granted = ttl
         .split("granted with TTL(")
         .nth(1)
@@ -384,7 +384,7 @@ fn live(g: &LiveGeneration, root: Option<&Path>) -> Live {
         );
     }
     let other = (h + 1) % 3;
-    let eps = lab.etcd_endpoints();
+    let eps = lab.etcd.endpoints();
     for (agent, opts) in [
         ("vip", format!("-o ip={NET}.200 -o cidr_netmask=24")),
         (

@@ -180,7 +180,7 @@ fn etcd_quorum_loss_fences_before_the_lease_can_expire() {
     );
     etcd.stop_member(1);
     etcd.stop_member(2);
-    let stopped = hamaster::guard::unix_ms();
+    let stopped = hamaster::lease::clock::unix_ms();
     assert!(
         observer.wait_state(0, false, Duration::from_secs(10)),
         "VIP removed"

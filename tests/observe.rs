@@ -270,7 +270,7 @@ fn claim_vip(ns: &str, count: u32) -> std::process::Output {
 
 /// The Unix time (ms) of an earlier moment.
 fn unix_ms_of(t: Instant) -> u64 {
-    hamaster::guard::unix_ms() - Instant::now().duration_since(t).as_millis() as u64
+    hamaster::lease::clock::unix_ms() - Instant::now().duration_since(t).as_millis() as u64
 }
 
 fn mac_text(mac: [u8; 6]) -> String {
@@ -464,7 +464,7 @@ fn the_vip_deleted_or_its_link_set_down_is_told_at_once_and_not_added_back() {
 
     // Deleted by hand.
     promoted(agent.run("promote"), &a);
-    let t = hamaster::guard::unix_ms();
+    let t = hamaster::lease::clock::unix_ms();
     a.ns.ip(&["addr", "del", &format!("{VIP}/24"), "dev", "lan0"]);
     assert!(
         support::wait_for(Duration::from_secs(2), || crm.calls().contains(want)),
@@ -498,7 +498,7 @@ fn the_vip_deleted_or_its_link_set_down_is_told_at_once_and_not_added_back() {
     // The link set down.
     crm.clear();
     promoted(agent.run("promote"), &a);
-    let t = hamaster::guard::unix_ms();
+    let t = hamaster::lease::clock::unix_ms();
     a.ns.ip(&["link", "set", "lan0", "down"]);
     assert!(
         support::wait_for(Duration::from_secs(2), || crm.calls().contains(want)),

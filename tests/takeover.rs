@@ -65,10 +65,7 @@ fn the_runbook_commands_take_over_and_hand_back() {
     let run = old_agent.run("promote");
     assert_eq!(run.code, 0, "{}", run.stderr);
     let (_, _, old_token) = etcd.get(KEY).unwrap();
-    let pids = support::sh("ip", &["netns", "pids", &old.ns.name]);
-    for pid in String::from_utf8_lossy(&pids.stdout).split_whitespace() {
-        let _ = support::sh("kill", &["-9", pid]);
-    }
+    support::kill_all_in(&old.ns.name);
     old.ns.ip(&["addr", "flush", "dev", "lan0"]);
 
     let agent = standby.agent(&etcd);

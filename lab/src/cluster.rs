@@ -13,9 +13,9 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use super::etcd::{EtcdCluster, KeyWatch};
-use super::{must, sh, unique, wait_for, Netns, OcfDir, Switch};
+use super::{kill_all_in, must, sh, unique, wait_for, Netns, OcfDir, Switch};
 
-pub const NET: &str = "198.51.100";
+pub use super::etcd::NET;
 pub const VIP: &str = "198.51.100.100";
 pub const SWITCH_IP: &str = "198.51.100.1";
 /// The second network (Lab::add_service_network): the VIP's own, apart from the cluster's.
@@ -100,15 +100,31 @@ impl Lab {
         if created_mount_point {
             fs::create_dir_all(OCF_MOUNT).unwrap();
         }
-        let mut nodes = Vec::new();
+        let etcd_dir = dir.join("etcd");
+        fs::create_dir_all(&etcd_dir).unwrap();
+        // Made first and filled in: a failure while the nodes are attached still tears down
+        // what there is (Lab's drop).
+        let mut lab = Lab {
+            etcd: EtcdCluster::hosted(etcd_dir, &switch.name),
+            dir,
+            switch,
+            nodes: Vec::new(),
+            witness: None,
+            two_node: n == 2,
+            created_mount_point,
+            root,
+        };
         for i in 1..=n {
             let name = format!("n{i}");
             let ip = format!("{NET}.{}", 10 + i);
             let port = format!("p{i}");
-            let ns = switch.attach(&format!("{tag}{name}"), &port, &format!("{ip}/24"));
-            let dir = dir.join(&name);
+            let ns = lab
+                .switch
+                .attach(&format!("{tag}{name}"), &port, &format!("{ip}/24"));
+            let dir = lab.dir.join(&name);
             fs::create_dir_all(&dir).unwrap();
-            nodes.push(LabNode {
+            lab.etcd.host(&format!("e-{name}"), &ip, &ns.name);
+            lab.nodes.push(LabNode {
                 name,
                 ip,
                 ns,
@@ -119,27 +135,14 @@ impl Lab {
                 daemons: Vec::new(),
             });
         }
-        let witness = (etcd == Etcd::WithWitness)
-            .then(|| switch.attach(&format!("{tag}w"), "pw", &format!("{NET}.19/24")));
-        let mut members: Vec<(String, String, String)> = nodes
-            .iter()
-            .map(|n| (format!("e-{}", n.name), n.ip.clone(), n.ns.name.clone()))
-            .collect();
-        if let Some(w) = &witness {
-            members.push(("e-w".into(), format!("{NET}.19"), w.name.clone()));
+        if etcd == Etcd::WithWitness {
+            let ip = format!("{NET}.19");
+            let ns = lab
+                .switch
+                .attach(&format!("{tag}w"), "pw", &format!("{ip}/24"));
+            lab.etcd.host("e-w", &ip, &ns.name);
+            lab.witness = Some(ns);
         }
-        let etcd_dir = dir.join("etcd");
-        fs::create_dir_all(&etcd_dir).unwrap();
-        let mut lab = Lab {
-            etcd: EtcdCluster::hosted(etcd_dir, &members, &switch.name),
-            dir,
-            switch,
-            nodes,
-            witness,
-            two_node: n == 2,
-            created_mount_point,
-            root,
-        };
         for i in 0..n {
             lab.boot(i);
         }
@@ -157,7 +160,7 @@ impl Lab {
             lab.boot_output()
         );
         assert!(
-            lab.wait_etcd_healthy(Duration::from_secs(60)),
+            lab.etcd.wait_healthy(Duration::from_secs(60)),
             "etcd did not become healthy"
         );
         let out = lab.on(
@@ -453,10 +456,6 @@ impl Lab {
         self.on(i, &["sh", "-c", script])
     }
 
-    pub fn etcd_endpoints(&self) -> String {
-        self.etcd.endpoints()
-    }
-
     /// Node `i`'s etcd member, in the node's namespaces (the host's etcd, also beside a
     /// root's cluster stack), with the data it had.
     pub fn start_etcd(&mut self, i: usize) {
@@ -468,10 +467,6 @@ impl Lab {
 
     pub fn stop_etcd(&mut self, i: usize) {
         self.etcd.stop_member(i);
-    }
-
-    pub fn etcdctl(&self, args: &[&str]) -> Output {
-        self.etcd.etcdctl(args)
     }
 
     /// A VIP observer over every node of the lab (support::master::VipObserver).
@@ -491,15 +486,6 @@ impl Lab {
         self.etcd.leader().filter(|&i| i < self.nodes.len())
     }
 
-    /// Makes node `i`'s etcd member the leader (`etcdctl move-leader` sent to the leader).
-    pub fn move_etcd_leader_to(&self, i: usize) -> bool {
-        self.etcd.move_leader_to(i)
-    }
-
-    pub fn wait_etcd_healthy(&self, limit: Duration) -> bool {
-        self.etcd.wait_healthy(limit)
-    }
-
     /// Holder node and create revision (the fencing token) of a leader key.
     pub fn leader_key(&self, key: &str) -> Option<(String, i64)> {
         self.etcd
@@ -507,13 +493,17 @@ impl Lab {
             .map(|(holder, _, revision)| (holder, revision))
     }
 
-    /// crm_mon's XML from the first node that is up.
-    pub fn crm_mon_xml(&self) -> String {
-        let i = self
-            .nodes
+    /// The first node that is up (node 0 when none is).
+    fn first_up(&self) -> usize {
+        self.nodes
             .iter()
             .position(|n| n.holder.is_some())
-            .unwrap_or(0);
+            .unwrap_or(0)
+    }
+
+    /// crm_mon's XML from the first node that is up.
+    pub fn crm_mon_xml(&self) -> String {
+        let i = self.first_up();
         String::from_utf8_lossy(&self.on(i, &["crm_mon", "-1", "--output-as=xml"]).stdout)
             .into_owned()
     }
@@ -526,11 +516,7 @@ impl Lab {
     }
 
     pub fn crm_mon_text(&self) -> String {
-        let i = self
-            .nodes
-            .iter()
-            .position(|n| n.holder.is_some())
-            .unwrap_or(0);
+        let i = self.first_up();
         String::from_utf8_lossy(&self.on(i, &["crm_mon", "-1", "-r"]).stdout).into_owned()
     }
 
@@ -628,12 +614,7 @@ impl Lab {
 
     /// The status of `api`'s guard on node `i`, from its socket (None: no guard answers).
     pub fn guard_status(&self, i: usize) -> Option<hamaster::resource::status::GuardStatus> {
-        let sock = self.run_path(i, "hamaster/api/guard.sock");
-        hamaster::resource::status::block_on(hamaster::resource::status::get_status(
-            &sock,
-            Duration::from_secs(2),
-        ))
-        .ok()
+        super::guard_status(&self.run_path(i, "hamaster/api/guard.sock"))
     }
 
     /// Node `i`'s log file `name` (corosync.log, pacemaker.log) of its current boot.
@@ -680,13 +661,6 @@ pub fn resources_in_role(xml: &str, resource: &str, role: &str) -> Vec<String> {
     nodes
 }
 
-fn kill_all_in(ns: &str) {
-    let pids = sh("ip", &["netns", "pids", ns]);
-    for pid in String::from_utf8_lossy(&pids.stdout).split_whitespace() {
-        let _ = sh("kill", &["-9", pid]);
-    }
-}
-
 impl LabNode {
     /// This node's directory of its current boot.
     fn boot_dir(&self) -> PathBuf {
@@ -705,6 +679,8 @@ impl LabNode {
 
 impl Drop for Lab {
     fn drop(&mut self) {
+        // Before its files go: a dying member may still write them.
+        self.etcd.stop_all();
         for node in &mut self.nodes {
             node.kill();
         }
@@ -731,7 +707,7 @@ pub fn create_topology_with(lab: &Lab, script: &str, trace: bool, extra: &str) -
     let env = format!(
         "ETCD_ENDPOINTS={} VIP={VIP} SERVICE=/usr/bin/python3 SERVICE_ARGS='{repo}/lab/healthz.py 8443 /run' \
          HEALTH_URL=http://127.0.0.1:8443/healthz LEASE_TTL=3 LEASE_MARGIN=1 NIC=lan0 {extra}",
-        lab.etcd_endpoints()
+        lab.etcd.endpoints()
     );
     let out = lab.sh(
         0,

@@ -79,7 +79,6 @@ pub struct EtcdCluster {
     ctl_ns: Option<String>,
     pub dir: PathBuf,
     pub tls: Option<TestCa>,
-    initial: String,
     token: &'static str,
     next_host: u8,
 }
@@ -104,24 +103,22 @@ impl EtcdCluster {
             sans.push("127.0.0.1");
             TestCa::new(&dir, "etcd-ca", &sans)
         });
-        let members = (1..=3)
-            .zip(&ips)
-            .map(|(i, ip)| {
-                let name = format!("e{i}");
-                let ns = switch.attach(&format!("{tag}{name}"), &port_for(ip), &format!("{ip}/24"));
-                Member {
-                    name,
-                    ip: ip.clone(),
-                    ns_name: ns.name.clone(),
-                    _own_ns: Some(ns),
-                    child: None,
-                    cut: false,
-                }
-            })
-            .collect();
-        let mut cluster = EtcdCluster::with_members(members, dir, "hamaster-test");
-        cluster.own_switch = Some(switch);
+        // Made before its members: a failure while they are attached still removes `dir`.
+        let mut cluster = EtcdCluster::empty(dir, "hamaster-test");
         cluster.tls = ca;
+        for (i, ip) in (1..=3).zip(&ips) {
+            let name = format!("e{i}");
+            let ns = switch.attach(&format!("{tag}{name}"), &port_for(ip), &format!("{ip}/24"));
+            cluster.members.push(Member {
+                name,
+                ip: ip.clone(),
+                ns_name: ns.name.clone(),
+                _own_ns: Some(ns),
+                child: None,
+                cut: false,
+            });
+        }
+        cluster.own_switch = Some(switch);
         for i in 0..3 {
             cluster.start_member(i);
         }
@@ -132,40 +129,35 @@ impl EtcdCluster {
         cluster
     }
 
-    /// Members (name, address, network namespace) in namespaces another topology owns;
-    /// etcdctl runs in `ctl_ns`. Nothing runs yet: see `member_args` and `started`.
-    pub fn hosted(dir: PathBuf, members: &[(String, String, String)], ctl_ns: &str) -> EtcdCluster {
-        let members = members
-            .iter()
-            .map(|(name, ip, ns)| Member {
-                name: name.clone(),
-                ip: ip.clone(),
-                ns_name: ns.clone(),
-                _own_ns: None,
-                child: None,
-                cut: false,
-            })
-            .collect();
-        let mut cluster = EtcdCluster::with_members(members, dir, "hamaster-lab");
+    /// A cluster whose members live in namespaces another topology owns (`host`); etcdctl
+    /// runs in `ctl_ns`. Nothing runs yet: see `member_args` and `started`.
+    pub fn hosted(dir: PathBuf, ctl_ns: &str) -> EtcdCluster {
+        let mut cluster = EtcdCluster::empty(dir, "hamaster-lab");
         cluster.ctl_ns = Some(ctl_ns.to_string());
         cluster
     }
 
-    fn with_members(members: Vec<Member>, dir: PathBuf, token: &'static str) -> EtcdCluster {
-        let initial = members
-            .iter()
-            .map(|m| format!("{}=http://{}:2380", m.name, m.ip))
-            .collect::<Vec<_>>()
-            .join(",");
+    /// Adds a member `name` at `ip` in namespace `ns` (which its host owns), before any runs.
+    pub fn host(&mut self, name: &str, ip: &str, ns: &str) {
+        self.members.push(Member {
+            name: name.into(),
+            ip: ip.into(),
+            ns_name: ns.into(),
+            _own_ns: None,
+            child: None,
+            cut: false,
+        });
+    }
+
+    fn empty(dir: PathBuf, token: &'static str) -> EtcdCluster {
         EtcdCluster {
-            members,
+            members: Vec::new(),
             nodes: Vec::new(),
             ports: Vec::new(),
             own_switch: None,
             ctl_ns: None,
             dir,
             tls: None,
-            initial,
             token,
             next_host: 20,
         }
@@ -234,6 +226,14 @@ impl EtcdCluster {
             .join(",")
     }
 
+    fn initial_cluster(&self) -> String {
+        self.members
+            .iter()
+            .map(|m| format!("{}=http://{}:2380", m.name, m.ip))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
     /// The command line that runs member `i` (in its namespace).
     pub fn member_args(&self, i: usize) -> Vec<String> {
         let m = &self.members[i];
@@ -249,7 +249,7 @@ impl EtcdCluster {
             format!("--advertise-client-urls={scheme}://{}:2379", m.ip),
             format!("--listen-peer-urls=http://{}:2380", m.ip),
             format!("--initial-advertise-peer-urls=http://{}:2380", m.ip),
-            format!("--initial-cluster={}", self.initial),
+            format!("--initial-cluster={}", self.initial_cluster()),
             "--initial-cluster-state=new".into(),
             format!("--initial-cluster-token={}", self.token),
             // A member that comes back must not depose a working leader (etcd 3.4's default
@@ -271,11 +271,13 @@ impl EtcdCluster {
         args
     }
 
-    /// Member `i` runs as `child` (started by the topology that hosts it).
+    /// Member `i` runs as `child` (started by the topology that hosts it, in its namespaces).
     pub fn started(&mut self, i: usize, child: Child) {
         self.members[i].child = Some(child);
     }
 
+    /// Starts member `i` in its network namespace (`ip netns exec`): the members of `new`,
+    /// and a hosted member that needs no more of its host than its network.
     pub fn start_member(&mut self, i: usize) {
         let m = &self.members[i];
         let log = fs::File::create(self.dir.join(format!("{}.log", m.name))).unwrap();
@@ -299,11 +301,13 @@ impl EtcdCluster {
             let _ = c.kill();
             let _ = c.wait();
         }
-        let pids = super::sh("ip", &["netns", "pids", &self.members[i].ns_name]);
-        for pid in String::from_utf8_lossy(&pids.stdout).split_whitespace() {
-            if fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "etcd") {
-                let _ = super::sh("kill", &["-9", pid]);
-            }
+        super::kill_in(&self.members[i].ns_name, |comm| comm == "etcd");
+    }
+
+    /// Stops every member (the host's teardown: before the files they write are removed).
+    pub fn stop_all(&mut self) {
+        for i in 0..self.members.len() {
+            self.stop_member(i);
         }
     }
 
@@ -325,9 +329,27 @@ impl EtcdCluster {
         self.etcdctl_command(args).output().unwrap()
     }
 
-    /// etcdctl with this cluster's endpoints and credentials (an `--endpoints=` in `args`
-    /// wins), run in the control namespace or a member's that is not cut.
+    /// etcdctl through the members `only` (all when None).
+    pub fn etcdctl_through(&self, only: Option<&[usize]>, args: &[&str]) -> Command {
+        let endpoints = match only {
+            Some(members) => members
+                .iter()
+                .map(|&i| self.endpoint(i))
+                .collect::<Vec<_>>()
+                .join(","),
+            None => self.endpoints(),
+        };
+        self.etcdctl_at(&endpoints, args)
+    }
+
+    /// etcdctl with this cluster's endpoints and credentials, run in the control namespace
+    /// or a member's that is not cut.
     pub fn etcdctl_command(&self, args: &[&str]) -> Command {
+        self.etcdctl_at(&self.endpoints(), args)
+    }
+
+    /// etcdctl with `endpoints` (etcdctl adds up repeated --endpoints flags: one only).
+    fn etcdctl_at(&self, endpoints: &str, args: &[&str]) -> Command {
         let from = self.ctl_ns.as_deref().unwrap_or_else(|| {
             &self
                 .members
@@ -339,7 +361,7 @@ impl EtcdCluster {
         let mut cmd = Command::new("ip");
         cmd.args(["netns", "exec", from, "etcdctl"]);
         cmd.env("ETCDCTL_API", "3");
-        cmd.arg(format!("--endpoints={}", self.endpoints()))
+        cmd.arg(format!("--endpoints={endpoints}"))
             .arg("--command-timeout=3s");
         if let Some(ca) = &self.tls {
             cmd.arg(format!("--cacert={}", ca.path("ca.crt")))
@@ -375,8 +397,10 @@ impl EtcdCluster {
     /// whether it is, waiting (bounded).
     #[must_use]
     pub fn move_leader_to(&self, i: usize) -> bool {
-        let at = |m: usize| format!("--endpoints={}", self.endpoint(m));
-        let status = self.etcdctl(&[&at(i), "endpoint", "status", "-w", "fields"]);
+        let at = |m: usize, args: &[&str]| self.etcdctl_through(Some(&[m]), args).output();
+        let Ok(status) = at(i, &["endpoint", "status", "-w", "fields"]) else {
+            return false;
+        };
         let Some(id) = member_id(&String::from_utf8_lossy(&status.stdout)) else {
             return false;
         };
@@ -384,7 +408,7 @@ impl EtcdCluster {
             match self.leader() {
                 Some(l) if l == i => return true,
                 Some(l) => {
-                    let _ = self.etcdctl(&[&at(l), "move-leader", &format!("{id:x}")]);
+                    let _ = at(l, &["move-leader", &format!("{id:x}")]);
                 }
                 None => {}
             }
@@ -424,9 +448,7 @@ impl EtcdCluster {
 
 impl Drop for EtcdCluster {
     fn drop(&mut self) {
-        for i in 0..self.members.len() {
-            self.stop_member(i);
-        }
+        self.stop_all();
         let _ = fs::remove_dir_all(&self.dir);
     }
 }
@@ -503,14 +525,8 @@ impl<T: Clone + Send + 'static> KeyWatch<T> {
         at_event: impl Fn() -> T + Send + 'static,
     ) -> KeyWatch<T> {
         use std::io::{BufRead, BufReader};
-        let endpoints = only.map(|members| {
-            let urls: Vec<String> = members.iter().map(|&i| etcd.endpoint(i)).collect();
-            format!("--endpoints={}", urls.join(","))
-        });
-        let mut args: Vec<&str> = endpoints.iter().map(String::as_str).collect();
-        args.extend(["watch", key]);
         let mut child = etcd
-            .etcdctl_command(&args)
+            .etcdctl_through(only, &["watch", key])
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())

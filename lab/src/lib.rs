@@ -160,12 +160,43 @@ impl Netns {
     }
 }
 
+/// The pids of every process in network namespace `ns` (named).
+pub fn pids_in(ns: &str) -> Vec<String> {
+    let out = sh("ip", &["netns", "pids", ns]);
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .map(String::from)
+        .collect()
+}
+
+/// SIGKILL to every process in network namespace `ns` whose command name `keep` accepts
+/// (never pkill: pids are shared with the host and every other namespace).
+pub fn kill_in(ns: &str, keep: impl Fn(&str) -> bool) {
+    for pid in pids_in(ns) {
+        let comm = fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        if keep(comm.trim()) {
+            let _ = sh("kill", &["-9", &pid]);
+        }
+    }
+}
+
+/// SIGKILL to every process in network namespace `ns`: a crashed host.
+pub fn kill_all_in(ns: &str) {
+    kill_in(ns, |_| true);
+}
+
+/// A guard's status from its socket (None: no guard answers within 2 s).
+pub fn guard_status(socket: &Path) -> Option<hamaster::resource::status::GuardStatus> {
+    hamaster::resource::status::block_on(hamaster::resource::status::get_status(
+        socket,
+        Duration::from_secs(2),
+    ))
+    .ok()
+}
+
 impl Drop for Netns {
     fn drop(&mut self) {
-        let pids = sh("ip", &["netns", "pids", &self.name]);
-        for pid in String::from_utf8_lossy(&pids.stdout).split_whitespace() {
-            let _ = sh("kill", &["-9", pid]);
-        }
+        kill_all_in(&self.name);
         let _ = sh("ip", &["netns", "del", &self.name]);
         let _ = fs::remove_dir_all(self.run_dir());
     }

@@ -322,12 +322,7 @@ impl ObservedVip {
 impl Node {
     /// The guard's status, read from its socket like the agent does.
     pub fn guard_status(&self, agent: &Agent) -> Option<hamaster::resource::status::GuardStatus> {
-        let sock = agent.run_dir.join(RESOURCE).join("guard.sock");
-        hamaster::resource::status::block_on(hamaster::resource::status::get_status(
-            &sock,
-            Duration::from_secs(2),
-        ))
-        .ok()
+        super::guard_status(&agent.run_dir.join(RESOURCE).join("guard.sock"))
     }
 
     /// Waits (bounded) until the guard reports itself fenced; its status then. The guard
@@ -347,10 +342,7 @@ impl Node {
 
     /// Kills every process of this node and cuts its link: a crashed host.
     pub fn crash(&self) {
-        let pids = super::sh("ip", &["netns", "pids", &self.ns.name]);
-        for pid in String::from_utf8_lossy(&pids.stdout).split_whitespace() {
-            let _ = super::sh("kill", &["-9", pid]);
-        }
+        super::kill_all_in(&self.ns.name);
         let _ = super::sh("ip", &["-n", &self.ns.name, "link", "set", "lan0", "down"]);
     }
 }

@@ -8,9 +8,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::failure::Failed;
-use crate::guard::machine::STOP_GRACE;
 use crate::lease::{leader_key, Etcd, LeaseId};
-use crate::ocf::metadata::{ActionSpec, AgentInfo};
+use crate::ocf::metadata::{advertised_timeout, ActionSpec, AgentInfo};
 use crate::ocf::{Action, OcfEnv, OcfExit, Outcome};
 use crate::params::master::MASTER_AGENT;
 use crate::params::ConfigError;
@@ -20,10 +19,10 @@ use crate::resource::config::MasterConfig;
 use crate::resource::dir::ResourceDir;
 use crate::resource::status::{self, GuardStatus};
 use crate::service::process::stop_orphan;
-use crate::service::ServiceSpec;
+use crate::service::{ServiceSpec, STOP_GRACE};
 use crate::vip::{up, VipConfig};
 
-pub static ACTIONS: [ActionSpec; 10] = [
+const ACTION_SPECS: [ActionSpec; 10] = [
     ActionSpec::new("start", "20s"),
     ActionSpec::new("stop", "40s"),
     ActionSpec {
@@ -47,6 +46,8 @@ pub static ACTIONS: [ActionSpec; 10] = [
     // for every advertised action), like IPaddr2 and Stateful; usage is still answered.
 ];
 
+pub static ACTIONS: [ActionSpec; 10] = ACTION_SPECS;
+
 pub static INFO: AgentInfo = AgentInfo {
     name: "master",
     shortdesc: "Active-passive master service with VIP and etcd leader lease",
@@ -66,10 +67,10 @@ pub static INFO: AgentInfo = AgentInfo {
 
 pub static AGENT: super::AgentDef = super::AgentDef { info: &INFO, run };
 
-/// Promote's timeout when the caller gave none (ocf-tester, crm_resource --force-promote).
-const DEFAULT_PROMOTE_TIMEOUT: Duration = Duration::from_secs(60);
-/// Demote's and stop's when the caller gave none (the advertised default).
-const DEFAULT_DEMOTE_TIMEOUT: Duration = Duration::from_secs(40);
+/// Promote's timeout when the caller gave none (ocf-tester, crm_resource --force-promote):
+/// the advertised one, as for demote and stop and reload-agent.
+const DEFAULT_PROMOTE_TIMEOUT: Duration = advertised_timeout(&ACTION_SPECS, "promote");
+const DEFAULT_DEMOTE_TIMEOUT: Duration = advertised_timeout(&ACTION_SPECS, "demote");
 /// Every action ends this much before its CRM_meta_timeout: the answer must reach execd.
 const SAFETY: Duration = Duration::from_secs(1);
 const SCORE_HOLDER: i32 = 100;
@@ -243,8 +244,7 @@ fn validate(ctx: &Ctx) -> Done {
     Ok(Outcome::ok())
 }
 
-/// reload-agent's timeout when the caller gave none (the advertised default).
-const DEFAULT_RELOAD_TIMEOUT: Duration = Duration::from_secs(10);
+const DEFAULT_RELOAD_TIMEOUT: Duration = advertised_timeout(&ACTION_SPECS, "reload-agent");
 
 /// reload-agent (Pacemaker 2.1 and later, when only reloadable parameters changed): a running
 /// guard takes the new health, push and announcement settings at once and keeps its lease, VIP
@@ -663,7 +663,7 @@ fn update_score(ctx: &Ctx, cfg: &MasterConfig) {
         return;
     }
     if cfg.watchdog.mode == crate::resource::config::WatchdogMode::Required {
-        if let Err(why) = crate::guard::watchdog::choose(&cfg.watchdog) {
+        if let Err(why) = crate::resource::watchdog::choose(&cfg.watchdog) {
             // Like Patroni's required mode: a node that cannot arm one is never the master.
             log::warn!("no promotion score: {why}");
             return set_score(ctx, None);

@@ -1,5 +1,7 @@
 //! The OCF agents: `vip` maps OCF actions onto `vip/`; `master` onto the guard it spawns
-//! (`guard/`), with `lease/` for the key and `service/` for what cleanup finds left.
+//! (`guard/`) and the resource's shared model (`resource/`: its configuration, run directory
+//! and the guard's status), with `lease/` for the key and `service/` for what cleanup finds
+//! left.
 //! Actions return `Result<Outcome, Failed>` (errors become exit codes in crate::failure);
 //! `run_ocf` prints the reason line and hands the exit code to main, never letting a panic
 //! decide it.
@@ -13,6 +15,18 @@ use std::panic::{self, AssertUnwindSafe};
 use crate::failure::Failed;
 use crate::ocf::metadata::{self, AgentInfo};
 use crate::ocf::{reason, Action, OcfEnv, OcfExit, Outcome};
+
+/// What goes wrong before or around an agent's own action.
+#[derive(Debug, thiserror::Error)]
+pub enum ActionError {
+    #[error("no action given")]
+    NotGiven,
+    #[error("action {action:?} is not implemented by {agent}")]
+    Unimplemented { action: String, agent: &'static str },
+    /// The action panicked: the process answers instead of dying (internal error).
+    #[error("internal error (please report): {0}")]
+    Panic(String),
+}
 
 /// An OCF agent: its description and its action handler.
 pub struct AgentDef {
@@ -78,10 +92,13 @@ pub fn dispatch(agent: &AgentDef, action: Option<&str>, env: &OcfEnv) -> Result<
     let Some(action) = parsed else {
         eprintln!("{}", usage(agent));
         let why = match action {
-            None => "no action given".to_string(),
-            Some(a) => format!("action {a:?} is not implemented by {}", agent.info.name),
+            None => ActionError::NotGiven,
+            Some(a) => ActionError::Unimplemented {
+                action: a.into(),
+                agent: agent.info.name,
+            },
         };
-        return Err(Failed::new(OcfExit::ErrUnimplemented, why));
+        return Err(why.into());
     };
     match action {
         Action::MetaData => {
@@ -133,10 +150,7 @@ pub fn guarded<T>(f: impl FnOnce() -> Result<T, Failed>) -> Result<T, Failed> {
             .map(|s| s.to_string())
             .or_else(|| payload.downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "unknown panic".into());
-        Err(Failed::new(
-            OcfExit::ErrGeneric,
-            format!("internal error (please report): {msg}"),
-        ))
+        Err(ActionError::Panic(msg).into())
     })
 }
 

@@ -1,5 +1,7 @@
-//! The operator side: clap commands. `hamaster ocf AGENT ACTION` is the spelled-out form of
-//! an agent call; `announce` sends announcements for an address this host holds.
+//! The operator side: clap commands, each its args struct with `exec()` (Verb): `status`,
+//! `takeover`, `release` (the runbook's), `guard` (spawned by promote), `announce` (also the
+//! detached half of a start burst), `ocf AGENT ACTION` (the spelled-out form of an agent
+//! call) and `docs`. A failure is a CliError (exit codes in crate::failure).
 
 pub mod announce;
 pub mod config;
@@ -67,6 +69,9 @@ pub enum CliError {
     StepDown { pid: u32, source: ClientError },
     #[error("etcd: {0}")]
     Etcd(String),
+    /// The command line itself (clap has said what is wrong).
+    #[error("{0}")]
+    Args(String),
 }
 
 #[derive(Debug, Subcommand)]
@@ -165,8 +170,9 @@ pub fn main(args: Vec<String>) -> OcfExit {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
+            // --help and --version are no failure.
             return if e.use_stderr() {
-                OcfExit::ErrArgs
+                Failed::from(CliError::Args(e.to_string())).exit
             } else {
                 OcfExit::Success
             };

@@ -50,7 +50,11 @@ struct Report {
 impl super::Verb for StatusArgs {
     fn exec(&self) -> Result<OcfExit, Failed> {
         crate::logging::init("hamaster-status");
-        run(self).map_err(Failed::from)
+        // etcd unreachable is said in the report already.
+        run(self).map_err(|e| match e {
+            CliError::Etcd(_) => Failed::from(e).logged(),
+            e => Failed::from(e),
+        })
     }
 }
 
@@ -67,11 +71,10 @@ fn run(a: &StatusArgs) -> Result<OcfExit, CliError> {
     } else {
         print!("{}", table(&report));
     }
-    Ok(if report.etcd.error.is_some() {
-        OcfExit::ErrGeneric
-    } else {
-        OcfExit::Success
-    })
+    match report.etcd.error {
+        Some(e) => Err(CliError::Etcd(e)),
+        None => Ok(OcfExit::Success),
+    }
 }
 
 fn gather(cfg: &EtcdConfig, resource: &str) -> Report {
@@ -134,7 +137,7 @@ fn watchdog_line(w: &crate::resource::status::WatchdogStatus) -> String {
             w.timeout_s.map_or("?".into(), |t| t.to_string())
         ));
         if let Some(p) = w.last_ping_unix_ms {
-            let ago = crate::guard::unix_ms().saturating_sub(p);
+            let ago = crate::lease::clock::unix_ms().saturating_sub(p);
             line.push_str(&format!(", last ping {:.1} s ago", ago as f64 / 1000.0));
         }
     } else {
@@ -215,7 +218,7 @@ fn table(r: &Report) -> String {
                 row("watchdog", watchdog_line(w));
             }
             if let Some(c) = &g.vip_conflict {
-                let ago = crate::guard::unix_ms().saturating_sub(c.last_unix_ms);
+                let ago = crate::lease::clock::unix_ms().saturating_sub(c.last_unix_ms);
                 row(
                     "VIP conflict",
                     format!(

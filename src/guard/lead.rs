@@ -332,7 +332,7 @@ impl Guard {
             Order::Release => {
                 let (etcd, key, lease) =
                     (shell.etcd.clone(), self.key.clone(), self.persisted_lease());
-                let limit = self.clock.renewal_attempt_timeout() * 3;
+                let limit = self.clock.release_timeout();
                 tokio::spawn(async move {
                     let r = match tokio::time::timeout(limit, etcd.release(&key, lease)).await {
                         Ok(Ok(_)) => Ok(()),

@@ -31,9 +31,6 @@ use std::time::Duration;
 pub use super::watchdog::ArmError;
 use crate::lease::LeaseClock;
 
-/// An orderly step-down gives the service this long between TERM and KILL, at most.
-pub const STOP_GRACE: Duration = Duration::from_secs(10);
-
 /// What a step-down keeps back from its budget for the release and the answer.
 pub const RELEASE_RESERVE: Duration = Duration::from_secs(2);
 
@@ -60,14 +57,7 @@ const RENEW_RETRY: Duration = Duration::from_millis(20);
 /// Retry of a release that failed.
 const RELEASE_RETRY: Duration = Duration::from_secs(1);
 
-/// What the guard supervises, as the fencing side addresses it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ServiceRef {
-    /// A supervised command: the leader of its own process group.
-    Group(u32),
-    /// A systemd unit.
-    Unit(String),
-}
+pub use crate::service::{ServiceRef, STOP_GRACE};
 
 /// Why the guard fenced itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -387,7 +377,7 @@ impl Leadership {
         Leadership {
             clock,
             deadline: clock.deadline(sent, granted),
-            lease_end: sent + granted,
+            lease_end: LeaseClock::lease_end(sent, granted),
             watchdog_basis: (sent, granted),
         }
     }
@@ -407,7 +397,7 @@ impl Leadership {
             return false;
         }
         self.deadline = self.deadline.max(self.clock.deadline(sent, granted));
-        self.lease_end = self.lease_end.max(sent + granted);
+        self.lease_end = self.lease_end.max(LeaseClock::lease_end(sent, granted));
         let (s, g) = self.watchdog_basis;
         if self.clock.watchdog_room(sent, granted, now) > self.clock.watchdog_room(s, g, now) {
             self.watchdog_basis = (sent, granted);
@@ -905,7 +895,7 @@ impl<K: Kernel> Machine<K> {
         };
         // A late answer still says how long etcd keeps the lease: the release must not
         // think it gone before it is.
-        self.lead.lease_end = self.lead.lease_end.max(sent + ttl);
+        self.lead.lease_end = self.lead.lease_end.max(LeaseClock::lease_end(sent, ttl));
         if self.fenced.is_some() || !self.lead.renew(now, sent, ttl) {
             return;
         }

@@ -22,7 +22,7 @@ mod wire;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc;
@@ -52,16 +52,7 @@ pub struct GuardArgs {
     pub pacemaker_resource: Option<String>,
 }
 
-pub fn unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
-/// The wall-clock time (ms since the epoch) of an earlier moment on the boot clock.
-pub fn unix_ms_at(boot: Duration) -> u64 {
-    unix_ms().saturating_sub(boottime().saturating_sub(boot).as_millis() as u64)
-}
+pub use crate::lease::clock::{unix_ms, unix_ms_at};
 
 /// Why a guard ended without leading, or gave up: its reason is the promote's, and
 /// crate::failure gives the process its exit code.

@@ -17,6 +17,18 @@ pub fn boottime() -> Duration {
         .unwrap_or_default()
 }
 
+/// Wall-clock time, ms since the epoch (for status and logs, never for the lease).
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// The wall-clock time (ms since the epoch) of an earlier moment on the boot clock.
+pub fn unix_ms_at(boot: Duration) -> u64 {
+    unix_ms().saturating_sub(boottime().saturating_sub(boot).as_millis() as u64)
+}
+
 /// How fast, relative to true time, a disciplined clock may run: chrony's default
 /// maxslewrate (83,333 ppm) plus the kernel's frequency limit (500 ppm). CLOCK_BOOTTIME and
 /// etcd's monotonic clock are both slewed by it (never stepped).
@@ -109,6 +121,18 @@ impl LeaseClock {
         let wanted = remaining.as_secs() + u64::from(remaining.subsec_nanos() > 0);
         let secs = wanted.min(latest);
         (secs >= 1).then(|| secs.min(u64::from(u32::MAX - 1)) as u32)
+    }
+
+    /// The earliest moment (boot clock) the lease may end at etcd after a keepalive sent at
+    /// `sent` that etcd answered with `granted` TTL (etcd can only extend it).
+    pub fn lease_end(sent: Duration, granted: Duration) -> Duration {
+        sent + granted
+    }
+
+    /// How long the release (delete the key if it carries the lease, revoke the lease) may
+    /// take: three renewal attempts.
+    pub fn release_timeout(&self) -> Duration {
+        self.renewal_attempt_timeout() * 3
     }
 
     /// The moment (on the boot clock) to self-fence, given a keepalive sent at `sent` that

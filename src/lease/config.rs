@@ -7,16 +7,14 @@ use super::LeaseClock;
 use crate::params::master as p;
 use crate::params::{ConfigError, Values};
 
-/// etcd refuses leases shorter than its minimum (1.5 × election timeout, 2 s by default).
-pub const MIN_TTL_SECS: u64 = match p::LEASE_TTL.range {
-    Some((lo, _)) => lo,
-    None => 2,
+/// lease_ttl's range, the parameter table's (its lower end is etcd's minimum lease: 1.5 ×
+/// election timeout, 2 s by default). A table without one does not compile.
+const TTL_RANGE: (u64, u64) = match p::LEASE_TTL.range {
+    Some(r) => r,
+    None => panic!("lease_ttl has a range in the parameter table"),
 };
-/// The longest lease_ttl taken (the parameter table's range).
-const MAX_TTL_SECS: u64 = match p::LEASE_TTL.range {
-    Some((_, hi)) => hi,
-    None => 3600,
-};
+pub const MIN_TTL_SECS: u64 = TTL_RANGE.0;
+const MAX_TTL_SECS: u64 = TTL_RANGE.1;
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct EtcdConfig {
@@ -259,7 +257,7 @@ mod tests {
         ] {
             assert_eq!(LeaseClock::derived_margin(ttl), want, "lease_ttl {ttl}");
         }
-        for ttl in MIN_TTL_SECS..=3600 {
+        for ttl in MIN_TTL_SECS..=MAX_TTL_SECS {
             let m = LeaseClock::derived_margin(ttl);
             assert!(m >= 1 && 3 * m < 2 * ttl, "lease_ttl {ttl}: margin {m}");
             // And it covers chrony's largest slew wherever the rule leaves room for it.

@@ -1,5 +1,5 @@
-//! etcd requests of the guard: grant, acquire in one transaction, verify, keep alive, watch,
-//! release. One client per endpoint. Requests go to the member that answered last; the first
+//! etcd requests (the guard's; the agent's and `hamaster status`'s reads and clean-up): grant,
+//! acquire in one transaction, verify, keep alive, watch, release. One client per endpoint. Requests go to the member that answered last; the first
 //! request, and the first after a failure, race a status request on all members and go to the
 //! first that answers, so a silent member costs nothing wherever it stands in the list (a
 //! single balanced channel kept sending to a dead member; trying members in their configured

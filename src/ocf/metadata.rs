@@ -43,6 +43,52 @@ impl ActionSpec {
     }
 }
 
+/// The timeout `specs` advertise for action `name` (the first entry of that name): what the
+/// action takes when its caller names none. Evaluated at compile time where it is a const: an
+/// action missing, or a timeout not in whole seconds ("60s"), does not compile.
+pub const fn advertised_timeout(specs: &[ActionSpec], name: &str) -> std::time::Duration {
+    let mut i = 0;
+    while i < specs.len() {
+        if const_eq(specs[i].name, name) {
+            return std::time::Duration::from_secs(seconds(specs[i].timeout));
+        }
+        i += 1;
+    }
+    panic!("no such action in the meta-data")
+}
+
+const fn const_eq(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// "60s" as 60.
+const fn seconds(timeout: &str) -> u64 {
+    let t = timeout.as_bytes();
+    assert!(
+        t.len() >= 2 && t[t.len() - 1] == b's',
+        "a timeout in seconds"
+    );
+    let mut n = 0;
+    let mut i = 0;
+    while i < t.len() - 1 {
+        assert!(t[i].is_ascii_digit(), "a timeout in whole seconds");
+        n = n * 10 + (t[i] - b'0') as u64;
+        i += 1;
+    }
+    n
+}
+
 /// The Pacemaker generation the meta-data is written for, told by the installed CIB schemas
 /// (`agents::installed_generation`). Pacemaker 2.1 brought CIB schema 3.7 and OCF 1.1 with it:
 /// the roles Promoted/Unpromoted (Pacemaker 1.1 and 2.0, pcs 0.9 and 0.10 up to 0.10.9 refuse

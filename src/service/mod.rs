@@ -40,6 +40,19 @@ pub struct HealthSpec {
     pub failures: u32,
 }
 
+/// A running service as the guard's fencing side and the agent's clean-up address it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServiceRef {
+    /// A supervised command: the leader of its own process group.
+    Group(u32),
+    /// A systemd unit.
+    Unit(String),
+}
+
+/// An orderly stop gives the service this long between TERM and KILL, at most (the guard's
+/// step-down, the agent's clean-up after a dead guard).
+pub const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
 #[derive(Debug, thiserror::Error)]
 pub enum ServiceError {
     /// Something this node lacks (a program, a user, a file): OCF_ERR_INSTALLED.

@@ -248,8 +248,8 @@ impl Running {
 /// Whether anything of a service is left: its process group (the supervised command leads
 /// its own), or the unit in any state but inactive or failed (a unit that is not loaded is
 /// "inactive"). Err: systemctl could not say.
-pub async fn anything_left(service: &crate::guard::machine::ServiceRef) -> Result<bool, String> {
-    use crate::guard::machine::ServiceRef;
+pub async fn anything_left(service: &super::ServiceRef) -> Result<bool, String> {
+    use super::ServiceRef;
     match service {
         ServiceRef::Group(pid) if *pid > 1 => Ok(group_alive(*pid)),
         ServiceRef::Group(_) => Ok(false),

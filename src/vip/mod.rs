@@ -1,6 +1,6 @@
 //! The floating address: its typed configuration, interface lookup, adding and removing it
 //! through netlink, IPv6 duplicate address detection, and announcing it.
-//! It knows nothing of OCF: agents map its results onto exit codes.
+//! It knows nothing of OCF: crate::failure gives its errors their exit codes.
 
 pub mod announce;
 pub mod burst;
@@ -263,8 +263,9 @@ impl VipConfig {
             nic: nic.and_then(|n| check_name(&p::NIC, n, n).ok()),
             iflabel: None,
             broadcast: None,
+            // Nothing is announced on the way down: the announcement settings go unused.
             arp_count: 0,
-            arp_interval: Duration::from_millis(200),
+            arp_interval: Duration::ZERO,
             arp_count_refresh: 0,
             arp_mode: ArpMode::Both,
             arp_bg: true,

@@ -1,5 +1,6 @@
-//! A small synchronous rtnetlink client: list links, addresses and routes; add and delete one
-//! address. It speaks to the kernel of the network namespace the calling thread is in, and
+//! A small synchronous rtnetlink client: list links, addresses and routes; the one VIP writer
+//! (add and delete one address, its lifetimes), address labels, a link up; address and link
+//! events. It speaks to the kernel of the network namespace the calling thread is in, and
 //! never runs `ip`.
 
 use std::io;
@@ -174,19 +175,23 @@ impl Rtnl {
         })
     }
 
+    /// A dump: every reply `pick` takes.
+    fn dump<T>(
+        &mut self,
+        op: &'static str,
+        request: RouteNetlinkMessage,
+        pick: impl FnMut(RouteNetlinkMessage) -> Option<T>,
+    ) -> Result<Vec<T>, NetlinkError> {
+        let replies = self.exchange(op, request, NLM_F_DUMP)?;
+        Ok(replies.into_iter().filter_map(pick).collect())
+    }
+
     pub fn links(&mut self) -> Result<Vec<Link>, NetlinkError> {
-        let replies = self.exchange(
-            "list links",
-            RouteNetlinkMessage::GetLink(LinkMessage::default()),
-            NLM_F_DUMP,
-        )?;
-        Ok(replies
-            .into_iter()
-            .filter_map(|m| match m {
-                RouteNetlinkMessage::NewLink(l) => Some(link_from(l)),
-                _ => None,
-            })
-            .collect())
+        let request = RouteNetlinkMessage::GetLink(LinkMessage::default());
+        self.dump("list links", request, |m| match m {
+            RouteNetlinkMessage::NewLink(l) => Some(link_from(l)),
+            _ => None,
+        })
     }
 
     /// One link by name: a single RTM_GETLINK, not a dump (monitor runs this every 10 s).
@@ -217,35 +222,27 @@ impl Rtnl {
     pub fn addresses(&mut self, ipv6: bool) -> Result<Vec<Addr>, NetlinkError> {
         let mut msg = AddressMessage::default();
         msg.header.family = family(ipv6);
-        let replies = self.exchange(
+        self.dump(
             "list addresses",
             RouteNetlinkMessage::GetAddress(msg),
-            NLM_F_DUMP,
-        )?;
-        Ok(replies
-            .into_iter()
-            .filter_map(|m| match m {
+            |m| match m {
                 RouteNetlinkMessage::NewAddress(a) => addr_from(a),
                 _ => None,
-            })
-            .collect())
+            },
+        )
     }
 
     pub fn routes(&mut self, ipv6: bool) -> Result<Vec<Route>, NetlinkError> {
         let mut msg = RouteMessage::default();
         msg.header.address_family = family(ipv6);
-        let replies = self.exchange(
+        self.dump(
             "list routes",
             RouteNetlinkMessage::GetRoute(msg),
-            NLM_F_DUMP,
-        )?;
-        Ok(replies
-            .into_iter()
-            .filter_map(|m| match m {
+            |m| match m {
                 RouteNetlinkMessage::NewRoute(r) => route_from(r),
                 _ => None,
-            })
-            .collect())
+            },
+        )
     }
 
     /// Adds the address: true when added, false when it is there already (`EEXIST`). The one
