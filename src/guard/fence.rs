@@ -22,9 +22,10 @@ use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFl
 use nix::unistd::Pid;
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::machine::{Fault, Input, Kernel, Machine, Order, ServiceRef};
+use super::machine::{Fault, Input, Kernel, Machine, Order};
 use super::watchdog::{ArmError, Dog};
 use crate::lease::clock::boottime;
+use crate::service::ServiceRef;
 use crate::vip::netlink::{NewAddr, Rtnl};
 
 /// The host side of the kernel effects: the VIP through our own netlink socket, the service

@@ -12,15 +12,18 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::fence::{Fence, Host};
 use super::machine::{
-    Fault, Input, Level, Machine, Order, Phase, Plan, ServiceRef, WatchdogPlan, DEFAULT_STEP_DOWN,
+    Fault, Input, Level, Machine, Order, Phase, Plan, WatchdogPlan, DEFAULT_STEP_DOWN,
 };
 use super::status::StepDown;
-use super::watchdog::{DevPath, Dog, Mode as WatchdogMode};
+use super::watchdog::{DevPath, Dog, Opener};
 use super::{health, keepalive, Acquired, Guard, GuardError, StopSignals};
 use crate::lease::clock::boottime;
 use crate::lease::Etcd;
+use crate::resource::config::WatchdogMode;
 use crate::resource::status::GuardStatus;
+use crate::resource::watchdog::Choice;
 use crate::runfiles::write_private;
+use crate::service::ServiceRef;
 use crate::service::{Running, ServiceSpec};
 use crate::vip::{burst, up};
 
@@ -79,11 +82,11 @@ impl Guard {
             }
         };
         let (dog, watchdog) = match &self.watchdog {
-            super::watchdog::Choice::Use(paths) => (
+            Choice::Use(paths) => (
                 Some(Dog::new(
                     paths
                         .iter()
-                        .map(|p| Box::new(DevPath(p.clone())) as Box<dyn super::watchdog::Opener>)
+                        .map(|p| Box::new(DevPath(p.clone())) as Box<dyn Opener>)
                         .collect(),
                 )),
                 match self.args.config.watchdog.mode {

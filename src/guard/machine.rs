@@ -57,7 +57,7 @@ const RENEW_RETRY: Duration = Duration::from_millis(20);
 /// Retry of a release that failed.
 const RELEASE_RETRY: Duration = Duration::from_secs(1);
 
-pub use crate::service::{ServiceRef, STOP_GRACE};
+use crate::service::{ServiceRef, STOP_GRACE};
 
 /// Why the guard fenced itself.
 #[derive(Debug, Clone, PartialEq, Eq)]

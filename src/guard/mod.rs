@@ -32,6 +32,7 @@ use crate::lease::{leader_key, Etcd, Grant, LeaseClock};
 use crate::resource::config::MasterConfig;
 use crate::resource::dir::{Persisted, ResourceDir};
 use crate::resource::status::{GuardStatus, Role, WatchdogStatus};
+use crate::resource::watchdog::{choose, Choice};
 use crate::service::Running;
 use crate::vip::Vip;
 use fence::Fence;
@@ -52,7 +53,7 @@ pub struct GuardArgs {
     pub pacemaker_resource: Option<String>,
 }
 
-pub use crate::lease::clock::{unix_ms, unix_ms_at};
+use crate::lease::clock::{unix_ms, unix_ms_at};
 
 /// Why a guard ended without leading, or gave up: its reason is the promote's, and
 /// crate::failure gives the process its exit code.
@@ -83,7 +84,7 @@ pub enum GuardError {
         addr: std::net::SocketAddr,
         source: std::io::Error,
     },
-    /// watchdog=required and none can be armed (guard::watchdog::choose's words).
+    /// watchdog=required and none can be armed (resource::watchdog::choose's words).
     #[error("{0}")]
     Watchdog(String),
     #[error(transparent)]
@@ -145,7 +146,7 @@ struct Guard {
     persisted: Persisted,
     service: Option<Running>,
     /// The watchdog device chosen before the key is taken (or why none).
-    watchdog: watchdog::Choice,
+    watchdog: Choice,
     /// What /metrics reports that is counted as it happens.
     metrics: Arc<metrics::Metrics>,
 }
@@ -201,7 +202,7 @@ impl Guard {
             fence,
             persisted,
             service: None,
-            watchdog: watchdog::Choice::Off,
+            watchdog: Choice::Off,
             metrics: Arc::default(),
         }
     }
@@ -275,7 +276,7 @@ impl Guard {
                 return ended;
             }
         };
-        let ended = match watchdog::choose(&self.args.config.watchdog) {
+        let ended = match choose(&self.args.config.watchdog) {
             Ok(choice) => {
                 self.use_watchdog(choice);
                 None
@@ -330,11 +331,11 @@ impl Guard {
 
     /// Takes the watchdog choice; with a device, the guard's memory is locked and its priority
     /// raised, so that a loaded node does not starve the pings (only a frozen guard resets it).
-    fn use_watchdog(&mut self, choice: watchdog::Choice) {
+    fn use_watchdog(&mut self, choice: Choice) {
         let rsc = &self.args.resource;
         let status = match &choice {
-            watchdog::Choice::Off => None,
-            watchdog::Choice::Use(d) => {
+            Choice::Off => None,
+            Choice::Use(d) => {
                 let names: Vec<String> = d.iter().map(|p| p.display().to_string()).collect();
                 log::info!("guard {rsc}: watchdog {} chosen", names.join(" or "));
                 for problem in hold_in_memory_and_priority() {
@@ -345,7 +346,7 @@ impl Guard {
                     ..Default::default()
                 })
             }
-            watchdog::Choice::Without(why) => {
+            Choice::Without(why) => {
                 log::warn!("guard {rsc}: leading without a watchdog: {why}");
                 Some(WatchdogStatus {
                     note: Some(why.clone()),

@@ -29,11 +29,12 @@ use std::collections::BinaryHeap;
 use std::time::Duration;
 
 use super::machine::{
-    ArmError, Cause, Fault, Input, Kernel, Machine, Mutations, Order, Plan, ServiceRef,
-    WatchdogPlan, VIP_RETRY, WATCHDOG_TOLERANCE,
+    ArmError, Cause, Fault, Input, Kernel, Machine, Mutations, Order, Plan, WatchdogPlan,
+    VIP_RETRY, WATCHDOG_TOLERANCE,
 };
 use crate::lease::clock::MAX_SLEW;
 use crate::lease::LeaseClock;
+use crate::service::ServiceRef;
 use crate::splitmix::SplitMix64;
 
 /// The fencing thread's wake-up latency allowed by invariant (i) (the benchmark's p99 target).

@@ -15,10 +15,7 @@ use std::io::{self, Write};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
-pub use crate::resource::config::{WatchdogConfig, WatchdogMode as Mode};
-
-use crate::resource::watchdog::sysfs;
-pub use crate::resource::watchdog::{choose, index_of, sbd_device, sbd_device_in, Choice};
+use crate::resource::watchdog::{index_of, sysfs};
 
 /// One open watchdog device, as the kernel's API (linux/watchdog.h) offers it.
 pub trait Device: Send {
