@@ -211,6 +211,7 @@ fn three_node_with(script: &str, extra: &str, n: usize, crash: &mut Stats, cut: 
     }
     let samples = client.finish();
     let seen = obs.finish();
+    seen.assert_complete();
     for (is_crash, w) in trials {
         let stats = if is_crash { &mut *crash } else { &mut *cut };
         match w {
@@ -257,6 +258,7 @@ fn two_node(script: &str, n: usize, stats: &mut Stats) {
         std::thread::sleep(Duration::from_secs(10));
     }
     let seen = obs.finish();
+    seen.assert_complete();
     for (t, end) in windows {
         stats
             .overlaps
@@ -662,8 +664,9 @@ fn main() {
          BENCH_SPLIT_TRIALS={n2}). Lab clusters in namespaces (Debian corosync 3.1 + pacemaker 2.1, token 1000 ms, no \
          fencing), etcd member on every node; hamaster = cib/master-with-vip.sh with lease_ttl 3 s, lease_margin 1 s; \
          baseline = cib/ipaddr2-group-baseline.sh (IPaddr2 + ocf:heartbeat:anything in a group). Outage = last 200 before → \
-         first 200 after, seen by a client polling /healthz through the VIP every 20 ms. Overlap = time two nodes held the \
-         VIP at once, sampled every 5 ms. Measured {} on this machine.\n\n\
+         first 200 after, seen by a client polling /healthz through the VIP every 20 ms. Overlap = time two nodes may have \
+         held the VIP at once, from the kernel's address events on each node (each hold widened to its proven bounds). \
+         Measured {} on this machine.\n\n\
 \n",
         common::now_utc()
     );

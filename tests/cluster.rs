@@ -360,7 +360,7 @@ fn three_nodes_master_with_vip_crash_partition_etcd_loss_and_ban() {
 
     let samples = client.finish();
     let seen = obs.finish();
-    seen.assert_cadence();
+    seen.assert_complete();
     let overlap = seen.overlap();
     record(
         "crash of the promoted node",
@@ -432,6 +432,7 @@ fn three_nodes_vip_plus_master_fails_over_on_crash() {
     assert!(client.wait_ok(Duration::from_secs(30)));
     let samples = client.finish();
     let seen = obs.finish();
+    seen.assert_complete();
     record(
         "create (pcs, promotable)",
         "vip-plus-master",
@@ -544,6 +545,7 @@ fn three_nodes_crash_of_the_master_the_first_etcd_endpoint_and_the_etcd_leader()
     assert!(client.wait_ok(Duration::from_secs(5)));
     let samples = client.finish();
     let seen = obs.finish();
+    seen.assert_complete();
     let out = outage(&samples, t_crash);
     record(
         "crash of master + first etcd endpoint + etcd leader",
@@ -610,7 +612,9 @@ fn two_node_split_brain_baseline_overlaps_hamaster_does_not() {
         lab.crm_mon_text()
     );
     let base = obs.finish();
-    let base_overlap = base.overlap();
+    base.assert_complete();
+    // Split brain shown from below: the time both surely held the VIP.
+    let base_overlap = base.surely_overlapped();
     record(
         "two-node partition, no fencing",
         "ipaddr2-group-baseline",
@@ -646,6 +650,7 @@ fn two_node_split_brain_baseline_overlaps_hamaster_does_not() {
     let promoted_isolated = lab.promoted_seen_from(pi, "api");
     lab.heal(pi);
     let seen = obs.finish();
+    seen.assert_complete();
     record(
         "two-node partition, no fencing",
         "master-with-vip",
@@ -1109,6 +1114,7 @@ fn three_nodes_haproxy_reaches_only_the_master_and_a_lost_vip_is_pushed() {
     let (p4, _) = wait_recovered(&lab, live, &obs, "the link went down", token4);
     let recover_down = t_down.elapsed();
     let seen = obs.finish();
+    seen.assert_complete();
     record(
         "HAProxy /leader: crash of the master",
         "master without ip, HAProxy GET /leader",

@@ -475,7 +475,7 @@ fn live(g: &LiveGeneration, root: Option<&Path>) -> Live {
     let (_, partition_ms) = fail_over(&mut lab, suite, false);
     let (_, failover_ms) = fail_over(&mut lab, suite, true);
     let seen = obs.finish();
-    seen.assert_cadence();
+    seen.assert_complete();
     assert_eq!(
         seen.overlap(),
         Duration::ZERO,
@@ -483,7 +483,9 @@ fn live(g: &LiveGeneration, root: Option<&Path>) -> Live {
     );
     if reloads {
         assert!(
-            seen.first_loss(h).is_none_or(|t| t >= reloaded_at),
+            seen.losses(h)
+                .iter()
+                .all(|(after, _)| *after >= reloaded_at),
             "{suite}: the VIP left {name} during the reload"
         );
     }

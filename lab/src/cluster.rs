@@ -16,7 +16,7 @@ use super::etcd::{EtcdCluster, KeyWatch};
 use super::{kill_all_in, must, sh, unique, wait_for, Netns, OcfDir, Switch};
 
 pub use super::etcd::NET;
-pub const VIP: &str = "198.51.100.100";
+pub use super::master::VIP;
 pub const SWITCH_IP: &str = "198.51.100.1";
 /// The second network (Lab::add_service_network): the VIP's own, apart from the cluster's.
 pub const NET2: &str = "203.0.113";

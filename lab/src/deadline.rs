@@ -85,6 +85,7 @@ pub fn trial(
     fault();
     let deleted = deletion.wait(Duration::from_secs(40));
     let seen = observer.finish();
+    seen.assert_complete();
     let (deleted_at, service_alive) = deleted.expect("etcd deleted the key");
     let vip_gone = seen.first_loss(0).expect("the VIP went");
     if service_too {

@@ -1,6 +1,7 @@
 //! A node running the master agent against an etcd cluster: its namespace, the test service
 //! (lab/healthz.py over HTTPS with its own CA), and the agent's parameters.
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
@@ -129,15 +130,193 @@ impl Node {
     }
 }
 
-/// Samples which nodes hold the VIP every few milliseconds, from its own threads (one per
-/// namespace, each entered with setns and reading addresses over netlink).
+/// Watches which nodes hold the VIP, from its own threads (one per namespace, each entered
+/// with setns). Each thread keeps two records: the kernel's address events (rtnetlink
+/// multicast: none is missed while the thread is held up, they wait in its socket), which
+/// give every hold within bounds that only widen when the thread is late; and a dump of the
+/// addresses every 5 ms, for `wait_state`, for timings and as a cross-check of the events.
+/// (An IPv6 VIP deleted while tentative may go unannounced: the cross-check would then fail
+/// the record. Every VIP the lab observes is IPv4.)
 pub struct VipObserver {
     stop: Arc<AtomicBool>,
-    handles: Vec<std::thread::JoinHandle<Vec<(Instant, bool)>>>,
-    /// Latest sample per node: 0 none yet, 1 held, 2 not held.
+    handles: Vec<std::thread::JoinHandle<NodeRecord>>,
+    /// Latest dump per node: 0 none yet, 1 held, 2 not held.
     latest: Vec<Arc<AtomicU8>>,
     /// The same moment on both clocks, to relate samples to wall-clock times.
     pub origin: (Instant, std::time::SystemTime),
+}
+
+/// One hold of the VIP by one node, within the bounds the observer can prove: it began in the
+/// window `began` (after, before) and ended in the window `end` (None: still held when the
+/// watch ended). A hold the first dump saw began before the watch; its window starts at the
+/// watch's start (nothing before it is observed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hold {
+    pub began: (Instant, Instant),
+    pub end: Option<(Instant, Instant)>,
+}
+
+/// What one node's thread recorded.
+#[derive(Debug)]
+struct NodeRecord {
+    samples: Vec<(Instant, bool)>,
+    holds: Vec<Hold>,
+    /// Why the holds may be incomplete: events the kernel dropped (ENOBUFS), an undecodable
+    /// event, a failed socket, the watch's time bound.
+    lost: Vec<String>,
+    /// Dumps that disagreed with the events although nothing was announced in between, and
+    /// deletions of a hold the record did not have: (when, the dump's answer).
+    disagreements: Vec<(Instant, bool)>,
+    dump_errors: Vec<String>,
+    /// The watch ended after the first and before the second: an open hold lasted at least
+    /// to the first, at most to the second.
+    ended: (Instant, Instant),
+}
+
+/// Where `ip` is held in this namespace: (interface, prefix) pairs, from a dump of its family.
+fn dump_holders(
+    rtnl: &mut hamaster::vip::netlink::Rtnl,
+    ip: std::net::IpAddr,
+) -> Result<BTreeSet<(u32, u8)>, hamaster::vip::netlink::NetlinkError> {
+    Ok(rtnl
+        .addresses(ip.is_ipv6())?
+        .iter()
+        .filter(|x| x.ip == ip)
+        .map(|x| (x.index, x.prefix))
+        .collect())
+}
+
+/// One node's watch: subscribed to events before the first dump (so that no change falls
+/// between them), then events and a dump every 5 ms until `stop`, bounded by 30 minutes.
+fn watch_node(ns: &str, ip: std::net::IpAddr, stop: &AtomicBool, latest: &AtomicU8) -> NodeRecord {
+    use hamaster::vip::netlink::{Event, Events, Rtnl};
+    super::enter_netns(ns);
+    super::realtime_thread();
+    // Before the subscription: every event read later was queued after this.
+    let start = Instant::now();
+    let events = Events::open().expect("subscribe to address events");
+    let mut rtnl = Rtnl::open().expect("rtnetlink");
+    // Where the VIP is, as the events tell it from the first dump on.
+    let mut on = dump_holders(&mut rtnl, ip).expect("the first dump of addresses");
+    let first_dump = Instant::now();
+    let mut rec = NodeRecord {
+        samples: vec![(first_dump, !on.is_empty())],
+        holds: Vec::new(),
+        lost: Vec::new(),
+        disagreements: Vec::new(),
+        dump_errors: Vec::new(),
+        ended: (first_dump, first_dump),
+    };
+    if !on.is_empty() {
+        rec.holds.push(Hold {
+            began: (start, first_dump),
+            end: None,
+        });
+    }
+    latest.store(if on.is_empty() { 2 } else { 1 }, Ordering::SeqCst);
+    let mut buf = Vec::with_capacity(65536);
+    // Every event read in one drain was queued after the previous drain began.
+    let mut previous_mark = start;
+    let mut last_dump = Some(on.clone());
+    let mut first_drain = true;
+    let limit = start + Duration::from_secs(1800);
+    let mut finishing = false;
+    loop {
+        let mark = Instant::now();
+        let mut read = 0;
+        let mut changes = Vec::new();
+        loop {
+            match events.read(&mut buf) {
+                Ok(batch) => {
+                    read += 1;
+                    changes.extend(batch);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => {
+                    rec.lost.push(format!("{e}"));
+                    break;
+                }
+            }
+        }
+        let seen = Instant::now();
+        // Nothing was announced since the last dump began: it must show what the events say
+        // (unless events were lost, which fails the record anyway).
+        if let Some(dump) = last_dump
+            .as_ref()
+            .filter(|_| read == 0 && rec.lost.is_empty())
+        {
+            if *dump != on {
+                rec.disagreements.push((seen, !dump.is_empty()));
+            }
+        }
+        for change in changes {
+            match change {
+                Event::AddressAdded(a) if a.ip == ip => {
+                    if on.is_empty() {
+                        rec.holds.push(Hold {
+                            began: (previous_mark, seen),
+                            end: None,
+                        });
+                    }
+                    on.insert((a.index, a.prefix));
+                }
+                Event::AddressDeleted(a) if a.ip == ip => {
+                    if on.remove(&(a.index, a.prefix)) {
+                        if on.is_empty() {
+                            if let Some(h) = rec.holds.last_mut() {
+                                h.end = Some((previous_mark, seen));
+                            }
+                        }
+                    } else {
+                        // A hold the record lacks. In the first drain: it came and went between
+                        // the subscription and the first dump. Later, the record is wrong.
+                        if !first_drain {
+                            rec.disagreements.push((seen, false));
+                        }
+                        // With another hold open, that one already spans this window.
+                        if on.is_empty() {
+                            rec.holds.push(Hold {
+                                began: (previous_mark, seen),
+                                end: Some((previous_mark, seen)),
+                            });
+                        }
+                    }
+                }
+                Event::Undecodable => rec.lost.push("an undecodable event".into()),
+                _ => {}
+            }
+        }
+        rec.ended = (mark, seen);
+        previous_mark = mark;
+        first_drain = false;
+        if finishing {
+            break;
+        }
+        match dump_holders(&mut rtnl, ip) {
+            Ok(dump) => {
+                let held = !dump.is_empty();
+                rec.samples.push((Instant::now(), held));
+                latest.store(if held { 1 } else { 2 }, Ordering::SeqCst);
+                last_dump = Some(dump);
+            }
+            Err(e) => {
+                rec.dump_errors.push(e.to_string());
+                last_dump = None;
+            }
+        }
+        // After `stop`, one more drain, so that a change the test saw by other means before
+        // finishing is in the record.
+        if Instant::now() >= limit {
+            rec.lost
+                .push("the watch stopped at its bound of 30 minutes".into());
+            finishing = true;
+        }
+        finishing |= stop.load(Ordering::SeqCst);
+        if !finishing {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    rec
 }
 
 impl VipObserver {
@@ -148,7 +327,7 @@ impl VipObserver {
         )
     }
 
-    /// Observes `vip` in the named namespaces.
+    /// Observes `vip` in the named namespaces; returns once every node's watch has begun.
     pub fn start_ns(namespaces: &[String], vip: &str) -> VipObserver {
         let stop = Arc::new(AtomicBool::new(false));
         let ip: std::net::IpAddr = vip.parse().unwrap();
@@ -156,143 +335,167 @@ impl VipObserver {
             .iter()
             .map(|_| Arc::new(AtomicU8::new(0)))
             .collect();
+        let origin = (Instant::now(), std::time::SystemTime::now());
         let handles = namespaces
             .iter()
             .zip(&latest)
             .map(|(ns, latest)| {
                 let (ns, stop, latest) = (ns.clone(), stop.clone(), latest.clone());
-                std::thread::spawn(move || {
-                    super::enter_netns(&ns);
-                    super::realtime_thread();
-                    let mut rtnl = hamaster::vip::netlink::Rtnl::open().unwrap();
-                    let mut samples = Vec::new();
-                    let limit = Instant::now() + Duration::from_secs(1800);
-                    while !stop.load(Ordering::SeqCst) && Instant::now() < limit {
-                        let held = rtnl
-                            .addresses(ip.is_ipv6())
-                            .map(|a| a.iter().any(|x| x.ip == ip))
-                            .unwrap_or(false);
-                        samples.push((Instant::now(), held));
-                        latest.store(if held { 1 } else { 2 }, Ordering::SeqCst);
-                        std::thread::sleep(Duration::from_millis(5));
-                    }
-                    // One last sample at the moment of `finish`, so that a change the test
-                    // saw by other means before finishing is in the record too.
-                    let held = rtnl
-                        .addresses(ip.is_ipv6())
-                        .map(|a| a.iter().any(|x| x.ip == ip))
-                        .unwrap_or(false);
-                    samples.push((Instant::now(), held));
-                    samples
-                })
+                std::thread::spawn(move || watch_node(&ns, ip, &stop, &latest))
             })
             .collect();
+        assert!(
+            super::wait_for(Duration::from_secs(10), || latest
+                .iter()
+                .all(|l| l.load(Ordering::SeqCst) != 0)),
+            "the VIP observer's threads began within 10 s"
+        );
         VipObserver {
             stop,
             handles,
             latest,
-            origin: (Instant::now(), std::time::SystemTime::now()),
+            origin,
         }
     }
 
-    /// Waits (bounded) until node `i`'s latest sample shows the VIP held (or not).
+    /// Waits (bounded) until node `i`'s latest dump shows the VIP held (or not).
     pub fn wait_state(&self, i: usize, held: bool, limit: Duration) -> bool {
         let want = if held { 1 } else { 2 };
         super::wait_for(limit, || self.latest[i].load(Ordering::SeqCst) == want)
     }
 
-    /// Stops sampling; returns the samples per node and the longest gap between samples.
+    /// Stops watching; returns what each node's thread recorded.
     pub fn finish(self) -> ObservedVip {
         self.stop.store(true, Ordering::SeqCst);
-        let per_node: Vec<Vec<(Instant, bool)>> = self
+        let records: Vec<NodeRecord> = self
             .handles
             .into_iter()
             .map(|h| h.join().unwrap())
             .collect();
         ObservedVip {
-            per_node,
+            per_node: records.iter().map(|r| r.samples.clone()).collect(),
+            holds: records.iter().map(|r| r.holds.clone()).collect(),
             origin: self.origin,
+            records,
         }
     }
 }
 
 pub struct ObservedVip {
+    /// The dumps, per node: (when, held).
     pub per_node: Vec<Vec<(Instant, bool)>>,
+    /// Every hold per node, from the kernel's events.
+    pub holds: Vec<Vec<Hold>>,
     pub origin: (Instant, std::time::SystemTime),
+    records: Vec<NodeRecord>,
+}
+
+/// A hold's span taken from the outer ends of its windows (it may have lasted so long) or
+/// from their inner ends (it surely lasted so long).
+#[derive(Clone, Copy)]
+enum Bounds {
+    Widest,
+    Surest,
+}
+
+/// How long two or more nodes' spans cover [from, to) together: each node's spans merged
+/// first, so that a node never overlaps itself.
+fn covered_twice(spans: Vec<Vec<(Instant, Instant)>>, from: Instant, to: Instant) -> Duration {
+    let mut edges: Vec<(Instant, i32)> = Vec::new();
+    for mut node in spans {
+        node.retain_mut(|(a, b)| {
+            (*a, *b) = ((*a).max(from), (*b).min(to));
+            a < b
+        });
+        node.sort();
+        let mut merged: Vec<(Instant, Instant)> = Vec::new();
+        for (a, b) in node {
+            match merged.last_mut() {
+                Some(last) if a <= last.1 => last.1 = last.1.max(b),
+                _ => merged.push((a, b)),
+            }
+        }
+        for (a, b) in merged {
+            edges.extend([(a, 1), (b, -1)]);
+        }
+    }
+    // At one instant, an end before a start: spans that touch do not overlap.
+    edges.sort();
+    let (mut depth, mut total, mut since) = (0, Duration::ZERO, None);
+    for (t, d) in edges {
+        let before = depth;
+        depth += d;
+        if before < 2 && depth >= 2 {
+            since = Some(t);
+        } else if before >= 2 && depth < 2 {
+            total += t - since.take().unwrap_or(t);
+        }
+    }
+    total
 }
 
 impl ObservedVip {
-    /// Longest interval between two samples of one node.
-    pub fn max_gap(&self) -> Duration {
-        self.per_node
-            .iter()
-            .flat_map(|s| s.windows(2).map(|w| w[1].0 - w[0].0))
-            .max()
-            .unwrap_or_default()
+    /// Asserts that the record is complete: no node's watch lost an event or failed a dump,
+    /// and every dump agreed with the events when nothing was announced in between. The
+    /// overlap is then proven by the events whatever the threads' cadence: a late thread
+    /// only widens the holds.
+    pub fn assert_complete(&self) {
+        for (i, r) in self.records.iter().enumerate() {
+            assert!(
+                r.lost.is_empty(),
+                "observer of node {i} lost events: {:?}",
+                r.lost
+            );
+            assert!(
+                r.dump_errors.is_empty(),
+                "observer of node {i}: dumps failed: {:?}",
+                r.dump_errors
+            );
+            assert!(
+                r.disagreements.is_empty(),
+                "observer of node {i}: dumps disagree with the events at {:?}",
+                r.disagreements
+                    .iter()
+                    .map(|(t, held)| (t.duration_since(self.origin.0), *held))
+                    .collect::<Vec<_>>()
+            );
+        }
     }
 
-    /// Asserts the sampling cadence: every interval ≤ 20 ms but for at most 0.1 % of them,
-    /// and none over 150 ms. On a shared 2-core machine running etcd (and Pacemaker) beside
-    /// the test, a sampler thread, even at real-time priority, is now and then held up (once
-    /// 51 ms in CI while a node was being killed); a rare short hole does not hide an overlap
-    /// of the lengths that matter, a long one could.
-    pub fn assert_cadence(&self) {
-        let (over, total) = self.gaps_over(Duration::from_millis(20));
-        assert!(
-            over * 1000 <= total && self.max_gap() <= Duration::from_millis(150),
-            "observer: {over} of {total} intervals over 20 ms, worst {:?}",
-            self.max_gap()
-        );
-    }
-
-    /// How many sampling intervals were longer than `limit`, out of how many.
-    pub fn gaps_over(&self, limit: Duration) -> (usize, usize) {
-        let gaps: Vec<Duration> = self
-            .per_node
-            .iter()
-            .flat_map(|s| s.windows(2).map(|w| w[1].0 - w[0].0))
-            .collect();
-        (gaps.iter().filter(|g| **g > limit).count(), gaps.len())
-    }
-
-    /// Total time during which two or more nodes were seen holding the VIP: each node's
-    /// sample counts for the span up to its next sample.
+    /// Total time during which two or more nodes may have held the VIP at once (each hold
+    /// from the start of its beginning's window to the end of its end's): zero proves there
+    /// never were two holders.
     pub fn overlap(&self) -> Duration {
-        self.overlap_between(
-            self.origin.0 - Duration::from_secs(3600),
-            Instant::now() + Duration::from_secs(3600),
-        )
+        self.overlap_between(self.origin.0, Instant::now())
     }
 
     /// The same, counted only inside [from, to).
     pub fn overlap_between(&self, from: Instant, to: Instant) -> Duration {
-        let mut edges: Vec<(Instant, i32)> = Vec::new();
-        for samples in &self.per_node {
-            for w in samples.windows(2) {
-                let (a, b) = (w[0].0.max(from), w[1].0.min(to));
-                if w[0].1 && a < b {
-                    edges.push((a, 1));
-                    edges.push((b, -1));
-                }
-            }
-        }
-        edges.sort();
-        let (mut depth, mut total, mut since) = (0, Duration::ZERO, None);
-        for (t, d) in edges {
-            let before = depth;
-            depth += d;
-            if before < 2 && depth >= 2 {
-                since = Some(t);
-            } else if before >= 2 && depth < 2 {
-                total += t - since.take().unwrap_or(t);
-            }
-        }
-        total
+        covered_twice(self.spans(Bounds::Widest), from, to)
     }
 
-    /// When node `i` was last seen holding the VIP.
-    pub fn last_held(&self, i: usize) -> Option<Instant> {
-        self.per_node[i].iter().rev().find(|s| s.1).map(|s| s.0)
+    /// Total time during which two or more nodes surely held the VIP at once (each hold from
+    /// the end of its beginning's window to the start of its end's): a lower bound.
+    pub fn surely_overlapped(&self) -> Duration {
+        covered_twice(self.spans(Bounds::Surest), self.origin.0, Instant::now())
+    }
+
+    /// Each node's holds as spans of time, at their widest or their surest.
+    fn spans(&self, bounds: Bounds) -> Vec<Vec<(Instant, Instant)>> {
+        let pick = |w: (Instant, Instant)| match bounds {
+            Bounds::Widest => (w.0, w.1),
+            Bounds::Surest => (w.1, w.0),
+        };
+        self.holds
+            .iter()
+            .zip(&self.records)
+            .map(|(holds, r)| {
+                holds
+                    .iter()
+                    .map(|h| (pick(h.began).0, pick(h.end.unwrap_or(r.ended)).1))
+                    .collect()
+            })
+            .collect()
     }
 
     /// An observation time as Unix milliseconds.
@@ -307,15 +510,26 @@ impl ObservedVip {
             .as_millis() as u64
     }
 
-    /// First time node `i` was seen without the VIP after having held it.
+    /// When node `i`'s first hold had surely ended (the end of the window its loss was
+    /// announced in).
     pub fn first_loss(&self, i: usize) -> Option<Instant> {
-        let s = &self.per_node[i];
-        let first_held = s.iter().position(|x| x.1)?;
-        s[first_held..].iter().find(|x| !x.1).map(|x| x.0)
+        self.holds[i].first()?.end.map(|(_, before)| before)
     }
 
+    /// Whether node `i` held the VIP from the observer's start to its end without a break.
+    pub fn held_throughout(&self, i: usize) -> bool {
+        self.per_node[i][0].1 && matches!(self.holds[i].as_slice(), [h] if h.end.is_none())
+    }
+
+    /// The windows (after, before) in which node `i` lost the VIP, in order.
+    pub fn losses(&self, i: usize) -> Vec<(Instant, Instant)> {
+        self.holds[i].iter().filter_map(|h| h.end).collect()
+    }
+
+    /// Whether node `i` held the VIP at any time (from the events: a hold between two dumps
+    /// counts too).
     pub fn ever_held(&self, i: usize) -> bool {
-        self.per_node[i].iter().any(|s| s.1)
+        !self.holds[i].is_empty()
     }
 }
 

@@ -522,6 +522,7 @@ impl State {
             Event::LinkRemoved(i) if i == index => {
                 self.link_lost(None);
             }
+            Event::Undecodable => self.look().await,
             _ => {}
         }
     }

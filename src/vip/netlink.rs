@@ -452,6 +452,9 @@ pub enum Event {
     Link(Link),
     /// A link was removed (RTM_DELLINK), by index.
     LinkRemoved(u32),
+    /// A message of the datagram could not be decoded (nor the rest of it): events may be
+    /// missing, as after ENOBUFS (the caller must look at the state itself).
+    Undecodable,
 }
 
 /// A non-blocking rtnetlink socket subscribed to link and address events (IPv4 and IPv6).
@@ -480,37 +483,41 @@ impl Events {
     pub fn read(&self, buf: &mut Vec<u8>) -> io::Result<Vec<Event>> {
         buf.clear();
         let size = self.socket.recv(buf, 0)?;
-        let size = size.min(buf.len());
-        let mut events = Vec::new();
-        let mut offset = 0;
-        while offset < size {
-            let Ok(msg) = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&buf[offset..size])
-            else {
-                break;
-            };
-            let len = msg.header.length as usize;
-            if let NetlinkPayload::InnerMessage(inner) = msg.payload {
-                match inner {
-                    RouteNetlinkMessage::NewAddress(a) => {
-                        events.extend(addr_from(a).map(Event::AddressAdded))
-                    }
-                    RouteNetlinkMessage::DelAddress(a) => {
-                        events.extend(addr_from(a).map(Event::AddressDeleted))
-                    }
-                    RouteNetlinkMessage::NewLink(l) => events.push(Event::Link(link_from(l))),
-                    RouteNetlinkMessage::DelLink(l) => {
-                        events.push(Event::LinkRemoved(l.header.index))
-                    }
-                    _ => {}
-                }
-            }
-            if len == 0 {
-                break;
-            }
-            offset += (len + 3) & !3;
-        }
-        Ok(events)
+        Ok(decode_events(&buf[..size.min(buf.len())]))
     }
+}
+
+/// The events of one rtnetlink datagram, in order; `Undecodable` last if a message could not
+/// be decoded.
+fn decode_events(datagram: &[u8]) -> Vec<Event> {
+    let mut events = Vec::new();
+    let mut offset = 0;
+    while offset < datagram.len() {
+        let Ok(msg) = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&datagram[offset..])
+        else {
+            events.push(Event::Undecodable);
+            break;
+        };
+        let len = msg.header.length as usize;
+        if let NetlinkPayload::InnerMessage(inner) = msg.payload {
+            match inner {
+                RouteNetlinkMessage::NewAddress(a) => {
+                    events.extend(addr_from(a).map(Event::AddressAdded))
+                }
+                RouteNetlinkMessage::DelAddress(a) => {
+                    events.extend(addr_from(a).map(Event::AddressDeleted))
+                }
+                RouteNetlinkMessage::NewLink(l) => events.push(Event::Link(link_from(l))),
+                RouteNetlinkMessage::DelLink(l) => events.push(Event::LinkRemoved(l.header.index)),
+                _ => {}
+            }
+        }
+        if len == 0 {
+            break;
+        }
+        offset += (len + 3) & !3;
+    }
+    events
 }
 
 impl std::os::fd::AsRawFd for Events {
@@ -634,4 +641,40 @@ fn route_from(r: RouteMessage) -> Option<Route> {
         }
     }
     Some(route)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn datagram(msg: RouteNetlinkMessage) -> Vec<u8> {
+        let mut m = NetlinkMessage::from(msg);
+        m.finalize();
+        let mut buf = vec![0; m.buffer_len()];
+        m.serialize(&mut buf);
+        buf
+    }
+
+    #[test]
+    fn events_decode_in_order_and_an_undecodable_message_says_so() {
+        let ip: IpAddr = "192.0.2.7".parse().unwrap();
+        let mut buf = datagram(RouteNetlinkMessage::NewAddress(address_message(3, ip, 32)));
+        buf.extend(datagram(RouteNetlinkMessage::DelAddress(address_message(
+            3, ip, 32,
+        ))));
+        let events = decode_events(&buf);
+        assert!(
+            matches!(&events[..], [Event::AddressAdded(a), Event::AddressDeleted(d)]
+                if a.ip == ip && a.index == 3 && d.ip == ip && d.prefix == 32),
+            "{events:?}"
+        );
+        // A truncated second message: the first still counts, then the loss is said.
+        let cut = buf.len() - 6;
+        let events = decode_events(&buf[..cut]);
+        assert!(
+            matches!(&events[..], [Event::AddressAdded(_), Event::Undecodable]),
+            "{events:?}"
+        );
+        assert_eq!(decode_events(&[1, 2, 3, 4, 5]), vec![Event::Undecodable]);
+    }
 }
