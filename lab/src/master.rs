@@ -223,15 +223,19 @@ fn watch_node(ns: &str, ip: std::net::IpAddr, stop: &AtomicBool, latest: &Atomic
     let mut finishing = false;
     loop {
         let mark = Instant::now();
-        let mut read = 0;
+        let (mut read, mut emptied) = (0, false);
         let mut changes = Vec::new();
-        loop {
+        // Bounded: what a flood leaves is read next time.
+        while read < 4096 {
             match events.read(&mut buf) {
                 Ok(batch) => {
                     read += 1;
                     changes.extend(batch);
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    emptied = true;
+                    break;
+                }
                 Err(e) => {
                     rec.lost.push(format!("{e}"));
                     break;
@@ -287,9 +291,16 @@ fn watch_node(ns: &str, ip: std::net::IpAddr, stop: &AtomicBool, latest: &Atomic
             }
         }
         rec.ended = (mark, seen);
-        previous_mark = mark;
+        // What the next drain reads was queued after this one began only if this one
+        // emptied the socket.
+        if emptied {
+            previous_mark = mark;
+        }
         first_drain = false;
         if finishing {
+            if !emptied {
+                rec.lost.push("events were left unread at the end".into());
+            }
             break;
         }
         match dump_holders(&mut rtnl, ip) {
