@@ -402,18 +402,7 @@ fn build(setup: &Setup, tag: &str) -> Netns {
     let ns = Netns::new(tag);
     let dad = if setup.dad { "1" } else { "0" };
     for key in ["all", "default"] {
-        must(
-            "ip",
-            &[
-                "netns",
-                "exec",
-                &ns.name,
-                "sysctl",
-                "-q",
-                "-w",
-                &format!("net.ipv6.conf.{key}.accept_dad={dad}"),
-            ],
-        );
+        ns.sysctl(&format!("net.ipv6.conf.{key}.accept_dad={dad}"));
     }
     let mut batch = String::new();
     for (i, name) in ["dif0", "dif1"].iter().enumerate() {

@@ -1395,6 +1395,40 @@ fn the_device_sbd_uses_is_never_armed() {
     assert_eq!(auto.run("stop").code, 0);
 }
 
+/// IPv6 DAD that outlasts the lease's first deadline (TTL 3 s − margin 1 s) is waited out:
+/// the lease is renewed meanwhile, and the deadline would fence on its own. The guard once cut
+/// DAD at that deadline, and a promote failed now and then with the kernel's defaults, whose
+/// DAD takes 1–2 s (a random delay of up to 1 s, then one probe of 1 s).
+#[test]
+fn ipv6_dad_longer_than_the_first_deadline_is_waited_out_while_the_lease_is_renewed() {
+    let mut etcd = EtcdCluster::new("m6");
+    let a = Node::new(&mut etcd, "na");
+    // One DAD probe of 2.5 s: DAD takes 2.5–3.5 s here.
+    a.ns.sysctl("net.ipv6.neigh.lan0.retrans_time_ms=2500");
+    let v6 = "2001:db8:19::100";
+    let agent = a
+        .agent(&etcd)
+        .param("ip", v6)
+        .param("cidr_netmask", "64")
+        .param("nic", "lan0");
+    assert_eq!(agent.run("start").code, 0);
+    let begun = Instant::now();
+    promoted(agent.run("promote"), &a);
+    let took = begun.elapsed();
+    assert!(
+        took >= Duration::from_millis(2500),
+        "DAD waited out: {took:?}"
+    );
+    let lines = a.ns.address_lines("lan0");
+    assert!(
+        lines.contains(v6) && !lines.contains("tentative"),
+        "the VIP is up, DAD done:\n{lines}"
+    );
+    assert_eq!(agent.run("monitor").code, 8, "{}", a.log());
+    assert_eq!(agent.run("demote").code, 0);
+    assert!(!a.ns.holds(v6));
+}
+
 /// The lab's VIP observer, on which every "never two holders" assertion rests: a hold far
 /// shorter than its 5 ms dumps is still recorded (from the kernel's events), every hold's
 /// recorded bounds contain the real one, a node's own holds never count as an overlap, and

@@ -118,6 +118,14 @@ impl Netns {
         must("ip", &full)
     }
 
+    /// `sysctl -w SETTING` (`key=value`) inside this namespace, asserting success.
+    pub fn sysctl(&self, setting: &str) {
+        must(
+            "ip",
+            &["netns", "exec", &self.name, "sysctl", "-q", "-w", setting],
+        );
+    }
+
     /// Addresses (`ip/prefix`) on `dev` in this namespace.
     pub fn addresses(&self, dev: &str) -> Vec<String> {
         let out = sh("ip", &["-n", &self.name, "-o", "addr", "show", "dev", dev]);

@@ -27,17 +27,7 @@ pub fn slow_raise<'a>(a: &'a Node, etcd: &EtcdCluster, v6: bool) -> (Agent<'a>, 
     agent.params.remove("lease_margin");
     if v6 {
         a.ns.ip(&["addr", "add", "2001:db8:5::1/64", "dev", "lan0", "nodad"]);
-        super::must(
-            "ip",
-            &[
-                "netns",
-                "exec",
-                &a.ns.name,
-                "sysctl",
-                "-qw",
-                "net.ipv6.conf.lan0.dad_transmits=5",
-            ],
-        );
+        a.ns.sysctl("net.ipv6.conf.lan0.dad_transmits=5");
         let agent = agent
             .param("ip", "2001:db8:5::100")
             .param("cidr_netmask", "64");

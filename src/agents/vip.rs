@@ -37,9 +37,6 @@ pub static INFO: AgentInfo = AgentInfo {
 
 pub static AGENT: super::AgentDef = super::AgentDef { info: &INFO, run };
 
-/// How long IPv6 DAD may take when the caller gave no timeout.
-const DEFAULT_DAD_WAIT: Duration = Duration::from_secs(10);
-
 fn run(action: Action, env: &OcfEnv) -> Result<Outcome, Failed> {
     let values = Values::from_ocf(&VIP_AGENT, env);
     // Parsed once for every action: the namespace to enter comes from it too.
@@ -118,7 +115,7 @@ fn check_not_cloned(env: &OcfEnv) -> Result<(), ConfigError> {
 }
 
 fn start(config: VipConfig, env: &OcfEnv) -> Result<Outcome, VipError> {
-    let dad_wait = env.timeout_ms().map_or(DEFAULT_DAD_WAIT, |t| {
+    let dad_wait = env.timeout_ms().map_or(up::DAD_WAIT, |t| {
         Duration::from_millis(t.saturating_sub(2000).max(1000))
     });
     up::bring_up(config, dad_wait, &crate::runfiles::root()).map(|_| Outcome::ok())

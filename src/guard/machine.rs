@@ -605,6 +605,19 @@ impl<K: Kernel> Machine<K> {
     pub fn failure(&self) -> Option<&str> {
         self.failure.as_deref()
     }
+
+    /// What is wrong, in words, for the status: a failed raise first (promote reports why it
+    /// failed), then a fence.
+    pub fn problem(&self) -> Option<String> {
+        match (&self.failure, &self.fenced) {
+            (Some(why), Some((_, cause))) => Some(format!("{why}; then fenced: {cause}")),
+            (Some(why), None) => Some(why.clone()),
+            (None, Some((_, cause))) => Some(format!("fenced: {cause}")),
+            (None, None) => {
+                (self.phase == Phase::Raising).then(|| "raising VIP and service".to_string())
+            }
+        }
+    }
     pub fn vip(&self) -> VipState {
         self.vip
     }
@@ -782,7 +795,9 @@ impl<K: Kernel> Machine<K> {
             self.pending_loss = Some(cause);
             return;
         }
-        if self.fenced.is_none() {
+        // Once the release began, everything is down and the key is ours to delete: its
+        // deletion, or another holder's key after it, is the release's end, not a loss.
+        if self.fenced.is_none() && self.release == Release::NotYet {
             self.fence(now, cause);
         }
     }
@@ -1462,12 +1477,11 @@ impl<K: Kernel> Machine<K> {
                         self.vip = VipState::Up;
                         self.raise = RaiseStep::Settling;
                         self.out(Order::Persist);
-                        let dad_wait = self
-                            .lead
-                            .deadline
-                            .saturating_sub(now)
-                            .min(Duration::from_secs(10));
-                        self.out(Order::Settle { dad_wait });
+                        // Not bounded by the deadline: renewals go on while DAD runs, and the
+                        // deadline fences on its own (the settle's announcements ask first).
+                        self.out(Order::Settle {
+                            dad_wait: crate::vip::up::DAD_WAIT,
+                        });
                     }
                     Err(e) => {
                         // It may have gone on all the same (a lost answer): treat as maybe up.
@@ -1619,12 +1633,14 @@ mod tests {
     }
 
     /// A kernel whose watchdog pings take effect `late` after the machine read the clock (a
-    /// guard stopped in between), recording the timeouts asked for.
+    /// guard stopped in between), recording the timeouts asked for; its VIP removals fail
+    /// while `removal_fails`.
     #[derive(Default)]
     struct Late {
         now: Duration,
         late: Duration,
         asks: Vec<u32>,
+        removal_fails: bool,
     }
 
     impl Kernel for Late {
@@ -1635,7 +1651,10 @@ mod tests {
             Ok(())
         }
         fn remove_vip(&mut self) -> Result<(), Fault> {
-            Ok(())
+            match self.removal_fails {
+                true => Err(Fault::Netlink("EBUSY (test)".into())),
+                false => Ok(()),
+            }
         }
         fn arm_watchdog(&mut self, secs: u32) -> Result<u32, ArmError> {
             self.asks.push(secs);
@@ -1696,11 +1715,11 @@ mod tests {
         assert!(m.fenced().is_none());
     }
 
-    #[test]
-    fn the_vip_is_defended_only_while_leading_with_it_up_and_the_lease_covering_it() {
+    /// A machine with a VIP, no service and no watchdog, leading from 0 with the lease given.
+    fn vip_machine(ttl: u64, margin: u64) -> Machine<Late> {
         let clock = LeaseClock {
-            ttl: Duration::from_secs(10),
-            margin: Duration::from_secs(2),
+            ttl: Duration::from_secs(ttl),
+            margin: Duration::from_secs(margin),
         };
         let plan = Plan {
             clock,
@@ -1708,8 +1727,13 @@ mod tests {
             unit: None,
             watchdog: WatchdogPlan::Off,
         };
+        Machine::new(plan, Duration::ZERO, clock.ttl, Late::default())
+    }
+
+    #[test]
+    fn the_vip_is_defended_only_while_leading_with_it_up_and_the_lease_covering_it() {
         let t = Duration::from_millis;
-        let mut m = Machine::new(plan, t(0), clock.ttl, Late::default());
+        let mut m = vip_machine(10, 2);
         m.handle(t(10), Input::Tick);
         assert_eq!(m.phase(), Phase::Raising);
         m.handle(t(20), Input::Settled(Ok(())));
@@ -1726,5 +1750,63 @@ mod tests {
         m.handle(m.fence_at(), Input::Tick);
         assert!(m.fenced().is_some());
         assert!(!m.may_defend(m.fence_at()), "fenced");
+    }
+
+    #[test]
+    fn the_release_after_a_failed_raise_is_not_a_loss_and_the_failure_stays_the_reason() {
+        let t = Duration::from_millis;
+        let mut m = vip_machine(3, 1);
+        m.handle(t(10), Input::Tick);
+        let mut orders = Vec::new();
+        while let Some(o) = m.poll_order() {
+            orders.push(o);
+        }
+        // DAD may take the kernel up to about 2 s: the settle is not cut at the deadline.
+        assert!(
+            orders.iter().any(
+                |o| matches!(o, Order::Settle { dad_wait } if *dad_wait == crate::vip::up::DAD_WAIT)
+            ),
+            "{orders:?}"
+        );
+        m.handle(
+            t(1500),
+            Input::Settled(Err(Fault::Settle("DAD did not finish".into()))),
+        );
+        assert_eq!(m.phase(), Phase::Failed);
+        let mut released = false;
+        while let Some(o) = m.poll_order() {
+            released |= matches!(o, Order::Release);
+        }
+        assert!(released, "everything down: the key is released");
+        m.handle(t(1510), Input::Released(Ok(())));
+        // The watch then sees the key go (our own deletion), or another node's key.
+        m.handle(t(1520), Input::KeyLost(None));
+        m.handle(t(1530), Input::KeyLost(Some(7)));
+        assert!(m.fenced().is_none(), "{:?}", m.fenced());
+        assert_eq!(m.problem().as_deref(), Some("VIP: DAD did not finish"));
+    }
+
+    #[test]
+    fn a_fence_after_a_failed_raise_is_named_after_the_failure() {
+        let t = Duration::from_millis;
+        let mut m = vip_machine(3, 1);
+        m.handle(t(10), Input::Tick);
+        assert_eq!(m.problem().as_deref(), Some("raising VIP and service"));
+        // The VIP cannot be removed yet: nothing is released while it may be up.
+        m.kernel.removal_fails = true;
+        m.handle(
+            t(1500),
+            Input::Settled(Err(Fault::Settle("DAD failed".into()))),
+        );
+        // Before the release began: the key taken by another node is a loss.
+        m.handle(t(1505), Input::KeyLost(Some(7)));
+        assert!(m.fenced().is_some());
+        assert_eq!(m.phase(), Phase::Failed, "a failed raise stays failed");
+        let problem = m.problem().unwrap();
+        assert!(
+            problem
+                .starts_with("VIP: DAD failed; then fenced: leader key now carries another lease"),
+            "{problem}"
+        );
     }
 }

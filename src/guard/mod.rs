@@ -429,11 +429,9 @@ fn from_machine(s: &mut GuardStatus, m: &machine::Machine<fence::Host>, clock: L
     if let Some((at, cause)) = m.fenced() {
         s.fenced_at_unix_ms = Some(unix_ms_at(*at));
         s.fence_cause = Some(cause.label().into());
-        s.problem = Some(format!("fenced: {cause}"));
-    } else if let Some(why) = m.failure() {
-        s.problem = Some(why.to_string());
-    } else if m.phase() == Phase::Raising {
-        s.problem = Some("raising VIP and service".into());
+    }
+    if let Some(problem) = m.problem() {
+        s.problem = Some(problem);
     }
 }
 

@@ -9,6 +9,11 @@ use super::announce::{Announcer, ArpMode, MonotonicNs};
 use super::burst::{self, BurstRequest};
 use super::{Target, Vip, VipConfig, VipError};
 
+/// How long IPv6 DAD is waited for where no action budget says less. The kernel's DAD takes
+/// up to about 2 s at its defaults (a random delay of up to rtr_solicit_delay, 1 s, then
+/// dad_transmits probes of retrans_time, 1 s each), more where those are raised.
+pub const DAD_WAIT: Duration = Duration::from_secs(10);
+
 /// Brings the address up on this host, as IPaddr2's start does: resolve the interface (findif),
 /// keep an address that is already there, refuse a foreign copy, probe for duplicates
 /// (`run_arping`), add it (with its broadcast address, label and flags), bring the interface
