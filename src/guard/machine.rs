@@ -13,7 +13,9 @@
 //! - ownership lost (the deadline, a watch or confirm saying the key is gone or carries
 //!   another lease, etcd saying the lease is gone) fences at once, raising included: the raise
 //!   is abandoned, the VIP goes first, then the service (TERM, KILL half a margin after the
-//!   deadline or the loss, but before an armed watchdog's reset);
+//!   deadline or the loss, but before an armed watchdog's reset); once everything is down and
+//!   the release has begun, the key's deletion (the guard's own) or another holder's key is
+//!   the release's end, not a fence;
 //! - with a hardware watchdog: armed before anything is raised, pinged only for a renewal
 //!   applied in time (and once more, derived from it, before the deadline), its reset always
 //!   before the lease can end at etcd, fenced before the reset, disarmed only once VIP and
@@ -797,7 +799,8 @@ impl<K: Kernel> Machine<K> {
         }
         // Once the release began, everything is down and the key is ours to delete: its
         // deletion, or another holder's key after it, is the release's end, not a loss.
-        if self.fenced.is_none() && self.release == Release::NotYet {
+        let releasing = self.release != Release::NotYet && self.all_down();
+        if self.fenced.is_none() && !releasing {
             self.fence(now, cause);
         }
     }
@@ -1778,12 +1781,20 @@ mod tests {
             released |= matches!(o, Order::Release);
         }
         assert!(released, "everything down: the key is released");
-        m.handle(t(1510), Input::Released(Ok(())));
-        // The watch then sees the key go (our own deletion), or another node's key.
-        m.handle(t(1520), Input::KeyLost(None));
-        m.handle(t(1530), Input::KeyLost(Some(7)));
+        // While the release is out, the watch sees the key go (our own deletion), then
+        // another node's key.
+        m.handle(t(1505), Input::KeyLost(None));
+        m.handle(t(1507), Input::KeyLost(Some(7)));
         assert!(m.fenced().is_none(), "{:?}", m.fenced());
         assert_eq!(m.problem().as_deref(), Some("VIP: DAD did not finish"));
+        m.handle(t(1510), Input::Released(Ok(())));
+        let mut exit = None;
+        while let Some(o) = m.poll_order() {
+            if let Order::Exit { raise_failed } = o {
+                exit = Some(raise_failed);
+            }
+        }
+        assert_eq!(exit, Some(true), "the guard ends as a failed raise");
     }
 
     #[test]

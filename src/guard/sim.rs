@@ -434,6 +434,10 @@ struct Sim {
     frozen_until: Option<Option<Duration>>,
     killed: bool,
     released: bool,
+    /// When the machine first ordered the release.
+    release_ordered_at: Option<Duration>,
+    /// The watch's report of the guard's own deletion, heard while the release was going on.
+    own_deletions_heard: u32,
     step_down_by: Option<Duration>,
     answered: Option<(Duration, bool)>,
     exited: bool,
@@ -537,6 +541,8 @@ impl Sim {
             frozen_until: None,
             killed: false,
             released: false,
+            release_ordered_at: None,
+            own_deletions_heard: 0,
             step_down_by: None,
             answered: None,
             exited: false,
@@ -813,6 +819,7 @@ impl Sim {
                 self.deliver(CHECK_TAKES, Input::ServiceChecked(r));
             }
             Order::Release => {
+                self.release_ordered_at.get_or_insert(now);
                 let w = &self.m.kernel;
                 if w.vip || w.service {
                     return Err(self.fail(
@@ -840,6 +847,15 @@ impl Sim {
                         Duration::from_millis(2)
                     };
                     self.deliver(d, Input::Released(Ok(())));
+                    // The watch sees the guard's own deletion, before or after the answer.
+                    if self.s.watch_works {
+                        let seen = if self.rng.chance(0.5) {
+                            self.rng.ms(0, d.as_millis() as u64)
+                        } else {
+                            d + self.rng.ms(1, 200)
+                        };
+                        self.deliver(seen, Input::KeyLost(None));
+                    }
                 }
             }
             Order::Persist | Order::Log(..) => {}
@@ -910,6 +926,12 @@ impl Sim {
         match ev {
             Ev::FenceWake => self.feed(Input::Tick, seed)?,
             Ev::Deliver(input) => {
+                if matches!(input, Input::KeyLost(_))
+                    && self.release_ordered_at.is_some()
+                    && !self.exited
+                {
+                    self.own_deletions_heard += 1;
+                }
                 if let Input::ServiceStarted(Ok(ServiceRef::Unit(_))) = &input {
                     let w = &mut self.m.kernel;
                     if !w.service && w.termed_at.is_some() && self.rng.chance(0.5) {
@@ -1086,8 +1108,23 @@ impl Sim {
 
     /// The invariants over the span [now, t), checked at its latest instant.
     fn check(&self, t: Duration, seed: u64) -> Result<(), String> {
+        use super::machine::Cause;
         let w = &self.m.kernel;
         let residual = self.frozen_until.is_some() || self.killed;
+        // Once the release began (everything down), a loss is the release's own end: a fence
+        // on it would count a fence that was none and name it as promote's reason.
+        if let (Some(rel), Some((at, cause))) = (self.release_ordered_at, self.m.fenced()) {
+            let on_loss = matches!(
+                cause,
+                Cause::KeyDeleted | Cause::KeyTaken(_) | Cause::LeaseGone
+            );
+            if on_loss && *at > rel {
+                return Err(self.fail(
+                    seed,
+                    format!("fenced ({cause}) at {at:?}, after its release began at {rel:?}"),
+                ));
+            }
+        }
         // Nothing outlives the lease at etcd; a frozen or killed guard's unit, and an
         // unkillable service, are the residual risks.
         if w.vip && t > self.etcd_expiry {
@@ -1175,6 +1212,8 @@ struct Tally {
     frozen_resets: u32,
     fenced_resets: u32,
     disarmed: u32,
+    /// The watch's report of the guard's own deletion reached it during the release.
+    own_deletions_heard: u32,
 }
 
 impl Sim {
@@ -1207,6 +1246,7 @@ impl Sim {
             }
         }
         t.disarmed += u32::from(self.m.kernel.dog_disarmed);
+        t.own_deletions_heard += self.own_deletions_heard;
     }
 }
 
@@ -1255,7 +1295,7 @@ fn ten_thousand_fault_schedules_hold_every_invariant_of_the_real_machine() {
         "{tally:?}"
     );
     assert!(
-        tally.released > 0 && tally.answered_incomplete > 0,
+        tally.released > 0 && tally.answered_incomplete > 0 && tally.own_deletions_heard > 0,
         "{tally:?}"
     );
     assert!(
