@@ -1464,22 +1464,19 @@ fn the_vip_observer_misses_no_hold_and_counts_an_overlap() {
     assert!(ip.wait().unwrap().success());
     let batch_end = Instant::now();
     std::thread::sleep(Duration::from_millis(50));
-    // Then both hold it at once for 300 ms, with 100 ms of one holder on either side.
-    let a_adding = Instant::now();
-    a.ip(&["addr", "add", &cidr, "dev", support::NODE_IF]);
-    let a_added = Instant::now();
-    std::thread::sleep(Duration::from_millis(100));
-    let b_adding = Instant::now();
-    b.ip(&["addr", "add", &cidr, "dev", support::PEER_IF]);
-    let b_added = Instant::now();
-    std::thread::sleep(Duration::from_millis(300));
-    let a_deleting = Instant::now();
-    a.ip(&["addr", "del", &cidr, "dev", support::NODE_IF]);
-    let a_deleted = Instant::now();
-    std::thread::sleep(Duration::from_millis(100));
-    let b_deleting = Instant::now();
-    b.ip(&["addr", "del", &cidr, "dev", support::PEER_IF]);
-    std::thread::sleep(Duration::from_millis(50));
+    // Then both hold it at once for 300 ms, with 100 ms of one holder on either side. Each
+    // change is timed from just before the `ip` call to just after it; then the pause.
+    let change = |ns: &support::Netns, op: &str, dev: &str, pause: u64| {
+        let before = Instant::now();
+        ns.ip(&["addr", op, &cidr, "dev", dev]);
+        let after = Instant::now();
+        std::thread::sleep(Duration::from_millis(pause));
+        (before, after)
+    };
+    let (a_adding, a_added) = change(a, "add", support::NODE_IF, 100);
+    let (b_adding, b_added) = change(b, "add", support::PEER_IF, 300);
+    let (a_deleting, a_deleted) = change(a, "del", support::NODE_IF, 100);
+    let (b_deleting, _) = change(b, "del", support::PEER_IF, 50);
     let seen = obs.finish();
     seen.assert_complete();
 

@@ -161,16 +161,22 @@ pub struct Hold {
 struct NodeRecord {
     samples: Vec<(Instant, bool)>,
     holds: Vec<Hold>,
+    /// The watch ended after the first and before the second: an open hold lasted at least
+    /// to the first, at most to the second.
+    ended: (Instant, Instant),
+    trouble: Trouble,
+}
+
+/// What makes one node's record incomplete (assert_complete).
+#[derive(Debug, Default)]
+struct Trouble {
     /// Why the holds may be incomplete: events the kernel dropped (ENOBUFS), an undecodable
-    /// event, a failed socket, the watch's time bound.
+    /// event, a failed socket, the watch's bounds.
     lost: Vec<String>,
     /// Dumps that disagreed with the events although nothing was announced in between, and
     /// deletions of a hold the record did not have: (when, the dump's answer).
     disagreements: Vec<(Instant, bool)>,
     dump_errors: Vec<String>,
-    /// The watch ended after the first and before the second: an open hold lasted at least
-    /// to the first, at most to the second.
-    ended: (Instant, Instant),
 }
 
 /// Where `ip` is held in this namespace: (interface, prefix) pairs, from a dump of its family.
@@ -202,10 +208,8 @@ fn watch_node(ns: &str, ip: std::net::IpAddr, stop: &AtomicBool, latest: &Atomic
     let mut rec = NodeRecord {
         samples: vec![(first_dump, !on.is_empty())],
         holds: Vec::new(),
-        lost: Vec::new(),
-        disagreements: Vec::new(),
-        dump_errors: Vec::new(),
         ended: (first_dump, first_dump),
+        trouble: Trouble::default(),
     };
     if !on.is_empty() {
         rec.holds.push(Hold {
@@ -213,7 +217,8 @@ fn watch_node(ns: &str, ip: std::net::IpAddr, stop: &AtomicBool, latest: &Atomic
             end: None,
         });
     }
-    latest.store(if on.is_empty() { 2 } else { 1 }, Ordering::SeqCst);
+    let tell = |held: bool| latest.store(if held { 1 } else { 2 }, Ordering::SeqCst);
+    tell(!on.is_empty());
     let mut buf = Vec::with_capacity(65536);
     // Every event read in one drain was queued after the previous drain began.
     let mut previous_mark = start;
@@ -237,7 +242,7 @@ fn watch_node(ns: &str, ip: std::net::IpAddr, stop: &AtomicBool, latest: &Atomic
                     break;
                 }
                 Err(e) => {
-                    rec.lost.push(format!("{e}"));
+                    rec.trouble.lost.push(format!("{e}"));
                     break;
                 }
             }
@@ -247,10 +252,10 @@ fn watch_node(ns: &str, ip: std::net::IpAddr, stop: &AtomicBool, latest: &Atomic
         // (unless events were lost, which fails the record anyway).
         if let Some(dump) = last_dump
             .as_ref()
-            .filter(|_| read == 0 && rec.lost.is_empty())
+            .filter(|_| read == 0 && rec.trouble.lost.is_empty())
         {
             if *dump != on {
-                rec.disagreements.push((seen, !dump.is_empty()));
+                rec.trouble.disagreements.push((seen, !dump.is_empty()));
             }
         }
         for change in changes {
@@ -275,7 +280,7 @@ fn watch_node(ns: &str, ip: std::net::IpAddr, stop: &AtomicBool, latest: &Atomic
                         // A hold the record lacks. In the first drain: it came and went between
                         // the subscription and the first dump. Later, the record is wrong.
                         if !first_drain {
-                            rec.disagreements.push((seen, false));
+                            rec.trouble.disagreements.push((seen, false));
                         }
                         // With another hold open, that one already spans this window.
                         if on.is_empty() {
@@ -286,7 +291,7 @@ fn watch_node(ns: &str, ip: std::net::IpAddr, stop: &AtomicBool, latest: &Atomic
                         }
                     }
                 }
-                Event::Undecodable => rec.lost.push("an undecodable event".into()),
+                Event::Undecodable => rec.trouble.lost.push("an undecodable event".into()),
                 _ => {}
             }
         }
@@ -299,7 +304,9 @@ fn watch_node(ns: &str, ip: std::net::IpAddr, stop: &AtomicBool, latest: &Atomic
         first_drain = false;
         if finishing {
             if !emptied {
-                rec.lost.push("events were left unread at the end".into());
+                rec.trouble
+                    .lost
+                    .push("events were left unread at the end".into());
             }
             break;
         }
@@ -307,18 +314,19 @@ fn watch_node(ns: &str, ip: std::net::IpAddr, stop: &AtomicBool, latest: &Atomic
             Ok(dump) => {
                 let held = !dump.is_empty();
                 rec.samples.push((Instant::now(), held));
-                latest.store(if held { 1 } else { 2 }, Ordering::SeqCst);
+                tell(held);
                 last_dump = Some(dump);
             }
             Err(e) => {
-                rec.dump_errors.push(e.to_string());
+                rec.trouble.dump_errors.push(e.to_string());
                 last_dump = None;
             }
         }
         // After `stop`, one more drain, so that a change the test saw by other means before
         // finishing is in the record.
         if Instant::now() >= limit {
-            rec.lost
+            rec.trouble
+                .lost
                 .push("the watch stopped at its bound of 30 minutes".into());
             finishing = true;
         }
@@ -378,17 +386,21 @@ impl VipObserver {
     /// Stops watching; returns what each node's thread recorded.
     pub fn finish(self) -> ObservedVip {
         self.stop.store(true, Ordering::SeqCst);
-        let records: Vec<NodeRecord> = self
-            .handles
-            .into_iter()
-            .map(|h| h.join().unwrap())
-            .collect();
-        ObservedVip {
-            per_node: records.iter().map(|r| r.samples.clone()).collect(),
-            holds: records.iter().map(|r| r.holds.clone()).collect(),
+        let mut seen = ObservedVip {
+            per_node: Vec::new(),
+            holds: Vec::new(),
+            ended: Vec::new(),
+            trouble: Vec::new(),
             origin: self.origin,
-            records,
+        };
+        for h in self.handles {
+            let r = h.join().unwrap();
+            seen.per_node.push(r.samples);
+            seen.holds.push(r.holds);
+            seen.ended.push(r.ended);
+            seen.trouble.push(r.trouble);
         }
+        seen
     }
 }
 
@@ -398,7 +410,9 @@ pub struct ObservedVip {
     /// Every hold per node, from the kernel's events.
     pub holds: Vec<Vec<Hold>>,
     pub origin: (Instant, std::time::SystemTime),
-    records: Vec<NodeRecord>,
+    /// Per node: when its watch ended (NodeRecord::ended), and what made it incomplete.
+    ended: Vec<(Instant, Instant)>,
+    trouble: Vec<Trouble>,
 }
 
 /// A hold's span taken from the outer ends of its windows (it may have lasted so long) or
@@ -451,7 +465,7 @@ impl ObservedVip {
     /// overlap is then proven by the events whatever the threads' cadence: a late thread
     /// only widens the holds.
     pub fn assert_complete(&self) {
-        for (i, r) in self.records.iter().enumerate() {
+        for (i, r) in self.trouble.iter().enumerate() {
             assert!(
                 r.lost.is_empty(),
                 "observer of node {i} lost events: {:?}",
@@ -499,11 +513,11 @@ impl ObservedVip {
         };
         self.holds
             .iter()
-            .zip(&self.records)
-            .map(|(holds, r)| {
+            .zip(&self.ended)
+            .map(|(holds, ended)| {
                 holds
                     .iter()
-                    .map(|h| (pick(h.began).0, pick(h.end.unwrap_or(r.ended)).1))
+                    .map(|h| (pick(h.began).0, pick(h.end.unwrap_or(*ended)).1))
                     .collect()
             })
             .collect()
