@@ -8,8 +8,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
 
 use netlink_packet_core::{
-    NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL,
-    NLM_F_REPLACE, NLM_F_REQUEST,
+    DecodeError, NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_CREATE,
+    NLM_F_DUMP, NLM_F_EXCL, NLM_F_REPLACE, NLM_F_REQUEST,
 };
 use netlink_packet_route::address::{
     AddressAttribute, AddressFlags, AddressMessage, AddressScope, CacheInfo,
@@ -394,10 +394,7 @@ impl Rtnl {
         let mut header = NetlinkHeader::default();
         header.flags = NLM_F_REQUEST | flags;
         header.sequence_number = self.seq;
-        let mut packet = NetlinkMessage::new(header, NetlinkPayload::from(request));
-        packet.finalize();
-        let mut out = vec![0; packet.buffer_len()];
-        packet.serialize(&mut out);
+        let out = encode(NetlinkMessage::new(header, NetlinkPayload::from(request)));
         self.socket
             .send(&out, 0)
             .map_err(|source| NetlinkError::Io { op, source })?;
@@ -406,15 +403,11 @@ impl Rtnl {
         let mut replies = Vec::new();
         loop {
             let size = self.recv(op)?;
-            let mut offset = 0;
-            while offset < size {
-                let msg =
-                    NetlinkMessage::<RouteNetlinkMessage>::deserialize(&self.buf[offset..size])
-                        .map_err(|e| NetlinkError::Decode {
-                            op,
-                            detail: e.to_string(),
-                        })?;
-                let len = msg.header.length as usize;
+            for msg in messages(&self.buf[..size]) {
+                let msg = msg.map_err(|e| NetlinkError::Decode {
+                    op,
+                    detail: e.to_string(),
+                })?;
                 if msg.header.sequence_number == self.seq {
                     match msg.payload {
                         NetlinkPayload::Done(_) => return Ok(replies),
@@ -434,13 +427,37 @@ impl Rtnl {
                         _ => {}
                     }
                 }
-                if len == 0 {
-                    break;
-                }
-                offset += len;
             }
         }
     }
+}
+
+/// A message as one datagram to send (its length and padding filled in).
+fn encode(mut packet: NetlinkMessage<RouteNetlinkMessage>) -> Vec<u8> {
+    packet.finalize();
+    let mut out = vec![0; packet.buffer_len()];
+    packet.serialize(&mut out);
+    out
+}
+
+/// The messages of one rtnetlink datagram, in order, each at its aligned length (NLMSG_NEXT);
+/// one that cannot be decoded ends them, as its error.
+fn messages(
+    datagram: &[u8],
+) -> impl Iterator<Item = Result<NetlinkMessage<RouteNetlinkMessage>, DecodeError>> + '_ {
+    let mut offset = 0;
+    std::iter::from_fn(move || {
+        if offset >= datagram.len() {
+            return None;
+        }
+        let msg = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&datagram[offset..]);
+        match &msg {
+            // A zero length would never move on: the datagram ends there.
+            Ok(m) if m.header.length > 0 => offset += (m.header.length as usize + 3) & !3,
+            _ => offset = datagram.len(),
+        }
+        Some(msg)
+    })
 }
 
 /// What the kernel announces about addresses and links (rtnetlink multicast).
@@ -491,14 +508,11 @@ impl Events {
 /// be decoded.
 fn decode_events(datagram: &[u8]) -> Vec<Event> {
     let mut events = Vec::new();
-    let mut offset = 0;
-    while offset < datagram.len() {
-        let Ok(msg) = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&datagram[offset..])
-        else {
+    for msg in messages(datagram) {
+        let Ok(msg) = msg else {
             events.push(Event::Undecodable);
             break;
         };
-        let len = msg.header.length as usize;
         if let NetlinkPayload::InnerMessage(inner) = msg.payload {
             match inner {
                 RouteNetlinkMessage::NewAddress(a) => {
@@ -512,10 +526,6 @@ fn decode_events(datagram: &[u8]) -> Vec<Event> {
                 _ => {}
             }
         }
-        if len == 0 {
-            break;
-        }
-        offset += (len + 3) & !3;
     }
     events
 }
@@ -648,11 +658,7 @@ mod tests {
     use super::*;
 
     fn datagram(msg: RouteNetlinkMessage) -> Vec<u8> {
-        let mut m = NetlinkMessage::from(msg);
-        m.finalize();
-        let mut buf = vec![0; m.buffer_len()];
-        m.serialize(&mut buf);
-        buf
+        encode(NetlinkMessage::from(msg))
     }
 
     #[test]
