@@ -12,6 +12,7 @@ pub mod lease;
 pub mod logging;
 pub mod ocf;
 pub mod params;
+pub mod presence;
 pub mod procfs;
 pub mod reference;
 pub mod resource;

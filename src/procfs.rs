@@ -38,6 +38,57 @@ pub fn process_group(pid: u32) -> Option<u32> {
     stat_fields(pid)?.get(2)?.parse().ok()
 }
 
+/// Whether `pid` has exited and waits to be reaped.
+pub fn is_zombie(pid: u32) -> bool {
+    stat_fields(pid).is_some_and(|f| f.first().is_some_and(|s| s == "Z"))
+}
+
+/// The members of a process group as /proc shows them.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct GroupMembers {
+    /// Members that run (not zombies).
+    pub live: Vec<u32>,
+    /// Members that have exited and wait to be reaped.
+    pub zombies: u32,
+}
+
+/// Every process in group `pgid`, from a walk over /proc. A process that ends during the walk
+/// is skipped; a /proc that cannot be read is an error (never "no members").
+pub fn group_members(pgid: u32) -> Result<GroupMembers, String> {
+    let dir = fs::read_dir("/proc").map_err(|e| format!("cannot read /proc: {e}"))?;
+    let mut members = GroupMembers::default();
+    for entry in dir {
+        let entry = entry.map_err(|e| format!("cannot read /proc: {e}"))?;
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let stat = match fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Ok(s) => s,
+            // Ended between the listing and the read.
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ESRCH)) => {
+                continue
+            }
+            Err(e) => return Err(format!("cannot read /proc/{pid}/stat: {e}")),
+        };
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            return Err(format!("/proc/{pid}/stat cannot be read: {stat:?}"));
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        if fields.get(2).and_then(|g| g.parse::<u32>().ok()) != Some(pgid) {
+            continue;
+        }
+        match fields.first() {
+            Some(&"Z") => members.zombies += 1,
+            _ => members.live.push(pid),
+        }
+    }
+    Ok(members)
+}
+
 /// Whether `pid` is still the very process recorded with `start` (not a reuse of its pid),
 /// alive or a zombie.
 pub fn same_process(pid: u32, start: u64) -> bool {

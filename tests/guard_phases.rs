@@ -158,7 +158,7 @@ fn stop_and_demote_with_nothing_running_are_zero_and_signal_nobody() {
     let script = r#"#!/bin/sh
 case "$1" in
 stop) echo "Failed to stop $3: Unit $3 not loaded." >&2; exit 5 ;;
-is-active) echo inactive; exit 3 ;;
+show) printf 'LoadState=not-found\nActiveState=inactive\nSubState=dead\n'; exit 0 ;;
 esac
 exit 1
 "#;
@@ -236,12 +236,11 @@ fn a_unit_that_will_not_stop_keeps_the_key_and_demote_says_so_within_its_timeout
     let script = format!(
         r#"#!/bin/sh
 st={state}
-quiet=false; [ "$2" = --quiet ] && quiet=true
 case "$1" in
 start) touch $st/unit.active ;;
 stop|kill) [ -f $st/stoppable ] && rm -f $st/unit.active; exit 0 ;;
-is-active) if [ -f $st/unit.active ] && [ ! -f $st/stoppable ]; then $quiet || echo active; exit 0; fi
-           $quiet || echo inactive; exit 3 ;;
+show) if [ -f $st/unit.active ] && [ ! -f $st/stoppable ]; then state=deactivating; else state=inactive; fi
+      printf 'LoadState=loaded\nActiveState=%s\nSubState=x\n' $state ;;
 esac
 "#,
         state = a.state.display()

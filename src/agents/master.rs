@@ -14,11 +14,12 @@ use crate::ocf::{Action, OcfEnv, OcfExit, Outcome};
 use crate::params::master::MASTER_AGENT;
 use crate::params::ConfigError;
 use crate::params::Values;
+use crate::presence::Presence;
 use crate::resource::config::InstallError;
 use crate::resource::config::MasterConfig;
 use crate::resource::dir::ResourceDir;
 use crate::resource::status::{self, GuardStatus};
-use crate::service::process::stop_orphan;
+use crate::service::process::{stop_orphan, unit_presence, UNIT_LOOK};
 use crate::service::{ServiceSpec, STOP_GRACE};
 use crate::vip::{up, VipConfig};
 
@@ -223,7 +224,7 @@ pub fn node_name(env: &OcfEnv) -> String {
 }
 
 fn cluster_node_name() -> Option<String> {
-    let name = crate::service::tool_output(5, "crm_node", &["-n"])?
+    let name = crate::service::tool_output(Duration::from_secs(5), "crm_node", &["-n"])?
         .trim()
         .to_string();
     (!name.is_empty()).then_some(name)
@@ -590,20 +591,26 @@ fn cleanup_after_guard(
             failures.push(format!("removing the VIP: {e}"));
         }
     }
-    match cfg.map(|c| &c.service) {
-        Some(ServiceSpec::Systemd { unit }) => {
-            if let Err(why) = stop_unit(unit, until) {
-                failures.push(why);
-            }
+    // The unit the configuration names, or (no usable configuration) the one the guard
+    // recorded: a unit that may run is never left behind for want of parameters.
+    let unit = match cfg.map(|c| &c.service) {
+        Some(ServiceSpec::Systemd { unit }) => Some(unit.clone()),
+        Some(ServiceSpec::Command { .. }) => None,
+        None => state.as_ref().and_then(|s| s.unit.clone()),
+    };
+    if let Some(unit) = unit {
+        if let Err(why) = stop_unit(&unit, until) {
+            failures.push(why);
         }
-        _ => {
-            if let Some(pid) = state.as_ref().and_then(|s| s.service_pid) {
-                let start = state.as_ref().and_then(|s| s.service_start);
-                let limit = left(until).saturating_sub(Duration::from_millis(500));
-                if !stop_orphan(pid, start, STOP_GRACE.min(limit / 2), limit) {
-                    failures.push(format!("the service (pid {pid}) is still running"));
-                }
-            }
+    } else if let Some(pid) = state.as_ref().and_then(|s| s.service_pid) {
+        let start = state.as_ref().and_then(|s| s.service_start);
+        let limit = left(until).saturating_sub(Duration::from_millis(500));
+        match stop_orphan(pid, start, STOP_GRACE.min(limit / 2), limit) {
+            Presence::Absent => {}
+            Presence::Present => failures.push(format!("the service (pid {pid}) is still running")),
+            Presence::CannotTell(why) => failures.push(format!(
+                "cannot tell whether the service (pid {pid}) stopped: {why}"
+            )),
         }
     }
     if !failures.is_empty() {
@@ -635,24 +642,30 @@ fn cleanup_after_guard(
 }
 
 /// Stops a unit without blocking on systemd (`stop --no-block`: its exit code says nothing
-/// we need — a unit that is not loaded is stopped), then watches it until it is inactive,
-/// within the budget.
+/// we need — a unit that is not loaded is stopped), then looks until systemd says it is
+/// inactive or failed, every call within the budget. Err: still running, or systemd could not
+/// say (never taken for stopped).
 fn stop_unit(unit: &str, until: Instant) -> Result<(), String> {
     if crate::service::find_in_path("systemctl").is_none() {
         // No systemd tooling here: no unit of ours can be running.
         return Ok(());
     }
-    let _ = crate::service::tool_output(5, "systemctl", &["stop", "--no-block", "--", unit]);
+    let _ = crate::service::tool_output(
+        left(until).min(UNIT_LOOK),
+        "systemctl",
+        &["stop", "--no-block", "--", unit],
+    );
     loop {
-        let last = match status::block_on(crate::service::process::unit_state(unit)) {
-            Ok(state) if !crate::service::process::unit_may_run(&state) => return Ok(()),
-            Ok(state) => state,
-            Err(e) => e,
+        let look = status::block_on(unit_presence(unit, left(until).min(UNIT_LOOK)));
+        let still = match look {
+            Presence::Absent => return Ok(()),
+            Presence::Present => format!("{unit} is still running after systemctl stop"),
+            Presence::CannotTell(why) => format!("cannot tell whether {unit} stopped: {why}"),
         };
         if left(until) < Duration::from_millis(300) {
-            return Err(format!("{unit} is still {last} after systemctl stop"));
+            return Err(still);
         }
-        std::thread::sleep(Duration::from_millis(200));
+        std::thread::sleep(Duration::from_millis(200).min(left(until)));
     }
 }
 

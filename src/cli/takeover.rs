@@ -80,8 +80,11 @@ fn cluster_configured_with(resource: &str) -> Option<String> {
 /// Why Pacemaker on this host must keep this resource, if it manages it: two managers of
 /// one master is exactly what hamaster exists to prevent.
 fn pacemaker_manages(resource: &str) -> Option<String> {
-    let out =
-        crate::service::tool_output(10, "crm_resource", &["--resource", resource, "--locate"]);
+    let out = crate::service::tool_output(
+        std::time::Duration::from_secs(10),
+        "crm_resource",
+        &["--resource", resource, "--locate"],
+    );
     out.map(|stdout| {
         let where_ = stdout.trim().replace('\n', "; ");
         format!(

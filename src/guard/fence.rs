@@ -177,6 +177,13 @@ impl Kernel for Host {
             }
         }
     }
+
+    /// Only the fencing side signals the service, so reaping here never races a signal.
+    fn forget_service(&mut self, service: &ServiceRef) {
+        if let ServiceRef::Group(pid) = service {
+            crate::service::process::reap(*pid);
+        }
+    }
 }
 
 struct Shared {

@@ -32,6 +32,8 @@ pub async fn watch(
     let mut probe: Option<Option<HealthProbe>> = None;
     let mut healthy_once = false;
     let mut failed_in_a_row = 0u32;
+    // systemd's last word on the unit (started active: the guard's start succeeded).
+    let mut unit_active = true;
     loop {
         if probe.is_none() {
             probe = match HealthProbe::new(&cfg.health) {
@@ -49,11 +51,22 @@ pub async fn watch(
         let check = probe.as_ref().and_then(Option::as_ref);
         let mut running = running();
         if let (true, ServiceSpec::Systemd { unit }) = (running, &cfg.service) {
-            // A unit has no child to wait for: ask systemd whether it is still active.
-            running = crate::service::process::unit_active(unit).await;
+            // A unit has no child to wait for: ask systemd whether it is still active. Only
+            // systemd's own "inactive" or "failed" is a stopped unit; a systemctl that cannot
+            // answer (PID 1 re-executing) leaves the last verdict as it was.
+            use crate::presence::Presence;
+            use crate::service::process::{unit_presence, UNIT_LOOK};
+            match unit_presence(unit, UNIT_LOOK).await {
+                Presence::Present => unit_active = true,
+                Presence::Absent => unit_active = false,
+                Presence::CannotTell(why) => {
+                    log::warn!("cannot tell whether {unit} is active: {why}");
+                }
+            }
+            running = unit_active;
             shared.update(|s| {
-                s.unit_inactive = !running;
-                if !running {
+                s.unit_inactive = !unit_active;
+                if !unit_active {
                     s.service_detail = format!("{unit} is not active");
                 }
             });

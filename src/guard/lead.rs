@@ -328,8 +328,12 @@ impl Guard {
             }
             Order::CheckService(reference) => {
                 tokio::spawn(async move {
-                    let r = crate::service::process::anything_left(&reference).await;
-                    fence.handle(Input::ServiceChecked(r.map_err(Fault::Service)));
+                    let look = crate::service::process::presence(
+                        &reference,
+                        crate::service::process::UNIT_LOOK,
+                    )
+                    .await;
+                    fence.handle(Input::ServiceChecked(look));
                 });
             }
             Order::Release => {
@@ -412,7 +416,7 @@ impl Guard {
                     super::machine::VipState::Up | super::machine::VipState::MaybeUp
                 ),
                 m.fenced().map(|(_, c)| c.to_string()),
-                !m.service().may_run(),
+                matches!(m.service(), super::machine::ServiceState::Stopped),
             )
         });
         self.persisted.vip_added = vip_up;
@@ -421,6 +425,7 @@ impl Guard {
             // Confirmed stopped: nothing of it may ever be signalled again.
             self.persisted.service_pid = None;
             self.persisted.service_start = None;
+            self.persisted.unit = None;
         }
         self.persist();
     }
@@ -429,6 +434,11 @@ impl Guard {
         let lease = a.grant.lease;
         self.persisted.lease_id = Some(lease.0);
         self.persisted.fencing_token = Some(a.token);
+        // Before its start is asked: a unit may run from then on, whatever the guard's fate.
+        self.persisted.unit = match &self.args.config.service {
+            ServiceSpec::Systemd { unit } => Some(unit.clone()),
+            ServiceSpec::Command { .. } => None,
+        };
         self.persist();
         log::info!(
             "guard {}: leader key {} taken, lease {}, fencing token {}",

@@ -32,6 +32,7 @@ use std::time::Duration;
 
 pub use super::watchdog::ArmError;
 use crate::lease::LeaseClock;
+use crate::presence::Presence;
 
 /// What a step-down keeps back from its budget for the release and the answer.
 pub const RELEASE_RESERVE: Duration = Duration::from_secs(2);
@@ -187,6 +188,9 @@ pub trait Kernel {
     /// SIGTERM (`kill` false) or SIGKILL to the service. Ok when sent or when nothing of it
     /// is left to signal.
     fn signal_service(&mut self, service: &ServiceRef, kill: bool) -> Result<(), Fault>;
+    /// The service is confirmed stopped and will never be signalled again: a supervised
+    /// command's leader, kept unreaped until now so that its group's id stayed ours, is reaped.
+    fn forget_service(&mut self, service: &ServiceRef);
 }
 
 /// What the shell performs for the machine, answering with an `Input` when it is done.
@@ -206,8 +210,8 @@ pub enum Order {
     WriteToken,
     /// Start the service. Answer ServiceStarted.
     StartService,
-    /// Is anything of the service left (its process group, the unit active)? Answer
-    /// ServiceChecked.
+    /// Is anything of the service left (its process group, the unit as systemd says)? Answer
+    /// ServiceChecked: present, absent, or cannot tell.
     CheckService(ServiceRef),
     /// Delete the key if it still carries our lease, then revoke the lease. Answer Released.
     Release,
@@ -253,8 +257,8 @@ pub enum Input {
     ServiceStarted(Result<ServiceRef, Fault>),
     /// The supervised command's leader process exited (its group may live on).
     ServiceExited(String),
-    /// Whether anything of the service is left (Ok(false): confirmed stopped).
-    ServiceChecked(Result<bool, Fault>),
+    /// Whether anything of the service is left: only Absent confirms it stopped.
+    ServiceChecked(Presence),
     Released(Result<(), Fault>),
     /// Step down in order, answering by `by` (boot clock).
     StepDown {
@@ -527,6 +531,8 @@ pub struct Machine<K> {
     next_check_at: Option<Duration>,
     /// What the service's leader said when it exited.
     exit_detail: Option<String>,
+    /// The last "cannot tell" a look at the service said (logged once, not at every look).
+    doubt: Option<String>,
     /// The keepalive in flight (its send time), and when the next one goes.
     renewal_in_flight: Option<Duration>,
     next_renewal_at: Duration,
@@ -578,6 +584,7 @@ impl<K: Kernel> Machine<K> {
             check_stale: false,
             next_check_at: None,
             exit_detail: None,
+            doubt: None,
             renewal_in_flight: None,
             // Counted from when the grant was sent: the time the raise takes is no reason to
             // renew late.
@@ -1031,25 +1038,31 @@ impl<K: Kernel> Machine<K> {
         }
     }
 
-    fn service_checked(&mut self, now: Duration, r: Result<bool, Fault>) {
+    fn service_checked(&mut self, now: Duration, look: Presence) {
         self.checking = false;
         if std::mem::take(&mut self.check_stale) {
             self.next_check_at = Some(now);
             return;
         }
-        match r {
-            Ok(false) if self.start_in_flight => {
+        if look.doubt().is_none() {
+            self.doubt = None;
+        }
+        match look {
+            Presence::Absent if self.start_in_flight => {
                 // Not up yet is not stopped: the start has not answered.
                 self.next_check_at = Some(now + CHECK_EVERY);
             }
-            Ok(false) => {
+            Presence::Absent => {
+                if let Some(s) = self.service.reference().cloned() {
+                    self.kernel.forget_service(&s);
+                }
                 if self.service.may_run() {
                     self.service = ServiceState::Stopped;
                     self.next_check_at = None;
                     self.out(Order::Persist);
                 }
             }
-            Ok(true) => {
+            Presence::Present => {
                 if matches!(self.service, ServiceState::Stopping { .. }) {
                     self.next_check_at = Some(now + CHECK_EVERY);
                 } else if self.phase == Phase::Leading {
@@ -1057,8 +1070,15 @@ impl<K: Kernel> Machine<K> {
                     self.next_check_at = None;
                 }
             }
-            Err(e) => {
-                self.log(Level::Warn, format!("looking at the service: {e}"));
+            // Never taken for stopped: look again; said once per doubt.
+            Presence::CannotTell(why) => {
+                if self.doubt.as_ref() != Some(&why) {
+                    self.log(
+                        Level::Warn,
+                        format!("cannot tell whether the service is stopped: {why}"),
+                    );
+                    self.doubt = Some(why);
+                }
                 self.next_check_at = Some(now + CHECK_EVERY);
             }
         }
@@ -1673,6 +1693,7 @@ mod tests {
         fn signal_service(&mut self, _: &ServiceRef, _: bool) -> Result<(), Fault> {
             Ok(())
         }
+        fn forget_service(&mut self, _: &ServiceRef) {}
     }
 
     #[test]

@@ -156,6 +156,8 @@ struct World {
     pings: Vec<Duration>,
     /// What a kernel effect found wrong with the watchdog protocol (v).
     dog_violations: Vec<String>,
+    /// The service was forgotten (its leader reaped) while it still ran.
+    forgotten_while_up: bool,
     scheduled: Vec<(Duration, Ev)>,
     trace: Vec<String>,
 }
@@ -270,6 +272,11 @@ impl Kernel for World {
         }
         self.vip = false;
         Ok(())
+    }
+    fn forget_service(&mut self, _: &ServiceRef) {
+        if self.service {
+            self.forgotten_while_up = true;
+        }
     }
     fn signal_service(&mut self, _: &ServiceRef, kill: bool) -> Result<(), Fault> {
         if kill {
@@ -809,14 +816,8 @@ impl Sim {
                 }
             }
             Order::CheckService(_) => {
-                let r = if self.rng.chance(self.s.check_fails) {
-                    Err(Fault::Systemd(
-                        "systemctl did not answer (simulated)".into(),
-                    ))
-                } else {
-                    Ok(self.m.kernel.service)
-                };
-                self.deliver(CHECK_TAKES, Input::ServiceChecked(r));
+                let look = self.look_at_service();
+                self.deliver(CHECK_TAKES, Input::ServiceChecked(look));
             }
             Order::Release => {
                 self.release_ordered_at.get_or_insert(now);
@@ -870,6 +871,39 @@ impl Sim {
             Order::Exit { .. } => self.exited = true,
         }
         Ok(())
+    }
+
+    /// The shell's look at the service, as the real one reads it: a unit through
+    /// service::process::read_unit_show from what systemctl printed — which, when it cannot
+    /// reach systemd (PID 1 re-executing), is nothing on stdout and an error on stderr — and a
+    /// group from the kernel's answer, or a /proc that cannot be read.
+    fn look_at_service(&mut self) -> crate::presence::Presence {
+        use crate::presence::Presence;
+        let fails = self.rng.chance(self.s.check_fails);
+        let up = self.m.kernel.service;
+        if self.s.unit {
+            let (code, out, err) = if fails {
+                (
+                    Some(1),
+                    String::new(),
+                    "Failed to connect to bus: Connection refused",
+                )
+            } else {
+                let state = if up { "deactivating" } else { "inactive" };
+                (
+                    Some(0),
+                    format!("LoadState=loaded\nActiveState={state}\nSubState=x\n"),
+                    "",
+                )
+            };
+            crate::service::process::read_unit_show(code, &out, err)
+        } else if fails {
+            Presence::CannotTell("cannot read /proc (simulated)".into())
+        } else if up {
+            Presence::Present
+        } else {
+            Presence::Absent
+        }
     }
 
     /// etcd and the guard's renewal task, for one keepalive sent now.
@@ -1125,6 +1159,9 @@ impl Sim {
                 ));
             }
         }
+        if w.forgotten_while_up {
+            return Err(self.fail(seed, "the service was forgotten while it ran".into()));
+        }
         // Nothing outlives the lease at etcd; a frozen or killed guard's unit, and an
         // unkillable service, are the residual risks.
         if w.vip && t > self.etcd_expiry {
@@ -1372,7 +1409,9 @@ fn without_the_release_rule_the_simulation_finds_a_release_with_the_service_up()
             early_release: true,
             ..Mutations::default()
         },
-        &["release at"],
+        // A release while a start is still out shows as the watch's report of it fencing a
+        // guard whose release began (nothing was down yet): the same broken rule.
+        &["release at", "after its release began"],
         |s, w| {
             quiet(s, w);
             w.ignores_term = true;

@@ -26,7 +26,11 @@ pub fn ttl_for_detection(detection: Duration) -> u64 {
 /// corosync's failure detection time as it runs now (`corosync-cmapctl`'s runtime token and
 /// consensus timeouts, one call of at most a second), or None when no corosync answers.
 pub fn corosync_detection() -> Option<Duration> {
-    let listing = crate::service::tool_output(1, "corosync-cmapctl", &["runtime.config.totem."])?;
+    let listing = crate::service::tool_output(
+        std::time::Duration::from_secs(1),
+        "corosync-cmapctl",
+        &["runtime.config.totem."],
+    )?;
     detection_from(&listing)
 }
 

@@ -38,6 +38,10 @@ pub struct Persisted {
     pub service_start: Option<u64>,
     pub vip_added: bool,
     pub fenced: Option<String>,
+    /// The service's systemd unit (service= mode), so that demote stops it even when the
+    /// parameters no longer parse.
+    #[serde(default)]
+    pub unit: Option<String>,
 }
 
 impl ResourceDir {

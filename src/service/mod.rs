@@ -220,12 +220,16 @@ fn is_executable(path: &Path) -> bool {
 }
 
 /// One of the host's command-line tools (crm_node, crm_resource, corosync-cmapctl,
-/// systemctl), bounded by timeout(1) to `secs` seconds, with nothing on its standard input and
-/// its standard error dropped: its standard output when it exits 0, else None (missing,
-/// failed, or timed out).
-pub fn tool_output(secs: u32, program: &str, args: &[&str]) -> Option<String> {
+/// systemctl, crm_attribute), bounded by timeout(1) to `limit`, with nothing on its standard
+/// input and its standard error dropped: its standard output when it exits 0, else None
+/// (missing, failed, timed out, or no time left to run it at all).
+pub fn tool_output(limit: std::time::Duration, program: &str, args: &[&str]) -> Option<String> {
+    // timeout(1) takes fractions of a second; 0 would mean no limit at all.
+    if limit < std::time::Duration::from_millis(1) {
+        return None;
+    }
     let out = std::process::Command::new("timeout")
-        .arg(secs.to_string())
+        .arg(format!("{:.3}", limit.as_secs_f64()))
         .arg(program)
         .args(args)
         .stdin(std::process::Stdio::null())

@@ -1,21 +1,29 @@
 //! Running the service: a child process in its own session that dies with its parent
-//! (PR_SET_PDEATHSIG), or a systemd unit driven through systemctl. Stopping sends TERM to the
-//! whole process group, then KILL after a grace period.
+//! (PR_SET_PDEATHSIG), or a systemd unit driven through systemctl; and the looks at whether
+//! anything of it is left, each answering present, absent or cannot tell (crate::presence).
+//!
+//! A supervised command's exit is seen without reaping it (waitid with WNOWAIT): while its
+//! leader is an unreaped zombie, the process group's id cannot be taken by anybody else, so a
+//! signal to the group reaches only what the service left behind. The guard reaps the leader
+//! only once the group is confirmed empty (`reap`), and never signals it again after that.
 
 use std::ffi::CString;
 use std::os::unix::process::CommandExt;
 use std::time::Duration;
 
+use nix::errno::Errno;
 use nix::sys::prctl::set_pdeathsig;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::{getgrouplist, setgid, setgroups, setsid, setuid, Gid, Pid, Uid, User};
 
-use super::{ServiceError, ServiceSpec};
+use super::{ServiceError, ServiceRef, ServiceSpec};
+use crate::presence::Presence;
 
 pub enum Running {
     Command {
-        child: tokio::process::Child,
         pid: u32,
+        /// How the leader ended, once it has (told by its watcher thread, never reaped).
+        exit: tokio::sync::oneshot::Receiver<String>,
         exited: Option<String>,
     },
     Systemd {
@@ -41,27 +49,27 @@ fn credentials(name: &str) -> Result<(Uid, Gid, Vec<Gid>), String> {
     Ok((user.uid, user.gid, groups))
 }
 
-async fn systemctl(args: &[&str]) -> Result<std::process::ExitStatus, ServiceError> {
+async fn systemctl(
+    args: &[&str],
+    limit: Duration,
+) -> Result<std::process::ExitStatus, ServiceError> {
     let mut cmd = tokio::process::Command::new("systemctl");
     cmd.args(args)
         .stdin(std::process::Stdio::null())
         .kill_on_drop(true);
-    match tokio::time::timeout(Duration::from_secs(90), cmd.status()).await {
+    match tokio::time::timeout(limit, cmd.status()).await {
         Ok(Ok(s)) => Ok(s),
         Ok(Err(e)) => Err(ServiceError::NotInstalled(format!("systemctl: {e}"))),
         Err(_) => Err(ServiceError::Failed(format!(
-            "systemctl {} did not finish in 90 s",
-            args.join(" ")
+            "systemctl {} did not finish in {} s",
+            args.join(" "),
+            limit.as_secs()
         ))),
     }
 }
 
-/// `systemctl is-active --quiet UNIT`.
-pub async fn unit_active(unit: &str) -> bool {
-    systemctl(&["is-active", "--quiet", "--", unit])
-        .await
-        .is_ok_and(|s| s.success())
-}
+/// How long a `systemctl start` may take (a unit's start job, its dependencies included).
+const START_LIMIT: Duration = Duration::from_secs(90);
 
 impl ServiceSpec {
     /// Starts the service with `env` added to its environment. A command's output goes to
@@ -80,7 +88,7 @@ impl ServiceSpec {
                 if !wanted() {
                     return Err(unwanted());
                 }
-                let status = systemctl(&["start", "--", unit]).await?;
+                let status = systemctl(&["start", "--", unit], START_LIMIT).await?;
                 if !status.success() {
                     return Err(ServiceError::Failed(format!(
                         "systemctl start {unit} failed ({status})"
@@ -132,20 +140,19 @@ impl ServiceSpec {
                 if !wanted() {
                     return Err(unwanted());
                 }
-                let child = tokio::process::Command::from(cmd)
-                    .kill_on_drop(true)
-                    .spawn()
-                    .map_err(|e| {
-                        ServiceError::Failed(format!("cannot run {}: {e}", program.display()))
-                    })?;
-                // The write ends went with the (dropped) Command: the readers see EOF when the
-                // service and everything it forked have closed them.
+                // std's Child, never waited for: the leader's exit is watched without reaping.
+                let child = cmd.spawn().map_err(|e| {
+                    ServiceError::Failed(format!("cannot run {}: {e}", program.display()))
+                })?;
+                // The write ends go with the Command: the readers see EOF when the service and
+                // everything it forked have closed them.
+                drop(cmd);
                 super::output::forward(std::fs::File::from(out_r), tag.to_string());
                 super::output::forward(std::fs::File::from(err_r), tag.to_string());
-                let pid = child.id().unwrap_or(0);
+                let pid = child.id();
                 Ok(Running::Command {
-                    child,
                     pid,
+                    exit: watch_exit(pid),
                     exited: None,
                 })
             }
@@ -161,16 +168,18 @@ impl Running {
         }
     }
 
-    /// Resolves when a supervised command exits (never for systemd units), with how it ended.
+    /// Resolves when a supervised command's leader exits (never for systemd units), with how
+    /// it ended. The leader stays an unreaped zombie (see `reap`).
     pub async fn wait_exit(&mut self) -> String {
         match self {
-            Running::Command { child, exited, .. } => {
+            Running::Command { exit, exited, .. } => {
                 if let Some(e) = exited {
                     return e.clone();
                 }
-                let text = match child.wait().await {
-                    Ok(s) => format!("exited ({s})"),
-                    Err(e) => format!("lost ({e})"),
+                let text = match exit.await {
+                    Ok(t) => t,
+                    // The watcher could not wait (it would have said so): nothing is known.
+                    Err(_) => std::future::pending().await,
                 };
                 *exited = Some(text.clone());
                 text
@@ -178,157 +187,326 @@ impl Running {
             Running::Systemd { .. } => std::future::pending().await,
         }
     }
+}
 
-    /// Whether the service is still up: the child has not exited / the unit is active.
-    pub async fn is_running(&mut self) -> bool {
-        match self {
-            Running::Command { child, exited, .. } => {
-                if exited.is_some() {
-                    return false;
-                }
-                match child.try_wait() {
-                    Ok(None) => true,
-                    Ok(Some(s)) => {
-                        *exited = Some(format!("exited ({s})"));
-                        false
-                    }
-                    Err(_) => false,
-                }
+/// Watches a child's exit on a thread of its own with waitid(WEXITED | WNOWAIT): it learns how
+/// the leader ended and leaves it a zombie, so its process group's id stays ours.
+fn watch_exit(pid: u32) -> tokio::sync::oneshot::Receiver<String> {
+    use nix::sys::wait::{waitid, Id, WaitPidFlag, WaitStatus};
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let watcher = move || loop {
+        match waitid(
+            Id::Pid(Pid::from_raw(pid as i32)),
+            WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT,
+        ) {
+            Ok(WaitStatus::Exited(_, code)) => {
+                let _ = tx.send(format!("exited (exit status: {code})"));
+                return;
             }
-            Running::Systemd { unit } => systemctl(&["is-active", "--quiet", "--", unit])
-                .await
-                .is_ok_and(|s| s.success()),
+            Ok(WaitStatus::Signaled(_, sig, _)) => {
+                let _ = tx.send(format!("exited (signal: {} ({sig}))", sig as i32));
+                return;
+            }
+            Err(Errno::EINTR) | Ok(_) => continue,
+            Err(e) => {
+                log::warn!("cannot watch the service (pid {pid}): {e}");
+                return;
+            }
         }
+    };
+    if let Err(e) = std::thread::Builder::new()
+        .name("service exit".into())
+        .spawn(watcher)
+    {
+        log::warn!("cannot watch the service (pid {pid}): {e}");
     }
+    rx
+}
 
-    pub fn exit_detail(&self) -> Option<&str> {
-        match self {
-            Running::Command { exited, .. } => exited.as_deref(),
-            Running::Systemd { .. } => None,
-        }
-    }
-
-    /// TERM to the process group, KILL after `grace`; returns once the child is gone.
-    pub async fn stop(&mut self, grace: Duration) -> Result<(), ServiceError> {
-        match self {
-            Running::Systemd { unit } => {
-                let status = systemctl(&["stop", "--", unit]).await?;
-                if status.success() {
-                    Ok(())
-                } else {
-                    Err(ServiceError::Failed(format!(
-                        "systemctl stop {unit} failed ({status})"
-                    )))
-                }
-            }
-            Running::Command { child, pid, exited } => {
-                if exited.is_some() {
-                    return Ok(());
-                }
-                signal_group(*pid, Signal::SIGTERM);
-                let result = match tokio::time::timeout(grace, child.wait()).await {
-                    Ok(r) => r,
-                    Err(_) => {
-                        signal_group(*pid, Signal::SIGKILL);
-                        child.wait().await
-                    }
-                };
-                // The group may hold children that outlived the leader.
-                signal_group(*pid, Signal::SIGKILL);
-                *exited = Some(match result {
-                    Ok(s) => format!("stopped ({s})"),
-                    Err(e) => format!("lost ({e})"),
-                });
-                Ok(())
-            }
-        }
+/// Reaps a supervised command's leader once nothing of its group is left: from then on its
+/// pid (and the group's id) may be anybody's, and it is never signalled again.
+pub fn reap(pid: u32) {
+    use nix::sys::wait::{waitpid, WaitPidFlag};
+    if pid > 1 {
+        let _ = waitpid(Pid::from_raw(pid as i32), Some(WaitPidFlag::WNOHANG));
     }
 }
 
-/// Whether anything of a service is left: its process group (the supervised command leads
-/// its own), or the unit in any state but inactive or failed (a unit that is not loaded is
-/// "inactive"). Err: systemctl could not say.
-pub async fn anything_left(service: &super::ServiceRef) -> Result<bool, String> {
-    use super::ServiceRef;
+/// How long one look at a unit may take (systemctl show): longer is "cannot tell".
+pub const UNIT_LOOK: Duration = Duration::from_secs(5);
+
+/// Whether anything of a service is left: its process group (a member that is not a zombie),
+/// or its unit, as systemd says it (`unit_presence`).
+pub async fn presence(service: &ServiceRef, limit: Duration) -> Presence {
     match service {
-        ServiceRef::Group(pid) if *pid > 1 => Ok(group_alive(*pid)),
-        ServiceRef::Group(_) => Ok(false),
-        ServiceRef::Unit(unit) => unit_state(unit).await.map(|s| unit_may_run(&s)),
+        ServiceRef::Group(pid) => group_presence(*pid),
+        ServiceRef::Unit(unit) => unit_presence(unit, limit).await,
     }
 }
 
-/// `systemctl is-active UNIT` as text (its exit code is 0 for "active" only, so "activating"
-/// and "deactivating" need the text), within 5 s.
-pub async fn unit_state(unit: &str) -> Result<String, String> {
+/// A unit's state as systemd answers it: `systemctl show` of its LoadState and ActiveState,
+/// read with the exit status. Within `limit`, else cannot tell.
+pub async fn unit_presence(unit: &str, limit: Duration) -> Presence {
     let mut cmd = tokio::process::Command::new("systemctl");
-    cmd.args(["is-active", "--", unit])
+    cmd.args(UNIT_SHOW)
+        .arg(unit)
         .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
         .kill_on_drop(true);
-    match tokio::time::timeout(Duration::from_secs(5), cmd.output()).await {
-        Ok(Ok(out)) => Ok(String::from_utf8_lossy(&out.stdout).trim().to_string()),
-        Ok(Err(e)) => Err(format!("systemctl is-active {unit}: {e}")),
-        Err(_) => Err(format!(
-            "systemctl is-active {unit} did not answer within 5 s"
+    match tokio::time::timeout(limit, cmd.output()).await {
+        Ok(Ok(out)) => read_unit_show(
+            out.status.code(),
+            &String::from_utf8_lossy(&out.stdout),
+            &String::from_utf8_lossy(&out.stderr),
+        ),
+        Ok(Err(e)) => Presence::CannotTell(format!("systemctl show {unit}: {e}")),
+        Err(_) => Presence::CannotTell(format!(
+            "systemctl show {unit} did not answer within {} ms",
+            limit.as_millis()
         )),
     }
 }
 
-/// Whether a unit in this state may still run something.
-pub fn unit_may_run(state: &str) -> bool {
-    !matches!(state, "inactive" | "failed" | "")
+/// The arguments of the look at a unit (the unit's name follows).
+pub const UNIT_SHOW: [&str; 5] = [
+    "show",
+    "--property=LoadState",
+    "--property=ActiveState",
+    "--property=SubState",
+    "--",
+];
+
+/// What `systemctl show` said of a unit: absent only when systemctl exited 0 and systemd
+/// named the unit `inactive` or `failed` (a unit that is not loaded is `inactive`); present
+/// for a state in which it may run (`active`, `activating`, `deactivating`, `reloading`,
+/// `refreshing`, `maintenance`); anything else — a failed systemctl ("Failed to connect to
+/// bus" while PID 1 re-executes prints nothing), a missing property, a state it does not
+/// know — cannot tell. The simulation reads its lying systemctl through this same function.
+pub fn read_unit_show(code: Option<i32>, stdout: &str, stderr: &str) -> Presence {
+    let why = |what: String| {
+        let said = stderr.trim();
+        Presence::CannotTell(if said.is_empty() {
+            what
+        } else {
+            format!("{what}: {said}")
+        })
+    };
+    match code {
+        Some(0) => {}
+        Some(c) => return why(format!("systemctl show exited {c}")),
+        None => return why("systemctl show was killed".into()),
+    }
+    let prop = |name: &str| {
+        stdout.lines().find_map(|l| {
+            l.strip_prefix(name)
+                .and_then(|r| r.strip_prefix('='))
+                .map(str::trim)
+        })
+    };
+    let (Some(load), Some(active)) = (prop("LoadState"), prop("ActiveState")) else {
+        return why(format!(
+            "systemctl show did not name the unit's states ({:?})",
+            stdout.trim()
+        ));
+    };
+    match active {
+        "inactive" | "failed" => Presence::Absent,
+        "active" | "activating" | "deactivating" | "reloading" | "refreshing" | "maintenance" => {
+            Presence::Present
+        }
+        other => why(format!(
+            "systemd named the unit {other:?} (LoadState {load:?}), a state not known here"
+        )),
+    }
+}
+
+/// Whether anything of the process group `pgid` still lives: a member that is not a zombie
+/// (the guard keeps its exited leader an unreaped zombie). The kernel's ESRCH is absence;
+/// EPERM (an LSM's or seccomp's refusal, an unprivileged look) says the group exists; a group
+/// that exists but whose members cannot be seen in /proc cannot be told.
+pub fn group_presence(pgid: u32) -> Presence {
+    if pgid <= 1 {
+        return Presence::CannotTell(format!("process group {pgid} is never looked at"));
+    }
+    match killpg(Pid::from_raw(pgid as i32), None) {
+        Err(Errno::ESRCH) => return Presence::Absent,
+        Ok(()) | Err(Errno::EPERM) => {}
+        Err(e) => return Presence::CannotTell(format!("kill(-{pgid}, 0): {e}")),
+    }
+    match crate::procfs::group_members(pgid) {
+        Ok(m) if !m.live.is_empty() => Presence::Present,
+        Ok(m) if m.zombies > 0 => Presence::Absent,
+        // The kernel has the group, /proc shows nobody of it (it may have just ended).
+        Ok(_) => Presence::CannotTell(format!(
+            "process group {pgid} exists, but none of its members shows in /proc"
+        )),
+        Err(e) => Presence::CannotTell(format!("process group {pgid}: {e}")),
+    }
 }
 
 /// Sends `sig` to the process group led by `pid` (the service runs in its own session).
-pub fn signal_group(pid: u32, sig: Signal) {
-    if pid > 1 {
-        let _ = killpg(Pid::from_raw(pid as i32), sig);
+pub fn signal_group(pid: u32, sig: Signal) -> Result<(), Errno> {
+    if pid <= 1 {
+        return Err(Errno::EINVAL);
+    }
+    match killpg(Pid::from_raw(pid as i32), sig) {
+        Ok(()) | Err(Errno::ESRCH) => Ok(()),
+        Err(e) => Err(e),
     }
 }
 
-/// Stops a service whose supervisor is gone: TERM to its group, KILL after `grace`, then
-/// waits (to `limit` in all) for the group to be empty. The group is ours when its leader is
-/// the process recorded (same pid and start time), or when the leader is gone and members
-/// live on (its children: a group's id is not reused while the group lives). A live process
-/// under that pid that is not the one recorded is somebody else's: nothing is signalled.
-/// Returns whether nothing of it is left.
-pub fn stop_orphan(pid: u32, start: Option<u64>, grace: Duration, limit: Duration) -> bool {
+/// Stops a service whose supervisor is gone, the recorded one only: its group is signalled
+/// only while the recorded leader (same pid and start time, leading its own group) is alive
+/// when the stop begins — a group whose leader is gone may be anybody's (a double-forked
+/// daemon that took the group id after ours was gone) and is never signalled. TERM to the
+/// group, KILL after `grace`, then up to `limit` in all for the group to be empty.
+/// Absent: nothing of it is left (or nothing was ever ours); Present: still there at the end;
+/// CannotTell: a group lives on under the recorded id, not proven ours, or a look failed.
+pub fn stop_orphan(pid: u32, start: Option<u64>, grace: Duration, limit: Duration) -> Presence {
     if pid <= 1 {
-        return true;
+        return Presence::Absent;
     }
-    let ours = match crate::procfs::start_time(pid) {
-        Some(_) => is_recorded_leader(pid, start),
-        None => group_alive(pid),
-    };
-    if !ours {
-        return true;
+    if !is_recorded_leader(pid, start) {
+        // A live process that holds the pid with another start time: ours ended, its group
+        // emptied (an id is not reused before), and nothing of it can be left.
+        let reused = start.is_some() && crate::procfs::start_time(pid).is_some();
+        return match group_presence(pid) {
+            Presence::Absent => Presence::Absent,
+            _ if reused => Presence::Absent,
+            Presence::Present => Presence::CannotTell(format!(
+                "process group {pid} lives on without its recorded leader: not proven ours, \
+                 not signalled"
+            )),
+            doubt => doubt,
+        };
     }
-    signal_group(pid, Signal::SIGTERM);
+    let _ = signal_group(pid, Signal::SIGTERM);
     let begun = std::time::Instant::now();
     let mut killed = false;
-    while group_alive(pid) {
+    loop {
+        let now = group_presence(pid);
+        if now.is_absent() {
+            return now;
+        }
         let spent = begun.elapsed();
         if spent >= limit {
-            return false;
+            return now;
         }
         if !killed && spent >= grace {
-            signal_group(pid, Signal::SIGKILL);
+            let _ = signal_group(pid, Signal::SIGKILL);
             killed = true;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    true
 }
 
-/// The recorded service: a live process with this pid and start time that leads its own
-/// process group. Without a recorded start time nothing proves it ours, and nothing is
-/// signalled: a command dies with its guard anyway (PR_SET_PDEATHSIG).
+/// The recorded service: the process with this pid and start time (alive, or a zombie not yet
+/// reaped: either way it still holds the id) leading its own process group, which is then
+/// ours. Without a recorded start time nothing proves it ours, and nothing is signalled: a
+/// command dies with its guard anyway (PR_SET_PDEATHSIG).
 fn is_recorded_leader(pid: u32, start: Option<u64>) -> bool {
     start.is_some_and(|s| crate::procfs::same_process(pid, s))
         && crate::procfs::process_group(pid) == Some(pid)
 }
 
-fn group_alive(pid: u32) -> bool {
-    // No signal: only whether the group still exists.
-    killpg(Pid::from_raw(pid as i32), None).is_ok()
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_systemds_own_inactive_or_failed_is_absence() {
+        let show = |active: &str| format!("LoadState=loaded\nActiveState={active}\nSubState=x\n");
+        assert_eq!(
+            read_unit_show(Some(0), &show("inactive"), ""),
+            Presence::Absent
+        );
+        assert_eq!(
+            read_unit_show(Some(0), &show("failed"), ""),
+            Presence::Absent
+        );
+        let missing = "LoadState=not-found\nActiveState=inactive\nSubState=dead\n";
+        assert_eq!(read_unit_show(Some(0), missing, ""), Presence::Absent);
+        for up in [
+            "active",
+            "activating",
+            "deactivating",
+            "reloading",
+            "maintenance",
+        ] {
+            assert_eq!(
+                read_unit_show(Some(0), &show(up), ""),
+                Presence::Present,
+                "{up}"
+            );
+        }
+        // PID 1 re-executing: nothing on stdout, the bus error on stderr, exit 1.
+        let reexec = read_unit_show(
+            Some(1),
+            "",
+            "Failed to connect to bus: Connection refused\n",
+        );
+        assert_eq!(
+            reexec.doubt(),
+            Some("systemctl show exited 1: Failed to connect to bus: Connection refused")
+        );
+        // Exit 0 with nothing said, a state nobody knows, a killed systemctl: cannot tell.
+        assert!(read_unit_show(Some(0), "", "").doubt().is_some());
+        assert!(read_unit_show(Some(0), "ActiveState=inactive\n", "")
+            .doubt()
+            .is_some());
+        assert!(read_unit_show(Some(0), &show("exploded"), "")
+            .doubt()
+            .is_some());
+        assert!(read_unit_show(None, &show("inactive"), "")
+            .doubt()
+            .is_some());
+    }
+
+    #[test]
+    fn a_group_is_absent_only_by_the_kernels_word_and_eperm_is_not_gone() {
+        use std::os::unix::process::CommandExt;
+        let mut child = std::process::Command::new("sleep");
+        child.arg("30");
+        // SAFETY: setsid only, between fork and exec.
+        unsafe {
+            child.pre_exec(|| nix::unistd::setsid().map(drop).map_err(Into::into));
+        }
+        let mut child = child.spawn().unwrap();
+        let pgid = child.id();
+        assert_eq!(group_presence(pgid), Presence::Present);
+        // An unprivileged look (kill(-pgid, 0) refused with EPERM): the group is there.
+        match unsafe { nix::unistd::fork() }.unwrap() {
+            nix::unistd::ForkResult::Child => {
+                let code = match nix::unistd::setuid(Uid::from_raw(65534)) {
+                    Ok(()) => match (
+                        killpg(Pid::from_raw(pgid as i32), None),
+                        group_presence(pgid),
+                    ) {
+                        (Err(Errno::EPERM), Presence::Present) => 0,
+                        (Err(Errno::EPERM), _) => 2,
+                        _ => 3,
+                    },
+                    Err(_) => 4,
+                };
+                // SAFETY: the forked child ends without running the parent's destructors.
+                unsafe { libc::_exit(code) }
+            }
+            nix::unistd::ForkResult::Parent { child: looker } => {
+                let status = nix::sys::wait::waitpid(looker, None).unwrap();
+                assert_eq!(
+                    status,
+                    nix::sys::wait::WaitStatus::Exited(looker, 0),
+                    "EPERM read as gone (2), or no EPERM (3), or setuid failed (4)"
+                );
+            }
+        }
+        // Exited and unreaped: the zombie alone is nothing left, and its id stays reserved.
+        let _ = child.kill();
+        let t = std::time::Instant::now();
+        while !crate::procfs::is_zombie(pgid) && t.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(group_presence(pgid), Presence::Absent);
+        let _ = child.wait();
+        assert_eq!(group_presence(pgid), Presence::Absent);
+    }
 }
