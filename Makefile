@@ -6,7 +6,7 @@ ROOT := --features root-tests
 # Tests, benchmarks and the demo never see this host's own watchdog (see the script).
 LAB := scripts/without-host-watchdog
 
-.PHONY: all build deps ocf docs golden check lint test check-etcd-fixed check-generations check-guard check-watchdog check-cluster demo bench bench-guard bench-phases bench-failover bench-watchdog bench-observe rpm check-rpm clean
+.PHONY: all build deps ocf docs golden check lint test check-etcd-fixed check-generations check-systemd check-guard check-watchdog check-cluster demo bench bench-guard bench-phases bench-failover bench-watchdog bench-observe rpm check-rpm clean
 
 all: build
 
@@ -39,7 +39,7 @@ test:
 	rm -f target/action-durations.tsv
 	$(LAB) $(CARGO) test --workspace $(ROOT)
 
-check: deps lint test check-etcd-fixed check-rpm check-generations check-guard check-watchdog check-cluster
+check: deps lint test check-etcd-fixed check-rpm check-generations check-systemd check-guard check-watchdog check-cluster
 	@echo; echo "Worst agent action durations against their timeouts (all tests above):"
 	@scripts/action-durations
 
@@ -55,6 +55,12 @@ check-etcd-fixed: deps
 # each (the root's daemons under chroot in the node namespaces) and one on the host.
 check-generations: deps
 	$(LAB) $(CARGO) test $(ROOT) --test generations -- --ignored --test-threads=1 --nocapture
+
+# service= mode against a real systemd: Debian trixie's systemd 257 as PID 1 of its own
+# namespaces in a lab node's network namespace (scripts/make-systemd-root, cached under
+# /var/tmp; scripts/systemd-ns): a slow ExecStop, daemon-reexec during a stop, failing units.
+check-systemd: deps
+	$(LAB) $(CARGO) test $(ROOT) --test systemd -- --ignored --test-threads=1 --nocapture
 
 # The watchdog on a real (emulated) i6300esb in a qemu VM (software emulation), etcd outside it:
 # a frozen guard's node is reset before etcd drops the key; a step-down disarms it.

@@ -12,6 +12,7 @@ pub mod etcd;
 pub mod master;
 pub mod phases;
 pub mod prometheus;
+pub mod systemd;
 pub mod timeline;
 pub mod vm;
 
@@ -389,6 +390,9 @@ pub struct Agent<'a> {
     /// A shell snippet run first in a private mount namespace of the agent's own (stand-in
     /// files under /etc, seen by the agent and the guard it spawns, never by the host).
     pub private_mounts: Option<String>,
+    /// Run through this command instead of `ip netns exec` (inside a real systemd's
+    /// namespaces: systemd::Systemd::agent).
+    pub inside: Option<Vec<String>>,
 }
 
 impl<'a> Agent<'a> {
@@ -406,7 +410,15 @@ impl<'a> Agent<'a> {
             instance: format!("test-{name}"),
             hostname: None,
             private_mounts: None,
+            inside: None,
         }
+    }
+
+    /// Runs the agent through `prefix` (a command that enters another set of namespaces and
+    /// runs the rest of its arguments there) instead of `ip netns exec`.
+    pub fn inside(mut self, prefix: Vec<String>) -> Self {
+        self.inside = Some(prefix);
+        self
     }
 
     /// Runs the agent (and its guard) in a private mount namespace prepared by `setup`.
@@ -436,8 +448,18 @@ impl<'a> Agent<'a> {
     }
 
     pub fn command(&self, action: &str, interval_ms: u64) -> Command {
-        let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", &self.ns.name]);
+        let mut cmd = match &self.inside {
+            Some(prefix) => {
+                let mut c = Command::new(&prefix[0]);
+                c.args(&prefix[1..]);
+                c
+            }
+            None => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", &self.ns.name]);
+                c
+            }
+        };
         if let Some(h) = &self.hostname {
             cmd.args([
                 "unshare",

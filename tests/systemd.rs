@@ -1,0 +1,179 @@
+//! service= mode against a real systemd (Debian trixie's systemd 257 as PID 1 of its own
+//! namespaces in the node's network namespace: lab::systemd), real etcd, the default lease
+//! settings: a unit whose ExecStop is slow, the same with `systemctl daemon-reexec` during the
+//! stop (systemctl cannot reach PID 1 while it re-executes: "cannot tell", never "stopped"),
+//! and units that fail to start. The key's deletion is seen from etcd's side, the unit's
+//! processes from its cgroup on the host. `make check-systemd` (in `make check`) runs these.
+
+use hamaster_lab as support;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use support::etcd::{EtcdCluster, KeyWatch};
+use support::master::Node;
+use support::phases::KEY;
+use support::systemd::{unit_processes, Systemd};
+use support::Agent;
+
+/// The test's units: `api.service` runs until stopped and takes 8 s to stop (ExecStop);
+/// `api-oneshot.service` fails its start; `api-false.service` starts and dies at once.
+fn units(dir: &Path) -> std::path::PathBuf {
+    let units = dir.join("units");
+    std::fs::create_dir_all(&units).unwrap();
+    let write = |name: &str, text: &str| std::fs::write(units.join(name), text).unwrap();
+    write(
+        "api.service",
+        "[Unit]\nDescription=a master whose stop takes 8 s\n[Service]\n\
+         ExecStart=/bin/sleep 100000\nExecStop=/bin/sleep 8\nTimeoutStopSec=30\n",
+    );
+    write(
+        "api-oneshot.service",
+        "[Service]\nType=oneshot\nExecStart=/bin/sh -c 'echo failing; exit 3'\n",
+    );
+    write("api-false.service", "[Service]\nExecStart=/bin/false\n");
+    units
+}
+
+/// The agent for `unit`, at the default lease settings, inside the node's systemd.
+fn agent<'a>(a: &'a Node, etcd: &EtcdCluster, sd: &Systemd, unit: &str) -> Agent<'a> {
+    let mut agent = sd.agent(a.agent(etcd).param("service", unit));
+    for p in [
+        "command",
+        "args",
+        "health_url",
+        "health_cacert",
+        "lease_ttl",
+        "lease_margin",
+    ] {
+        agent.params.remove(p);
+    }
+    agent
+}
+
+fn booted(tag: &str) -> (EtcdCluster, Node) {
+    let mut etcd = EtcdCluster::new(tag);
+    let a = Node::new(&mut etcd, "na");
+    (etcd, a)
+}
+
+/// Demotes while `during` runs beside it; returns the demote, how long it took, and the
+/// key's deletion as etcd saw it with whether the unit still had a process then.
+fn demote_watched(
+    etcd: &EtcdCluster,
+    sd: &Systemd,
+    agent: &Agent,
+    during: impl FnOnce() + Send,
+) -> (support::Run, Duration, support::etcd::KeyEvent<bool>) {
+    let cgroup = sd.cgroup();
+    let watch = KeyWatch::start(etcd, KEY, move || {
+        !unit_processes(&cgroup, "api.service").is_empty()
+    });
+    let (demote, took) = std::thread::scope(|s| {
+        let begun = Instant::now();
+        let demoting = s.spawn(|| agent.run("demote"));
+        during();
+        let run = demoting.join().unwrap();
+        (run, begun.elapsed())
+    });
+    let deleted = watch
+        .first(Duration::from_secs(30), |e| e.kind == "DELETE")
+        .expect("the key was released");
+    (demote, took, deleted)
+}
+
+#[test]
+#[ignore = "boots systemd in a namespace: make check-systemd"]
+fn a_unit_whose_stop_takes_8_s_is_gone_before_the_key_is_released() {
+    let (etcd, a) = booted("sds");
+    let sd = Systemd::boot(&a.ns, &units(&a.state), &[&a.state, &a.ns.run_dir()]);
+    let agent = agent(&a, &etcd, &sd, "api.service");
+    assert_eq!(agent.run("start").code, 0);
+    let promote = agent.run("promote");
+    assert_eq!(promote.code, 0, "{}\n{}", promote.stderr, a.log());
+    assert_eq!(sd.property("api.service", "ActiveState"), "active");
+    assert!(!sd.unit_processes("api.service").is_empty());
+    assert_eq!(agent.run("monitor").code, 8);
+    let (demote, took, deleted) = demote_watched(&etcd, &sd, &agent, || {});
+    eprintln!("slow ExecStop: demote {} in {took:?}", demote.code);
+    assert_eq!(demote.code, 0, "{}\n{}", demote.stderr, a.log());
+    assert!(
+        took >= Duration::from_secs(8),
+        "it waited for the stop: {took:?}"
+    );
+    assert!(
+        !deleted.found,
+        "the key went while the unit still had processes"
+    );
+    assert!(sd.unit_processes("api.service").is_empty());
+    assert_eq!(sd.property("api.service", "ActiveState"), "inactive");
+    assert!(!a.holds_vip());
+    assert_eq!(agent.run("stop").code, 0);
+}
+
+#[test]
+#[ignore = "boots systemd in a namespace: make check-systemd"]
+fn a_daemon_reexec_during_the_stop_is_cannot_tell_and_the_key_waits_for_the_unit() {
+    let (etcd, a) = booted("sdr");
+    let sd = Systemd::boot(&a.ns, &units(&a.state), &[&a.state, &a.ns.run_dir()]);
+    let agent = agent(&a, &etcd, &sd, "api.service");
+    assert_eq!(agent.run("start").code, 0);
+    let promote = agent.run("promote");
+    assert_eq!(promote.code, 0, "{}\n{}", promote.stderr, a.log());
+    // PID 1 re-executes five times while the unit's ExecStop runs (as a package update does).
+    let (demote, took, deleted) = demote_watched(&etcd, &sd, &agent, || {
+        for _ in 0..5 {
+            std::thread::sleep(Duration::from_millis(900));
+            let out = sd.systemctl(&["daemon-reexec"]);
+            assert!(out.status.success(), "daemon-reexec: {out:?}");
+        }
+    });
+    eprintln!(
+        "daemon-reexec during the stop: demote {} in {took:?}",
+        demote.code
+    );
+    let log = a.log();
+    assert!(
+        log.contains("cannot tell whether the service is stopped"),
+        "the re-executions were seen as what they are:\n{log}"
+    );
+    assert_eq!(demote.code, 0, "{}\n{log}", demote.stderr);
+    assert!(
+        !deleted.found,
+        "the key went while the unit still had processes"
+    );
+    assert!(sd.unit_processes("api.service").is_empty());
+    assert_eq!(agent.run("stop").code, 0);
+}
+
+#[test]
+#[ignore = "boots systemd in a namespace: make check-systemd"]
+fn a_unit_that_fails_to_start_fails_promote_and_leaves_nothing_up() {
+    let (etcd, a) = booted("sdf");
+    let sd = Systemd::boot(&a.ns, &units(&a.state), &[&a.state, &a.ns.run_dir()]);
+    // systemctl start itself fails (a oneshot that exits 3).
+    let oneshot = agent(&a, &etcd, &sd, "api-oneshot.service");
+    assert_eq!(oneshot.run("start").code, 0);
+    oneshot
+        .run("promote")
+        .expect(1, "systemctl start api-oneshot.service failed");
+    assert!(!a.holds_vip(), "nothing raised stays up");
+    assert!(etcd.get(KEY).is_none(), "the key was given back");
+    assert_eq!(sd.property("api-oneshot.service", "ActiveState"), "failed");
+    assert_eq!(oneshot.run("stop").code, 0);
+    // The start succeeds, the unit dies at once: never a healthy leader; promote says why
+    // within its timeout and undoes itself.
+    let dies =
+        agent(&a, &etcd, &sd, "api-false.service").env("OCF_RESKEY_CRM_meta_timeout", "15000");
+    assert_eq!(dies.run("start").code, 0);
+    let begun = Instant::now();
+    dies.run("promote")
+        .expect(1, "api-false.service is not active");
+    assert!(begun.elapsed() < Duration::from_secs(15));
+    assert!(!a.holds_vip());
+    assert!(
+        support::wait_for(Duration::from_secs(10), || etcd.get(KEY).is_none()),
+        "the key was given back"
+    );
+    assert_eq!(dies.run("stop").code, 0);
+}
