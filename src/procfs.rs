@@ -1,6 +1,68 @@
 //! Recognising our own processes by pid: a pidfile alone is not proof, since pids are reused.
 
 use std::fs;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+use nix::errno::Errno;
+use nix::sys::signal::Signal;
+
+/// One particular process, proven when opened: a pidfd (Linux 5.3 and later) taken while the
+/// pid still carried the start time read before it; where the kernel has no pidfd (RHEL 8's
+/// 4.18), the pid and that start time, compared again right before each signal. A signal never
+/// reaches a process that took the pid later.
+#[derive(Debug)]
+pub struct Process {
+    pid: u32,
+    start: u64,
+    pidfd: Option<OwnedFd>,
+}
+
+impl Process {
+    /// The process that has `pid` now; None when there is none.
+    pub fn open(pid: u32) -> Option<Process> {
+        if pid <= 1 {
+            return None;
+        }
+        let start = start_time(pid)?;
+        // SAFETY: pidfd_open(2) takes a pid and flags and returns a new descriptor, or -1.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0u32) };
+        // SAFETY: a descriptor the kernel just returned, owned by nobody else.
+        let pidfd = (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) });
+        // Still the same start time: the pidfd (or the pid) names the process read before.
+        (start_time(pid) == Some(start)).then_some(Process { pid, start, pidfd })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Sends `sig` to this process only. ESRCH: it is gone (its pid may be another's now).
+    pub fn signal(&self, sig: Signal) -> Result<(), Errno> {
+        match &self.pidfd {
+            Some(fd) => {
+                // SAFETY: pidfd_send_signal(2) on our own open pidfd, no siginfo, no flags.
+                let rc = unsafe {
+                    libc::syscall(
+                        libc::SYS_pidfd_send_signal,
+                        fd.as_raw_fd(),
+                        sig as libc::c_int,
+                        std::ptr::null::<libc::siginfo_t>(),
+                        0u32,
+                    )
+                };
+                if rc == 0 {
+                    Ok(())
+                } else {
+                    Err(Errno::last())
+                }
+            }
+            None if same_process(self.pid, self.start) => {
+                nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid as i32), sig)
+            }
+            None => Err(Errno::ESRCH),
+        }
+    }
+}
 
 /// Whether `pid` is a live (not zombie) process whose argv contains every one of `args`.
 pub fn live_with_args(pid: u32, args: &[&str]) -> bool {
@@ -108,6 +170,22 @@ mod tests {
         assert!(super::live_with_args(me, &[&argv0]));
         assert!(!super::live_with_args(me, &[&argv0, "no-such-arg"]));
         assert!(!super::live_with_args(u32::MAX, &[]));
+    }
+
+    #[test]
+    fn a_process_opened_is_signalled_and_a_gone_one_never_again() {
+        use nix::sys::signal::Signal;
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let p = super::Process::open(child.id()).expect("opened");
+        assert_eq!(p.signal(Signal::SIGCONT), Ok(()));
+        assert_eq!(p.signal(Signal::SIGKILL), Ok(()));
+        let _ = child.wait();
+        // Reaped: its pid may be anybody's now; the signal goes nowhere.
+        assert_eq!(p.signal(Signal::SIGKILL), Err(nix::errno::Errno::ESRCH));
+        assert!(super::Process::open(u32::MAX).is_none());
     }
 
     #[test]

@@ -139,18 +139,25 @@ fn stop_and_demote_with_nothing_running_are_zero_and_signal_nobody() {
         std::fs::write(dir.join("guard.pid"), "999999\n").unwrap();
     };
 
-    // Command mode: a state file naming a live process of somebody else's, with no start
-    // time and with a wrong one.
+    // Command mode: a state file naming a live process of somebody else's with a wrong start
+    // time: proven not ours, nothing to do.
     let agent = a.agent(&etcd);
-    for start in [None, Some(1)] {
-        stale(start);
-        let demote = agent.run("demote");
-        assert_eq!(demote.code, 0, "{}", demote.stderr);
-        assert!(alive(other.id()), "never signalled (start {start:?})");
-        stale(start);
-        assert_eq!(agent.run("stop").code, 0);
-        assert!(alive(other.id()));
-    }
+    stale(Some(1));
+    let demote = agent.run("demote");
+    assert_eq!(demote.code, 0, "{}", demote.stderr);
+    assert!(alive(other.id()), "never signalled");
+    stale(Some(1));
+    assert_eq!(agent.run("stop").code, 0);
+    assert!(alive(other.id()));
+    // With no start time recorded (a state file from before they were), a live group under
+    // that id cannot be proven ours or not: never signalled, and demote says so.
+    stale(None);
+    agent
+        .run("demote")
+        .expect(1, "no start time was recorded to prove it the service's");
+    assert!(alive(other.id()), "never signalled");
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::create_dir_all(&dir).unwrap();
 
     // systemd mode: a unit that is not loaded (stop fails with 5, is-active says inactive).
     let stub = a.state.join("bin");
@@ -318,4 +325,229 @@ fn promote_warns_of_an_etcd_with_issue_15247_and_validate_of_a_margin_too_small_
         "{}",
         a.log()
     );
+}
+
+/// A stand-in `systemctl` for a unit whose stop takes `stop_secs` (its ExecStop), during which
+/// systemctl cannot reach systemd (PID 1 re-executing during a package update): `show` prints
+/// nothing on stdout, the bus error on stderr, and exits 1. The unit's process is a `sleep`
+/// whose pid is in `unit.pid`; `stopped` holds when (Unix time) it was killed.
+fn systemctl_blind_during_stop(dir: &std::path::Path, stop_secs: u32) -> String {
+    let stub = dir.join("bin");
+    std::fs::create_dir_all(&stub).unwrap();
+    let script = format!(
+        r#"#!/bin/sh
+st={state}
+case "$1" in
+start) setsid sleep 1000 </dev/null >/dev/null 2>&1 & echo $! > $st/unit.pid ;;
+stop) kill -0 "$(cat $st/unit.pid 2>/dev/null)" 2>/dev/null || exit 0
+      [ -f $st/stopping ] && exit 0
+      touch $st/stopping
+      ( sleep {stop_secs}; date +%s.%N > $st/stopped; kill "$(cat $st/unit.pid)"
+        rm -f $st/stopping ) </dev/null >/dev/null 2>&1 & ;;
+kill) ;;
+show) if [ -f $st/stopping ]; then
+        echo "Failed to connect to bus: Connection refused" >&2; exit 1
+      fi
+      if kill -0 "$(cat $st/unit.pid 2>/dev/null)" 2>/dev/null; then s=active; else s=inactive; fi
+      printf 'LoadState=loaded\nActiveState=%s\nSubState=x\n' $s ;;
+esac
+"#,
+        state = dir.display()
+    );
+    std::fs::write(stub.join("systemctl"), script).unwrap();
+    support::must("chmod", &["+x", stub.join("systemctl").to_str().unwrap()]);
+    format!("{}:/usr/sbin:/usr/bin:/sbin:/bin", stub.display())
+}
+
+/// The seen bug: a unit counted as stopped because systemctl could not say. At the default
+/// lease settings, service= mode, systemctl blind for the whole of an 8 s stop: demote with a
+/// 6 s timeout says within it that the unit is not confirmed stopped (and why), the key stays
+/// until the unit's process is gone (seen from etcd: at its deletion the process was dead),
+/// and is released after.
+#[test]
+fn a_systemctl_that_cannot_answer_during_an_8s_stop_never_lets_the_key_go_first() {
+    let mut etcd = EtcdCluster::new("gpb");
+    let a = Node::new(&mut etcd, "na");
+    let path = systemctl_blind_during_stop(&a.state, 8);
+    let mut agent = a
+        .agent(&etcd)
+        .param("service", "api.service")
+        .env("PATH", &path);
+    for p in [
+        "command",
+        "args",
+        "health_url",
+        "health_cacert",
+        "lease_ttl",
+        "lease_margin",
+    ] {
+        agent.params.remove(p);
+    }
+    assert_eq!(agent.run("start").code, 0);
+    let promote = agent.run("promote");
+    assert_eq!(promote.code, 0, "{}\n{}", promote.stderr, a.log());
+    let unit_pid: u32 = std::fs::read_to_string(a.state.join("unit.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(alive(unit_pid));
+    let watch = support::etcd::KeyWatch::start(&etcd, KEY, move || alive(unit_pid));
+    let short = agent.env("OCF_RESKEY_CRM_meta_timeout", "6000");
+    let begun = Instant::now();
+    let demote = short.run("demote");
+    let took = begun.elapsed();
+    eprintln!(
+        "blind systemctl: demote {} in {took:?}: {:?}",
+        demote.code,
+        demote.reasons()
+    );
+    assert!(
+        took < Duration::from_secs(6),
+        "within its timeout: {took:?}"
+    );
+    demote.expect(
+        1,
+        "cannot tell: systemctl show exited 1: Failed to connect to bus",
+    );
+    assert!(!a.holds_vip(), "the VIP went first");
+    assert!(
+        etcd.get(KEY).is_some(),
+        "the key stays while the unit may serve"
+    );
+    let deleted = watch
+        .first(Duration::from_secs(20), |e| e.kind == "DELETE")
+        .expect("released once the unit is gone");
+    assert!(
+        !deleted.found,
+        "the key was deleted while the unit's process still ran"
+    );
+    let stopped: f64 = std::fs::read_to_string(a.state.join("stopped"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        deleted.wall >= stopped,
+        "deleted at {}, the unit's process killed at {stopped}",
+        deleted.wall
+    );
+    eprintln!(
+        "blind systemctl: key deleted {:.3} s after the unit's process was killed",
+        deleted.wall - stopped
+    );
+    let again = short.run("demote");
+    assert_eq!(again.code, 0, "{}\n{}", again.stderr, a.log());
+    assert_eq!(short.run("stop").code, 0);
+}
+
+/// A stale state file names a pid whose process group now belongs to a double-forked daemon
+/// (its leader gone, a member living on): not proven ours, so never signalled; demote says
+/// it cannot tell rather than pretending.
+#[test]
+fn a_double_forked_daemon_under_a_recorded_group_id_is_never_signalled() {
+    let mut etcd = EtcdCluster::new("gpd");
+    let a = Node::new(&mut etcd, "na");
+    let agent = a.agent(&etcd);
+    let dir = agent.run_dir.join("api");
+    std::fs::create_dir_all(&dir).unwrap();
+    // setsid makes the shell a group leader; it forks the daemon and exits.
+    let out = support::sh(
+        "setsid",
+        &[
+            "sh",
+            "-c",
+            "sleep 1000 </dev/null >/dev/null 2>&1 & echo $$ $!",
+        ],
+    );
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let mut ids = text.split_whitespace().map(|w| w.parse::<u32>().unwrap());
+    let (leader, daemon) = (ids.next().unwrap(), ids.next().unwrap());
+    assert!(support::wait_for(Duration::from_secs(2), || !alive(leader)));
+    assert_eq!(hamaster::procfs::process_group(daemon), Some(leader));
+    let state = serde_json::json!({
+        "guard_pid": 999_999, "node": "na", "key": KEY, "lease_id": 12345,
+        "fencing_token": 7, "service_pid": leader, "service_start": 4242,
+        "vip_added": false, "fenced": null
+    });
+    std::fs::write(dir.join("state.json"), state.to_string()).unwrap();
+    std::fs::write(dir.join("promoted"), "").unwrap();
+    agent.run("demote").expect(
+        1,
+        "lives on without its recorded leader: not proven ours, not signalled",
+    );
+    assert!(alive(daemon), "never signalled");
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(daemon as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+}
+
+/// Every step of every action within its CRM_meta_timeout, with two of three etcd members
+/// silent (links down: nothing answers) and a unit whose stop takes 3 s: monitor at check
+/// level 20, demote and stop (target/action-durations.tsv records each against its timeout).
+#[test]
+fn with_two_etcd_members_silent_and_a_slow_unit_every_action_ends_in_its_timeout() {
+    let mut etcd = EtcdCluster::new("gps");
+    let a = Node::new(&mut etcd, "na");
+    let path = systemctl_blind_during_stop(&a.state, 3);
+    let mut agent = a
+        .agent(&etcd)
+        .param("service", "api.service")
+        .env("PATH", &path);
+    for p in [
+        "command",
+        "args",
+        "health_url",
+        "health_cacert",
+        "lease_ttl",
+        "lease_margin",
+    ] {
+        agent.params.remove(p);
+    }
+    assert_eq!(agent.run("start").code, 0);
+    let promote = agent.run("promote");
+    assert_eq!(promote.code, 0, "{}\n{}", promote.stderr, a.log());
+    let leader = etcd.leader().expect("an etcd leader");
+    let silent: Vec<usize> = (0..3).filter(|i| *i != leader).collect();
+    for &i in &silent {
+        etcd.cut_member(i);
+    }
+    // Without a quorum etcd answers nothing definite: the guard holds its lease meanwhile.
+    for (action, level, timeout) in [("monitor", "20", 4000), ("demote", "0", 10_000)] {
+        let run = agent
+            .clone()
+            .env("OCF_RESKEY_CRM_meta_timeout", &timeout.to_string())
+            .env("OCF_CHECK_LEVEL", level);
+        let begun = Instant::now();
+        let r = run.run(action);
+        let took = begun.elapsed();
+        eprintln!(
+            "{action} (level {level}) with etcd's quorum gone: {} in {took:?}",
+            r.code
+        );
+        assert!(
+            took < Duration::from_millis(timeout),
+            "{action}: {took:?} of {timeout} ms: {}",
+            r.stderr
+        );
+    }
+    let stop = agent.env("OCF_RESKEY_CRM_meta_timeout", "10000");
+    let begun = Instant::now();
+    let r = stop.run("stop");
+    eprintln!(
+        "stop with etcd's quorum gone: {} in {:?}",
+        r.code,
+        begun.elapsed()
+    );
+    assert!(begun.elapsed() < Duration::from_secs(10), "{}", r.stderr);
+    for &i in &silent {
+        etcd.heal_member(i);
+    }
+    assert!(etcd.wait_healthy(Duration::from_secs(30)));
+    // Once etcd is back, nothing is left behind: stop ends clean.
+    assert!(support::wait_for(Duration::from_secs(20), || stop
+        .run("stop")
+        .code
+        == 0));
 }

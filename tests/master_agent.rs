@@ -871,7 +871,8 @@ esac
     // `--` before the unit: a name can never be taken for an option.
     assert!(calls.starts_with("start -- api.service\n"), "{calls}");
     // Looked at as systemd answers (states and exit status), never by an empty string.
-    let show = "show --property=LoadState --property=ActiveState --property=SubState -- api.service";
+    let show =
+        "show --property=LoadState --property=ActiveState --property=SubState -- api.service";
     assert!(calls.contains(show), "{calls}");
     // Stopped without blocking on systemd, then watched until inactive.
     assert!(calls.contains("stop --no-block -- api.service"), "{calls}");

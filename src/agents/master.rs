@@ -72,6 +72,13 @@ pub static AGENT: super::AgentDef = super::AgentDef { info: &INFO, run };
 /// the advertised one, as for demote and stop and reload-agent.
 const DEFAULT_PROMOTE_TIMEOUT: Duration = advertised_timeout(&ACTION_SPECS, "promote");
 const DEFAULT_DEMOTE_TIMEOUT: Duration = advertised_timeout(&ACTION_SPECS, "demote");
+const DEFAULT_STOP_TIMEOUT: Duration = advertised_timeout(&ACTION_SPECS, "stop");
+const DEFAULT_START_TIMEOUT: Duration = advertised_timeout(&ACTION_SPECS, "start");
+const DEFAULT_MONITOR_TIMEOUT: Duration = advertised_timeout(&ACTION_SPECS, "monitor");
+/// The longest look at etcd for a promotion score (connect and read the key).
+const SCORE_LOOK: Duration = Duration::from_secs(2);
+/// The longest crm_attribute (or crm_master) call for a promotion score.
+const SCORE_SET: Duration = Duration::from_secs(3);
 /// Every action ends this much before its CRM_meta_timeout: the answer must reach execd.
 const SAFETY: Duration = Duration::from_secs(1);
 const SCORE_HOLDER: i32 = 100;
@@ -274,20 +281,31 @@ fn supported(ctx: &Ctx) -> Result<(), MasterError> {
 }
 
 /// A margin that cannot cover the clocks' largest slew is allowed (an administrator may know
-/// their clocks), but said: the guard could then fence after the lease ended at etcd.
+/// their clocks), but said: at the largest slew the guard then fences earlier than the margin
+/// says, and the service gets little or no time between SIGTERM and SIGKILL.
 fn warn_of_slew(cfg: &MasterConfig) {
     let clock = cfg.etcd.clock();
-    let need = clock.slew_margin();
-    if clock.margin < need {
-        log::warn!(
-            "parameter lease_margin={} does not cover the clocks' largest slew at lease_ttl={}: \
-             with this node's clock slow and etcd's fast by chrony's maxslewrate (8.4 %), the \
-             lease could end at etcd before the guard fences; a margin of at least {} s does \
+    if clock.margin >= clock.needed_margin() {
+        return;
+    }
+    let (ttl, margin) = (clock.ttl.as_secs(), clock.margin.as_secs());
+    let need = clock.needed_margin().as_secs_f64().ceil();
+    let grace = crate::lease::clock::MIN_TERM_GRACE.as_millis();
+    match clock.term_grace() {
+        None => log::warn!(
+            "parameter lease_margin={margin} does not cover the clocks' largest slew at \
+             lease_ttl={ttl}: with this node's clock slow and etcd's fast by chrony's \
+             maxslewrate (8.4 %), no SIGKILL fits after a SIGTERM at the deadline before the \
+             lease could end at etcd, so the guard fences earlier than lease_margin says and \
+             kills the service at once; lease_margin={need} leaves it {grace} ms (docs/safety.md)"
+        ),
+        Some(g) => log::warn!(
+            "parameter lease_margin={margin} leaves a fenced service only {} ms between SIGTERM \
+             and SIGKILL at lease_ttl={ttl} with this node's clock slow and etcd's fast by \
+             chrony's maxslewrate (8.4 %); lease_margin={need} leaves it {grace} ms \
              (docs/safety.md)",
-            clock.margin.as_secs(),
-            clock.ttl.as_secs(),
-            need.as_secs_f64().ceil()
-        );
+            g.as_millis()
+        ),
     }
 }
 
@@ -301,7 +319,7 @@ fn start(ctx: &Ctx) -> Done {
             path: ctx.dir.started(),
             source,
         })?;
-    update_score(ctx, &cfg);
+    update_score(ctx, &cfg, budget(ctx, DEFAULT_START_TIMEOUT));
     Ok(Outcome::ok())
 }
 
@@ -317,11 +335,12 @@ fn left(until: Instant) -> Duration {
 }
 
 fn stop(ctx: &Ctx) -> Done {
+    let until = budget(ctx, DEFAULT_STOP_TIMEOUT);
     if is_promoted_here(ctx) {
-        demote(ctx)?;
+        step_down(ctx, until)?;
     }
     ctx.dir.unmark(ctx.dir.started());
-    set_score(ctx, None);
+    set_score(ctx, None, until);
     Ok(Outcome::ok())
 }
 
@@ -339,13 +358,14 @@ fn monitor(ctx: &Ctx) -> Done {
     if ctx.env.is_probe() {
         supported(ctx)?;
     }
+    let until = budget(ctx, DEFAULT_MONITOR_TIMEOUT);
     let started = ctx.dir.started().exists();
     if !started && !is_promoted_here(ctx) {
         return Ok(Outcome::new(OcfExit::NotRunning));
     }
     if !is_promoted_here(ctx) {
         if let Ok(cfg) = MasterConfig::from_values(&ctx.values) {
-            update_score(ctx, &cfg);
+            update_score(ctx, &cfg, until);
         }
         return Ok(Outcome::ok());
     }
@@ -354,31 +374,65 @@ fn monitor(ctx: &Ctx) -> Done {
         status_timeout(ctx.env),
     ))
     .map_err(MasterError::GuardGone)?;
+    // The guard's own verdict decides: it holds the lease (fenced, lost, or its VIP or service
+    // gone is a failure; etcd out of reach while the lease has time left is not).
     if !st.is_healthy_leader() {
         return Err(MasterError::Unhealthy(st.trouble()));
     }
     if ctx.env.check_level >= 20 {
-        verify_key_in_etcd(ctx, &st).map_err(MasterError::KeyCheck)?;
+        match key_in_etcd(ctx, &st, until) {
+            KeyCheck::Agrees => {}
+            KeyCheck::Disagrees(why) => return Err(MasterError::KeyCheck(why)),
+            KeyCheck::CannotTell(why) => log::warn!(
+                "check level 20: {why}; the guard's own verdict stands (it holds its lease, \
+                 {} ms left)",
+                st.lease_ttl_left_ms.unwrap_or(0)
+            ),
+        }
     }
     Ok(Outcome::new(OcfExit::RunningPromoted))
 }
 
-/// OCF_CHECK_LEVEL=20: read the leader key from etcd ourselves, not through the guard.
-fn verify_key_in_etcd(ctx: &Ctx, st: &GuardStatus) -> Result<(), String> {
-    let cfg = MasterConfig::from_values(&ctx.values).map_err(|e| e.to_string())?;
+/// What OCF_CHECK_LEVEL=20's own read of the leader key found.
+enum KeyCheck {
+    /// etcd says this node holds it under the guard's lease.
+    Agrees,
+    /// etcd answered: the key is another's, or gone.
+    Disagrees(String),
+    /// etcd did not answer in time: nothing against the guard.
+    CannotTell(String),
+}
+
+/// OCF_CHECK_LEVEL=20: read the leader key from etcd ourselves, not through the guard, within
+/// what is left of the monitor's budget. Only etcd's own answer can disagree.
+fn key_in_etcd(ctx: &Ctx, st: &GuardStatus, until: Instant) -> KeyCheck {
+    let cfg = match MasterConfig::from_values(&ctx.values) {
+        Ok(c) => c,
+        Err(e) => return KeyCheck::CannotTell(e.to_string()),
+    };
     let key = leader_key(&cfg.etcd.prefix, &ctx.resource);
+    let limit = left(until);
     let holder = status::block_on(async {
-        let etcd = Etcd::connect(&cfg.etcd, status_timeout(ctx.env)).await?;
-        etcd.holder(&key).await
-    })
-    .map_err(|e| e.to_string())?;
+        tokio::time::timeout(limit, async {
+            let etcd = Etcd::connect(&cfg.etcd, limit).await?;
+            etcd.holder(&key).await
+        })
+        .await
+    });
     match holder {
-        Some(h) if h.node == ctx.node && Some(h.lease.to_string()) == st.lease_id => Ok(()),
-        Some(h) => Err(format!(
+        Ok(Ok(Some(h))) if h.node == ctx.node && Some(h.lease.to_string()) == st.lease_id => {
+            KeyCheck::Agrees
+        }
+        Ok(Ok(Some(h))) => KeyCheck::Disagrees(format!(
             "{h}, not by this guard (lease {})",
             st.lease_id.as_deref().unwrap_or("?")
         )),
-        None => Err(format!("leader key {key} does not exist in etcd")),
+        Ok(Ok(None)) => KeyCheck::Disagrees(format!("leader key {key} does not exist in etcd")),
+        Ok(Err(e)) => KeyCheck::CannotTell(format!("etcd did not answer: {e}")),
+        Err(_) => KeyCheck::CannotTell(format!(
+            "etcd did not answer within the monitor's {} ms",
+            limit.as_millis()
+        )),
     }
 }
 
@@ -397,7 +451,7 @@ fn promote(ctx: &Ctx) -> Done {
         match status::block_on(status::get_status(&ctx.dir.socket(), GUARD_ANSWER)) {
             Ok(s) if s.is_healthy_leader() => {
                 let _ = ctx.dir.mark(ctx.dir.promoted());
-                set_score(ctx, Some(SCORE_HOLDER));
+                set_score(ctx, Some(SCORE_HOLDER), until);
                 return Ok(Outcome::ok());
             }
             // A fenced or failed guard from before: clean it away, then start afresh.
@@ -437,7 +491,7 @@ fn promote(ctx: &Ctx) -> Done {
         )) {
             if s.is_healthy_leader() {
                 let _ = ctx.dir.mark(ctx.dir.promoted());
-                set_score(ctx, Some(SCORE_HOLDER));
+                set_score(ctx, Some(SCORE_HOLDER), until);
                 log::info!(
                     "promoted {} on {}: fencing token {}",
                     ctx.resource,
@@ -507,12 +561,17 @@ fn spawn_guard(
 }
 
 fn demote(ctx: &Ctx) -> Done {
+    step_down(ctx, budget(ctx, DEFAULT_DEMOTE_TIMEOUT))
+}
+
+/// Demote's work, within `until` (stop's own budget when stop does it): the guard's steps,
+/// then the score, with what time is left.
+fn step_down(ctx: &Ctx, until: Instant) -> Done {
     let cfg = MasterConfig::from_values(&ctx.values).ok();
-    let until = budget(ctx, DEFAULT_DEMOTE_TIMEOUT);
     demote_steps(ctx, cfg.as_ref(), until)?;
     ctx.dir.unmark(ctx.dir.promoted());
     if let Some(c) = &cfg {
-        update_score(ctx, c);
+        update_score(ctx, c, until);
     }
     Ok(Outcome::ok())
 }
@@ -524,6 +583,9 @@ fn demote(ctx: &Ctx) -> Done {
 /// that need it (etcd, systemd) are left to the lease's expiry.
 fn demote_steps(ctx: &Ctx, cfg: Option<&MasterConfig>, until: Instant) -> Result<(), MasterError> {
     if let Some(pid) = ctx.dir.live_guard() {
+        // The process that holds the guard's socket, proven now: the kill below, seconds
+        // later, reaches it and no other that took its pid meanwhile.
+        let guard = crate::procfs::Process::open(pid).filter(|_| ctx.dir.is_guard(pid));
         // A guard that cannot answer a status request (stopped, hung) will not step down
         // either: waiting most of the budget on it would leave too little for the clean-up.
         let socket = ctx.dir.socket();
@@ -547,11 +609,9 @@ fn demote_steps(ctx: &Ctx, cfg: Option<&MasterConfig>, until: Instant) -> Result
             }
             Err(e) => log::warn!("guard {pid} did not step down ({e}); cleaning up after it"),
         }
-        // The pid that holds this resource's guard socket.
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(pid as i32),
-            nix::sys::signal::Signal::SIGKILL,
-        );
+        if let Some(g) = &guard {
+            let _ = g.signal(nix::sys::signal::Signal::SIGKILL);
+        }
         wait_gone(pid, &ctx.dir, Duration::from_secs(2).min(left(until)));
     }
     cleanup_after_guard(ctx, cfg, until)
@@ -670,8 +730,9 @@ fn stop_unit(unit: &str, until: Instant) -> Result<(), String> {
 }
 
 /// Holder of the key: 100; any node that reaches etcd: 10; a node that cannot: no score, so
-/// it cannot be promoted.
-fn update_score(ctx: &Ctx, cfg: &MasterConfig) {
+/// it cannot be promoted. The look at etcd and the score's tool both fit in what is left of
+/// the action's budget (`until`); without time for the look, no score.
+fn update_score(ctx: &Ctx, cfg: &MasterConfig, until: Instant) {
     if !super::score::in_cluster(ctx.env) {
         return;
     }
@@ -679,25 +740,39 @@ fn update_score(ctx: &Ctx, cfg: &MasterConfig) {
         if let Err(why) = crate::resource::watchdog::choose(&cfg.watchdog) {
             // Like Patroni's required mode: a node that cannot arm one is never the master.
             log::warn!("no promotion score: {why}");
-            return set_score(ctx, None);
+            return set_score(ctx, None, until);
         }
     }
     let key = leader_key(&cfg.etcd.prefix, &ctx.resource);
+    // Kept back: the score's own call.
+    let look = left(until)
+        .saturating_sub(SCORE_SET.min(left(until) / 2))
+        .min(SCORE_LOOK);
     let holder = status::block_on(async {
-        let etcd = Etcd::connect(&cfg.etcd, Duration::from_secs(1)).await?;
-        etcd.holder(&key).await
+        tokio::time::timeout(look, async {
+            let etcd = Etcd::connect(&cfg.etcd, Duration::from_secs(1).min(look)).await?;
+            etcd.holder(&key).await
+        })
+        .await
     });
     let score = match holder {
-        Ok(Some(h)) if h.node == ctx.node => Some(SCORE_HOLDER),
-        Ok(_) => Some(SCORE_CANDIDATE),
-        Err(e) => {
+        Ok(Ok(Some(h))) if h.node == ctx.node => Some(SCORE_HOLDER),
+        Ok(Ok(_)) => Some(SCORE_CANDIDATE),
+        Ok(Err(e)) => {
             log::warn!("etcd unreachable, no promotion score: {e}");
             None
         }
+        Err(_) => {
+            log::warn!(
+                "etcd did not answer within {} ms, no promotion score",
+                look.as_millis()
+            );
+            None
+        }
     };
-    set_score(ctx, score);
+    set_score(ctx, score, until);
 }
 
-fn set_score(ctx: &Ctx, score: Option<i32>) {
-    super::score::set(ctx.env, &ctx.dir.score(), score);
+fn set_score(ctx: &Ctx, score: Option<i32>, until: Instant) {
+    super::score::set(ctx.env, &ctx.dir.score(), score, left(until).min(SCORE_SET));
 }

@@ -8,7 +8,6 @@
 //! rejoin), and a score that is never set again leaves the node unpromotable for good.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime};
 
 use crate::ocf::OcfEnv;
@@ -85,8 +84,8 @@ pub fn crm_master_installed() -> bool {
 }
 
 /// Sets (Some) or deletes (None) this node's score, unless the same value was set less than
-/// `REASSERT_AFTER` ago (recorded in `cache`).
-pub fn set(env: &OcfEnv, cache: &Path, score: Option<i32>) {
+/// `REASSERT_AFTER` ago (recorded in `cache`); the tool runs within `limit`.
+pub fn set(env: &OcfEnv, cache: &Path, score: Option<i32>, limit: Duration) {
     if !in_cluster(env) {
         return;
     }
@@ -103,36 +102,25 @@ pub fn set(env: &OcfEnv, cache: &Path, score: Option<i32>) {
         Ok(t) => t,
         Err(why) => return log::warn!("no promotion score: {why}"),
     };
-    let mut cmd = match tool {
-        Tool::Promotion => {
-            let mut c = Command::new("crm_attribute");
-            c.args(["--promotion", "--lifetime", "reboot"]);
-            c
-        }
-        Tool::CrmMaster => {
-            let mut c = Command::new("crm_master");
-            c.args(["-l", "reboot"]);
-            c
-        }
+    let value = score.map(|s| s.to_string());
+    let (program, mut args): (&str, Vec<&str>) = match tool {
+        Tool::Promotion => ("crm_attribute", vec!["--promotion", "--lifetime", "reboot"]),
+        Tool::CrmMaster => ("crm_master", vec!["-l", "reboot"]),
     };
-    match score {
-        Some(s) => cmd.args(["-v", &s.to_string()]),
-        None => cmd.arg("-D"),
-    };
-    match cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-    {
-        Ok(s) if s.success() => {
-            if let Some(dir) = cache.parent() {
-                let _ = crate::runfiles::private_dir(dir);
-            }
-            let _ = crate::runfiles::write_private(cache, text);
+    match &value {
+        Some(v) => args.extend(["-v", v]),
+        None => args.push("-D"),
+    }
+    if crate::service::tool_output(limit, program, &args).is_some() {
+        if let Some(dir) = cache.parent() {
+            let _ = crate::runfiles::private_dir(dir);
         }
-        Ok(s) => log::warn!("{tool:?} score ({text}) failed: {s}"),
-        Err(e) => log::warn!("{tool:?} score: {e}"),
+        let _ = crate::runfiles::write_private(cache, text);
+    } else {
+        log::warn!(
+            "{tool:?} score ({text}) failed or did not finish within {} ms",
+            limit.as_millis()
+        );
     }
 }
 

@@ -11,9 +11,15 @@
 //! It owns: the machine (guard::machine) behind that lock, the timer, the thread, and the
 //! host's side of the kernel effects (`Host`). It does not talk to etcd or write files.
 
+use std::os::fd::AsFd;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::eventfd::{EfdFlags, EventFd};
 
 use nix::errno::Errno;
 use nix::sys::signal::{killpg, Signal};
@@ -22,7 +28,7 @@ use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFl
 use nix::unistd::Pid;
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::machine::{Fault, Input, Kernel, Machine, Order};
+use super::machine::{Fault, Input, Kernel, Machine, Order, View};
 use super::watchdog::{ArmError, Dog};
 use crate::lease::clock::boottime;
 use crate::service::ServiceRef;
@@ -36,6 +42,8 @@ pub struct Host {
     vip: Option<NewAddr>,
     /// The watchdog device chosen before the key was taken (guard::watchdog).
     dog: Option<Dog>,
+    /// Whether the machine still stands by what it raised (Kernel::lowering clears it).
+    standing: Arc<AtomicBool>,
 }
 
 impl Host {
@@ -46,7 +54,12 @@ impl Host {
             Some(_) => Some(Rtnl::open().map_err(netlink)?),
             None => None,
         };
-        Ok(Host { rtnl, vip, dog })
+        Ok(Host {
+            rtnl,
+            vip,
+            dog,
+            standing: Arc::new(AtomicBool::new(true)),
+        })
     }
 
     /// The watchdog device's path, when there is one.
@@ -61,17 +74,6 @@ impl Host {
             a
         })
     }
-
-    /// Whether our exact address is on its interface now.
-    fn present(&mut self) -> Result<bool, Fault> {
-        let (Some(rtnl), Some(vip)) = (self.rtnl.as_mut(), &self.vip) else {
-            return Ok(false);
-        };
-        let all = rtnl.addresses(vip.ip.is_ipv6()).map_err(netlink)?;
-        Ok(all
-            .iter()
-            .any(|a| a.ip == vip.ip && a.index == vip.index && a.prefix == vip.prefix))
-    }
 }
 
 /// A netlink failure, as a fault.
@@ -80,6 +82,10 @@ fn netlink(e: crate::vip::netlink::NetlinkError) -> Fault {
 }
 
 impl Kernel for Host {
+    fn now(&mut self) -> Duration {
+        boottime()
+    }
+
     fn add_vip(&mut self, secs: u32) -> Result<(), Fault> {
         let Some(new) = self.with_lifetime(secs) else {
             return Ok(());
@@ -96,11 +102,9 @@ impl Kernel for Host {
     }
 
     fn extend_vip(&mut self, secs: u32) -> Result<(), Fault> {
-        // NLM_F_REPLACE would add an address that someone removed: look first, so a VIP
-        // removed by hand stays removed and monitor reports it.
-        if !self.present()? {
-            return Err(Fault::VipGone);
-        }
+        // No look first (a dump under the fence's clock, slow beside many addresses): the
+        // machine asks only while the address surely is there, and hears of a deletion by
+        // another program from the wire watch.
         match (self.with_lifetime(secs), self.rtnl.as_mut()) {
             (Some(new), Some(rtnl)) => rtnl.replace_lifetimes(&new).map_err(netlink),
             _ => Ok(()),
@@ -178,6 +182,10 @@ impl Kernel for Host {
         }
     }
 
+    fn lowering(&mut self) {
+        self.standing.store(false, Ordering::SeqCst);
+    }
+
     /// Only the fencing side signals the service, so reaping here never races a signal.
     fn forget_service(&mut self, service: &ServiceRef) {
         if let ServiceRef::Group(pid) = service {
@@ -186,89 +194,150 @@ impl Kernel for Host {
     }
 }
 
+/// What the fencing thread shares with the rest of the guard: a way in (inputs and a wake-up)
+/// and a way out (the machine's published view). The machine itself is the thread's alone.
 struct Shared {
-    machine: Mutex<Machine<Host>>,
-    timer: TimerFd,
+    inputs: mpsc::Sender<Input>,
+    /// Written after each input is queued: the fencing thread's poll wakes.
+    wake: EventFd,
     stop: AtomicBool,
-    orders: UnboundedSender<Order>,
+    view: ArcSwap<View>,
+    /// Cleared by the machine (Kernel::lowering) before it takes anything down itself: a start
+    /// asked right before its fork, and a watcher that sees the kernel's event, know it at
+    /// once, not only once the step's view is published.
+    standing: Arc<AtomicBool>,
+    watchdog_device: Option<PathBuf>,
 }
 
-/// The handle the shell holds.
+/// The handle the shell holds. Nothing it does can hold up the fencing thread: an input is a
+/// send on a channel and a write to an eventfd, a view is a lock-free load.
 #[derive(Clone)]
 pub struct Fence {
     shared: Arc<Shared>,
 }
 
 impl Fence {
-    /// Starts the fencing thread for a machine; its orders go to `orders`. The machine is
-    /// looked at once at once (the raise begins).
-    pub fn start(machine: Machine<Host>, orders: UnboundedSender<Order>) -> std::io::Result<Fence> {
-        let timer = TimerFd::new(ClockId::CLOCK_BOOTTIME, TimerFlags::TFD_CLOEXEC)?;
+    /// Starts the fencing thread for a machine, which it owns from then on; its orders go to
+    /// `orders`. The machine is looked at once at once (the raise begins).
+    pub fn start(
+        mut machine: Machine<Host>,
+        orders: UnboundedSender<Order>,
+    ) -> std::io::Result<Fence> {
+        let flags = TimerFlags::TFD_CLOEXEC | TimerFlags::TFD_NONBLOCK;
+        let timer = TimerFd::new(ClockId::CLOCK_BOOTTIME, flags)?;
+        let wake =
+            EventFd::from_value_and_flags(0, EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)?;
+        let (inputs, received) = mpsc::channel();
+        let standing = machine.kernel.standing.clone();
         let shared = Arc::new(Shared {
-            machine: Mutex::new(machine),
-            timer,
+            inputs,
+            wake,
             stop: AtomicBool::new(false),
-            orders,
+            view: ArcSwap::from_pointee(machine.view()),
+            standing,
+            watchdog_device: machine.kernel.watchdog_device().map(Into::into),
         });
         let thread_shared = shared.clone();
         std::thread::Builder::new()
             .name("fence".into())
-            .spawn(move || fencing_thread(thread_shared))?;
+            .spawn(move || fencing_thread(&mut machine, received, timer, orders, &thread_shared))?;
         let fence = Fence { shared };
         fence.handle(Input::Tick);
         Ok(fence)
     }
 
-    /// One input for the machine, now.
+    /// One input for the machine: queued for the fencing thread, which handles it at once.
     pub fn handle(&self, input: Input) {
-        step(&self.shared, input);
+        // The thread is gone only once the machine has exited: nothing is left to tell it.
+        if self.shared.inputs.send(input).is_ok() {
+            let _ = self.shared.wake.write(1);
+        }
     }
 
-    /// A look at the machine (status, state.json).
-    pub fn view<T>(&self, f: impl FnOnce(&Machine<Host>) -> T) -> T {
-        f(&lock(&self.shared))
+    /// The machine as of its last step.
+    pub fn view(&self) -> Arc<View> {
+        self.shared.view.load_full()
     }
 
-    pub fn deadline(&self) -> Duration {
-        lock(&self.shared).deadline()
+    /// The watchdog device chosen for this leadership.
+    pub fn watchdog_device(&self) -> Option<&std::path::Path> {
+        self.shared.watchdog_device.as_deref()
     }
 
     /// Whether announcements may go on: asked between frames by the raise.
     pub fn may_announce(&self) -> bool {
-        lock(&self.shared).may_announce(boottime())
+        self.standing() && self.view().may_announce(boottime())
     }
 
-    /// Whether the VIP may be defended with an announcement now (Machine::may_defend).
+    /// Whether the VIP may be defended with an announcement now (View::may_defend).
     pub fn may_defend(&self) -> bool {
-        lock(&self.shared).may_defend(boottime())
+        self.standing() && self.view().may_defend(boottime())
+    }
+
+    /// Whether the service's start is still wanted, right before its spawn.
+    pub fn wants_service(&self) -> bool {
+        self.standing() && self.view().wants_service(boottime())
+    }
+
+    /// Whether the machine still stands by what it raised: false from the moment it begins
+    /// to take anything down itself (Kernel::lowering).
+    pub fn standing(&self) -> bool {
+        self.shared.standing.load(Ordering::SeqCst)
     }
 
     /// Ends the fencing thread (the machine has exited).
     pub fn stop(&self) {
         self.shared.stop.store(true, Ordering::SeqCst);
-        let _machine = lock(&self.shared);
-        arm(&self.shared.timer, Some(Duration::from_nanos(1)));
+        let _ = self.shared.wake.write(1);
     }
 }
 
-/// The lock is never held across anything that can block; a panic elsewhere while holding it
-/// must not keep the fencing thread from its work.
-fn lock(shared: &Shared) -> MutexGuard<'_, Machine<Host>> {
-    shared.machine.lock().unwrap_or_else(|p| p.into_inner())
+/// The fencing thread: it alone owns the machine and makes its kernel effects. It sleeps in
+/// poll on the CLOCK_BOOTTIME timerfd armed at the machine's next wake-up and on the inputs'
+/// eventfd; it handles every queued input, then the timer, re-arms it, and publishes the view.
+/// It never logs and never waits on anything but the kernel.
+fn fencing_thread(
+    machine: &mut Machine<Host>,
+    inputs: mpsc::Receiver<Input>,
+    timer: TimerFd,
+    orders: UnboundedSender<Order>,
+    shared: &Shared,
+) {
+    raise_priority();
+    loop {
+        let mut fds = [
+            PollFd::new(timer.as_fd(), PollFlags::POLLIN),
+            PollFd::new(shared.wake.as_fd(), PollFlags::POLLIN),
+        ];
+        // EINTR: look again.
+        let _ = poll(&mut fds, PollTimeout::NONE);
+        if shared.stop.load(Ordering::SeqCst) {
+            return;
+        }
+        // Non-blocking: EAGAIN when nothing was written since.
+        let _ = shared.wake.read();
+        while let Ok(input) = inputs.try_recv() {
+            step(machine, input, &orders);
+        }
+        // The timer has fired (EAGAIN: not yet), or its time is here.
+        let due = timer.wait().is_ok() || machine.next_wake().is_some_and(|t| t <= boottime());
+        if due {
+            step(machine, Input::Tick, &orders);
+        }
+        arm(&timer, machine.next_wake());
+        shared.view.store(Arc::new(machine.view()));
+    }
 }
 
-fn step(shared: &Shared, input: Input) {
-    let mut machine = lock(shared);
+fn step(machine: &mut Machine<Host>, input: Input, orders: &UnboundedSender<Order>) {
     machine.handle(boottime(), input);
     while let Some(order) = machine.poll_order() {
         // Unbounded: never blocks. A shell that is gone has nothing left to do.
-        let _ = shared.orders.send(order);
+        let _ = orders.send(order);
     }
-    arm(&shared.timer, machine.next_wake());
 }
 
-/// Arms the timer at boot-clock time `at` (None: disarmed). Called with the lock held, so the
-/// timer always matches the machine.
+/// Arms the timer at boot-clock time `at` (None: disarmed).
 fn arm(timer: &TimerFd, at: Option<Duration>) {
     let result = match at {
         Some(t) => timer.set(
@@ -279,20 +348,8 @@ fn arm(timer: &TimerFd, at: Option<Duration>) {
         None => timer.unset(),
     };
     // timerfd_settime fails only for an invalid descriptor or time; neither can occur here
-    // (a time in the past fires at once). Nothing to log from under the lock in any case.
+    // (a time in the past fires at once).
     let _ = result;
-}
-
-fn fencing_thread(shared: Arc<Shared>) {
-    raise_priority();
-    loop {
-        // Blocks until the armed time; a re-arm meanwhile moves it. EINTR: look again.
-        let _ = shared.timer.wait();
-        if shared.stop.load(Ordering::SeqCst) {
-            return;
-        }
-        step(&shared, Input::Tick);
-    }
 }
 
 /// A real-time priority for the fencing thread, so a busy machine does not make it late. It

@@ -9,11 +9,10 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
+use super::answers;
 use super::fence::Fence;
-use super::machine::Input;
 use super::metrics::{Metrics, RenewalFailure};
-use crate::lease::etcd::KeyEvent;
-use crate::lease::{Etcd, LeaseClock, LeaseId};
+use crate::lease::{Etcd, LeaseClock, LeaseId, RenewError};
 
 /// Pause before a broken watch is set up again from a fresh read.
 const REWATCH_PAUSE: Duration = Duration::from_millis(500);
@@ -33,47 +32,33 @@ pub async fn renew(
     while let Some(sent) = sends.recv().await {
         let began = Instant::now();
         let result = ka.renew(attempt).await;
-        let took = began.elapsed();
-        let input = match result {
-            Ok(ttl) if ttl.is_zero() => {
-                metrics.renewal_failed(RenewalFailure::LeaseGone);
-                Input::Renewed { sent, ttl }
-            }
-            Ok(ttl) => {
-                metrics.renewals.observe(took);
-                Input::Renewed { sent, ttl }
-            }
-            // etcd-client turns a lease that no longer exists into an error on a fresh
-            // stream, not a TTL of 0: it is as final as one.
-            Err(e) if e.to_string().contains("lease not found") => {
-                metrics.renewal_failed(RenewalFailure::LeaseGone);
-                Input::LeaseGone { sent }
-            }
-            Err(e) => {
-                metrics.renewal_failed(if took >= attempt {
-                    RenewalFailure::Timeout
-                } else {
-                    RenewalFailure::Error
-                });
-                Input::RenewFailed {
-                    sent,
-                    why: format!("lease {lease}: {e}"),
-                }
-            }
-        };
-        fence.handle(input);
+        match &result {
+            Ok(ttl) if ttl.is_zero() => metrics.renewal_failed(RenewalFailure::LeaseGone),
+            Ok(_) => metrics.renewals.observe(began.elapsed()),
+            Err(RenewError::LeaseNotFound(_)) => metrics.renewal_failed(RenewalFailure::LeaseGone),
+            Err(RenewError::TimedOut(_)) => metrics.renewal_failed(RenewalFailure::Timeout),
+            Err(RenewError::Failed(_)) => metrics.renewal_failed(RenewalFailure::Error),
+        }
+        fence.handle(answers::renewal(lease, sent, &result));
     }
 }
 
 /// Independent of the watch: the key must still carry our lease. A key deleted or
 /// overwritten while the watch stream was broken is found within one renewal interval.
 pub async fn confirm(etcd: Etcd, key: String, lease: LeaseId, limit: Duration, fence: Fence) {
-    if let Ok(Ok(false)) = tokio::time::timeout(limit, etcd.confirm(&key, lease)).await {
-        let now = match tokio::time::timeout(limit, etcd.holder(&key)).await {
-            Ok(Ok(Some(h))) => Some(h.lease.0),
+    let still_ours = match tokio::time::timeout(limit, etcd.confirm(&key, lease)).await {
+        Ok(r) => r,
+        Err(_) => return,
+    };
+    let holder = match still_ours {
+        Ok(false) => match tokio::time::timeout(limit, etcd.holder(&key)).await {
+            Ok(Ok(Some(h))) => Some(h.lease),
             _ => None,
-        };
-        fence.handle(Input::KeyLost(now));
+        },
+        _ => None,
+    };
+    if let Some(input) = answers::confirm(&still_ours, holder) {
+        fence.handle(input);
     }
 }
 
@@ -82,19 +67,20 @@ pub async fn confirm(etcd: Etcd, key: String, lease: LeaseId, limit: Duration, f
 /// history compaction is replaced by one that misses nothing that matters.
 pub async fn watch_ownership(etcd: Etcd, key: String, lease: LeaseId, fence: Fence) {
     loop {
-        match etcd.holder(&key).await {
-            Ok(None) => return fence.handle(Input::KeyLost(None)),
-            Ok(Some(h)) if h.lease != lease => {
-                return fence.handle(Input::KeyLost(Some(h.lease.0)))
-            }
+        let read = etcd.holder(&key).await;
+        let seen = read.as_ref().map(|h| h.as_ref().map(|h| h.lease));
+        if let Some(loss) = answers::read_before_watch(lease, seen) {
+            return fence.handle(loss);
+        }
+        match read {
             Ok(Some(h)) => match etcd.watch(&key, h.revision + 1).await {
                 Ok(mut w) => loop {
                     match w.next().await {
-                        Ok(KeyEvent::Deleted) => return fence.handle(Input::KeyLost(None)),
-                        Ok(KeyEvent::Put { lease: other }) if other != lease => {
-                            return fence.handle(Input::KeyLost(Some(other.0)))
+                        Ok(event) => {
+                            if let Some(loss) = answers::watched(lease, &event) {
+                                return fence.handle(loss);
+                            }
                         }
-                        Ok(KeyEvent::Put { .. }) => {}
                         Err(e) => {
                             log::warn!("key watch: {e}; watching again from a fresh read");
                             break;
@@ -103,6 +89,7 @@ pub async fn watch_ownership(etcd: Etcd, key: String, lease: LeaseId, fence: Fen
                 },
                 Err(e) => log::warn!("key watch: {e}"),
             },
+            Ok(None) => {}
             Err(e) => log::warn!("reading the leader key: {e}"),
         }
         tokio::time::sleep(REWATCH_PAUSE).await;

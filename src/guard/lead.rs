@@ -16,7 +16,7 @@ use super::machine::{
 };
 use super::status::StepDown;
 use super::watchdog::{DevPath, Dog, Opener};
-use super::{health, keepalive, Acquired, Guard, GuardError, StopSignals};
+use super::{answers, health, keepalive, Acquired, Guard, GuardError, StopSignals};
 use crate::lease::clock::boottime;
 use crate::lease::Etcd;
 use crate::resource::config::WatchdogMode;
@@ -167,7 +167,7 @@ impl Guard {
         let mut health_started = false;
         let mut service_exited = false;
         loop {
-            if !health_started && fence.view(|m| m.phase()) == Phase::Leading {
+            if !health_started && fence.view().phase == Phase::Leading {
                 health_started = true;
                 self.start_leading_helpers(&mut shell, &a.etcd, reporter.clone());
             }
@@ -191,7 +191,7 @@ impl Guard {
                 Some(running) = started_rx.recv() => self.service_started(running),
                 detail = async { match service { Some(s) => s.wait_exit().await, None => std::future::pending().await } }, if !service_exited => {
                     service_exited = true;
-                    if fence.view(|m| m.phase()) == Phase::Leading {
+                    if fence.view().phase == Phase::Leading {
                         if let Some(r) = &reporter {
                             r.report(&format!("service {detail}"));
                         }
@@ -229,8 +229,8 @@ impl Guard {
             self.shared.clone(),
             reporter,
             self.metrics.clone(),
-            move || running.view(service_running),
-            move || leading.view(|m| m.phase() == Phase::Leading),
+            move || running.view().service_running(),
+            move || leading.view().phase == Phase::Leading,
         )));
         if self.args.config.etcd.move_leader {
             shell
@@ -313,16 +313,14 @@ impl Guard {
                     // before the fork, and the machine hears the pid right after it.
                     let wanted = {
                         let fence = fence.clone();
-                        move || fence.view(|m| m.wants_service(boottime()))
+                        move || fence.wants_service()
                     };
                     match spec.start(&env, &tag, &wanted).await {
                         Ok(running) => {
-                            fence.handle(Input::ServiceStarted(Ok(reference(&running))));
+                            fence.handle(answers::started(Ok(reference(&running))));
                             let _ = tx.send(running);
                         }
-                        Err(e) => {
-                            fence.handle(Input::ServiceStarted(Err(Fault::Service(e.to_string()))))
-                        }
+                        Err(e) => fence.handle(answers::started(Err(e.to_string()))),
                     }
                 });
             }
@@ -341,15 +339,8 @@ impl Guard {
                     (shell.etcd.clone(), self.key.clone(), self.persisted_lease());
                 let limit = self.clock.release_timeout();
                 tokio::spawn(async move {
-                    let r = match tokio::time::timeout(limit, etcd.release(&key, lease)).await {
-                        Ok(Ok(_)) => Ok(()),
-                        Ok(Err(e)) => Err(Fault::Etcd(e.to_string())),
-                        Err(_) => Err(Fault::Etcd(format!(
-                            "no answer within {} ms",
-                            limit.as_millis()
-                        ))),
-                    };
-                    fence.handle(Input::Released(r));
+                    let r = tokio::time::timeout(limit, etcd.release(&key, lease)).await;
+                    fence.handle(answers::released(r.ok(), limit));
                 });
             }
             Order::Persist => self.persist_machine(&fence),
@@ -396,7 +387,9 @@ impl Guard {
         if raise_failed {
             let why = shell
                 .fence
-                .view(|m| m.failure().map(String::from))
+                .view()
+                .failure
+                .clone()
                 .unwrap_or_else(|| "the raise failed".into());
             return self.give_up(GuardError::Raise(why), stepdown).await;
         }
@@ -409,16 +402,13 @@ impl Guard {
 
     /// state.json, from the machine: what is up, and what to clean up after a dead guard.
     fn persist_machine(&mut self, fence: &Fence) {
-        let (vip_up, fenced, service_gone) = fence.view(|m| {
-            (
-                matches!(
-                    m.vip(),
-                    super::machine::VipState::Up | super::machine::VipState::MaybeUp
-                ),
-                m.fenced().map(|(_, c)| c.to_string()),
-                matches!(m.service(), super::machine::ServiceState::Stopped),
-            )
-        });
+        let m = fence.view();
+        let vip_up = matches!(
+            m.vip,
+            super::machine::VipState::Up | super::machine::VipState::MaybeUp
+        );
+        let fenced = m.fenced.as_ref().map(|(_, c)| c.to_string());
+        let service_gone = matches!(m.service, super::machine::ServiceState::Stopped);
         self.persisted.vip_added = vip_up;
         self.persisted.fenced = fenced;
         if service_gone {
@@ -486,9 +476,4 @@ fn reference(running: &Running) -> ServiceRef {
         Running::Command { pid, .. } => ServiceRef::Group(*pid),
         Running::Systemd { unit } => ServiceRef::Unit(unit.clone()),
     }
-}
-
-/// The service is running as the machine sees it: started, not exited, not being stopped.
-pub fn service_running(m: &Machine<Host>) -> bool {
-    matches!(m.service(), super::machine::ServiceState::Running(_)) && m.exit_detail().is_none()
 }

@@ -31,6 +31,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 pub use super::watchdog::ArmError;
+use crate::lease::clock::KERNEL_EXPIRY_SLACK;
 use crate::lease::LeaseClock;
 use crate::presence::Presence;
 
@@ -50,6 +51,14 @@ pub const WATCHDOG_LEAD: Duration = Duration::from_millis(200);
 
 /// A second ping closer than this to the first is not worth a wake-up.
 const SECOND_PING_MIN: Duration = Duration::from_millis(50);
+
+/// The kernel deletes an address up to ADDRCONF_TIMER_FUZZ_MINUS (HZ/50, at most 20 ms) before
+/// its lifetime's end.
+const KERNEL_EXPIRY_EARLY: Duration = Duration::from_millis(20);
+/// A replace is not begun this close to the moment the address may go (it would race it).
+const REPLACE_TAKES: Duration = Duration::from_millis(10);
+/// A keepalive goes out at least this long before the VIP's lifetime may run out.
+const RENEW_BEFORE_FLOOR: Duration = Duration::from_millis(200);
 
 /// Retry of a VIP removal that failed (by the fencing thread: soon, it is the deadline's work).
 pub const VIP_RETRY: Duration = Duration::from_millis(20);
@@ -137,9 +146,6 @@ pub enum Fault {
     /// netlink refused or failed (the VIP writer's error).
     #[error("{0}")]
     Netlink(String),
-    /// The VIP is no longer on its interface (removed behind the guard's back).
-    #[error("the VIP is no longer on its interface")]
-    VipGone,
     /// The VIP could not be settled: its link, DAD, the announcements (vip::up).
     #[error("{0}")]
     Settle(String),
@@ -166,13 +172,17 @@ pub enum Fault {
     Etcd(String),
 }
 
-/// The kernel effects, made under the machine's lock: each one short system call (or the
-/// spawn of one `systemctl`), so the fencing thread can make them at the deadline.
+/// The kernel effects, made by the fencing thread: each one short system call (or the spawn
+/// of one `systemctl`), so it can make them at the deadline. Each effect that depends on the
+/// time is timed by `now`, read right before it, and checked by `now` read right after it.
 pub trait Kernel {
+    /// The boot clock now, after the effects made so far (each one takes time).
+    fn now(&mut self) -> Duration;
     /// Adds the VIP with valid and preferred lifetimes of `lifetime_s` seconds.
     fn add_vip(&mut self, lifetime_s: u32) -> Result<(), Fault>;
-    /// Moves the VIP's lifetimes to `lifetime_s` from now. Err: not extended (gone, or the
-    /// call failed); the old, shorter lifetime stays.
+    /// Moves the VIP's lifetimes to `lifetime_s` from now (RTM_NEWADDR with NLM_F_REPLACE,
+    /// which the kernel makes an add when the address is gone: the machine calls it only while
+    /// the address is surely there). Err: not extended; the old, shorter lifetime stays.
     fn extend_vip(&mut self, lifetime_s: u32) -> Result<(), Fault>;
     /// Removes the VIP. Ok only when it is absent afterwards (removed, or gone already).
     fn remove_vip(&mut self) -> Result<(), Fault>;
@@ -188,6 +198,11 @@ pub trait Kernel {
     /// SIGTERM (`kill` false) or SIGKILL to the service. Ok when sent or when nothing of it
     /// is left to signal.
     fn signal_service(&mut self, service: &ServiceRef, kill: bool) -> Result<(), Fault>;
+    /// The machine is about to take something down itself (a fence, a step-down, a failed
+    /// raise, a VIP it may not extend): told before the effect, so that nothing is raised from
+    /// then on (a start asking right before its fork, on another thread, never races it) and
+    /// a watcher seeing the kernel's event knows it for the guard's own doing. Never undone.
+    fn lowering(&mut self);
     /// The service is confirmed stopped and will never be signalled again: a supervised
     /// command's leader, kept unreaped until now so that its group's id stayed ours, is reaped.
     fn forget_service(&mut self, service: &ServiceRef);
@@ -252,6 +267,9 @@ pub enum Input {
     },
     /// The watch or a confirm: the key was deleted (None) or carries this other lease.
     KeyLost(Option<i64>),
+    /// The VIP was deleted from its interface (the wire watch's address event): by another
+    /// program, or by the kernel at the end of its lifetime. It is never extended again.
+    VipGone,
     Settled(Result<(), Fault>),
     TokenWritten(Result<(), Fault>),
     ServiceStarted(Result<ServiceRef, Fault>),
@@ -301,15 +319,21 @@ pub enum WatchdogState {
 }
 
 impl WatchdogState {
-    /// When the watchdog resets the node unless pinged, at its nominal timeout.
+    /// The earliest moment, on this node's boot clock, the watchdog may reset the node unless
+    /// pinged: it counts true time, and this clock may run slow by MAX_SLEW, so `timeout_s`
+    /// of it may show as `timeout_s (1 − r)` here. The guard fences before that, so that a
+    /// guard that is on time is never reset, whatever the clocks do within the slew.
     pub fn fires_at(&self) -> Option<Duration> {
         match self {
-            WatchdogState::Armed { timeout_s, pinged } => {
-                Some(*pinged + Duration::from_secs((*timeout_s).into()))
-            }
+            WatchdogState::Armed { timeout_s, pinged } => Some(*pinged + Self::shown(*timeout_s)),
             WatchdogState::DisarmFailed { fires_at, .. } => Some(*fires_at),
             _ => None,
         }
+    }
+
+    /// How long `secs` of true time may show on this clock, at the least.
+    fn shown(secs: u32) -> Duration {
+        Duration::from_secs(secs.into()).mul_f64(1.0 - crate::lease::clock::MAX_SLEW)
     }
 }
 
@@ -369,12 +393,16 @@ impl ServiceState {
 pub struct Leadership {
     clock: LeaseClock,
     deadline: Duration,
-    /// The latest moment (boot clock) the lease may still live at etcd, as far as we know:
-    /// the send time of the last renewal plus the granted TTL.
-    lease_end: Duration,
-    /// The renewal applied in time (send time, granted TTL) that leaves the watchdog the most
-    /// room (LeaseClock::watchdog_room): what its reset must come before.
-    watchdog_basis: (Duration, Duration),
+    /// The earliest moment (boot clock) the lease may end at etcd after the renewals applied
+    /// in time (LeaseClock::earliest_end, at the largest slew): the VIP's lifetime, the
+    /// service's SIGKILL and the watchdog's reset all come before it.
+    earliest_end: Duration,
+    /// The latest moment the lease may still live at etcd after any answer, late ones
+    /// included (LeaseClock::latest_end): past it a release has nothing left to do.
+    latest_end: Duration,
+    /// The slew_blind mutation (Mutations): the bounds from send time + TTL.
+    #[cfg(test)]
+    slew_blind: bool,
 }
 
 impl Leadership {
@@ -383,8 +411,10 @@ impl Leadership {
         Leadership {
             clock,
             deadline: clock.deadline(sent, granted),
-            lease_end: LeaseClock::lease_end(sent, granted),
-            watchdog_basis: (sent, granted),
+            earliest_end: LeaseClock::earliest_end(sent, granted),
+            latest_end: LeaseClock::latest_end(sent, granted),
+            #[cfg(test)]
+            slew_blind: false,
         }
     }
 
@@ -396,18 +426,36 @@ impl Leadership {
         self.clock
     }
 
+    /// The earliest moment the lease may end at etcd (LeaseClock::earliest_end).
+    pub fn earliest_end(&self) -> Duration {
+        self.earliest_end
+    }
+
+    /// An answer to a renewal sent at `sent` with `granted`: however late, it says how long
+    /// etcd may keep the lease (for the release).
+    fn heard(&mut self, sent: Duration, granted: Duration) {
+        self.latest_end = self.latest_end.max(LeaseClock::latest_end(sent, granted));
+    }
+
     /// A renewal sent at `sent` that etcd answered with `granted`, applied only while the
     /// deadline is ahead (a late answer does not revive a lease that may already be gone).
     fn renew(&mut self, now: Duration, sent: Duration, granted: Duration) -> bool {
         if now >= self.deadline {
             return false;
         }
-        self.deadline = self.deadline.max(self.clock.deadline(sent, granted));
-        self.lease_end = self.lease_end.max(LeaseClock::lease_end(sent, granted));
-        let (s, g) = self.watchdog_basis;
-        if self.clock.watchdog_room(sent, granted, now) > self.clock.watchdog_room(s, g, now) {
-            self.watchdog_basis = (sent, granted);
+        #[cfg(test)]
+        if self.slew_blind {
+            // The mistake: etcd's clock and ours taken to run alike.
+            self.deadline = self
+                .deadline
+                .max(sent + granted.saturating_sub(self.clock.margin));
+            self.earliest_end = self.earliest_end.max(sent + granted);
+            return true;
         }
+        self.deadline = self.deadline.max(self.clock.deadline(sent, granted));
+        self.earliest_end = self
+            .earliest_end
+            .max(LeaseClock::earliest_end(sent, granted));
         true
     }
 
@@ -415,8 +463,7 @@ impl Leadership {
     /// tolerance included, still comes before the lease can end at etcd. None: less than a
     /// second is left.
     pub fn watchdog_timeout(&self, now: Duration) -> Option<u32> {
-        let (sent, granted) = self.watchdog_basis;
-        let room = self.clock.watchdog_room(sent, granted, now);
+        let room = LeaseClock::watchdog_room(self.earliest_end, now);
         let secs = (room / (1.0 + WATCHDOG_TOLERANCE)).floor();
         (secs >= 1.0).then(|| secs.min(f64::from(u32::MAX - 1)) as u32)
     }
@@ -424,14 +471,78 @@ impl Leadership {
     /// When a ping with `timeout_s` would put the reset exactly at the bound (see
     /// `watchdog_timeout`).
     fn watchdog_exact(&self, timeout_s: u32) -> Duration {
-        let (sent, granted) = self.watchdog_basis;
         let reset = f64::from(timeout_s) * (1.0 + WATCHDOG_TOLERANCE);
-        self.clock.watchdog_room_at(sent, granted, reset)
+        LeaseClock::watchdog_room_at(self.earliest_end, reset)
     }
 
-    /// The kernel lifetime (whole seconds) to give the VIP now (LeaseClock::vip_lifetime).
+    /// The kernel lifetime (whole seconds) to give the VIP when it is set at `now`
+    /// (LeaseClock::vip_lifetime).
     pub fn vip_lifetime(&self, now: Duration) -> Option<u32> {
-        LeaseClock::vip_lifetime(self.deadline, self.lease_end, now)
+        LeaseClock::vip_lifetime(self.deadline, self.earliest_end, now)
+    }
+
+    /// When a service fenced at `at` gets SIGKILL: half a margin later, but KILL_LEAD before
+    /// the lease can end at etcd (and never before the fence).
+    pub fn kill_at(&self, at: Duration) -> Duration {
+        let by = self
+            .earliest_end
+            .saturating_sub(crate::lease::clock::KILL_LEAD);
+        (at + self.clock.kill_delay()).min(by).max(at)
+    }
+}
+
+/// What the machine shows the rest of the guard (`Machine::view`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct View {
+    pub phase: Phase,
+    pub vip: VipState,
+    pub service: ServiceState,
+    /// What the service's leader said when it exited.
+    pub exit_detail: Option<String>,
+    pub fenced: Option<(Duration, Cause)>,
+    /// Why the raise failed.
+    pub failure: Option<String>,
+    /// What is wrong, in words (`Machine::problem`).
+    pub problem: Option<String>,
+    pub deadline: Duration,
+    /// When the guard fences itself (its deadline, or before the watchdog's reset).
+    pub fence_at: Duration,
+    pub last_renewal_sent: Duration,
+    pub watchdog: WatchdogState,
+    /// watchdog=auto and its reset may come after the lease's end (said in the log).
+    pub watchdog_late: bool,
+    /// The raise has ordered its service's start and waits for it.
+    pub starting_service: bool,
+}
+
+impl View {
+    fn may_raise(&self, now: Duration) -> bool {
+        self.fenced.is_none() && self.phase == Phase::Raising && now < self.fence_at
+    }
+
+    /// Whether announcements for the VIP may go on (the raise is ours to finish).
+    pub fn may_announce(&self, now: Duration) -> bool {
+        self.may_raise(now) && self.vip == VipState::Up
+    }
+
+    /// Whether a conflict on the wire may be answered with an announcement of the VIP: the
+    /// machine leads with it up, and the lease still covers it.
+    pub fn may_defend(&self, now: Duration) -> bool {
+        self.fenced.is_none()
+            && self.phase == Phase::Leading
+            && self.vip == VipState::Up
+            && now < self.fence_at
+    }
+
+    /// Whether the service's start is still wanted: asked by the shell right before it
+    /// spawns, so a start that waited in the queue never runs after ownership is lost.
+    pub fn wants_service(&self, now: Duration) -> bool {
+        self.may_raise(now) && self.starting_service
+    }
+
+    /// The service runs as the machine sees it: started, not exited, not being stopped.
+    pub fn service_running(&self) -> bool {
+        matches!(self.service, ServiceState::Running(_)) && self.exit_detail.is_none()
     }
 }
 
@@ -495,6 +606,17 @@ pub struct Mutations {
     pub early_disarm: bool,
     /// The watchdog's timeout ends before the lease can: off (the whole TTL).
     pub watchdog_full_ttl: bool,
+    /// Only a proven absence is absence: off (a look that cannot tell counts as stopped).
+    pub doubt_is_absence: bool,
+    /// Every bound derives from the lease's earliest end at the largest slew: off (from
+    /// send time + TTL, the deadline uncapped).
+    pub slew_blind: bool,
+    /// Every effect is timed by the clock read right before it: off (by the time the input
+    /// came in).
+    pub stale_now: bool,
+    /// The VIP's lifetime is set again only while the address surely is there: off (every
+    /// renewal replaces it, which adds it anew once the kernel let it go).
+    pub extend_expired: bool,
 }
 
 pub struct Machine<K> {
@@ -518,6 +640,9 @@ pub struct Machine<K> {
     /// watchdog=auto, and the last ping could not meet the bound (said in the log).
     watchdog_late: bool,
     vip_retry_at: Option<Duration>,
+    /// The kernel keeps the VIP at least until then (`Machine::floor`): it may be replaced in
+    /// place (its lifetime extended) only before.
+    vip_floor: Duration,
     /// Failed removals in a row (the retry backs off to a second).
     vip_failures: u32,
     service: ServiceState,
@@ -547,6 +672,9 @@ pub struct Machine<K> {
     pub mutations: Mutations,
     #[cfg(test)]
     pending_loss: Option<Cause>,
+    /// When the input being handled came in (the stale_now mutation times effects by it).
+    #[cfg(test)]
+    handled_at: Duration,
 }
 
 impl<K: Kernel> Machine<K> {
@@ -577,6 +705,7 @@ impl<K: Kernel> Machine<K> {
             failure: None,
             vip: VipState::NotRaised,
             vip_retry_at: None,
+            vip_floor: Duration::ZERO,
             vip_failures: 0,
             service: ServiceState::NotStarted,
             checking: false,
@@ -599,6 +728,8 @@ impl<K: Kernel> Machine<K> {
             mutations: Mutations::default(),
             #[cfg(test)]
             pending_loss: None,
+            #[cfg(test)]
+            handled_at: Duration::ZERO,
         }
     }
 
@@ -663,24 +794,25 @@ impl<K: Kernel> Machine<K> {
         self.orders.pop_front()
     }
 
-    /// Whether announcements for the VIP may go on (the raise is ours to finish).
-    pub fn may_announce(&self, now: Duration) -> bool {
-        self.phase == Phase::Raising && self.may_raise(now) && self.vip == VipState::Up
-    }
-
-    /// Whether a conflict on the wire may be answered with an announcement of the VIP: the
-    /// machine leads with it up, and the lease still covers it.
-    pub fn may_defend(&self, now: Duration) -> bool {
-        self.fenced.is_none()
-            && self.phase == Phase::Leading
-            && self.vip == VipState::Up
-            && now < self.fence_at()
-    }
-
-    /// Whether the service's start is still wanted: asked by the shell right before it
-    /// spawns, so a start that waited in the queue never runs after ownership is lost.
-    pub fn wants_service(&self, now: Duration) -> bool {
-        self.may_raise(now) && self.raise == RaiseStep::StartingService
+    /// What the rest of the guard may see of the machine: a copy, published by the fencing
+    /// thread after each step (status, state.json, metrics and the shell's questions read it,
+    /// never the machine itself).
+    pub fn view(&self) -> View {
+        View {
+            phase: self.phase,
+            vip: self.vip,
+            service: self.service.clone(),
+            exit_detail: self.exit_detail.clone(),
+            fenced: self.fenced.clone(),
+            failure: self.failure.clone(),
+            problem: self.problem(),
+            deadline: self.lead.deadline,
+            fence_at: self.fence_at(),
+            last_renewal_sent: self.last_renewal_sent,
+            watchdog: self.watchdog.clone(),
+            watchdog_late: self.watchdog_late,
+            starting_service: self.raise == RaiseStep::StartingService,
+        }
     }
 
     fn may_raise(&self, now: Duration) -> bool {
@@ -741,11 +873,16 @@ impl<K: Kernel> Machine<K> {
         if self.exited {
             return;
         }
+        #[cfg(test)]
+        {
+            self.handled_at = now;
+            self.lead.slew_blind = self.mutations.slew_blind;
+        }
         // Deadline first: nothing in an input is worth more than the fence.
         self.check_deadline(now);
         match input {
             #[cfg(test)]
-            Input::Tick if self.mutations.ping_on_wake => self.ping_watchdog(now),
+            Input::Tick if self.mutations.ping_on_wake => self.ping_watchdog(),
             Input::Tick => {}
             Input::Renewed { sent, ttl } => self.renewed(now, sent, ttl),
             Input::RenewFailed { sent, why } => {
@@ -763,6 +900,12 @@ impl<K: Kernel> Machine<K> {
             }
             Input::KeyLost(None) => self.lost(now, Cause::KeyDeleted),
             Input::KeyLost(Some(other)) => self.lost(now, Cause::KeyTaken(other)),
+            Input::VipGone => {
+                if self.vip == VipState::Up {
+                    self.vip = VipState::Absent;
+                    self.out(Order::Persist);
+                }
+            }
             Input::Settled(r) => self.settled(now, r),
             Input::TokenWritten(r) => self.token_written(now, r),
             Input::ServiceStarted(r) => self.service_started(now, r),
@@ -815,6 +958,7 @@ impl<K: Kernel> Machine<K> {
     /// Ownership is over: the VIP goes at once, the service is signalled, the raise is
     /// abandoned; renewals stop (the lease is left to run out unless released).
     fn fence(&mut self, now: Duration, cause: Cause) {
+        self.kernel.lowering();
         self.fenced = Some((now, cause));
         // A failed raise stays failed (promote reads it), fenced or not.
         if self.phase != Phase::Failed {
@@ -827,6 +971,7 @@ impl<K: Kernel> Machine<K> {
 
     fn lower_vip(&mut self, now: Duration) {
         if matches!(self.vip, VipState::Up | VipState::MaybeUp) {
+            self.kernel.lowering();
             match self.kernel.remove_vip() {
                 Ok(()) => {
                     self.vip = VipState::Absent;
@@ -920,23 +1065,134 @@ impl<K: Kernel> Machine<K> {
         };
         // A late answer still says how long etcd keeps the lease: the release must not
         // think it gone before it is.
-        self.lead.lease_end = self.lead.lease_end.max(LeaseClock::lease_end(sent, ttl));
+        self.lead.heard(sent, ttl);
         if self.fenced.is_some() || !self.lead.renew(now, sent, ttl) {
             return;
         }
         self.last_renewal_sent = self.last_renewal_sent.max(sent);
         self.next_renewal_at = sent + self.plan.clock.keepalive_interval();
-        self.ping_watchdog(now);
+        self.ping_watchdog();
         if self.vip == VipState::Up {
-            if let Some(secs) = self.lead.vip_lifetime(now) {
-                if let Err(e) = self.kernel.extend_vip(secs) {
-                    // The old, shorter lifetime stays: safe. Monitor sees a VIP that is gone.
-                    self.log(Level::Warn, format!("extending the VIP's lifetime: {e}"));
-                }
-            }
+            self.extend_vip();
         }
+        self.renew_before_floor();
         // Apart from the watch: a key deleted while the watch was broken is found here.
         self.out(Order::Confirm);
+    }
+
+    /// The boot clock now, after the effects made so far in this call (each one takes time).
+    fn time(&mut self) -> Duration {
+        #[cfg(test)]
+        if self.mutations.stale_now {
+            // The mistake: every effect timed by the clock read when the input came in.
+            return self.handled_at;
+        }
+        self.kernel.now()
+    }
+
+    /// The boot clock now, after the effects made so far in this call; the deadline is looked
+    /// at again first (an effect before may have taken until past it).
+    fn clock(&mut self) -> Duration {
+        let now = self.time();
+        self.check_deadline(now);
+        now
+    }
+
+    /// The kernel keeps an address given `secs` of lifetime by a call that began at `began`
+    /// at least until then: it counts from when it applied the call (no earlier), and deletes
+    /// up to ADDRCONF_TIMER_FUZZ_MINUS (HZ/50) early.
+    fn floor(began: Duration, secs: u32) -> Duration {
+        (began + Duration::from_secs(secs.into())).saturating_sub(KERNEL_EXPIRY_EARLY)
+    }
+
+    /// A renewal applied in time: the VIP's lifetime is set afresh, only while the address is
+    /// surely still there — a replace after the kernel let it go would add it anew, so a VIP
+    /// whose lifetime may have run out (a renewal answered late) is removed instead, and one
+    /// whose replace ended past that moment too.
+    fn extend_vip(&mut self) {
+        let now = self.time();
+        #[cfg(test)]
+        let floor = match self.mutations.extend_expired {
+            true => Duration::MAX,
+            false => self.vip_floor,
+        };
+        #[cfg(not(test))]
+        let floor = self.vip_floor;
+        if now + REPLACE_TAKES >= floor {
+            return self.vip_given_up(
+                now,
+                "the VIP's kernel lifetime ran out before a renewal could extend it",
+            );
+        }
+        let Some(secs) = self.lead.vip_lifetime(now) else {
+            // None fits: the old, shorter lifetime stays.
+            return;
+        };
+        match self.kernel.extend_vip(secs) {
+            Ok(()) if self.time() >= floor => {
+                let now = self.time();
+                self.vip_given_up(
+                    now,
+                    "the VIP's lifetime was set again only as it could run out",
+                );
+            }
+            Ok(()) => {
+                self.vip_floor = Self::floor(now, secs);
+                self.fit_vip(secs);
+            }
+            // The old, shorter lifetime stays: safe.
+            Err(e) => self.log(Level::Warn, format!("extending the VIP's lifetime: {e}")),
+        }
+    }
+
+    /// A VIP whose lifetime cannot be kept safely is taken down, never kept or added anew: a
+    /// raise under way fails; a leader goes on without it (monitor reports it, Pacemaker
+    /// recovers).
+    fn vip_given_up(&mut self, now: Duration, why: &str) {
+        if self.phase == Phase::Raising {
+            return self.raise_failed(now, format!("VIP: {why}"));
+        }
+        self.log(
+            Level::Error,
+            format!("{why}: the VIP is removed, not added anew (monitor reports it)"),
+        );
+        self.lower_vip(now);
+    }
+
+    /// The next keepalive goes out early enough for its answer to extend the VIP's lifetime
+    /// while the address is surely still there: whole seconds of lifetime at a small TTL can
+    /// leave less than one keepalive interval.
+    fn renew_before_floor(&mut self) {
+        if self.vip == VipState::Up {
+            let before = self.vip_floor.saturating_sub(RENEW_BEFORE_FLOOR);
+            self.next_renewal_at = self.next_renewal_at.min(before);
+        }
+    }
+
+    /// After a lifetime of `secs` was set: when the call ended so late that the address could
+    /// now outlive the lease (its end, kernel slack included, after the lease's earliest end),
+    /// it is set again shorter, from the clock read then; where none fits, removed.
+    fn fit_vip(&mut self, mut secs: u32) {
+        for _ in 0..3 {
+            let done = self.time();
+            let gone_by = done + Duration::from_secs(secs.into()) + KERNEL_EXPIRY_SLACK;
+            if gone_by <= self.lead.earliest_end() {
+                return;
+            }
+            let Some(shorter) = self.lead.vip_lifetime(done) else {
+                break;
+            };
+            if self.kernel.extend_vip(shorter).is_err() {
+                break;
+            }
+            secs = shorter;
+            self.vip_floor = Self::floor(done, secs);
+        }
+        let now = self.time();
+        self.vip_given_up(
+            now,
+            "no kernel lifetime of the VIP fits before the lease could end",
+        );
     }
 
     fn settled(&mut self, now: Duration, r: Result<(), Fault>) {
@@ -1022,13 +1278,14 @@ impl<K: Kernel> Machine<K> {
 
     /// When a service signalled now gets SIGKILL: half a margin after the deadline (or the
     /// loss) once fenced — counted from the deadline, so the fencing thread's wake-up latency
-    /// is not paid twice — but before an armed watchdog would reset the node; else at the end
-    /// of the step-down's grace.
+    /// is not paid twice — but KILL_LEAD before the lease can end at etcd at the largest slew
+    /// and before an armed watchdog would reset the node; else at the end of the step-down's
+    /// grace.
     fn kill_time(&self, now: Duration) -> Duration {
         match &self.fenced {
             Some((at, _)) => {
                 let at = (*at).min(self.fence_at());
-                let kill = at + self.plan.clock.kill_delay();
+                let kill = self.lead.kill_at(at);
                 match self.watchdog.fires_at() {
                     Some(f) => kill.min(f.saturating_sub(WATCHDOG_LEAD / 2)).max(at),
                     None => kill,
@@ -1039,6 +1296,11 @@ impl<K: Kernel> Machine<K> {
     }
 
     fn service_checked(&mut self, now: Duration, look: Presence) {
+        #[cfg(test)]
+        let look = match look {
+            Presence::CannotTell(_) if self.mutations.doubt_is_absence => Presence::Absent,
+            other => other,
+        };
         self.checking = false;
         if std::mem::take(&mut self.check_stale) {
             self.next_check_at = Some(now);
@@ -1101,6 +1363,7 @@ impl<K: Kernel> Machine<K> {
     }
 
     fn step_down(&mut self, now: Duration, by: Duration) {
+        self.kernel.lowering();
         // A request while another waits: the earlier answer is owed. A request after an
         // answer (demote failed, now stop asks): its own budget.
         self.step_down_by = match self.step_down_by {
@@ -1133,6 +1396,7 @@ impl<K: Kernel> Machine<K> {
     }
 
     fn raise_failed(&mut self, now: Duration, why: String) {
+        self.kernel.lowering();
         self.log(Level::Error, why.clone());
         self.failure = Some(why);
         self.phase = Phase::Failed;
@@ -1157,13 +1421,18 @@ impl<K: Kernel> Machine<K> {
     fn advance(&mut self, now: Duration) {
         #[cfg(test)]
         self.apply_pending_loss(now);
+        // A removal that failed is tried again in every phase (a VIP whose lifetime could not
+        // be extended is removed while leading).
+        if self.vip == VipState::MaybeUp && self.vip_retry_at.is_some_and(|t| now >= t) {
+            self.lower_vip(now);
+        }
         if self.is_down_phase() {
             self.lower(now);
         }
         self.check_step(now);
         self.second_ping(now);
         if self.phase == Phase::Raising {
-            self.raise_step(now);
+            self.raise_step();
         }
         if self.renewing() && self.renewal_in_flight.is_none() && now >= self.next_renewal_at {
             self.renewal_in_flight = Some(now);
@@ -1182,10 +1451,11 @@ impl<K: Kernel> Machine<K> {
     /// old bound. A ping that took effect too late (the guard stopped just before it) or that
     /// the driver rounded up is made again at once, shorter; where none fits, a `required`
     /// guard fences (WatchdogLate) and an `auto` one says that the reset may come late.
-    fn ping_watchdog(&mut self, now: Duration) {
+    fn ping_watchdog(&mut self) {
         let WatchdogState::Armed { timeout_s, .. } = self.watchdog else {
             return;
         };
+        let now = self.time();
         #[cfg(test)]
         if self.mutations.watchdog_full_ttl {
             // The mistake: the whole TTL, believed to fit.
@@ -1281,12 +1551,12 @@ impl<K: Kernel> Machine<K> {
         }
         self.watchdog_ping_at = None;
         let later = match (self.lead.watchdog_timeout(now), self.watchdog.fires_at()) {
-            (Some(w), Some(f)) => now + Duration::from_secs(w.into()) > f,
+            (Some(w), Some(f)) => now + WatchdogState::shown(w) > f,
             _ => false,
         };
         // Woken late, the whole seconds may no longer reach past the first ping's reset.
         if later && self.fenced.is_none() && now < self.fence_at() {
-            self.ping_watchdog(now);
+            self.ping_watchdog();
             // One second ping per renewal.
             self.watchdog_ping_at = None;
         }
@@ -1372,7 +1642,7 @@ impl<K: Kernel> Machine<K> {
             Err(ArmError::NotArmed(e)) => Err(Fault::Watchdog(e)),
             Err(ArmError::Counting(why)) => {
                 // A device that could not be stopped again resets the node: nothing is raised.
-                let fires_at = now + Duration::from_secs(wanted.into());
+                let fires_at = now + WatchdogState::shown(wanted);
                 self.watchdog = WatchdogState::DisarmFailed {
                     fires_at,
                     why: Fault::Watchdog(why.clone()),
@@ -1383,15 +1653,26 @@ impl<K: Kernel> Machine<K> {
         let opened = armed.is_ok();
         let problem = match self.fit_watchdog(wanted, armed) {
             Ok(applied) if applied <= wanted => {
+                // The reset counts from the last of the arming's calls, which ended by now.
+                let done = self.time();
                 self.watchdog = WatchdogState::Armed {
                     timeout_s: applied,
-                    pinged: now,
+                    pinged: done,
                 };
                 self.log(
                     Level::Info,
                     format!("watchdog armed: it resets the node {applied} s after the last ping"),
                 );
-                self.plan_second_ping(now, applied);
+                if self
+                    .lead
+                    .watchdog_timeout(done)
+                    .is_some_and(|w| applied <= w)
+                {
+                    self.plan_second_ping(done, applied);
+                } else {
+                    // Arming took so long that the timeout no longer fits: shorter, at once.
+                    self.ping_watchdog();
+                }
                 return;
             }
             Ok(applied) => format!(
@@ -1401,7 +1682,7 @@ impl<K: Kernel> Machine<K> {
             Err(e) => e.to_string(),
         };
         if let Some(Err(e)) = opened.then(|| self.kernel.disarm_watchdog()) {
-            let fires_at = now + Duration::from_secs(wanted.into());
+            let fires_at = now + WatchdogState::shown(wanted);
             self.watchdog = WatchdogState::DisarmFailed {
                 fires_at,
                 why: e.clone(),
@@ -1424,9 +1705,6 @@ impl<K: Kernel> Machine<K> {
 
     /// Lowering goes on until VIP and service are confirmed down.
     fn lower(&mut self, now: Duration) {
-        if self.vip == VipState::MaybeUp && self.vip_retry_at.is_some_and(|t| now >= t) {
-            self.lower_vip(now);
-        }
         if matches!(
             self.service,
             ServiceState::Running(_) | ServiceState::Starting(Some(_))
@@ -1466,7 +1744,9 @@ impl<K: Kernel> Machine<K> {
         }
     }
 
-    fn raise_step(&mut self, now: Duration) {
+    fn raise_step(&mut self) {
+        // The effects before this step took time: the clock is read again, the deadline first.
+        let now = self.clock();
         if !self.may_raise(now) {
             return;
         }
@@ -1478,13 +1758,13 @@ impl<K: Kernel> Machine<K> {
             RaiseStep::ArmWatchdog if !arm_late => {
                 self.arm_watchdog(now);
                 if self.phase == Phase::Raising {
-                    self.raise_step(now);
+                    self.raise_step();
                 }
             }
             RaiseStep::ArmWatchdog => {
                 // The mutation: the VIP first, the watchdog at the next step.
                 self.raise = RaiseStep::AddVip;
-                self.raise_step(now);
+                self.raise_step();
                 self.arm_watchdog(now);
                 self.raise = RaiseStep::Settling;
             }
@@ -1498,6 +1778,13 @@ impl<K: Kernel> Machine<K> {
                 match self.kernel.add_vip(secs) {
                     Ok(()) => {
                         self.vip = VipState::Up;
+                        self.vip_floor = Self::floor(now, secs);
+                        self.fit_vip(secs);
+                        if self.phase != Phase::Raising {
+                            // No lifetime fitted: the raise failed, the VIP went again.
+                            return;
+                        }
+                        self.renew_before_floor();
                         self.raise = RaiseStep::Settling;
                         self.out(Order::Persist);
                         // Not bounded by the deadline: renewals go on while DAD runs, and the
@@ -1545,7 +1832,7 @@ impl<K: Kernel> Machine<K> {
             Release::InFlight | Release::Done => false,
         };
         // Past the lease's end it is gone at etcd anyway.
-        if due && now >= self.lead.lease_end && self.renewal_in_flight.is_none() {
+        if due && now >= self.lead.latest_end && self.renewal_in_flight.is_none() {
             self.release = Release::Done;
             return;
         }
@@ -1606,7 +1893,10 @@ impl<K: Kernel> Machine<K> {
             up.push("the VIP may still be up (its removal failed)".to_string());
         }
         if self.service.may_run() {
-            up.push("the service is not confirmed stopped".to_string());
+            up.push(match &self.doubt {
+                Some(why) => format!("the service is not confirmed stopped (cannot tell: {why})"),
+                None => "the service is not confirmed stopped".to_string(),
+            });
         }
         if up.is_empty() {
             up.push("the leader key is not released yet".to_string());
@@ -1655,6 +1945,53 @@ mod tests {
         );
     }
 
+    /// Every (lease_ttl, lease_margin) the parameter table allows, every reply delay up to the
+    /// renewal attempt timeout, in true time with this node's clock slow and etcd's fast at
+    /// the largest slew: the deadline, the SIGKILL, the VIP's kernel expiry and the watchdog's
+    /// reset all come before the lease can end at etcd.
+    #[test]
+    fn every_bound_comes_before_the_earliest_lease_end_at_every_allowed_setting() {
+        use crate::lease::clock::{KERNEL_EXPIRY_SLACK, MAX_SLEW};
+        let r = MAX_SLEW;
+        let (lo, hi) = crate::params::master::LEASE_TTL.range.unwrap();
+        let mut checked = 0u64;
+        for ttl in lo..=hi {
+            // True seconds after the send time at which etcd may end the lease.
+            let end = ttl as f64 / (1.0 + r);
+            for margin in 1..ttl {
+                if !LeaseClock::margin_allowed(ttl, margin) {
+                    break;
+                }
+                let l = lead(ttl, margin);
+                let sent = Duration::from_secs(100);
+                // This clock shows (1 − r) of true time: its x seconds are x / (1 − r) true.
+                let true_after = |t: Duration| (t.as_secs_f64() - 100.0) / (1.0 - r);
+                let deadline = true_after(l.deadline());
+                let kill = true_after(l.kill_at(l.deadline()));
+                assert!(
+                    deadline <= kill && kill < end,
+                    "{ttl}/{margin}: fence {deadline}, kill {kill}, end {end}"
+                );
+                let attempt = l.clock.renewal_attempt_timeout();
+                for step in 0..=4u32 {
+                    let now = sent + attempt * step / 4;
+                    if let Some(secs) = l.vip_lifetime(now) {
+                        let gone = true_after(
+                            now + Duration::from_secs(secs.into()) + KERNEL_EXPIRY_SLACK,
+                        );
+                        assert!(gone <= end, "{ttl}/{margin} at {now:?}: VIP {gone} > {end}");
+                    }
+                    if let Some(w) = l.watchdog_timeout(now) {
+                        let reset = true_after(now) + f64::from(w) * (1.0 + WATCHDOG_TOLERANCE);
+                        assert!(reset <= end, "{ttl}/{margin} at {now:?}: reset {reset}");
+                    }
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 4_000_000, "{checked}");
+    }
+
     /// A kernel whose watchdog pings take effect `late` after the machine read the clock (a
     /// guard stopped in between), recording the timeouts asked for; its VIP removals fail
     /// while `removal_fails`.
@@ -1694,6 +2031,10 @@ mod tests {
             Ok(())
         }
         fn forget_service(&mut self, _: &ServiceRef) {}
+        fn lowering(&mut self) {}
+        fn now(&mut self) -> Duration {
+            self.now
+        }
     }
 
     #[test]
@@ -1762,18 +2103,18 @@ mod tests {
         assert_eq!(m.phase(), Phase::Raising);
         m.handle(t(20), Input::Settled(Ok(())));
         assert!(
-            !m.may_defend(t(20)),
+            !m.view().may_defend(t(20)),
             "raising: the burst announces, not a defence"
         );
         m.handle(t(30), Input::TokenWritten(Ok(())));
         m.handle(t(40), Input::ServiceStarted(Ok(ServiceRef::Group(12345))));
         assert_eq!(m.phase(), Phase::Leading, "{:?}", m.failure());
         assert_eq!(m.vip(), VipState::Up);
-        assert!(m.may_defend(t(50)));
-        assert!(!m.may_defend(m.fence_at()), "past the fencing time");
+        assert!(m.view().may_defend(t(50)));
+        assert!(!m.view().may_defend(m.fence_at()), "past the fencing time");
         m.handle(m.fence_at(), Input::Tick);
         assert!(m.fenced().is_some());
-        assert!(!m.may_defend(m.fence_at()), "fenced");
+        assert!(!m.view().may_defend(m.fence_at()), "fenced");
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! status on a unix socket and steps down when asked.
 
 mod acquire;
+mod answers;
 pub mod fence;
 mod health;
 mod keepalive;
@@ -179,7 +180,7 @@ impl Guard {
                     .ok();
             }
             if let Some(f) = live_fence.get() {
-                f.view(|m| from_machine(s, m, clock));
+                from_machine(s, &f.view(), f.watchdog_device(), clock);
             }
         };
         let shared = Shared {
@@ -388,50 +389,55 @@ impl Guard {
 }
 
 /// The guard's status as the machine has it: role, problem, service, lease, fencing.
-fn from_machine(s: &mut GuardStatus, m: &machine::Machine<fence::Host>, clock: LeaseClock) {
+fn from_machine(
+    s: &mut GuardStatus,
+    m: &machine::View,
+    device: Option<&std::path::Path>,
+    clock: LeaseClock,
+) {
     use machine::Phase;
     let now = boottime();
-    s.role = match m.phase() {
+    s.role = match m.phase {
         Phase::Raising | Phase::Leading => Role::Leader,
         Phase::Fenced => Role::Fenced,
         Phase::SteppingDown | Phase::Done => Role::SteppingDown,
         Phase::Failed => Role::Failed,
     };
-    s.service_running = lead::service_running(m) && !s.unit_inactive;
+    s.service_running = m.service_running() && !s.unit_inactive;
     if !s.service_running {
         s.service_healthy = false;
     }
-    if let Some(d) = m.exit_detail() {
-        s.service_detail = d.to_string();
+    if let Some(d) = &m.exit_detail {
+        s.service_detail = d.clone();
     }
-    s.last_renewal_unix_ms = Some(unix_ms_at(m.last_renewal_sent()));
-    s.lease_ttl_left_ms = Some(match m.fenced() {
+    s.last_renewal_unix_ms = Some(unix_ms_at(m.last_renewal_sent));
+    s.lease_ttl_left_ms = Some(match m.fenced {
         Some(_) => 0,
-        None => clock.ttl_left(m.deadline(), now).as_millis() as u64,
+        None => clock.ttl_left(m.deadline, now).as_millis() as u64,
     });
     if let Some(w) = &mut s.watchdog {
         use machine::WatchdogState as W;
-        w.armed = matches!(m.watchdog(), W::Armed { .. } | W::DisarmFailed { .. });
-        if let Some(d) = m.kernel.watchdog_device() {
+        w.armed = matches!(m.watchdog, W::Armed { .. } | W::DisarmFailed { .. });
+        if let Some(d) = device {
             w.device = Some(d.display().to_string());
         }
-        if let W::Armed { timeout_s, pinged } = m.watchdog() {
+        if let W::Armed { timeout_s, pinged } = &m.watchdog {
             w.timeout_s = Some(*timeout_s);
             w.last_ping_unix_ms = Some(unix_ms_at(*pinged));
         }
-        match m.watchdog() {
+        match &m.watchdog {
             W::Unavailable(why) => w.note = Some(why.clone()),
             W::DisarmFailed { why, .. } => w.note = Some(format!("could not be stopped: {why}")),
             W::Disarmed => w.note = Some("disarmed".into()),
             _ => {}
         }
     }
-    if let Some((at, cause)) = m.fenced() {
+    if let Some((at, cause)) = &m.fenced {
         s.fenced_at_unix_ms = Some(unix_ms_at(*at));
         s.fence_cause = Some(cause.label().into());
     }
-    if let Some(problem) = m.problem() {
-        s.problem = Some(problem);
+    if let Some(problem) = &m.problem {
+        s.problem = Some(problem.clone());
     }
 }
 

@@ -25,7 +25,7 @@ use tokio::io::unix::AsyncFd;
 use tokio::sync::watch;
 
 use super::fence::Fence;
-use super::machine::{Phase, VipState};
+use super::machine::{Input, Phase, VipState};
 use super::metrics::{Metrics, VipLost};
 use super::push::Reporter;
 use super::status::Shared;
@@ -329,11 +329,11 @@ struct State {
 }
 
 impl State {
-    /// The machine leads with the VIP up: a change now is not the guard's own doing.
+    /// The machine leads with the VIP up and takes nothing down itself: a change now is not
+    /// the guard's own doing.
     fn ours(&self) -> bool {
-        self.w
-            .fence
-            .view(|m| m.phase() == Phase::Leading && m.vip() == VipState::Up)
+        let m = self.w.fence.view();
+        self.w.fence.standing() && m.phase == Phase::Leading && m.vip == VipState::Up
     }
 
     /// Whether `mac` is one of this node's. An interface added since the last look is learnt
@@ -466,8 +466,10 @@ impl State {
     }
 
     /// The VIP is gone from this node by someone else's hand: said once per leadership.
-    fn lost(&mut self, what: VipLost, detail: String) {
-        if self.lost || !self.ours() {
+    /// `ours`: the machine led with the VIP up when the change was seen (read before the
+    /// machine was told of it).
+    fn lost(&mut self, what: VipLost, detail: String, ours: bool) {
+        if self.lost || !ours {
             return;
         }
         self.lost = true;
@@ -484,14 +486,14 @@ impl State {
     }
 
     /// The VIP's link removed (None) or set down: said, and true; up: false.
-    fn link_lost(&mut self, link: Option<&Link>) -> bool {
+    fn link_lost(&mut self, link: Option<&Link>, ours: bool) -> bool {
         let nic = &self.w.link.name;
         let detail = match link {
             None => format!("interface {nic} was removed"),
             Some(l) if !l.admin_up => format!("link {nic} was set down"),
             Some(_) => return false,
         };
-        self.lost(VipLost::LinkDown, detail);
+        self.lost(VipLost::LinkDown, detail, ours);
         true
     }
 
@@ -504,23 +506,27 @@ impl State {
                 self.foreign.remove(&mac);
             }
         }
+        let ours = self.ours();
         match e {
             Event::AddressDeleted(a) if a.index == index && a.ip == ip => {
+                // Never extended again (a replace would add it anew): told at once.
+                self.w.fence.handle(Input::VipGone);
                 // IPv6 addresses go with their link: say which happened.
                 let link =
                     off_thread(move || Rtnl::open().and_then(|mut r| r.link_by_index(index))).await;
-                if !matches!(link, Some(Ok(l)) if self.link_lost(l.as_ref())) {
+                if !matches!(link, Some(Ok(l)) if self.link_lost(l.as_ref(), ours)) {
                     self.lost(
                         VipLost::Deleted,
                         format!("VIP {ip} was deleted from {nic} by another program"),
+                        ours,
                     );
                 }
             }
             Event::Link(l) if l.index == index => {
-                self.link_lost(Some(&l));
+                self.link_lost(Some(&l), ours);
             }
             Event::LinkRemoved(i) if i == index => {
-                self.link_lost(None);
+                self.link_lost(None, ours);
             }
             Event::Undecodable => self.look().await,
             _ => {}
@@ -542,10 +548,15 @@ impl State {
         .await
         .flatten();
         if let Some((link, present)) = seen {
-            if !self.link_lost(link.as_ref()) && present == Some(false) {
+            let ours = self.ours();
+            if present == Some(false) {
+                self.w.fence.handle(Input::VipGone);
+            }
+            if !self.link_lost(link.as_ref(), ours) && present == Some(false) {
                 self.lost(
                     VipLost::Deleted,
                     format!("VIP {ip} is no longer on {nic} (deleted by another program)"),
+                    ours,
                 );
             }
         }

@@ -1,11 +1,14 @@
 //! The guard's timing rule, as arithmetic on CLOCK_BOOTTIME (the fencing thread's timer,
-//! guard::fence, runs on the same clock). A lease renewed by a
-//! keepalive request sent at `t` lives at etcd until at least `t + ttl` (etcd can only extend
-//! it, e.g. across its own leader changes). The guard treats it as lost at
-//! `t + ttl - margin`, so that fencing is complete before any other node can take the key.
-//! Send time, not reply time: a reply that arrives late says nothing about when etcd renewed.
-//! BOOTTIME, not MONOTONIC: it keeps counting while the machine is suspended, so a guard on a
-//! VM that was paused for a minute knows it on waking.
+//! guard::fence, runs on the same clock). A lease renewed by a keepalive request sent at `t`
+//! lives at etcd until at least `ttl` has passed on etcd's clock since (etcd can only extend
+//! it, e.g. across its own leader changes). With etcd's clock fast and this one slow, both at
+//! the largest slew `r` (assumption 2 of docs/safety.md), that is `ttl (1 − r)/(1 + r)` on
+//! this node's boot clock after `t`: `earliest_end`, the one moment every bound derives from —
+//! the deadline, the VIP's kernel lifetime, the service's SIGKILL and the watchdog's reset all
+//! come before it. The guard treats the lease as lost at `t + ttl − margin` (never later than
+//! that moment allows). Send time, not reply time: a reply that arrives late says nothing about
+//! when etcd renewed. BOOTTIME, not MONOTONIC: it keeps counting while the machine is
+//! suspended, so a guard on a VM that was paused for a minute knows it on waking.
 
 use std::time::Duration;
 
@@ -40,6 +43,14 @@ pub const MAX_SLEW: f64 = 0.083_833;
 /// allows more; sizing this from that rule is open work (docs/safety.md).
 pub const KERNEL_EXPIRY_SLACK: Duration = Duration::from_millis(500);
 
+/// SIGKILL goes to a fenced service at least this long before the lease can end at etcd: the
+/// fencing thread's wake-up latency (its p99 bound, 50 ms) and the kill's own time.
+pub const KILL_LEAD: Duration = Duration::from_millis(100);
+
+/// The least time between SIGTERM at the deadline and SIGKILL that a derived margin leaves the
+/// service (at the largest slew; more where the clocks are better).
+pub const MIN_TERM_GRACE: Duration = Duration::from_millis(250);
+
 /// The lease timing policy, all of it: the TTL and margin (the parameters lease_ttl and
 /// lease_margin, or what follows from the TTL), and everything the guard times by them —
 /// keepalive interval, renewal attempt, etcd operation timeout, the deadline, the VIP's kernel
@@ -58,14 +69,15 @@ impl LeaseClock {
     }
 
     /// lease_margin when it is not set: a fifth of the TTL, rounded, but at least 2 s and at
-    /// least what chrony's largest slew needs (`slew_margin`), kept within `margin_allowed`
-    /// (1 for a TTL of 2 or 3, 2 from 4 to 12, 6 for 30).
+    /// least what chrony's largest slew needs with a SIGTERM grace (`needed_margin`), kept
+    /// within `margin_allowed` (1 for a TTL of 2 or 3, 2 from 4 to 10, 3 for 11 to 17, 6 for
+    /// 30).
     pub fn derived_margin(ttl: u64) -> u64 {
         let slew = LeaseClock {
             ttl: Duration::from_secs(ttl),
             margin: Duration::ZERO,
         }
-        .slew_margin()
+        .needed_margin()
         .as_secs_f64()
         .ceil() as u64;
         ((ttl + 2) / 5)
@@ -102,18 +114,29 @@ impl LeaseClock {
         (self.ttl / 3).clamp(Duration::from_millis(500), Duration::from_secs(2))
     }
 
-    /// When a fenced service that got SIGTERM gets SIGKILL: half a margin after the fence.
+    /// When a fenced service that got SIGTERM gets SIGKILL: half a margin after the fence, but
+    /// at the latest KILL_LEAD before the lease can end at etcd (`Leadership::kill_by`).
     pub fn kill_delay(&self) -> Duration {
         self.margin / 2
     }
 
-    /// The kernel lifetime (whole seconds) to give the VIP at `now`. It must run out, kernel
-    /// slack included, before the lease can at etcd (`lease_end`); within that, it is the
-    /// shortest whole number of seconds that still reaches our own `deadline`, so the kernel
-    /// never takes the VIP from a guard that is on time. None: too little lease left for even
-    /// one second.
-    pub fn vip_lifetime(deadline: Duration, lease_end: Duration, now: Duration) -> Option<u32> {
-        let latest = lease_end
+    /// The earliest moment (this node's boot clock) the lease may end at etcd after a
+    /// keepalive sent at `sent` that etcd answered with `granted` TTL: etcd counts `granted` on
+    /// its own clock, which may run fast by MAX_SLEW (the lease ends after `granted/(1 + r)` of
+    /// true time), and this clock may run slow by as much (it shows `(1 − r)` of true time).
+    /// Every bound of the guard derives from it.
+    pub fn earliest_end(sent: Duration, granted: Duration) -> Duration {
+        sent + granted.mul_f64((1.0 - MAX_SLEW) / (1.0 + MAX_SLEW))
+    }
+
+    /// The kernel lifetime (whole seconds) to give the VIP when it is set at `now` (read right
+    /// before the call). It must run out, kernel slack included, before the lease can end at
+    /// etcd (`earliest_end`, counted on this clock, which the kernel's timers follow); within
+    /// that, it is the shortest whole number of seconds that still reaches our own `deadline`,
+    /// so the kernel never takes the VIP from a guard that is on time. None: too little lease
+    /// left for even one second.
+    pub fn vip_lifetime(deadline: Duration, earliest_end: Duration, now: Duration) -> Option<u32> {
+        let latest = earliest_end
             .saturating_sub(now)
             .saturating_sub(KERNEL_EXPIRY_SLACK)
             .as_secs();
@@ -123,10 +146,10 @@ impl LeaseClock {
         (secs >= 1).then(|| secs.min(u64::from(u32::MAX - 1)) as u32)
     }
 
-    /// The earliest moment (boot clock) the lease may end at etcd after a keepalive sent at
-    /// `sent` that etcd answered with `granted` TTL (etcd can only extend it).
-    pub fn lease_end(sent: Duration, granted: Duration) -> Duration {
-        sent + granted
+    /// The latest moment the lease may still live at etcd as far as this node can tell without
+    /// asking (etcd's clock slow, this one fast): past it, a release has nothing left to do.
+    pub fn latest_end(sent: Duration, granted: Duration) -> Duration {
+        sent + granted.mul_f64((1.0 + MAX_SLEW) / (1.0 - MAX_SLEW))
     }
 
     /// How long the release (delete the key if it carries the lease, revoke the lease) may
@@ -136,24 +159,27 @@ impl LeaseClock {
     }
 
     /// The moment (on the boot clock) to self-fence, given a keepalive sent at `sent` that
-    /// etcd answered with `granted` TTL. A granted TTL at or below the margin means "now".
+    /// etcd answered with `granted` TTL: `sent + granted − margin`, but never later than
+    /// KILL_LEAD before the lease can end at etcd (a margin below `needed_margin` is thus
+    /// taken as large as the clocks need; validate-all says so). A granted TTL at or below the
+    /// margin means "now".
     pub fn deadline(&self, sent: Duration, granted: Duration) -> Duration {
-        sent + granted.saturating_sub(self.margin)
+        let asked = sent + granted.saturating_sub(self.margin);
+        let latest = LeaseClock::earliest_end(sent, granted).saturating_sub(KILL_LEAD);
+        asked.min(latest.max(sent))
     }
 
     /// How much true time, at the latest, is left at `now` (this boot clock) before a lease
-    /// renewed by a keepalive sent at `sent` with `granted` TTL can end at etcd — etcd's clock
-    /// fast and this one slow, both at MAX_SLEW (assumption 2 of docs/safety.md): a hardware
-    /// watchdog counts true time, so its reset must come within this. Negative: none.
-    pub fn watchdog_room(&self, sent: Duration, granted: Duration, now: Duration) -> f64 {
-        let since = now.as_secs_f64() - sent.as_secs_f64();
-        granted.as_secs_f64() / (1.0 + MAX_SLEW) - since / (1.0 - MAX_SLEW)
+    /// that can end at `earliest_end` (this clock) does end at etcd: this clock may run slow by
+    /// MAX_SLEW, and a hardware watchdog counts true time, so its reset must come within this.
+    /// Negative: none.
+    pub fn watchdog_room(earliest_end: Duration, now: Duration) -> f64 {
+        (earliest_end.as_secs_f64() - now.as_secs_f64()) / (1.0 - MAX_SLEW)
     }
 
-    /// The boot-clock time after `sent` at which `watchdog_room` is down to `room` seconds.
-    pub fn watchdog_room_at(&self, sent: Duration, granted: Duration, room: f64) -> Duration {
-        let since = (granted.as_secs_f64() / (1.0 + MAX_SLEW) - room) * (1.0 - MAX_SLEW);
-        sent + Duration::from_secs_f64(since.max(0.0))
+    /// The boot-clock time at which `watchdog_room` is down to `room` seconds.
+    pub fn watchdog_room_at(earliest_end: Duration, room: f64) -> Duration {
+        earliest_end.saturating_sub(Duration::from_secs_f64((room * (1.0 - MAX_SLEW)).max(0.0)))
     }
 
     /// The smallest margin that still fences before the lease can end at etcd when this
@@ -161,6 +187,22 @@ impl LeaseClock {
     /// `(T − M)/(1 − r) ≤ T/(1 + r)`, so `M ≥ 2rT/(1 + r)` (about 15.5 % of the TTL).
     pub fn slew_margin(&self) -> Duration {
         self.ttl.mul_f64(2.0 * MAX_SLEW / (1.0 + MAX_SLEW))
+    }
+
+    /// The smallest margin that, at the largest slew, leaves the fenced service MIN_TERM_GRACE
+    /// between SIGTERM at the deadline and SIGKILL KILL_LEAD before the lease's earliest end.
+    pub fn needed_margin(&self) -> Duration {
+        self.slew_margin() + KILL_LEAD + MIN_TERM_GRACE
+    }
+
+    /// At the largest slew, how long a service fenced at the deadline has between SIGTERM and
+    /// SIGKILL (None: none at all — the deadline is taken earlier, and the service is killed
+    /// when it is fenced).
+    pub fn term_grace(&self) -> Option<Duration> {
+        let fence = self.deadline(Duration::ZERO, self.ttl);
+        let end = LeaseClock::earliest_end(Duration::ZERO, self.ttl);
+        let kill = (fence + self.kill_delay()).min(end.saturating_sub(KILL_LEAD));
+        Some(kill.saturating_sub(fence)).filter(|g| !g.is_zero())
     }
 
     /// How long the lease may still live at etcd, seen from here: the deadline plus margin.

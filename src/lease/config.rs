@@ -260,14 +260,16 @@ mod tests {
         for ttl in MIN_TTL_SECS..=MAX_TTL_SECS {
             let m = LeaseClock::derived_margin(ttl);
             assert!(m >= 1 && 3 * m < 2 * ttl, "lease_ttl {ttl}: margin {m}");
-            // And it covers chrony's largest slew wherever the rule leaves room for it.
+            // And it covers chrony's largest slew with a SIGTERM grace, at every TTL.
             let clock = crate::lease::LeaseClock {
                 ttl: Duration::from_secs(ttl),
                 margin: Duration::from_secs(m),
             };
+            assert!(clock.needed_margin() <= clock.margin, "lease_ttl {ttl}");
             assert!(
-                ttl < 4 || clock.slew_margin() <= clock.margin,
-                "lease_ttl {ttl}"
+                clock.term_grace() >= Some(crate::lease::clock::MIN_TERM_GRACE),
+                "lease_ttl {ttl}: {:?}",
+                clock.term_grace()
             );
         }
         // A margin set alone stays valid whatever TTL the cluster gives.

@@ -685,54 +685,80 @@ pub struct KeepAlive {
     stream: Option<(LeaseKeeper, LeaseKeepAliveStream)>,
 }
 
+/// Why a renewal did not renew, as the guard machine needs to tell them apart.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RenewError {
+    /// etcd answered that the lease does not exist: as final as a TTL of 0.
+    #[error("{0}: etcd says the lease does not exist")]
+    LeaseNotFound(String),
+    /// No answer within the attempt's time (a silent member, a stuck leader).
+    #[error("{0}")]
+    TimedOut(String),
+    /// Refused, no leader, a broken stream: etcd could not renew now.
+    #[error("{0}")]
+    Failed(String),
+}
+
 impl KeepAlive {
     /// One renewal, bounded by `timeout`; returns the TTL etcd granted (zero: the lease is gone).
     /// After a failure the next renewal first races for a member that answers.
-    pub async fn renew(&mut self, timeout: Duration) -> Result<Duration, LeaseError> {
+    pub async fn renew(&mut self, timeout: Duration) -> Result<Duration, RenewError> {
         let attempt = async {
             if !self.etcd.picked.load(Ordering::Relaxed) {
                 self.stream = None;
-                self.etcd.pick_live(None).await?;
+                self.etcd
+                    .pick_live(None)
+                    .await
+                    .map_err(|e| RenewError::Failed(format!("lease keepalive: {e}")))?;
             }
             let (endpoint, client) = self.etcd.member();
-            self.renew_on(client)
-                .await
-                .map_err(|detail| format!("{endpoint}: {detail}"))
+            self.renew_on(client).await.map_err(|e| match e {
+                RenewError::LeaseNotFound(d) => {
+                    RenewError::LeaseNotFound(format!("{endpoint}: {d}"))
+                }
+                RenewError::TimedOut(d) => RenewError::TimedOut(format!("{endpoint}: {d}")),
+                RenewError::Failed(d) => RenewError::Failed(format!("{endpoint}: {d}")),
+            })
         };
-        let outcome = match tokio::time::timeout(timeout, attempt).await {
+        let failed = match tokio::time::timeout(timeout, attempt).await {
             Ok(Ok(ttl)) => return Ok(ttl),
-            Ok(Err(detail)) => detail,
-            Err(_) => format!(
+            Ok(Err(e)) => e,
+            Err(_) => RenewError::TimedOut(format!(
                 "{}: no answer within {} ms",
                 self.etcd.member().0,
                 timeout.as_millis()
-            ),
+            )),
         };
         self.stream = None;
         self.etcd.unpick();
-        Err(LeaseError::Etcd {
-            op: "lease keepalive",
-            detail: outcome,
-        })
+        Err(failed)
     }
 
-    async fn renew_on(&mut self, mut client: Client) -> Result<Duration, String> {
+    async fn renew_on(&mut self, mut client: Client) -> Result<Duration, RenewError> {
+        let failed = |e: etcd_client::Error| RenewError::Failed(causes(&e));
         if self.stream.is_none() {
-            self.stream = Some(
-                client
-                    .lease_keep_alive(self.lease.0)
-                    .await
-                    .map_err(|e| causes(&e))?,
-            );
+            self.stream = Some(client.lease_keep_alive(self.lease.0).await.map_err(|e| {
+                match &e {
+                    // etcd-client's own answer when a fresh stream's first reply has TTL 0.
+                    etcd_client::Error::LeaseKeepAliveError(m) if m == LEASE_NOT_FOUND => {
+                        RenewError::LeaseNotFound(causes(&e))
+                    }
+                    _ => failed(e),
+                }
+            })?);
         }
         let (keeper, stream) = self.stream.as_mut().expect("opened above");
-        keeper.keep_alive().await.map_err(|e| causes(&e))?;
-        match stream.message().await.map_err(|e| causes(&e))? {
+        keeper.keep_alive().await.map_err(failed)?;
+        match stream.message().await.map_err(failed)? {
             Some(r) => Ok(Duration::from_secs(r.ttl().max(0) as u64)),
-            None => Err("keepalive stream ended".into()),
+            None => Err(RenewError::Failed("keepalive stream ended".into())),
         }
     }
 }
+
+/// What etcd-client's lease_keep_alive says (LeaseKeepAliveError) when etcd answers a fresh
+/// stream's first keepalive with TTL 0: the lease does not exist.
+const LEASE_NOT_FOUND: &str = "lease not found";
 
 /// Whether an etcd release has the fix for etcd issue 15247 (a stuck old leader revoking
 /// leases early): 3.4.30 and later 3.4, 3.5.13 and later 3.5, anything from 3.6 on. None: not

@@ -9,7 +9,7 @@ pub mod etcd;
 
 pub use clock::LeaseClock;
 pub use config::EtcdConfig;
-pub use etcd::{Acquire, Etcd, Grant, Holder, LeaseError};
+pub use etcd::{Acquire, Etcd, Grant, Holder, LeaseError, RenewError};
 
 /// An etcd lease id, shown the way etcdctl shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

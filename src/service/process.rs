@@ -372,6 +372,10 @@ pub fn stop_orphan(pid: u32, start: Option<u64>, grace: Duration, limit: Duratio
         return match group_presence(pid) {
             Presence::Absent => Presence::Absent,
             _ if reused => Presence::Absent,
+            Presence::Present if start.is_none() => Presence::CannotTell(format!(
+                "process group {pid} lives, and no start time was recorded to prove it the \
+                 service's: not signalled"
+            )),
             Presence::Present => Presence::CannotTell(format!(
                 "process group {pid} lives on without its recorded leader: not proven ours, \
                  not signalled"

@@ -168,14 +168,12 @@ pub fn cancel(run_dir: &Path, ip: IpAddr) -> bool {
         return false;
     };
     let _ = fs::remove_file(&path);
-    if !is_burst_for(pid, ip) {
+    // Opened first, then checked: the process proven to be our announcer is the one signalled.
+    let Some(burst) = crate::procfs::Process::open(pid as u32).filter(|_| is_burst_for(pid, ip))
+    else {
         return false;
-    }
-    // A pid we just verified to be our announcer.
-    let _ = nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(pid),
-        nix::sys::signal::Signal::SIGTERM,
-    );
+    };
+    let _ = burst.signal(nix::sys::signal::Signal::SIGTERM);
     let deadline = Instant::now() + Duration::from_millis(500);
     while is_burst_for(pid, ip) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(2));
