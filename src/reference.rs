@@ -51,6 +51,14 @@ pub fn markdown() -> String {
     );
     agent_section(&mut out, agents::vip::AGENT.info);
     agent_section(&mut out, agents::master::AGENT.info);
+    out.push_str(
+        "\n### What monitor looks at (ocf:hamaster:master)\n\nPacemaker passes the level as \
+         `OCF_CHECK_LEVEL` (`op monitor OCF_CHECK_LEVEL=20`).\n\n| OCF_CHECK_LEVEL | what \
+         monitor looks at |\n|---|---|\n",
+    );
+    for (level, what) in agents::master::CHECK_LEVELS {
+        out.push_str(&format!("| {level} | {what} |\n"));
+    }
     out
 }
 

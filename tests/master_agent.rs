@@ -1531,3 +1531,116 @@ fn the_vip_observer_misses_no_hold_and_counts_an_overlap() {
         a_deleted - b_adding
     );
 }
+
+/// The deep monitor reports what the guard knows (issue 32): at the default lease settings,
+/// every etcd member silent for 3 s (the master's switch port dropping everything), monitor at
+/// check levels 0, 10 and 20 says promoted — degraded where Pacemaker knows it, with the
+/// reason — within its timeout, and the guard keeps its leadership; once the silence lasts
+/// past the guard's deadline and it fences, monitor says 9.
+#[test]
+fn a_deep_monitor_rides_out_an_etcd_silence_and_fails_on_the_guards_fence() {
+    let mut etcd = EtcdCluster::new("mdm");
+    let a = Node::new(&mut etcd, "na");
+    let mut agent = a.agent(&etcd).env("OCF_RESKEY_crm_feature_set", "3.16.2");
+    agent.params.remove("lease_ttl");
+    agent.params.remove("lease_margin");
+    assert_eq!(agent.run("start").code, 0);
+    promoted(agent.run("promote"), &a);
+    let (_, lease, token) = etcd.get(KEY).expect("key");
+    let monitor = |level: &str| {
+        let run = agent.clone().env("OCF_CHECK_LEVEL", level);
+        let begun = Instant::now();
+        let r = run.run("monitor");
+        (r, begun.elapsed())
+    };
+    etcd.silence(&a.ns);
+    let silenced = Instant::now();
+    for level in ["0", "10", "20"] {
+        let (r, took) = monitor(level);
+        eprintln!(
+            "level {level}, etcd silent for {:?}: {} in {took:?} {:?}",
+            silenced.elapsed(),
+            r.code,
+            r.reasons()
+        );
+        assert!(
+            r.code == 8 || r.code == 191,
+            "level {level}: {} {}",
+            r.code,
+            r.stderr
+        );
+        assert!(
+            took < Duration::from_secs(19),
+            "within its timeout: {took:?}"
+        );
+        if level == "20" {
+            // etcd did not answer the deep look: said, nothing against the guard.
+            assert_eq!(r.code, 191, "degraded where Pacemaker knows it");
+            assert!(
+                r.reasons()[0].contains("check level 20: etcd did not answer"),
+                "{:?}",
+                r.reasons()
+            );
+        }
+    }
+    std::thread::sleep(Duration::from_secs(3).saturating_sub(silenced.elapsed()));
+    etcd.unsilence(&a.ns);
+    assert!(
+        support::wait_for(Duration::from_secs(10), || monitor("20").0.code == 8),
+        "back to a plain 8 once etcd answers"
+    );
+    assert_eq!(
+        etcd.get(KEY).map(|k| (k.1, k.2)),
+        Some((lease, token)),
+        "same leadership"
+    );
+    // A silence past the deadline (8 s after the last renewal): the VIP's kernel lifetime runs
+    // out about a second before, then the guard fences, and its verdict is the monitor's.
+    etcd.silence(&a.ns);
+    assert!(
+        support::wait_for(Duration::from_secs(15), || monitor("0").0.code == 9),
+        "fenced: {}",
+        a.log()
+    );
+    assert!(
+        support::wait_for(Duration::from_secs(3), || {
+            let (r, _) = monitor("20");
+            r.code == 9 && r.reasons()[0].contains("fenced: lease not renewed in time")
+        }),
+        "the guard's own verdict: {}",
+        a.log()
+    );
+    assert!(
+        !a.log().contains("by another program"),
+        "the kernel's expiry is not blamed on anybody: {}",
+        a.log()
+    );
+    etcd.unsilence(&a.ns);
+    assert_eq!(agent.run("demote").code, 0);
+    assert_eq!(agent.run("stop").code, 0);
+}
+
+/// Level 20 with etcd answering that the key carries another lease: a failure, naming it.
+#[test]
+fn a_deep_monitor_fails_when_etcd_says_the_key_is_anothers() {
+    let mut etcd = EtcdCluster::new("mdo");
+    let a = Node::new(&mut etcd, "na");
+    let agent = a.agent(&etcd).env("OCF_CHECK_LEVEL", "20");
+    assert_eq!(agent.run("start").code, 0);
+    promoted(agent.run("promote"), &a);
+    assert_eq!(agent.run("monitor").code, 8, "etcd agrees with the guard");
+    let granted =
+        String::from_utf8_lossy(&etcd.etcdctl(&["lease", "grant", "60"]).stdout).to_string();
+    let other = granted
+        .split_whitespace()
+        .nth(1)
+        .expect("lease id")
+        .to_string();
+    let put = etcd.etcdctl(&["put", KEY, "nb", &format!("--lease={other}")]);
+    assert!(put.status.success(), "{put:?}");
+    let r = agent.run("monitor");
+    eprintln!("key under lease {other}: {} {:?}", r.code, r.reasons());
+    r.expect(9, &format!("0x{other}"));
+    assert!(!a.holds_vip(), "the VIP went");
+    assert_eq!(agent.run("demote").code, 0);
+}

@@ -77,6 +77,8 @@ const DEFAULT_START_TIMEOUT: Duration = advertised_timeout(&ACTION_SPECS, "start
 const DEFAULT_MONITOR_TIMEOUT: Duration = advertised_timeout(&ACTION_SPECS, "monitor");
 /// The longest look at etcd for a promotion score (connect and read the key).
 const SCORE_LOOK: Duration = Duration::from_secs(2);
+/// The longest look at etcd of a monitor at OCF_CHECK_LEVEL 20.
+const KEY_LOOK: Duration = Duration::from_secs(4);
 /// The longest crm_attribute (or crm_master) call for a promotion score.
 const SCORE_SET: Duration = Duration::from_secs(3);
 /// Every action ends this much before its CRM_meta_timeout: the answer must reach execd.
@@ -379,19 +381,72 @@ fn monitor(ctx: &Ctx) -> Done {
     if !st.is_healthy_leader() {
         return Err(MasterError::Unhealthy(st.trouble()));
     }
+    let cfg = MasterConfig::from_values(&ctx.values).ok();
+    let mut doubts: Vec<String> = cfg
+        .as_ref()
+        .and_then(|c| renewals_overdue(&st, c))
+        .into_iter()
+        .collect();
     if ctx.env.check_level >= 20 {
-        match key_in_etcd(ctx, &st, until) {
+        match key_in_etcd(ctx, cfg.as_ref(), &st, until) {
             KeyCheck::Agrees => {}
             KeyCheck::Disagrees(why) => return Err(MasterError::KeyCheck(why)),
-            KeyCheck::CannotTell(why) => log::warn!(
-                "check level 20: {why}; the guard's own verdict stands (it holds its lease, \
-                 {} ms left)",
-                st.lease_ttl_left_ms.unwrap_or(0)
-            ),
+            KeyCheck::CannotTell(why) => doubts.push(format!("check level 20: {why}")),
         }
     }
+    if doubts.is_empty() {
+        return Ok(Outcome::new(OcfExit::RunningPromoted));
+    }
+    let why = format!(
+        "{}; the guard holds its lease ({} ms left)",
+        doubts.join("; "),
+        st.lease_ttl_left_ms.unwrap_or(0)
+    );
+    // Serving, but in need of attention: OCF_DEGRADED_PROMOTED where Pacemaker knows it (2.1
+    // and later), promoted with the reason logged before.
+    if super::score::understands_degraded(ctx.env) {
+        return Ok(Outcome::with_reason(OcfExit::DegradedPromoted, why));
+    }
+    log::warn!("{why}");
     Ok(Outcome::new(OcfExit::RunningPromoted))
 }
+
+/// Renewals that should have been answered by now and were not (etcd silent, no quorum):
+/// nothing against the guard while its lease has time left, but worth saying.
+fn renewals_overdue(st: &GuardStatus, cfg: &MasterConfig) -> Option<String> {
+    let clock = cfg.etcd.clock();
+    let last = st.last_renewal_unix_ms?;
+    let since = crate::lease::clock::unix_ms().saturating_sub(last);
+    let expected = clock.keepalive_interval() + clock.renewal_attempt_timeout();
+    (since > expected.as_millis() as u64).then(|| {
+        format!(
+            "etcd has not renewed the lease for {:.1} s",
+            since as f64 / 1000.0
+        )
+    })
+}
+
+/// What monitor looks at, by OCF_CHECK_LEVEL (docs/reference.md shows this table).
+pub const CHECK_LEVELS: [(&str, &str); 2] = [
+    (
+        "0, 10",
+        "Unpromoted: the instance's marker, and the promotion score refreshed from etcd's holder \
+         (within the timeout). Promoted: the guard's own verdict, asked over its socket — it \
+         holds the leader key with lease time left, the VIP is on its interface and up, the \
+         service runs and is healthy (8); fenced, the key lost, the VIP or the service gone \
+         (9, with the guard's reason). etcd out of reach while the lease has time left is no \
+         failure: after a renewal overdue, OCF_DEGRADED_PROMOTED (191) with the reason on \
+         Pacemaker 2.1 and later, 8 and a log line before.",
+    ),
+    (
+        "20",
+        "As 10, and the leader key read from etcd by the agent itself, within what is left of \
+         the monitor's timeout less a second (at most 4 s): etcd answering that another lease \
+         holds the key, or that there is none, is a failure (9, naming the holder); etcd not \
+         answering says nothing against a guard that holds its lease (191 with the reason, or \
+         8 before Pacemaker 2.1).",
+    ),
+];
 
 /// What OCF_CHECK_LEVEL=20's own read of the leader key found.
 enum KeyCheck {
@@ -405,13 +460,19 @@ enum KeyCheck {
 
 /// OCF_CHECK_LEVEL=20: read the leader key from etcd ourselves, not through the guard, within
 /// what is left of the monitor's budget. Only etcd's own answer can disagree.
-fn key_in_etcd(ctx: &Ctx, st: &GuardStatus, until: Instant) -> KeyCheck {
-    let cfg = match MasterConfig::from_values(&ctx.values) {
-        Ok(c) => c,
-        Err(e) => return KeyCheck::CannotTell(e.to_string()),
+fn key_in_etcd(
+    ctx: &Ctx,
+    cfg: Option<&MasterConfig>,
+    st: &GuardStatus,
+    until: Instant,
+) -> KeyCheck {
+    let Some(cfg) = cfg else {
+        return KeyCheck::CannotTell("the parameters do not parse".into());
     };
     let key = leader_key(&cfg.etcd.prefix, &ctx.resource);
-    let limit = left(until);
+    // What is left of the monitor, at most a few seconds: a deep check that waits out every
+    // etcd hiccup would only make the monitor slow.
+    let limit = left(until).min(KEY_LOOK);
     let holder = status::block_on(async {
         tokio::time::timeout(limit, async {
             let etcd = Etcd::connect(&cfg.etcd, limit).await?;
@@ -420,19 +481,31 @@ fn key_in_etcd(ctx: &Ctx, st: &GuardStatus, until: Instant) -> KeyCheck {
         .await
     });
     match holder {
-        Ok(Ok(Some(h))) if h.node == ctx.node && Some(h.lease.to_string()) == st.lease_id => {
-            KeyCheck::Agrees
-        }
-        Ok(Ok(Some(h))) => KeyCheck::Disagrees(format!(
-            "{h}, not by this guard (lease {})",
-            st.lease_id.as_deref().unwrap_or("?")
-        )),
-        Ok(Ok(None)) => KeyCheck::Disagrees(format!("leader key {key} does not exist in etcd")),
-        Ok(Err(e)) => KeyCheck::CannotTell(format!("etcd did not answer: {e}")),
+        Ok(read) => judge_key(&key, read, &ctx.node, st.lease_id.as_deref()),
         Err(_) => KeyCheck::CannotTell(format!(
             "etcd did not answer within the monitor's {} ms",
             limit.as_millis()
         )),
+    }
+}
+
+/// What etcd's answer about the key says of this node's guard (holding `lease`).
+fn judge_key(
+    key: &str,
+    read: Result<Option<crate::lease::Holder>, crate::lease::LeaseError>,
+    node: &str,
+    lease: Option<&str>,
+) -> KeyCheck {
+    match read {
+        Ok(Some(h)) if h.node == node && Some(h.lease.to_string().as_str()) == lease => {
+            KeyCheck::Agrees
+        }
+        Ok(Some(h)) => KeyCheck::Disagrees(format!(
+            "{h}, not by this guard (lease {})",
+            lease.unwrap_or("?")
+        )),
+        Ok(None) => KeyCheck::Disagrees(format!("leader key {key} does not exist in etcd")),
+        Err(e) => KeyCheck::CannotTell(format!("etcd did not answer: {e}")),
     }
 }
 
@@ -775,4 +848,47 @@ fn update_score(ctx: &Ctx, cfg: &MasterConfig, until: Instant) {
 
 fn set_score(ctx: &Ctx, score: Option<i32>, until: Instant) {
     super::score::set(ctx.env, &ctx.dir.score(), score, left(until).min(SCORE_SET));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lease::{Holder, LeaseError, LeaseId};
+
+    #[test]
+    fn only_etcds_own_answer_can_disagree_with_the_guard() {
+        let holder = |node: &str, lease: i64| Holder {
+            node: node.into(),
+            lease: LeaseId(lease),
+            token: 3,
+            ttl_left: None,
+            revision: 9,
+        };
+        let ours = LeaseId(0x10).to_string();
+        let judge = |read| judge_key("/hamaster/api/leader", read, "n1", Some(ours.as_str()));
+        assert!(matches!(
+            judge(Ok(Some(holder("n1", 0x10)))),
+            KeyCheck::Agrees
+        ));
+        let KeyCheck::Disagrees(why) = judge(Ok(Some(holder("n2", 0x20)))) else {
+            panic!("another holder must disagree")
+        };
+        assert!(
+            why.contains("held by n2 (lease 0x20") && why.contains("not by this guard"),
+            "{why}"
+        );
+        assert!(matches!(
+            judge(Ok(Some(holder("n1", 0x20)))),
+            KeyCheck::Disagrees(_)
+        ));
+        let KeyCheck::Disagrees(none) = judge(Ok(None)) else {
+            panic!("no key must disagree")
+        };
+        assert!(none.contains("does not exist in etcd"), "{none}");
+        let silent = Err(LeaseError::Etcd {
+            op: "get leader key",
+            detail: "no answer within 2000 ms".into(),
+        });
+        assert!(matches!(judge(silent), KeyCheck::CannotTell(_)));
+    }
 }

@@ -79,6 +79,13 @@ pub fn check_supported(env: &OcfEnv) -> Result<(), String> {
     }
 }
 
+/// Whether the Pacemaker that calls us takes OCF_DEGRADED and OCF_DEGRADED_PROMOTED (OCF 1.1,
+/// Pacemaker 2.1 and later: the same feature set as `--promotion`); older ones would read them
+/// as failures.
+pub fn understands_degraded(env: &OcfEnv) -> bool {
+    matches!(feature_set(env), Some((_, Some(v))) if v >= PROMOTION_OPTION)
+}
+
 pub fn crm_master_installed() -> bool {
     crate::service::find_in_path("crm_master").is_some()
 }
@@ -150,5 +157,9 @@ mod tests {
         assert!(old.contains("feature set 2.0 is not supported"), "{old}");
         assert_eq!(tool(&env(None), || true), Ok(Tool::CrmMaster));
         assert_eq!(tool(&env(None), || false), Ok(Tool::Promotion));
+        // Degraded results only where Pacemaker knows them.
+        assert!(understands_degraded(&env(Some("3.16.2"))));
+        assert!(!understands_degraded(&env(Some("3.2.0"))));
+        assert!(!understands_degraded(&env(None)));
     }
 }

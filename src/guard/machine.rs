@@ -513,6 +513,9 @@ pub struct View {
     pub watchdog_late: bool,
     /// The raise has ordered its service's start and waits for it.
     pub starting_service: bool,
+    /// The kernel keeps the VIP at least until then (its lifetime's end, less HZ/50): a
+    /// deletion seen after it is the kernel's, at the end of the lifetime.
+    pub vip_floor: Duration,
 }
 
 impl View {
@@ -812,6 +815,7 @@ impl<K: Kernel> Machine<K> {
             watchdog: self.watchdog.clone(),
             watchdog_late: self.watchdog_late,
             starting_service: self.raise == RaiseStep::StartingService,
+            vip_floor: self.vip_floor,
         }
     }
 
@@ -2181,5 +2185,47 @@ mod tests {
                 .starts_with("VIP: DAD failed; then fenced: leader key now carries another lease"),
             "{problem}"
         );
+    }
+
+    /// docs/safety.md's table of bounds is the code's: each row recomputed.
+    #[test]
+    fn the_bounds_table_in_the_safety_document_is_the_codes() {
+        let doc = include_str!("../../docs/safety.md");
+        let (_, rest) = doc
+            .split_once("<!-- bounds:start -->")
+            .expect("start marker");
+        let (table, _) = rest.split_once("<!-- bounds:end -->").expect("end marker");
+        let mut rows = 0;
+        for line in table
+            .lines()
+            .filter(|l| l.starts_with("| ") && !l.contains("lease_ttl"))
+        {
+            let cells: Vec<&str> = line
+                .split('|')
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
+                .collect();
+            let num = |c: &str| c.trim_end_matches(" s").parse::<f64>().unwrap();
+            let (ttl, margin) = (num(cells[0]) as u64, num(cells[1]) as u64);
+            let l = lead(ttl, margin);
+            let at = |s: f64| Duration::from_secs(100) + Duration::from_secs_f64(s);
+            let after = |d: Duration| (d - Duration::from_secs(100)).as_secs_f64();
+            let ms = |x: f64| format!("{x:.3} s");
+            assert_eq!(cells[2], ms(after(l.earliest_end())), "{line}");
+            assert_eq!(cells[3], ms(after(l.deadline())), "{line}");
+            assert_eq!(cells[4], ms(after(l.kill_at(l.deadline()))), "{line}");
+            let grace = after(l.kill_at(l.deadline())) - after(l.deadline());
+            assert_eq!(cells[5], ms(grace), "{line}");
+            let life = |s: f64| l.vip_lifetime(at(s)).unwrap_or(0);
+            assert_eq!(
+                cells[6],
+                format!("{} s / {} s", life(0.02), life(0.5)),
+                "{line}"
+            );
+            let w = l.watchdog_timeout(at(0.02)).unwrap_or(0);
+            assert_eq!(cells[7], format!("{w} s"), "{line}");
+            rows += 1;
+        }
+        assert!(rows >= 4, "{rows} rows");
     }
 }

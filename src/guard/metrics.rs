@@ -84,15 +84,18 @@ pub enum VipLost {
     Deleted,
     /// The interface was set down (or removed).
     LinkDown,
+    /// The kernel deleted it at the end of its lifetime: no renewal came in time to extend it.
+    Expired,
 }
 
 impl VipLost {
-    const ALL: [VipLost; 2] = [VipLost::Deleted, VipLost::LinkDown];
+    const ALL: [VipLost; 3] = [VipLost::Deleted, VipLost::LinkDown, VipLost::Expired];
 
     pub fn label(self) -> &'static str {
         match self {
             VipLost::Deleted => "deleted",
             VipLost::LinkDown => "link_down",
+            VipLost::Expired => "expired",
         }
     }
 }

@@ -29,6 +29,7 @@ use super::machine::{Input, Phase, VipState};
 use super::metrics::{Metrics, VipLost};
 use super::push::Reporter;
 use super::status::Shared;
+use crate::lease::clock::boottime;
 use crate::resource::config::{ConflictAction, MasterConfig};
 use crate::resource::status::VipConflict;
 use crate::vip::announce::{Announcer, ArpMode};
@@ -509,8 +510,20 @@ impl State {
         let ours = self.ours();
         match e {
             Event::AddressDeleted(a) if a.index == index && a.ip == ip => {
+                // Past the moment its lifetime may end: the kernel's own deletion.
+                let expired = boottime() >= self.w.fence.view().vip_floor;
                 // Never extended again (a replace would add it anew): told at once.
                 self.w.fence.handle(Input::VipGone);
+                if expired {
+                    return self.lost(
+                        VipLost::Expired,
+                        format!(
+                            "VIP {ip}'s kernel lifetime ran out: no renewal came in time to \
+                             extend it"
+                        ),
+                        ours,
+                    );
+                }
                 // IPv6 addresses go with their link: say which happened.
                 let link =
                     off_thread(move || Rtnl::open().and_then(|mut r| r.link_by_index(index))).await;
