@@ -1,61 +1,64 @@
 //! The service's health while the guard leads: a check every health_interval (every 25 ms
 //! until the first success, so promote is quick), and for a systemd unit whether it is still
-//! active. Once healthy, the service counts as unhealthy only after health_failures failed
-//! checks in a row; a service that is no longer running counts at once. It reports into the
-//! guard's status (monitor decides what that means) and, with push_failures, to Pacemaker at
-//! once when a healthy service turns unhealthy. A reload (health_url, health_timeout,
-//! health_interval, health_failures) takes effect at the next check, which it brings forward;
-//! a new URL (or CA) is a new check, which must pass before its failures are forgiven.
+//! active. The verdict (service::HealthCount: health_failures failed checks in a row, a
+//! service no longer running at once) goes to the guard machine, which shows it (status,
+//! metrics, monitor) and decides what follows (a push to Pacemaker: machine::observe). A
+//! reload (health_url, health_timeout, health_interval, health_failures) takes effect at the
+//! next check, which it brings forward; a new URL (or CA) is a new check, which must pass
+//! before its failures are forgiven.
 
 use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::push::Reporter;
-use super::status::Shared;
+use super::fence::Fence;
+use super::machine::{HealthReport, Input, ServiceState};
+use crate::presence::Presence;
 use crate::resource::config::MasterConfig;
-use crate::service::{HealthProbe, ServiceSpec};
+use crate::service::process::{unit_presence, UNIT_LOOK};
+use crate::service::{HealthCount, HealthProbe, ServiceSpec};
 
-/// `push`: told once when the service, healthy before, stops being so (push_failures), while
-/// `leading` says the machine leads (a service the guard stops itself is no failure).
-/// `running`: whether the guard machine has the service running.
+/// The check before the first success comes this often (promote waits for it).
+const FIRST_PASS_INTERVAL: Duration = Duration::from_millis(25);
+
 pub async fn watch(
     mut config: watch::Receiver<MasterConfig>,
-    shared: Shared,
-    push: Option<Reporter>,
+    fence: Fence,
     metrics: std::sync::Arc<super::metrics::Metrics>,
-    running: impl Fn() -> bool,
-    leading: impl Fn() -> bool,
 ) {
     let mut cfg = config.borrow_and_update().clone();
     // Made anew after a reload changed the health settings (None inside: no health_url).
     let mut probe: Option<Option<HealthProbe>> = None;
-    let mut healthy_once = false;
-    let mut failed_in_a_row = 0u32;
+    let mut count = HealthCount::default();
     // systemd's last word on the unit (started active: the guard's start succeeded).
     let mut unit_active = true;
+    let mut told: Option<HealthReport> = None;
     loop {
         if probe.is_none() {
             probe = match HealthProbe::new(&cfg.health) {
                 Ok(p) => Some(p),
                 Err(e) => {
                     // At promote this keeps it waiting; after a reload it is a failure.
-                    shared.update(|s| {
-                        s.service_healthy = false;
-                        s.service_detail = format!("health probe unusable: {e}");
-                    });
+                    fence.handle(Input::Health(HealthReport {
+                        healthy: false,
+                        detail: format!("health probe unusable: {e}"),
+                        unit_inactive: !unit_active,
+                    }));
                     return;
                 }
             };
         }
         let check = probe.as_ref().and_then(Option::as_ref);
-        let mut running = running();
+        let view = fence.view();
+        // Started and not exited, as the machine has it (whether systemd still has the unit
+        // active is this watch's own finding, below).
+        let mut running =
+            matches!(view.service, ServiceState::Running(_)) && view.exit_detail.is_none();
+        let mut detail = None;
         if let (true, ServiceSpec::Systemd { unit }) = (running, &cfg.service) {
             // A unit has no child to wait for: ask systemd whether it is still active. Only
             // systemd's own "inactive" or "failed" is a stopped unit; a systemctl that cannot
             // answer (PID 1 re-executing) leaves the last verdict as it was.
-            use crate::presence::Presence;
-            use crate::service::process::{unit_presence, UNIT_LOOK};
             match unit_presence(unit, UNIT_LOOK).await {
                 Presence::Present => unit_active = true,
                 Presence::Absent => unit_active = false,
@@ -64,61 +67,56 @@ pub async fn watch(
                 }
             }
             running = unit_active;
-            shared.update(|s| {
-                s.unit_inactive = !unit_active;
-                if !unit_active {
-                    s.service_detail = format!("{unit} is not active");
-                }
-            });
+            if !unit_active {
+                detail = Some(format!("{unit} is not active"));
+            }
         }
-        let (passed, detail) = match (check, running) {
-            (_, false) => (false, None),
-            (None, true) => (true, Some("running (no health_url)".to_string())),
+        let passed = match (check, running) {
+            (_, false) => false,
+            (None, true) => {
+                detail = Some("running (no health_url)".to_string());
+                true
+            }
             (Some(p), true) => {
                 let began = std::time::Instant::now();
                 let outcome = p.check().await;
                 metrics.health_checks.observe(began.elapsed());
-                match outcome {
+                let (passed, d) = match outcome {
                     Ok(code) => (
                         (200..300).contains(&code),
-                        Some(format!("{} answered {code}", p.url())),
+                        format!("{} answered {code}", p.url()),
                     ),
-                    Err(e) => (false, Some(format!("{}: {e}", p.url()))),
-                }
+                    Err(e) => (false, format!("{}: {e}", p.url())),
+                };
+                detail = Some(d);
+                passed
             }
         };
         if !passed && running {
             metrics.health_failed();
         }
-        failed_in_a_row = if passed { 0 } else { failed_in_a_row + 1 };
-        // Before the first success (promote waits for it) and for a dead service: at once.
-        let healthy = passed || (running && healthy_once && failed_in_a_row < cfg.health.failures);
-        let detail = detail.map(|d| match (passed, healthy) {
-            (false, true) => format!(
-                "{d} ({failed_in_a_row} of {} failed checks before unhealthy)",
+        let healthy = count.checked(passed, running, cfg.health.failures);
+        let detail = match (detail, passed, healthy) {
+            (Some(d), false, true) => format!(
+                "{d} ({} of {} failed checks before unhealthy)",
+                count.failed_in_a_row(),
                 cfg.health.failures
             ),
-            _ => d,
-        });
-        shared.update(|s| {
-            s.service_healthy = healthy && running;
-            if let (true, Some(d)) = (running, detail) {
-                s.service_detail = d;
-            }
-        });
-        if let (Some(r), true, false, true) = (&push, healthy_once, healthy, leading()) {
-            let why = shared
-                .status
-                .lock()
-                .map(|s| s.service_detail.clone())
-                .unwrap_or_default();
-            r.report(&format!("service unhealthy: {why}"));
+            (Some(d), _, _) => d,
+            (None, ..) => "not running".to_string(),
+        };
+        let report = HealthReport {
+            healthy,
+            detail,
+            unit_inactive: !unit_active,
+        };
+        if told.as_ref() != Some(&report) {
+            told = Some(report.clone());
+            fence.handle(Input::Health(report));
         }
-        healthy_once |= passed;
-        let pause = if healthy_once {
-            cfg.health.interval
-        } else {
-            Duration::from_millis(25)
+        let pause = match count.passed_once() {
+            true => cfg.health.interval,
+            false => FIRST_PASS_INTERVAL,
         };
         tokio::select! {
             _ = tokio::time::sleep(pause) => {}
@@ -131,10 +129,7 @@ pub async fn watch(
         }
         let now = config.borrow_and_update().clone();
         if (&now.health.url, &now.health.cacert) != (&cfg.health.url, &cfg.health.cacert) {
-            // Another check: its failures count afresh, and like the first check of all it
-            // must pass once before a failure is forgiven (no healthy verdict without a pass).
-            failed_in_a_row = 0;
-            healthy_once = false;
+            count.new_check();
         }
         if now.health != cfg.health {
             probe = None;

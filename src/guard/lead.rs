@@ -59,6 +59,8 @@ struct Shell {
     /// Step-down requests waiting for the machine's answer.
     waiting: Vec<oneshot::Sender<(bool, GuardStatus)>>,
     helpers: Helpers,
+    /// Under Pacemaker: where the machine's pushes go (push_failures in force at the time).
+    reporter: Option<super::push::Reporter>,
 }
 
 impl Guard {
@@ -136,6 +138,14 @@ impl Guard {
             started_tx,
             waiting: Vec::new(),
             helpers: Helpers::default(),
+            reporter: self.args.pacemaker_resource.as_ref().map(|rsc| {
+                super::push::Reporter::new(
+                    rsc.clone(),
+                    self.args.node.clone(),
+                    self.args.resource.clone(),
+                    self.shared.config.subscribe(),
+                )
+            }),
         };
         shell.helpers.add(tokio::spawn(keepalive::renew(
             a.etcd.clone(),
@@ -155,21 +165,12 @@ impl Guard {
             lease,
             fence.clone(),
         )));
-        // Under Pacemaker; whether it reports is push_failures in force at the time.
-        let reporter = self.args.pacemaker_resource.as_ref().map(|rsc| {
-            super::push::Reporter::new(
-                rsc.clone(),
-                self.args.node.clone(),
-                self.args.resource.clone(),
-                self.shared.config.subscribe(),
-            )
-        });
         let mut health_started = false;
         let mut service_exited = false;
         loop {
             if !health_started && fence.view().phase == Phase::Leading {
                 health_started = true;
-                self.start_leading_helpers(&mut shell, &a.etcd, reporter.clone());
+                self.start_leading_helpers(&mut shell, &a.etcd);
             }
             let service = self.service.as_mut();
             tokio::select! {
@@ -191,25 +192,13 @@ impl Guard {
                 Some(running) = started_rx.recv() => self.service_started(running),
                 detail = async { match service { Some(s) => s.wait_exit().await, None => std::future::pending().await } }, if !service_exited => {
                     service_exited = true;
-                    if fence.view().phase == Phase::Leading {
-                        if let Some(r) = &reporter {
-                            r.report(&format!("service {detail}"));
-                        }
-                    }
-                    self.shared.update(|s| s.service_detail = detail.clone());
                     fence.handle(Input::ServiceExited(detail));
                 }
             }
         }
     }
 
-    fn start_leading_helpers(
-        &mut self,
-        shell: &mut Shell,
-        etcd: &Etcd,
-        reporter: Option<super::push::Reporter>,
-    ) {
-        let (running, leading) = (shell.fence.clone(), shell.fence.clone());
+    fn start_leading_helpers(&mut self, shell: &mut Shell, etcd: &Etcd) {
         if let Some((link, ip)) = shell.wire.clone() {
             shell
                 .helpers
@@ -218,19 +207,13 @@ impl Guard {
                     link,
                     ip,
                     fence: shell.fence.clone(),
-                    shared: self.shared.clone(),
-                    metrics: self.metrics.clone(),
-                    reporter: reporter.clone(),
                     config: self.shared.config.subscribe(),
                 })));
         }
         shell.helpers.add(tokio::spawn(health::watch(
             self.shared.config.subscribe(),
-            self.shared.clone(),
-            reporter,
+            shell.fence.clone(),
             self.metrics.clone(),
-            move || running.view().service_running(),
-            move || leading.view().phase == Phase::Leading,
         )));
         if self.args.config.etcd.move_leader {
             shell
@@ -249,7 +232,6 @@ impl Guard {
         self.persisted.service_start = running.pid().and_then(crate::procfs::start_time);
         self.service = Some(running);
         self.persist();
-        self.shared.update(|s| s.service_detail = "started".into());
     }
 
     /// Performs one order; Some(whether the raise failed) when the machine is done.
@@ -359,6 +341,21 @@ impl Guard {
                 }
                 for w in shell.waiting.drain(..) {
                     let _ = w.send((r.is_ok(), st.clone()));
+                }
+            }
+            Order::Push { why, regardless } => {
+                if let Some(r) = &shell.reporter {
+                    match regardless {
+                        true => r.report_regardless(&why),
+                        false => r.report(&why),
+                    }
+                }
+            }
+            Order::Defend => {
+                if let Some((link, ip)) = shell.wire.clone() {
+                    // The arp_mode in force (a reload may have changed it).
+                    let mode = self.shared.config.borrow().vip.as_ref().map(|v| v.arp_mode);
+                    super::wire::defend(link, ip, mode, fence, self.args.resource.clone());
                 }
             }
             Order::Exit { raise_failed } => return Some(raise_failed),

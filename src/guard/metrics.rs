@@ -7,7 +7,7 @@ use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use super::machine::Cause;
+use super::machine::{Cause, Loss};
 use crate::resource::status::{GuardStatus, Role};
 
 /// Buckets of the renewal and health-check histograms (seconds): a renewal on a LAN takes a
@@ -77,29 +77,6 @@ impl RenewalFailure {
     }
 }
 
-/// What happened to the VIP behind the guard's back, as hamaster_vip_lost_total's `what`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum VipLost {
-    /// The address was deleted from its interface by someone else.
-    Deleted,
-    /// The interface was set down (or removed).
-    LinkDown,
-    /// The kernel deleted it at the end of its lifetime: no renewal came in time to extend it.
-    Expired,
-}
-
-impl VipLost {
-    const ALL: [VipLost; 3] = [VipLost::Deleted, VipLost::LinkDown, VipLost::Expired];
-
-    pub fn label(self) -> &'static str {
-        match self {
-            VipLost::Deleted => "deleted",
-            VipLost::LinkDown => "link_down",
-            VipLost::Expired => "expired",
-        }
-    }
-}
-
 /// What the guard's tasks count. One per guard process; Prometheus sees a counter reset when
 /// the next promote starts a new guard.
 #[derive(Default)]
@@ -108,8 +85,6 @@ pub struct Metrics {
     renewal_failures: [AtomicU64; RenewalFailure::ALL.len()],
     pub health_checks: Histogram,
     health_failures: AtomicU64,
-    vip_conflicts: AtomicU64,
-    vip_lost: [AtomicU64; VipLost::ALL.len()],
 }
 
 impl Metrics {
@@ -119,14 +94,6 @@ impl Metrics {
 
     pub fn health_failed(&self) {
         self.health_failures.fetch_add(1, Ordering::Relaxed);
-    }
-
-    pub fn vip_conflict(&self) {
-        self.vip_conflicts.fetch_add(1, Ordering::Relaxed);
-    }
-
-    pub fn vip_lost(&self, what: VipLost) {
-        self.vip_lost[what as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     /// The exposition: counters as counted, gauges from `s` (a live snapshot), `ttl` the lease
@@ -223,16 +190,19 @@ impl Metrics {
             "hamaster_vip_conflicts_total",
             COUNTER,
             "Frames that claimed the VIP for another MAC address.",
-            [(String::new(), load(&self.vip_conflicts))],
+            [(
+                String::new(),
+                s.vip_conflict.as_ref().map_or(0, |c| c.frames) as f64,
+            )],
         );
         family(
             o,
             "hamaster_vip_lost_total",
             COUNTER,
             "The VIP lost behind the guard's back, by what happened.",
-            by("what", &VipLost::ALL.map(VipLost::label))
+            by("what", &Loss::ALL.map(Loss::label))
                 .into_iter()
-                .zip(self.vip_lost.iter().map(load)),
+                .zip(Loss::ALL.map(|l| s.vip_losses.get(l.label()).copied().unwrap_or(0) as f64)),
         );
         gauge(
             o,

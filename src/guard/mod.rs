@@ -32,7 +32,7 @@ use crate::lease::clock::boottime;
 use crate::lease::{leader_key, Etcd, Grant, LeaseClock};
 use crate::resource::config::MasterConfig;
 use crate::resource::dir::{Persisted, ResourceDir};
-use crate::resource::status::{GuardStatus, Role, WatchdogStatus};
+use crate::resource::status::{GuardStatus, Role, VipConflict, WatchdogStatus};
 use crate::resource::watchdog::{choose, Choice};
 use crate::service::Running;
 use crate::vip::Vip;
@@ -398,18 +398,33 @@ fn from_machine(
     use machine::Phase;
     let now = boottime();
     s.role = match m.phase {
-        Phase::Raising | Phase::Leading => Role::Leader,
+        Phase::Raising(_) | Phase::Leading => Role::Leader,
         Phase::Fenced => Role::Fenced,
         Phase::SteppingDown | Phase::Done => Role::SteppingDown,
         Phase::Failed => Role::Failed,
     };
-    s.service_running = m.service_running() && !s.unit_inactive;
-    if !s.service_running {
-        s.service_healthy = false;
-    }
-    if let Some(d) = &m.exit_detail {
+    let health = m.observed.health.as_ref();
+    s.service_running = m.service_running();
+    s.service_healthy = m.service_healthy();
+    s.unit_inactive = health.is_some_and(|h| h.unit_inactive);
+    if let Some(d) = m.exit_detail.as_ref().or(health.map(|h| &h.detail)) {
         s.service_detail = d.clone();
+    } else if matches!(m.service, machine::ServiceState::Running(_)) {
+        s.service_detail = "started".into();
     }
+    s.vip_lost = m.observed.lost.clone();
+    s.vip_conflict = m.observed.conflict.as_ref().map(|c| VipConflict {
+        mac: c.mac.clone(),
+        frame: c.frame.clone(),
+        frames: c.frames,
+        last_unix_ms: unix_ms_at(c.last),
+    });
+    s.vip_losses = machine::Loss::ALL
+        .iter()
+        .zip(m.observed.losses)
+        .filter(|(_, n)| *n > 0)
+        .map(|(l, n)| (l.label().to_string(), n))
+        .collect();
     s.last_renewal_unix_ms = Some(unix_ms_at(m.last_renewal_sent));
     s.lease_ttl_left_ms = Some(match m.fenced {
         Some(_) => 0,

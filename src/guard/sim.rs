@@ -52,7 +52,7 @@ use std::time::Duration;
 
 use super::answers;
 use super::machine::{
-    ArmError, Cause, Fault, Input, Kernel, Machine, Mutations, Order, Plan, WatchdogPlan,
+    ArmError, Cause, Fault, Input, Kernel, Machine, Order, Plan, Rule, Rules, WatchdogPlan,
     VIP_RETRY, WATCHDOG_TOLERANCE,
 };
 use crate::lease::clock::MAX_SLEW;
@@ -620,12 +620,12 @@ impl Ord for EvBox {
 }
 
 impl Sim {
-    fn new(seed: u64, mutations: Mutations) -> Sim {
-        Sim::shaped(seed, mutations, |_, _| {})
+    fn new(seed: u64, rules: Rules) -> Sim {
+        Sim::shaped(seed, rules, |_, _| {})
     }
 
     /// A schedule drawn from `seed`, then changed by `shape` before anything is scheduled.
-    fn shaped(seed: u64, mutations: Mutations, shape: impl Fn(&mut Schedule, &mut World)) -> Sim {
+    fn shaped(seed: u64, rules: Rules, shape: impl Fn(&mut Schedule, &mut World)) -> Sim {
         let mut rng = Rng(SplitMix64(seed));
         let s = Schedule::draw(&mut rng);
         let slow = rng.chance(0.2);
@@ -668,10 +668,10 @@ impl Sim {
         let (mut s, mut world) = (s, world);
         shape(&mut s, &mut world);
         world.node_rate = s.node_rate;
-        Sim::with(rng, s, world, mutations)
+        Sim::with(rng, s, world, rules)
     }
 
-    fn with(mut rng: Rng, s: Schedule, world: World, mutations: Mutations) -> Sim {
+    fn with(mut rng: Rng, s: Schedule, world: World, rules: Rules) -> Sim {
         // The grant: sent at 0, taken by etcd a little later.
         let granted_at_etcd = rng.ms(0, 20);
         let ttl = s.clock.ttl;
@@ -688,7 +688,7 @@ impl Sim {
             },
         };
         let mut m = Machine::new(plan, Duration::ZERO, ttl, world);
-        m.mutations = mutations;
+        m.rules = rules;
         let deadline = m.deadline();
         let mut sim = Sim {
             rng,
@@ -831,12 +831,30 @@ impl Sim {
                     continue;
                 }
             }
+            let expiries = self.m.kernel.expiries;
             self.step(ev, t, seed)?;
             for (t, ev) in std::mem::take(&mut self.m.kernel.scheduled) {
                 self.at(t, ev);
             }
+            self.watch_sees_expiry(expiries);
         }
         Ok(())
+    }
+
+    /// The wire watch (while leading) sees the kernel's deletion of an expired VIP as an
+    /// address event and tells the machine, a few milliseconds later.
+    fn watch_sees_expiry(&mut self, before: u32) {
+        let leading = self.m.phase() == super::machine::Phase::Leading;
+        if self.m.kernel.expiries > before && leading && !self.frozen() {
+            let d = self.rng.ms(1, 20);
+            self.deliver(
+                d,
+                Input::VipGone {
+                    how: super::machine::Gone::Deleted { with_link: false },
+                    detail: "VIP deleted (simulated)".into(),
+                },
+            );
+        }
     }
 
     /// The machine takes one input; its orders are performed, its next wake-up armed.
@@ -1067,6 +1085,8 @@ impl Sim {
                 }
             }
             Order::Exit { .. } => self.exited = true,
+            // Pacemaker and the wire are outside the simulated world.
+            Order::Push { .. } | Order::Defend => {}
         }
         Ok(())
     }
@@ -1228,7 +1248,7 @@ impl Sim {
                 if revoked {
                     self.lease_alive = false;
                 }
-                let raising = self.m.phase() == super::machine::Phase::Raising;
+                let raising = self.m.phase().is_raising();
                 self.reached.lost_while_raising |= raising;
                 // Another node may take the key from now on: the VIP must go as soon as the
                 // guard hears of it (the watch, or the next renewal's answer or confirm).
@@ -1500,8 +1520,8 @@ impl Sim {
     }
 }
 
-fn run_one(seed: u64, mutations: Mutations, tally: &mut Tally) -> Result<(), String> {
-    let mut sim = Sim::new(seed, mutations);
+fn run_one(seed: u64, rules: Rules, tally: &mut Tally) -> Result<(), String> {
+    let mut sim = Sim::new(seed, rules);
     sim.run(seed)?;
     sim.tally(tally);
     Ok(())
@@ -1517,8 +1537,7 @@ fn base_seed() -> u64 {
 fn ten_thousand_fault_schedules_hold_every_invariant_of_the_real_machine() {
     if let Ok(seed) = std::env::var("HAMASTER_SIM_SEED") {
         let seed: u64 = seed.parse().expect("HAMASTER_SIM_SEED is a number");
-        run_one(seed, Mutations::default(), &mut Tally::default())
-            .unwrap_or_else(|e| panic!("{e}"));
+        run_one(seed, Rules::default(), &mut Tally::default()).unwrap_or_else(|e| panic!("{e}"));
         return;
     }
     // A fresh base seed each run: every run explores new schedules, and a failure names its
@@ -1529,7 +1548,7 @@ fn ten_thousand_fault_schedules_hold_every_invariant_of_the_real_machine() {
     let mut tally = Tally::default();
     for i in 0..runs {
         let seed = base.wrapping_add(i.wrapping_mul(0x2545_f491_4f6c_dd1d));
-        if let Err(e) = run_one(seed, Mutations::default(), &mut tally) {
+        if let Err(e) = run_one(seed, Rules::default(), &mut tally) {
             panic!("{e}\nreplay: HAMASTER_SIM_SEED={seed} cargo test --lib sim");
         }
     }
@@ -1564,14 +1583,10 @@ const MUTATION_SEEDS: std::ops::Range<u64> = 1..401;
 
 /// Runs the pinned schedules with one rule of the machine switched off; some must fail, each
 /// with the invariant the rule is for.
-fn caught(
-    mutations: Mutations,
-    expect: &[&str],
-    shape: impl Fn(&mut Schedule, &mut World),
-) -> usize {
+fn caught(rules: Rules, expect: &[&str], shape: impl Fn(&mut Schedule, &mut World)) -> usize {
     let mut caught = 0;
     for seed in MUTATION_SEEDS {
-        let mut sim = Sim::shaped(seed, mutations, &shape);
+        let mut sim = Sim::shaped(seed, rules, &shape);
         if let Err(e) = sim.run(seed) {
             assert!(
                 expect.iter().any(|x| e.contains(x)),
@@ -1581,7 +1596,7 @@ fn caught(
         }
     }
     eprintln!(
-        "{mutations:?}: caught by {caught} of {} schedules",
+        "{rules:?}: caught by {caught} of {} schedules",
         MUTATION_SEEDS.count()
     );
     caught
@@ -1591,7 +1606,7 @@ fn caught(
 /// fails the real machine too would prove nothing).
 fn holds(shape: impl Fn(&mut Schedule, &mut World)) {
     for seed in MUTATION_SEEDS {
-        let mut sim = Sim::shaped(seed, Mutations::default(), &shape);
+        let mut sim = Sim::shaped(seed, Rules::default(), &shape);
         sim.run(seed)
             .unwrap_or_else(|e| panic!("the real machine: {e}"));
     }
@@ -1620,10 +1635,7 @@ fn without_the_deadline_rule_the_simulation_finds_a_vip_past_the_deadline() {
         s.faults = vec![(Duration::from_secs(5), HORIZON, Member::Silent)];
     };
     holds(shape);
-    let mutation = Mutations {
-        no_deadline: true,
-        ..Mutations::default()
-    };
+    let mutation = Rules::without(Rule::Deadline);
     let n = caught(mutation, &["deadline", "after the lease could end"], shape);
     assert!(
         n > 0,
@@ -1639,10 +1651,7 @@ fn without_the_release_rule_the_simulation_finds_a_release_with_the_service_up()
         s.step_down = Some((Duration::from_secs(4), Duration::from_secs(20)));
     };
     holds(shape);
-    let mutation = Mutations {
-        early_release: true,
-        ..Mutations::default()
-    };
+    let mutation = Rules::without(Rule::ReleaseWhenDown);
     // A release while a start is still out shows as the watch's report of it fencing a guard
     // whose release began (nothing was down yet): the same broken rule.
     let n = caught(mutation, &["release at", "after its release began"], shape);
@@ -1662,10 +1671,7 @@ fn without_the_raise_rule_the_simulation_finds_a_raise_after_the_loss() {
         s.ownership_lost = Some((Duration::from_secs(1), false));
     };
     holds(shape);
-    let mutation = Mutations {
-        lost_waits_for_raise: true,
-        ..Mutations::default()
-    };
+    let mutation = Rules::without(Rule::LossFencesTheRaise);
     let n = caught(mutation, &["loss told"], shape);
     assert!(
         n > 0,
@@ -1681,10 +1687,7 @@ fn without_the_budget_rule_the_simulation_finds_a_late_step_down() {
         s.step_down = Some((Duration::from_secs(4), Duration::from_secs(5)));
     };
     holds(shape);
-    let mutation = Mutations {
-        no_budget: true,
-        ..Mutations::default()
-    };
+    let mutation = Rules::without(Rule::Budget);
     let n = caught(mutation, &["not answered by"], shape);
     assert!(
         n > 0,
@@ -1709,10 +1712,7 @@ fn without_the_send_time_rule_the_simulation_finds_a_vip_past_the_lease() {
         ];
     };
     holds(shape);
-    let mutation = Mutations {
-        count_from_reply: true,
-        ..Mutations::default()
-    };
+    let mutation = Rules::without(Rule::SendTime);
     let n = caught(
         mutation,
         &[
@@ -1737,10 +1737,7 @@ fn taking_a_look_that_cannot_tell_for_stopped_is_found_as_a_release_with_the_uni
         s.step_down = Some((Duration::from_secs(4), Duration::from_secs(20)));
     };
     holds(shape);
-    let mutation = Mutations {
-        doubt_is_absence: true,
-        ..Mutations::default()
-    };
+    let mutation = Rules::without(Rule::OnlyAbsence);
     let n = caught(mutation, &["release at", "forgotten while it ran"], shape);
     assert!(n > 0, "no schedule caught a doubt taken for a stopped unit");
 }
@@ -1764,10 +1761,7 @@ fn bounds_blind_to_the_clocks_slew_are_found_outliving_the_lease() {
         s.faults = vec![(Duration::from_secs(5), HORIZON, Member::Silent)];
     };
     holds(shape);
-    let mutation = Mutations {
-        slew_blind: true,
-        ..Mutations::default()
-    };
+    let mutation = Rules::without(Rule::Slew);
     let n = caught(mutation, &["after the lease could end at etcd"], shape);
     assert!(n > 0, "no schedule caught bounds blind to the slew");
 }
@@ -1789,10 +1783,7 @@ fn effects_timed_by_a_stale_clock_are_found_outliving_the_lease() {
         s.freeze = Some((at, None));
     };
     holds(shape);
-    let mutation = Mutations {
-        stale_now: true,
-        ..Mutations::default()
-    };
+    let mutation = Rules::without(Rule::OwnTime);
     let n = caught(
         mutation,
         &["after the lease could end at etcd", "watchdog resets at"],
@@ -1811,10 +1802,7 @@ fn replacing_a_vip_the_kernel_may_have_let_go_is_found_adding_it_anew() {
         s.faults = vec![(Duration::ZERO, HORIZON, Member::Slow)];
     };
     holds(shape);
-    let mutation = Mutations {
-        extend_expired: true,
-        ..Mutations::default()
-    };
+    let mutation = Rules::without(Rule::ReplaceBeforeFloor);
     let n = caught(mutation, &["added anew"], shape);
     assert!(n > 0, "no schedule caught a VIP added anew by a renewal");
 }
@@ -1823,7 +1811,7 @@ fn replacing_a_vip_the_kernel_may_have_let_go_is_found_adding_it_anew() {
 fn a_key_deleted_one_second_into_a_five_second_raise_takes_the_vip_at_once() {
     // The bug seen: the VIP stayed up until the announcement burst had finished.
     for seed in 0..50u64 {
-        let mut sim = Sim::shaped(seed, Mutations::default(), |s, w| {
+        let mut sim = Sim::shaped(seed, Rules::default(), |s, w| {
             quiet(s, w);
             s.clock = DEFAULTS;
             s.node_rate = 1.0;
@@ -1866,10 +1854,7 @@ fn with_watchdog(s: &mut Schedule, w: &mut World) {
 #[test]
 fn without_arming_first_the_simulation_finds_a_vip_raised_before_the_watchdog() {
     holds(with_watchdog);
-    let mutation = Mutations {
-        arm_after_vip: true,
-        ..Mutations::default()
-    };
+    let mutation = Rules::without(Rule::ArmFirst);
     let n = caught(mutation, &["before the watchdog was armed"], with_watchdog);
     assert!(
         n > 0,
@@ -1886,10 +1871,7 @@ fn pinging_on_a_timer_of_its_own_is_found_as_a_ping_after_the_deadline() {
         s.faults = vec![(Duration::from_secs(5), HORIZON, Member::Silent)];
     };
     holds(shape);
-    let mutation = Mutations {
-        ping_on_wake: true,
-        ..Mutations::default()
-    };
+    let mutation = Rules::without(Rule::PingOnRenewal);
     let n = caught(mutation, &["watchdog pinged at"], shape);
     assert!(n > 0, "no schedule caught a ping after the deadline");
 }
@@ -1902,10 +1884,7 @@ fn disarming_at_the_step_down_is_found_with_the_service_still_up() {
         s.step_down = Some((Duration::from_secs(5), Duration::from_secs(20)));
     };
     holds(shape);
-    let mutation = Mutations {
-        early_disarm: true,
-        ..Mutations::default()
-    };
+    let mutation = Rules::without(Rule::DisarmWhenDown);
     let n = caught(mutation, &["watchdog disarmed at"], shape);
     assert!(n > 0, "no schedule caught a disarm with the service up");
 }
@@ -1913,10 +1892,7 @@ fn disarming_at_the_step_down_is_found_with_the_service_still_up() {
 #[test]
 fn a_timeout_of_the_whole_ttl_is_found_resetting_after_the_lease() {
     holds(with_watchdog);
-    let mutation = Mutations {
-        watchdog_full_ttl: true,
-        ..Mutations::default()
-    };
+    let mutation = Rules::without(Rule::WatchdogBound);
     let n = caught(
         mutation,
         &["after the lease could end at etcd with etcd's clock fast"],
@@ -1930,7 +1906,7 @@ fn a_frozen_guard_is_reset_before_its_lease_ends_and_a_step_down_disarms() {
     for seed in 0..50u64 {
         // Frozen for good at 5 s, at the default settings: the reset takes VIP and service
         // before etcd could let the key go.
-        let mut sim = Sim::shaped(seed, Mutations::default(), |s, w| {
+        let mut sim = Sim::shaped(seed, Rules::default(), |s, w| {
             with_watchdog(s, w);
             s.clock = DEFAULTS;
             s.freeze = Some((Duration::from_secs(5), Some(HORIZON)));
@@ -1952,7 +1928,7 @@ fn a_frozen_guard_is_reset_before_its_lease_ends_and_a_step_down_disarms() {
             "reset at {reset:?}, before the guard's fencing time {fence_at:?}:\n{trace}",
         );
         // An orderly step-down: disarmed, never reset.
-        let mut sim = Sim::shaped(seed, Mutations::default(), |s, w| {
+        let mut sim = Sim::shaped(seed, Rules::default(), |s, w| {
             with_watchdog(s, w);
             s.step_down = Some((Duration::from_secs(5), Duration::from_secs(20)));
         });

@@ -3,40 +3,30 @@
 //! On the wire (RFC 5227's ongoing detection): a packet socket on the VIP's interface sees
 //! ARP (IPv4) or Neighbor Advertisements (IPv6), a kernel filter passing only frames that name
 //! the VIP. One that claims the VIP for a MAC address of none of this node's interfaces is a
-//! conflict: logged with the MAC, shown in status and metrics, defended with one announcement
-//! at most every DEFEND_INTERVAL, and with conflict_action=push told to Pacemaker. Our own
-//! frames (outgoing, or from this node's other interfaces) never count.
+//! conflict, told to the guard machine (machine::observe), which counts and names it, defends
+//! the VIP with one announcement at most every DEFEND_INTERVAL, and with conflict_action=push
+//! tells Pacemaker. Our own frames (outgoing, or from this node's other interfaces) never count.
 //!
-//! In the kernel: rtnetlink's address and link events. The VIP deleted by someone else, or its
-//! interface set down or removed, is told to Pacemaker at once (push_failures), as a dead
-//! service is; the guard does not add it back behind Pacemaker's back (monitor reports it).
-//! Both count only while the machine leads with the VIP up: its own removals (fence, step-down)
-//! happen under the fencing lock, which `ours` takes, so they are never taken for someone
-//! else's.
+//! In the kernel: rtnetlink's address and link events. The VIP deleted, or its interface set
+//! down or removed, is told to the machine, which knows whether it took the VIP down itself
+//! (fence, step-down) and otherwise tells Pacemaker at once (push_failures), as of a dead
+//! service; the guard does not add it back behind Pacemaker's back (monitor reports it).
+//! This module only reads the wire and the kernel, and sends the one announcement it is told.
 
 use std::collections::HashSet;
 use std::io;
 use std::net::IpAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::io::unix::AsyncFd;
 use tokio::sync::watch;
 
 use super::fence::Fence;
-use super::machine::{Input, Phase, VipState};
-use super::metrics::{Metrics, VipLost};
-use super::push::Reporter;
-use super::status::Shared;
-use crate::lease::clock::boottime;
+use super::machine::{self, Gone, Input};
 use crate::resource::config::{ConflictAction, MasterConfig};
-use crate::resource::status::VipConflict;
 use crate::vip::announce::{Announcer, ArpMode};
 use crate::vip::netlink::{Event, Events, Link, Rtnl};
-
-/// RFC 5227 section 2.4 (DEFEND_INTERVAL): at most one defending announcement per 10 s.
-pub const DEFEND_INTERVAL: Duration = Duration::from_secs(10);
 
 /// A MAC found foreign is taken as foreign this long without looking at the own interfaces
 /// again (a host that keeps claiming costs one link dump a second, not one a frame).
@@ -57,22 +47,18 @@ const FRAMES_PER_TURN: usize = 32;
 /// queueing work.
 const RCVBUF: libc::c_int = 64 * 1024;
 
-/// MACs logged by name at most; later ones are logged with the next defence only.
-const LOGGED_MACS: usize = 16;
-
 /// The own interfaces are dumped again at most this often when an unknown MAC claims the VIP
 /// (new interfaces are also learnt from link events).
 const OWN_LOOK_INTERVAL: Duration = Duration::from_millis(100);
 
-/// What the watch needs: the VIP, its interface as raised, and the guard's parts.
+/// What the watch needs: the VIP, its interface as raised, the machine it reports to, and the
+/// configuration in force (conflict_action).
 pub struct WireWatch {
+    /// For the log.
     pub resource: String,
     pub link: Link,
     pub ip: IpAddr,
     pub fence: Fence,
-    pub shared: Shared,
-    pub metrics: Arc<Metrics>,
-    pub reporter: Option<Reporter>,
     pub config: watch::Receiver<MasterConfig>,
 }
 
@@ -323,20 +309,9 @@ struct State {
     foreign_pruned: Instant,
     /// When the own interfaces were last dumped.
     own_looked: Instant,
-    /// MACs already logged, and when the last defence was sent.
-    logged: HashSet<[u8; 6]>,
-    defended: Option<Instant>,
-    lost: bool,
 }
 
 impl State {
-    /// The machine leads with the VIP up and takes nothing down itself: a change now is not
-    /// the guard's own doing.
-    fn ours(&self) -> bool {
-        let m = self.w.fence.view();
-        self.w.fence.standing() && m.phase == Phase::Leading && m.vip == VipState::Up
-    }
-
     /// Whether `mac` is one of this node's. An interface added since the last look is learnt
     /// from its link event, which comes before any frame it sends: the events still queued
     /// are taken first; a dump of the interfaces (at most every OWN_LOOK_INTERVAL) covers
@@ -398,103 +373,40 @@ impl State {
         false
     }
 
+    /// A frame from a MAC of none of this node's interfaces claiming the VIP: told to the
+    /// machine, which counts it, names it, and decides the defence and the push.
     async fn conflict(&mut self, c: Claim, events: Option<&Events>, nlbuf: &mut Vec<u8>) {
-        if self.is_own(&c.mac, events, nlbuf).await || !self.ours() {
+        if self.is_own(&c.mac, events, nlbuf).await {
             return;
         }
         let w = &self.w;
         let mac = mac_text(&c.mac);
-        w.metrics.vip_conflict();
-        w.shared.update(|s| {
-            let frames = s.vip_conflict.as_ref().map_or(0, |v| v.frames) + 1;
-            s.vip_conflict = Some(VipConflict {
-                mac: mac.clone(),
-                frame: c.frame.into(),
-                frames,
-                last_unix_ms: super::unix_ms(),
-            });
-        });
-        let defend = self.defended.is_none_or(|t| t.elapsed() >= DEFEND_INTERVAL);
         let what = format!(
             "VIP conflict: {} claimed by {mac} on {} ({})",
             w.ip, w.link.name, c.frame
         );
-        let new_mac = self.logged.len() < LOGGED_MACS && self.logged.insert(c.mac);
-        if new_mac || defend {
-            log::error!("guard {}: {what}", w.resource);
-        }
-        if defend {
-            self.defended = Some(Instant::now());
-            self.defend();
-        }
-        if w.config.borrow().conflict_action == ConflictAction::Push {
-            if let Some(r) = &w.reporter {
-                r.report_regardless(&what);
-            }
-        }
+        let push = w.config.borrow().conflict_action == ConflictAction::Push;
+        w.fence.handle(Input::VipClaimed(machine::Claim {
+            mac,
+            frame: c.frame.into(),
+            what,
+            push,
+        }));
     }
 
-    /// One announcement of the VIP from our MAC (RFC 5227's defence), off the runtime thread,
-    /// from the interface's MAC as it is now (a bond's may have moved since the raise).
-    fn defend(&self) {
-        let (link, ip, fence, rsc) = (
-            self.w.link.clone(),
-            self.w.ip,
-            self.w.fence.clone(),
-            self.w.resource.clone(),
-        );
-        let mode = self
-            .w
-            .config
-            .borrow()
-            .vip
-            .as_ref()
-            .map_or(ArpMode::Both, |v| v.arp_mode);
-        tokio::task::spawn_blocking(move || {
-            if !fence.may_defend() {
-                return;
-            }
-            let link = Rtnl::open()
-                .and_then(|mut r| r.link_by_index(link.index))
-                .ok()
-                .flatten()
-                .unwrap_or(link);
-            match Announcer::open(&link, ip, mode).and_then(|mut a| a.send(0)) {
-                Ok(()) => log::info!("guard {rsc}: defended VIP {ip}: one announcement sent"),
-                Err(e) => log::warn!("guard {rsc}: cannot defend VIP {ip}: {e}"),
-            }
-        });
-    }
-
-    /// The VIP is gone from this node by someone else's hand: said once per leadership.
-    /// `ours`: the machine led with the VIP up when the change was seen (read before the
-    /// machine was told of it).
-    fn lost(&mut self, what: VipLost, detail: String, ours: bool) {
-        if self.lost || !ours {
-            return;
-        }
-        self.lost = true;
-        let w = &self.w;
-        w.metrics.vip_lost(what);
-        log::error!(
-            "guard {}: {detail}; the VIP is not added back (Pacemaker recovers it)",
-            w.resource
-        );
-        w.shared.update(|s| s.vip_lost = Some(detail.clone()));
-        if let Some(r) = &w.reporter {
-            r.report(&detail);
-        }
-    }
-
-    /// The VIP's link removed (None) or set down: said, and true; up: false.
-    fn link_lost(&mut self, link: Option<&Link>, ours: bool) -> bool {
+    /// The VIP's link removed (None) or set down: told, and true; up: false.
+    fn link_lost(&self, link: Option<&Link>, with_address: bool) -> bool {
         let nic = &self.w.link.name;
         let detail = match link {
             None => format!("interface {nic} was removed"),
             Some(l) if !l.admin_up => format!("link {nic} was set down"),
             Some(_) => return false,
         };
-        self.lost(VipLost::LinkDown, detail, ours);
+        let how = match with_address {
+            true => Gone::Deleted { with_link: true },
+            false => Gone::LinkDown,
+        };
+        self.w.fence.handle(Input::VipGone { how, detail });
         true
     }
 
@@ -507,39 +419,23 @@ impl State {
                 self.foreign.remove(&mac);
             }
         }
-        let ours = self.ours();
         match e {
             Event::AddressDeleted(a) if a.index == index && a.ip == ip => {
-                // Past the moment its lifetime may end: the kernel's own deletion.
-                let expired = boottime() >= self.w.fence.view().vip_floor;
-                // Never extended again (a replace would add it anew): told at once.
-                self.w.fence.handle(Input::VipGone);
-                if expired {
-                    return self.lost(
-                        VipLost::Expired,
-                        format!(
-                            "VIP {ip}'s kernel lifetime ran out: no renewal came in time to \
-                             extend it"
-                        ),
-                        ours,
-                    );
-                }
                 // IPv6 addresses go with their link: say which happened.
                 let link =
                     off_thread(move || Rtnl::open().and_then(|mut r| r.link_by_index(index))).await;
-                if !matches!(link, Some(Ok(l)) if self.link_lost(l.as_ref(), ours)) {
-                    self.lost(
-                        VipLost::Deleted,
-                        format!("VIP {ip} was deleted from {nic} by another program"),
-                        ours,
-                    );
+                if !matches!(link, Some(Ok(l)) if self.link_lost(l.as_ref(), true)) {
+                    self.w.fence.handle(Input::VipGone {
+                        how: Gone::Deleted { with_link: false },
+                        detail: format!("VIP {ip} was deleted from {nic} by another program"),
+                    });
                 }
             }
             Event::Link(l) if l.index == index => {
-                self.link_lost(Some(&l), ours);
+                self.link_lost(Some(&l), false);
             }
             Event::LinkRemoved(i) if i == index => {
-                self.link_lost(None, ours);
+                self.link_lost(None, false);
             }
             Event::Undecodable => self.look().await,
             _ => {}
@@ -561,19 +457,36 @@ impl State {
         .await
         .flatten();
         if let Some((link, present)) = seen {
-            let ours = self.ours();
-            if present == Some(false) {
-                self.w.fence.handle(Input::VipGone);
-            }
-            if !self.link_lost(link.as_ref(), ours) && present == Some(false) {
-                self.lost(
-                    VipLost::Deleted,
-                    format!("VIP {ip} is no longer on {nic} (deleted by another program)"),
-                    ours,
-                );
+            let gone = present == Some(false);
+            if !self.link_lost(link.as_ref(), gone) && gone {
+                self.w.fence.handle(Input::VipGone {
+                    how: Gone::Deleted { with_link: false },
+                    detail: format!("VIP {ip} is no longer on {nic} (deleted by another program)"),
+                });
             }
         }
     }
+}
+
+/// One announcement of the VIP from our MAC (RFC 5227's defence, the machine's Order::Defend),
+/// off the runtime thread, from the interface's MAC as it is now (a bond's may have moved since
+/// the raise), only while the machine may still defend it.
+pub fn defend(link: Link, ip: IpAddr, mode: Option<ArpMode>, fence: Fence, rsc: String) {
+    tokio::task::spawn_blocking(move || {
+        if !fence.may_defend() {
+            return;
+        }
+        let link = Rtnl::open()
+            .and_then(|mut r| r.link_by_index(link.index))
+            .ok()
+            .flatten()
+            .unwrap_or(link);
+        match Announcer::open(&link, ip, mode.unwrap_or(ArpMode::Both)).and_then(|mut a| a.send(0))
+        {
+            Ok(()) => log::info!("guard {rsc}: defended VIP {ip}: one announcement sent"),
+            Err(e) => log::warn!("guard {rsc}: cannot defend VIP {ip}: {e}"),
+        }
+    });
 }
 
 /// The readiness of a socket the watch may lack (then: never).
@@ -620,9 +533,6 @@ pub async fn watch(w: WireWatch) {
         foreign: std::collections::HashMap::new(),
         foreign_pruned: Instant::now(),
         own_looked: Instant::now(),
-        logged: HashSet::new(),
-        defended: None,
-        lost: false,
         w,
     };
     // Subscribed first, then looked: nothing between the raise and now is missed.

@@ -98,6 +98,9 @@ pub struct GuardStatus {
     /// The VIP deleted, or its link set down, behind the guard's back (what happened).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vip_lost: Option<String>,
+    /// The VIP's losses counted, by how it went (machine::Loss's labels).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub vip_losses: std::collections::BTreeMap<String, u64>,
 }
 
 /// Another host claims the VIP (guard::wire).

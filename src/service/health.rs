@@ -121,3 +121,101 @@ impl HealthProbe {
         &self.url
     }
 }
+
+/// The health verdict from the checks in a row (pure: the guard's health watch feeds it).
+/// Before the first passed check nothing is healthy (promote waits for it); once a check has
+/// passed, `failures` failed checks in a row make the service unhealthy, fewer are forgiven; a
+/// service that is not running is unhealthy at once.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HealthCount {
+    passed_once: bool,
+    failed_in_a_row: u32,
+}
+
+impl HealthCount {
+    /// One check's outcome (`passed`: it ran and answered 2xx) for a service that is
+    /// `running`, with `failures` the failures in a row that count as unhealthy: the verdict.
+    pub fn checked(&mut self, passed: bool, running: bool, failures: u32) -> bool {
+        let passed = passed && running;
+        self.failed_in_a_row = if passed {
+            0
+        } else {
+            self.failed_in_a_row.saturating_add(1)
+        };
+        let healthy = passed || (running && self.passed_once && self.failed_in_a_row < failures);
+        self.passed_once |= passed;
+        healthy
+    }
+
+    /// Failed checks in a row so far.
+    pub fn failed_in_a_row(&self) -> u32 {
+        self.failed_in_a_row
+    }
+
+    /// Whether a check has passed (the next check waits health_interval, not 25 ms).
+    pub fn passed_once(&self) -> bool {
+        self.passed_once
+    }
+
+    /// Another check (a new URL or CA): its failures count afresh, and like the first check
+    /// of all it must pass once before a failure is forgiven.
+    pub fn new_check(&mut self) {
+        *self = HealthCount::default();
+    }
+}
+
+#[cfg(test)]
+mod count_tests {
+    use super::HealthCount;
+
+    #[test]
+    fn nothing_is_healthy_before_the_first_passed_check() {
+        let mut c = HealthCount::default();
+        assert!(!c.checked(false, true, 3));
+        assert!(!c.checked(false, true, 3));
+        assert!(c.checked(true, true, 3));
+        assert!(c.passed_once());
+    }
+
+    #[test]
+    fn fewer_failures_in_a_row_than_health_failures_are_forgiven() {
+        let mut c = HealthCount::default();
+        assert!(c.checked(true, true, 3));
+        assert!(c.checked(false, true, 3));
+        assert!(c.checked(false, true, 3));
+        assert!(
+            !c.checked(false, true, 3),
+            "the third failure in a row counts"
+        );
+        assert_eq!(c.failed_in_a_row(), 3);
+        assert!(c.checked(true, true, 3), "one pass makes it healthy again");
+        assert_eq!(c.failed_in_a_row(), 0);
+        assert!(c.checked(false, true, 3), "and forgives again");
+    }
+
+    #[test]
+    fn one_failure_counts_at_once_with_health_failures_1() {
+        let mut c = HealthCount::default();
+        assert!(c.checked(true, true, 1));
+        assert!(!c.checked(false, true, 1));
+    }
+
+    #[test]
+    fn a_service_that_is_not_running_is_unhealthy_at_once() {
+        let mut c = HealthCount::default();
+        assert!(c.checked(true, true, 5));
+        assert!(!c.checked(false, false, 5));
+        // A "pass" for a service that is not running is none.
+        assert!(!c.checked(true, false, 5));
+    }
+
+    #[test]
+    fn a_new_check_must_pass_before_its_failures_are_forgiven() {
+        let mut c = HealthCount::default();
+        assert!(c.checked(true, true, 3));
+        c.new_check();
+        assert!(!c.checked(false, true, 3));
+        assert!(c.checked(true, true, 3));
+        assert!(c.checked(false, true, 3));
+    }
+}

@@ -12,7 +12,7 @@ use std::time::Duration;
 use crate::params::master as p;
 use crate::params::{ConfigError, Values};
 
-pub use health::HealthProbe;
+pub use health::{HealthCount, HealthProbe};
 pub use process::Running;
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -41,7 +41,13 @@ pub fn bring_up(config: VipConfig, dad_wait: Duration, run_dir: &Path) -> Result
             ready.target.link.name
         );
     }
-    settle(&mut ready, dad_wait, run_dir, &|| true)?;
+    if let Err(e) = settle(&mut ready, dad_wait, run_dir, &|| true) {
+        // Leave nothing half-done: a tentative or duplicate address is not ours to keep.
+        if matches!(e, VipError::DadFailed { .. } | VipError::DadTimeout { .. }) {
+            let _ = ready.vip.remove();
+        }
+        return Err(e);
+    }
     Ok(ready.target)
 }
 
@@ -94,10 +100,11 @@ pub fn prepare(config: VipConfig) -> Result<Ready, VipError> {
     })
 }
 
-/// Everything after the add: the interface up (IPaddr2's `ip link set NIC up`), IPv6 DAD (a
-/// failed one removes the address; without carrier there is none to wait for yet), the
-/// announcements. `keep` is asked between steps and frames: once it says no (the guard lost
-/// its key meanwhile), nothing more is waited for or sent.
+/// Everything after the add: the interface up (IPaddr2's `ip link set NIC up`), IPv6 DAD
+/// (without carrier there is none to wait for yet), the announcements. `keep` is asked between
+/// steps and frames: once it says no (the guard lost its key meanwhile), nothing more is
+/// waited for or sent. It never removes the address: on failure its owner does (bring_up, or
+/// the guard machine, the one writer of the guard's VIP).
 pub fn settle(
     ready: &mut Ready,
     dad_wait: Duration,
@@ -118,10 +125,8 @@ pub fn settle(
                 ready.target.link.name,
                 c.ip
             );
-        } else if let Err(e) = ready.vip.wait_dad(&ready.target, dad_wait, keep) {
-            // Leave nothing half-done: a tentative or duplicate address is not ours to keep.
-            let _ = ready.vip.remove();
-            return Err(e);
+        } else {
+            ready.vip.wait_dad(&ready.target, dad_wait, keep)?;
         }
     }
     if !keep() {

@@ -1,0 +1,364 @@
+//! Taking things down: the fence (ownership lost, or the deadline), the orderly step-down and
+//! a failed raise all lower the same way — the VIP first, then the service (SIGTERM, SIGKILL
+//! by its time), looked at until a proven absence — and only then release the key and answer.
+//! Until then an orderly step-down keeps renewing and a fenced guard lets its lease run out.
+
+use std::time::Duration;
+
+use super::rules::Rule;
+use super::state::{Look, Phase, Release, ServiceState, StepDown};
+use super::types::{Cause, Fault, Kernel, Level, Order};
+use super::{
+    Machine, Timer, CHECK_EVERY, DEFAULT_STEP_DOWN, RELEASE_RESERVE, RELEASE_RETRY, WATCHDOG_LEAD,
+};
+use crate::presence::Presence;
+use crate::service::STOP_GRACE;
+
+impl<K: Kernel> Machine<K> {
+    pub(super) fn check_deadline(&mut self, now: Duration) {
+        if !self.rules.holds(Rule::Deadline) {
+            return;
+        }
+        if self.fenced.is_none() && now >= self.fence_at() {
+            let cause = if now >= self.lead.deadline() {
+                Cause::Deadline
+            } else {
+                Cause::WatchdogDue
+            };
+            self.fence(now, cause);
+        }
+    }
+
+    pub(super) fn lost(&mut self, now: Duration, cause: Cause) {
+        if !self.rules.holds(Rule::LossFencesTheRaise) && self.phase.is_raising() {
+            // The old guard: the loss queued until the raise was over.
+            self.queued_loss = Some(cause);
+            return;
+        }
+        // Once the release began, everything is down and the key is ours to delete: its
+        // deletion, or another holder's key after it, is the release's end, not a loss.
+        let releasing = self.release != Release::NotYet && self.all_down();
+        if self.fenced.is_none() && !releasing {
+            self.fence(now, cause);
+        }
+    }
+
+    /// Rule::LossFencesTheRaise off: the loss heard while raising, once the raise is over.
+    pub(super) fn apply_queued_loss(&mut self, now: Duration) {
+        if !self.phase.is_raising() {
+            if let Some(cause) = self.queued_loss.take() {
+                if self.fenced.is_none() {
+                    self.fence(now, cause);
+                }
+            }
+        }
+    }
+
+    /// Ownership is over: the VIP goes at once, the service is signalled, the raise is
+    /// abandoned; renewals stop (the lease is left to run out unless released).
+    pub(super) fn fence(&mut self, now: Duration, cause: Cause) {
+        self.kernel.lowering();
+        self.fenced = Some((now, cause));
+        self.timers.clear(Timer::SecondPing);
+        // A failed raise stays failed (promote reads it), fenced or not.
+        if self.phase != Phase::Failed {
+            self.set_phase(Phase::Fenced);
+        }
+        self.lower_vip(now);
+        let kill_at = self.kill_time(now);
+        self.stop_service(now, kill_at);
+    }
+
+    /// TERM now, KILL at `kill_at` (kept if an earlier KILL time is set already).
+    pub(super) fn stop_service(&mut self, now: Duration, kill_at: Duration) {
+        let (service, start_out) = match &mut self.service {
+            ServiceState::Running(s) => (s.clone(), false),
+            ServiceState::Starting(Some(s)) => (s.clone(), true),
+            ServiceState::Stopping { killed, .. } => {
+                if !*killed {
+                    self.timers.set_earlier(Timer::Kill, kill_at);
+                }
+                return;
+            }
+            // A command whose spawn is under way: the answer brings its pid, and the fence
+            // then signals it at once (service_started).
+            _ => return,
+        };
+        if let Err(e) = self.kernel.signal_service(&service, false) {
+            self.log(Level::Error, format!("SIGTERM to the service: {e}"));
+        }
+        self.service = ServiceState::Stopping {
+            service,
+            killed: false,
+            start_out,
+        };
+        self.timers.set(Timer::Kill, kill_at);
+        self.look_at(now + CHECK_EVERY);
+    }
+
+    /// When a service signalled now gets SIGKILL: half a margin after the deadline (or the
+    /// loss) once fenced — counted from the deadline, so the fencing thread's wake-up latency
+    /// is not paid twice — but KILL_LEAD before the lease can end at etcd at the largest slew
+    /// and before an armed watchdog would reset the node; else at the end of the step-down's
+    /// grace.
+    pub(super) fn kill_time(&self, now: Duration) -> Duration {
+        match &self.fenced {
+            Some((at, _)) => {
+                let at = (*at).min(self.fence_at());
+                let kill = self.lead.kill_at(at);
+                match self.dog.state().fires_at() {
+                    Some(f) => kill.min(f.saturating_sub(WATCHDOG_LEAD / 2)).max(at),
+                    None => kill,
+                }
+            }
+            None => now + self.grace(now),
+        }
+    }
+
+    /// TERM → KILL time for an orderly stop: the budget less what the release needs.
+    fn grace(&self, now: Duration) -> Duration {
+        if !self.rules.holds(Rule::Budget) {
+            return STOP_GRACE;
+        }
+        let by = self.step_down.map_or(now + DEFAULT_STEP_DOWN, |s| s.by);
+        by.saturating_sub(now)
+            .saturating_sub(RELEASE_RESERVE)
+            .min(STOP_GRACE)
+    }
+
+    /// Lowering goes on until VIP and service are confirmed down: a service still running (or
+    /// starting, a unit) is stopped, SIGKILL goes at its time.
+    pub(super) fn lower(&mut self, now: Duration) {
+        if matches!(
+            self.service,
+            ServiceState::Running(_) | ServiceState::Starting(Some(_))
+        ) {
+            let kill_at = self.kill_time(now);
+            self.stop_service(now, kill_at);
+        }
+        if let ServiceState::Stopping {
+            service,
+            killed: false,
+            ..
+        } = &self.service
+        {
+            if self.timers.take(Timer::Kill, now) {
+                let service = service.clone();
+                if let Err(e) = self.kernel.signal_service(&service, true) {
+                    self.log(Level::Error, format!("SIGKILL to the service: {e}"));
+                }
+                if let ServiceState::Stopping { killed, .. } = &mut self.service {
+                    *killed = true;
+                }
+                self.look_at(now);
+            }
+        }
+    }
+
+    /// Asks for a look at the service at `at`; one already out is answered first, and its
+    /// answer, which says nothing of what happened since, is followed by a fresh look.
+    pub(super) fn look_at(&mut self, at: Duration) {
+        match self.look {
+            Look::Idle => self.timers.set(Timer::Look, at),
+            Look::Out { .. } => self.look = Look::Out { stale: true },
+        }
+    }
+
+    /// A look already out says nothing of the service as it is now.
+    pub(super) fn look_is_stale(&mut self) {
+        if let Look::Out { .. } = self.look {
+            self.look = Look::Out { stale: true };
+        }
+    }
+
+    pub(super) fn look_step(&mut self, now: Duration) {
+        if self.look == Look::Idle && self.timers.take(Timer::Look, now) {
+            if let Some(s) = self.service.reference().cloned() {
+                self.look = Look::Out { stale: false };
+                self.out(Order::CheckService(s));
+            }
+        }
+    }
+
+    pub(super) fn service_checked(&mut self, now: Duration, look: Presence) {
+        let look = match look {
+            Presence::CannotTell(_) if !self.rules.holds(Rule::OnlyAbsence) => Presence::Absent,
+            other => other,
+        };
+        let stale = self.look == Look::Out { stale: true };
+        self.look = Look::Idle;
+        if stale {
+            return self.look_at(now);
+        }
+        if look.doubt().is_none() {
+            self.doubt = None;
+        }
+        match look {
+            Presence::Absent if self.service.start_out() => {
+                // Not up yet is not stopped: the start has not answered.
+                self.look_at(now + CHECK_EVERY);
+            }
+            Presence::Absent => {
+                if let Some(s) = self.service.reference().cloned() {
+                    self.kernel.forget_service(&s);
+                }
+                if self.service.may_run() {
+                    self.service = ServiceState::Stopped;
+                    self.timers.clear(Timer::Kill);
+                    self.timers.clear(Timer::Look);
+                    self.out(Order::Persist);
+                }
+            }
+            Presence::Present => {
+                if matches!(self.service, ServiceState::Stopping { .. }) {
+                    self.look_at(now + CHECK_EVERY);
+                } else if self.phase == Phase::Leading {
+                    // Remnants of an exited leader while leading: left to the step-down.
+                    self.timers.clear(Timer::Look);
+                }
+            }
+            // Never taken for stopped: look again; said once per doubt.
+            Presence::CannotTell(why) => {
+                if self.doubt.as_ref() != Some(&why) {
+                    self.log(
+                        Level::Warn,
+                        format!("cannot tell whether the service is stopped: {why}"),
+                    );
+                    self.doubt = Some(why);
+                }
+                self.look_at(now + CHECK_EVERY);
+            }
+        }
+    }
+
+    pub(super) fn step_down(&mut self, now: Duration, by: Duration) {
+        self.kernel.lowering();
+        // A request while another waits: the earlier answer is owed. A request after an
+        // answer (demote failed, now stop asks): its own budget.
+        let by = match self.step_down {
+            Some(s) if !s.answered => s.by.min(by),
+            _ => by,
+        };
+        self.step_down = Some(StepDown {
+            by,
+            answered: false,
+        });
+        if self.rules.holds(Rule::Budget) {
+            self.timers.set(Timer::Budget, by);
+        }
+        if matches!(self.phase, Phase::Raising(_) | Phase::Leading) {
+            self.set_phase(Phase::SteppingDown);
+            self.log(Level::Info, "stepping down".into());
+        }
+        self.lower_vip(now);
+        let kill_at = self.kill_time(now);
+        self.stop_service(now, kill_at);
+    }
+
+    pub(super) fn release_step(&mut self, now: Duration) {
+        let may_release = self.all_down() || !self.rules.holds(Rule::ReleaseWhenDown);
+        if !may_release {
+            if self.release == Release::Failed {
+                // Tried again once everything is down again.
+                self.timers.clear(Timer::ReleaseRetry);
+                self.release = Release::NotYet;
+            }
+            return;
+        }
+        let due = match self.release {
+            Release::NotYet => true,
+            Release::Failed => self.timers.take(Timer::ReleaseRetry, now),
+            Release::InFlight | Release::Done => false,
+        };
+        // Past the lease's end it is gone at etcd anyway.
+        if due && now >= self.lead.latest_end() && self.renewal_out.is_none() {
+            self.release = Release::Done;
+            return;
+        }
+        if due {
+            self.release = Release::InFlight;
+            self.out(Order::Release);
+        }
+    }
+
+    pub(super) fn released_answer(&mut self, now: Duration, r: Result<(), Fault>) {
+        match r {
+            Ok(()) => {
+                self.release = Release::Done;
+                self.log(Level::Info, "leader key released".into());
+            }
+            Err(e) => {
+                self.release = Release::Failed;
+                self.timers.set(Timer::ReleaseRetry, now + RELEASE_RETRY);
+                self.log(
+                    Level::Warn,
+                    format!("releasing the leader key: {e} (it expires with the lease)"),
+                );
+            }
+        }
+    }
+
+    pub(super) fn answer_step(&mut self, now: Duration) {
+        let failed = self.failure.is_some();
+        let Some(by) = self
+            .step_down
+            .map(|s| s.by)
+            .or_else(|| failed.then_some(now + DEFAULT_STEP_DOWN))
+        else {
+            return;
+        };
+        let asked = self.step_down.is_some_and(|s| !s.answered);
+        let down = self.all_down();
+        if down && self.release.settled() {
+            if asked {
+                self.answer(Ok(()));
+            }
+            self.out(Order::Exit {
+                raise_failed: failed,
+            });
+            self.set_phase(Phase::Done);
+            self.timers.clear_all();
+            return;
+        }
+        if !self.rules.holds(Rule::Budget) || now < by || !asked {
+            return;
+        }
+        if down {
+            // VIP and service down, the release still under way: the step-down is done (an
+            // unreleased key only delays the next leader until the lease runs out).
+            return self.answer(Ok(()));
+        }
+        let why = self.still_up();
+        self.log(
+            Level::Error,
+            format!("step-down not complete in time: {why}"),
+        );
+        self.answer(Err(why));
+    }
+
+    fn answer(&mut self, r: Result<(), String>) {
+        if let Some(s) = &mut self.step_down {
+            s.answered = true;
+        }
+        self.timers.clear(Timer::Budget);
+        self.out(Order::StepDownAnswer(r));
+    }
+
+    /// What keeps the step-down from being complete, in words.
+    fn still_up(&self) -> String {
+        let mut up = Vec::new();
+        if self.vip.may_be_up() {
+            up.push("the VIP may still be up (its removal failed)".to_string());
+        }
+        if self.service.may_run() {
+            up.push(match &self.doubt {
+                Some(why) => format!("the service is not confirmed stopped (cannot tell: {why})"),
+                None => "the service is not confirmed stopped".to_string(),
+            });
+        }
+        if up.is_empty() {
+            up.push("the leader key is not released yet".to_string());
+        }
+        up.join("; ")
+    }
+}

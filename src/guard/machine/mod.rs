@@ -1,0 +1,444 @@
+//! The guard's whole protocol from the moment it holds the leader key, as one plain value
+//! without I/O, in the style of quinn-proto: the time and every outside event go in
+//! (`Machine::handle`), kernel effects are made through the small `Kernel` trait by the
+//! fencing thread that owns the machine, every other effect comes out as an `Order` for the
+//! tokio shell to perform and answer, and `next_wake` says when the machine must be called
+//! again. The fencing thread (guard::fence) is the machine's only clock: it calls
+//! `handle(Tick)` at every wake-up, so the deadline never waits for the shell. The simulation
+//! (guard::sim) drives this same value, with faults on every input and on every effect.
+//!
+//! The rules it enforces, in every phase (docs/safety.md):
+//! - the deadline is `send time of the last renewal applied in time + granted TTL − margin`
+//!   (never later than the lease's earliest end at the stated slew allows); it only moves
+//!   forward, never once it has passed;
+//! - ownership lost (the deadline, a watch or confirm saying the key is gone or carries
+//!   another lease, etcd saying the lease is gone) fences at once, raising included: the raise
+//!   is abandoned, the VIP goes first, then the service (TERM, KILL half a margin after the
+//!   deadline or the loss, but before the lease's earliest end and an armed watchdog's
+//!   reset); once everything is down and the release has begun, the key's deletion (the
+//!   guard's own) or another holder's key is the release's end, not a fence;
+//! - with a hardware watchdog: armed before anything is raised, pinged only for a renewal
+//!   applied in time (and once more, derived from it, before the deadline), its reset always
+//!   before the lease can end at etcd, fenced before the reset, disarmed only once VIP and
+//!   service are confirmed down;
+//! - nothing is raised once ownership is lost, the deadline has passed or a step-down began;
+//!   every effect is timed by the clock read right before it;
+//! - the key is released and the lease revoked only once the VIP is confirmed absent and the
+//!   service confirmed stopped (a look that cannot tell is never taken for stopped); until
+//!   then the guard renews (an orderly step-down) or lets the lease run out (fenced) — it never
+//!   shortens the lease while anything may still serve;
+//! - a step-down answers by its budget: done, or what is still up;
+//! - a service confirmed stopped is forgotten: no signal ever goes to its pid again.
+//!
+//! Read it in this order: `types` (what goes in and out), `state` (the states and the phases'
+//! transitions), `timers` (the one table of wake-ups), this file (the machine, `handle` and
+//! `advance`: every rule applied in one order), `lease` (the deadline arithmetic), `raise`,
+//! `vip` (the VIP's kernel lifetime), `lower` (fencing, the step-down, the release),
+//! `watchdog`, `view` (what the rest of the guard sees), `rules` (the mutation tests'
+//! switches).
+
+mod lease;
+mod lower;
+mod observe;
+mod raise;
+mod rules;
+mod state;
+mod timers;
+mod types;
+mod view;
+mod vip;
+mod watchdog;
+
+#[cfg(test)]
+pub(crate) mod tests;
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+pub use lease::Leadership;
+pub use observe::{Claim, Conflict, Gone, HealthReport, Loss, Observed};
+pub use rules::{Rule, Rules};
+pub use state::{diagram, Look, Phase, RaiseStep, Release, ServiceState, StepDown, VipState};
+pub use timers::{Timer, Timers};
+pub use types::{ArmError, Cause, Fault, Input, Kernel, Level, Order};
+pub use view::View;
+pub use watchdog::{Watchdog, WatchdogPlan, WatchdogState, WATCHDOG_LEAD, WATCHDOG_TOLERANCE};
+
+use crate::lease::LeaseClock;
+
+/// What a step-down keeps back from its budget for the release and the answer.
+pub const RELEASE_RESERVE: Duration = Duration::from_secs(2);
+
+/// The budget of a step-down nobody timed (a signal, a raise that failed).
+pub const DEFAULT_STEP_DOWN: Duration = Duration::from_secs(30);
+
+/// Retry of a VIP removal that failed (by the fencing thread: soon, it is the deadline's work).
+pub const VIP_RETRY: Duration = Duration::from_millis(20);
+/// How often a stopping service is looked at.
+const CHECK_EVERY: Duration = Duration::from_millis(100);
+/// Retry of a keepalive that failed (racing for a member that answers).
+const RENEW_RETRY: Duration = Duration::from_millis(20);
+/// Retry of a release that failed.
+const RELEASE_RETRY: Duration = Duration::from_secs(1);
+
+/// What the machine is set up with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    pub clock: LeaseClock,
+    pub vip: bool,
+    /// The unit, when the service is a systemd unit (known before its start).
+    pub unit: Option<String>,
+    pub watchdog: WatchdogPlan,
+}
+
+pub struct Machine<K> {
+    plan: Plan,
+    lead: Leadership,
+    pub kernel: K,
+    phase: Phase,
+    /// Why the guard fenced, and when.
+    fenced: Option<(Duration, Cause)>,
+    /// Why the raise failed.
+    failure: Option<String>,
+    vip: VipState,
+    /// The kernel keeps the VIP at least until then (`vip::floor`): it may be replaced in
+    /// place (its lifetime extended) only before.
+    vip_floor: Duration,
+    /// Failed removals in a row (the retry backs off to a second).
+    vip_failures: u32,
+    service: ServiceState,
+    look: Look,
+    /// What the service's leader said when it exited.
+    exit_detail: Option<String>,
+    /// The last "cannot tell" a look at the service said (logged once, not at every look).
+    doubt: Option<String>,
+    /// The keepalive out (its send time), and when the next one goes.
+    renewal_out: Option<Duration>,
+    next_renewal_at: Duration,
+    last_renewal_sent: Duration,
+    release: Release,
+    step_down: Option<StepDown>,
+    dog: Watchdog,
+    timers: Timers,
+    orders: VecDeque<Order>,
+    /// Every rule holds, but in the mutation tests (rules.rs).
+    pub rules: Rules,
+    /// When the input being handled came in (what effects are timed by with Rule::OwnTime off).
+    handled_at: Duration,
+    /// A loss heard while raising with Rule::LossFencesTheRaise off: applied after the raise.
+    queued_loss: Option<Cause>,
+    /// What the guard observed of the service and the VIP (observe.rs).
+    observed: Observed,
+}
+
+impl<K: Kernel> Machine<K> {
+    /// The machine of a leadership whose grant was sent at `sent` and answered with `ttl`.
+    pub fn new(plan: Plan, sent: Duration, ttl: Duration, kernel: K) -> Machine<K> {
+        let lead = Leadership::new(plan.clock, sent, ttl);
+        let first = if plan.watchdog != WatchdogPlan::Off {
+            RaiseStep::ArmWatchdog
+        } else if plan.vip {
+            RaiseStep::AddVip
+        } else {
+            RaiseStep::WriteToken
+        };
+        let mut m = Machine {
+            dog: Watchdog::new(plan.watchdog),
+            // Counted from when the grant was sent: the time the raise takes is no reason to
+            // renew late.
+            next_renewal_at: sent + plan.clock.keepalive_interval(),
+            plan,
+            lead,
+            kernel,
+            phase: Phase::Raising(first),
+            fenced: None,
+            failure: None,
+            vip: VipState::NotRaised,
+            vip_floor: Duration::ZERO,
+            vip_failures: 0,
+            service: ServiceState::NotStarted,
+            look: Look::Idle,
+            exit_detail: None,
+            doubt: None,
+            renewal_out: None,
+            last_renewal_sent: sent,
+            release: Release::NotYet,
+            step_down: None,
+            timers: Timers::default(),
+            orders: VecDeque::new(),
+            rules: Rules::all(),
+            handled_at: sent,
+            queued_loss: None,
+            observed: Observed::default(),
+        };
+        m.sync_timers();
+        m
+    }
+
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+    pub fn deadline(&self) -> Duration {
+        self.lead.deadline()
+    }
+    pub fn fenced(&self) -> Option<&(Duration, Cause)> {
+        self.fenced.as_ref()
+    }
+    pub fn failure(&self) -> Option<&str> {
+        self.failure.as_deref()
+    }
+    pub fn vip(&self) -> VipState {
+        self.vip
+    }
+    pub fn watchdog(&self) -> &WatchdogState {
+        self.dog.state()
+    }
+    /// watchdog=auto and its reset may come after the lease's end (a driver that takes no
+    /// shorter timeout; logged).
+    pub fn watchdog_late(&self) -> bool {
+        self.dog.late()
+    }
+    pub fn service(&self) -> &ServiceState {
+        &self.service
+    }
+
+    /// What is wrong, in words, for the status: a failed raise first (promote reports why it
+    /// failed), then a fence.
+    pub fn problem(&self) -> Option<String> {
+        match (&self.failure, &self.fenced) {
+            (Some(why), Some((_, cause))) => Some(format!("{why}; then fenced: {cause}")),
+            (Some(why), None) => Some(why.clone()),
+            (None, Some((_, cause))) => Some(format!("fenced: {cause}")),
+            (None, None) => self
+                .phase
+                .is_raising()
+                .then(|| "raising VIP and service".to_string()),
+        }
+    }
+
+    /// When the guard fences itself: its deadline, or earlier, by WATCHDOG_LEAD, than the
+    /// watchdog would reset the node (its timeout is whole seconds: the reset may come before
+    /// the deadline).
+    pub fn fence_at(&self) -> Duration {
+        match self.dog.state().fires_at() {
+            Some(f) => self.lead.deadline().min(f.saturating_sub(WATCHDOG_LEAD)),
+            None => self.lead.deadline(),
+        }
+    }
+
+    /// The next order for the shell, oldest first.
+    pub fn poll_order(&mut self) -> Option<Order> {
+        self.orders.pop_front()
+    }
+
+    /// What the rest of the guard may see of the machine: a copy, published by the fencing
+    /// thread after each step (status, state.json, metrics and the shell's questions read it,
+    /// never the machine itself).
+    pub fn view(&self) -> View {
+        View {
+            phase: self.phase,
+            vip: self.vip,
+            service: self.service.clone(),
+            exit_detail: self.exit_detail.clone(),
+            fenced: self.fenced.clone(),
+            failure: self.failure.clone(),
+            problem: self.problem(),
+            deadline: self.lead.deadline(),
+            fence_at: self.fence_at(),
+            last_renewal_sent: self.last_renewal_sent,
+            watchdog: self.dog.state().clone(),
+            watchdog_late: self.dog.late(),
+            vip_floor: self.vip_floor,
+            observed: self.observed.clone(),
+        }
+    }
+
+    /// When the machine must be called again (with `Tick`), on the boot clock.
+    pub fn next_wake(&self) -> Option<Duration> {
+        self.timers.next()
+    }
+
+    /// One input at `now` (boot clock); the kernel effects it calls for are made before it
+    /// returns, the other effects are queued as orders.
+    pub fn handle(&mut self, now: Duration, input: Input) {
+        if self.phase == Phase::Done {
+            return;
+        }
+        self.handled_at = now;
+        // Deadline first: nothing in an input is worth more than the fence.
+        self.check_deadline(now);
+        match input {
+            Input::Tick if !self.rules.holds(Rule::PingOnRenewal) => self.ping_watchdog(),
+            Input::Tick => {}
+            Input::Renewed { sent, ttl } => self.renewed(now, sent, ttl),
+            Input::RenewFailed { sent, why } => {
+                if self.renewal_out == Some(sent) {
+                    self.renewal_out = None;
+                    self.next_renewal_at = now + RENEW_RETRY;
+                    self.log(Level::Warn, format!("keepalive: {why}"));
+                }
+            }
+            Input::LeaseGone { sent } => {
+                if self.renewal_out == Some(sent) {
+                    self.renewal_out = None;
+                }
+                self.lost(now, Cause::LeaseGone);
+            }
+            Input::KeyLost(None) => self.lost(now, Cause::KeyDeleted),
+            Input::KeyLost(Some(other)) => self.lost(now, Cause::KeyTaken(other)),
+            Input::VipGone { how, detail } => self.vip_gone(now, how, detail),
+            Input::VipClaimed(claim) => self.vip_claimed(now, claim),
+            Input::Health(report) => self.health_checked(report),
+            Input::Settled(r) => self.settled(now, r),
+            Input::TokenWritten(r) => self.token_written(now, r),
+            Input::ServiceStarted(r) => self.service_started(now, r),
+            Input::ServiceExited(detail) => {
+                if self.phase == Phase::Leading {
+                    self.log(Level::Error, format!("service {detail}"));
+                }
+                self.push_exit(&detail);
+                self.exit_detail = Some(detail);
+                // Its group may live on: look, and forget its pid once the group is empty
+                // (while its leader is unreaped, the group's id is ours).
+                self.look_at(now);
+            }
+            Input::ServiceChecked(r) => self.service_checked(now, r),
+            Input::Released(r) => self.released_answer(now, r),
+            Input::StepDown { by } => self.step_down(now, by),
+        }
+        self.advance(now);
+    }
+
+    /// Everything the rules call for at `now`, after the input, in this order.
+    fn advance(&mut self, now: Duration) {
+        if !self.rules.holds(Rule::LossFencesTheRaise) {
+            self.apply_queued_loss(now);
+        }
+        // A removal that failed is tried again in every phase (a VIP whose lifetime could not
+        // be extended is removed while leading).
+        if self.vip == VipState::MaybeUp && self.timers.take(Timer::VipRetry, now) {
+            self.lower_vip(now);
+        }
+        if self.phase.is_down() {
+            self.lower(now);
+        }
+        self.look_step(now);
+        self.second_ping(now);
+        if self.phase.is_raising() {
+            self.raise_step();
+        }
+        self.renew_step(now);
+        if self.phase.is_down() {
+            self.disarm_step(now);
+            self.release_step(now);
+            self.answer_step(now);
+        }
+        self.sync_timers();
+    }
+
+    /// The timers that follow from the state rather than from a step: the fence (the
+    /// deadline, or before the watchdog's reset) and the next keepalive.
+    fn sync_timers(&mut self) {
+        if self.phase == Phase::Done {
+            return self.timers.clear_all();
+        }
+        if self.fenced.is_none() && self.rules.holds(Rule::Deadline) {
+            self.timers.set(Timer::Fence, self.fence_at());
+        } else {
+            self.timers.clear(Timer::Fence);
+        }
+        if self.renewing() && self.renewal_out.is_none() {
+            self.timers.set(Timer::Renewal, self.next_renewal_at);
+        } else {
+            self.timers.clear(Timer::Renewal);
+        }
+    }
+
+    fn renew_step(&mut self, now: Duration) {
+        if self.renewing() && self.renewal_out.is_none() && now >= self.next_renewal_at {
+            self.renewal_out = Some(now);
+            self.out(Order::Keepalive { sent: now });
+        }
+    }
+
+    fn renewing(&self) -> bool {
+        // Renewals go on while anything may still be up in an orderly step-down; once fenced
+        // the lease is left to run out; once everything is down there is nothing to keep.
+        self.fenced.is_none()
+            && self.release == Release::NotYet
+            && !(self.phase.is_down() && self.all_down())
+            && self.phase != Phase::Done
+    }
+
+    fn all_down(&self) -> bool {
+        matches!(self.vip, VipState::NotRaised | VipState::Absent) && !self.service.may_run()
+    }
+
+    fn renewed(&mut self, now: Duration, sent: Duration, ttl: Duration) {
+        if self.renewal_out == Some(sent) {
+            self.renewal_out = None;
+        }
+        if ttl.is_zero() {
+            self.lost(now, Cause::LeaseGone);
+            return;
+        }
+        // The classic mistake (a mutation test): counting from the answer.
+        let sent = if self.rules.holds(Rule::SendTime) {
+            sent
+        } else {
+            now
+        };
+        // A late answer still says how long etcd keeps the lease: the release must not
+        // think it gone before it is.
+        self.lead.heard(sent, ttl);
+        if self.fenced.is_some() || !self.lead.renew(now, sent, ttl, &self.rules) {
+            return;
+        }
+        self.last_renewal_sent = self.last_renewal_sent.max(sent);
+        self.next_renewal_at = sent + self.plan.clock.keepalive_interval();
+        self.ping_watchdog();
+        if self.vip == VipState::Up {
+            self.extend_vip();
+        }
+        self.renew_before_floor();
+        // Apart from the watch: a key deleted while the watch was broken is found here.
+        self.out(Order::Confirm);
+    }
+
+    /// The boot clock now, after the effects made so far in this call (each one takes time).
+    fn time(&mut self) -> Duration {
+        if self.rules.holds(Rule::OwnTime) {
+            self.kernel.now()
+        } else {
+            // The mistake: every effect timed by the clock read when the input came in.
+            self.handled_at
+        }
+    }
+
+    /// The boot clock now, after the effects made so far in this call; the deadline is looked
+    /// at again first (an effect before may have taken until past it).
+    fn clock(&mut self) -> Duration {
+        let now = self.time();
+        self.check_deadline(now);
+        now
+    }
+
+    /// Moves to `to`, along `state::TRANSITIONS` only.
+    fn set_phase(&mut self, to: Phase) {
+        debug_assert!(
+            state::may_move(&self.phase, &to),
+            "no transition from {:?} to {:?}",
+            self.phase,
+            to
+        );
+        self.phase = to;
+    }
+
+    fn out(&mut self, order: Order) {
+        self.orders.push_back(order);
+    }
+
+    fn log(&mut self, level: Level, text: String) {
+        self.out(Order::Log(level, text));
+    }
+}

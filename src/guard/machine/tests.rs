@@ -1,0 +1,409 @@
+//! The machine's own unit tests, and the recording fake kernel they (and the watchdog's)
+//! use. The rules over every fault schedule are the simulation's (guard::sim).
+
+use std::time::Duration;
+
+use super::*;
+use crate::lease::LeaseClock;
+use crate::service::ServiceRef;
+
+/// A kernel whose watchdog pings take effect `late` after the machine read the clock (a
+/// guard stopped in between), recording the timeouts asked for; a driver that rounds every
+/// timeout up to a multiple of `step`; arming, removals or the magic close that fail.
+#[derive(Default)]
+pub(crate) struct Late {
+    pub now: Duration,
+    pub late: Duration,
+    pub asks: Vec<u32>,
+    pub removal_fails: bool,
+    pub step: u32,
+    pub arm_fails: bool,
+    pub disarm_fails: bool,
+}
+
+impl Late {
+    fn rounded(&self, secs: u32) -> u32 {
+        let step = self.step.max(1);
+        secs.div_ceil(step) * step
+    }
+}
+
+impl Kernel for Late {
+    fn add_vip(&mut self, _: u32) -> Result<(), Fault> {
+        Ok(())
+    }
+    fn extend_vip(&mut self, _: u32) -> Result<(), Fault> {
+        Ok(())
+    }
+    fn remove_vip(&mut self) -> Result<(), Fault> {
+        match self.removal_fails {
+            true => Err(Fault::Netlink("EBUSY (test)".into())),
+            false => Ok(()),
+        }
+    }
+    fn arm_watchdog(&mut self, secs: u32) -> Result<u32, ArmError> {
+        if self.arm_fails {
+            return Err(ArmError::NotArmed("EBUSY (test)".into()));
+        }
+        self.asks.push(secs);
+        Ok(self.rounded(secs))
+    }
+    fn ping_watchdog(&mut self, secs: u32) -> Result<(u32, Duration), Fault> {
+        self.asks.push(secs);
+        Ok((
+            self.rounded(secs),
+            self.now + std::mem::take(&mut self.late),
+        ))
+    }
+    fn disarm_watchdog(&mut self) -> Result<(), Fault> {
+        match self.disarm_fails {
+            true => Err(Fault::Watchdog("EIO (test)".into())),
+            false => Ok(()),
+        }
+    }
+    fn signal_service(&mut self, _: &ServiceRef, _: bool) -> Result<(), Fault> {
+        Ok(())
+    }
+    fn forget_service(&mut self, _: &ServiceRef) {}
+    fn lowering(&mut self) {}
+    fn now(&mut self) -> Duration {
+        self.now
+    }
+}
+
+#[test]
+fn a_ping_that_took_effect_late_is_made_again_shorter() {
+    let clock = LeaseClock {
+        ttl: Duration::from_secs(10),
+        margin: Duration::from_secs(2),
+    };
+    let plan = Plan {
+        clock,
+        vip: false,
+        unit: None,
+        watchdog: WatchdogPlan::Required,
+    };
+    let t = Duration::from_millis;
+    let mut m = Machine::new(plan, t(0), clock.ttl, Late::default());
+    m.kernel.now = t(20);
+    m.handle(t(20), Input::Tick);
+    assert!(matches!(
+        m.watchdog(),
+        WatchdogState::Armed { timeout_s: 8, .. }
+    ));
+    // A renewal sent at 3.33 s, answered at 3.35 s; the ping lands 1.5 s later.
+    m.kernel.asks.clear();
+    m.kernel.now = t(3350);
+    m.kernel.late = t(1500);
+    m.handle(
+        t(3350),
+        Input::Renewed {
+            sent: t(3330),
+            ttl: clock.ttl,
+        },
+    );
+    // 8 s asked at 3.35 s; at 4.85 s only 7 s still fit: asked again.
+    assert_eq!(m.kernel.asks, [8, 7]);
+    let WatchdogState::Armed { timeout_s, pinged } = m.watchdog().clone() else {
+        panic!("{:?}", m.watchdog());
+    };
+    let r = crate::lease::clock::MAX_SLEW;
+    let since = (pinged.as_secs_f64() - 3.33) / (1.0 - r);
+    let true_reset = since + f64::from(timeout_s) * (1.0 + WATCHDOG_TOLERANCE);
+    assert!(true_reset <= 10.0 / (1.0 + r), "{true_reset}");
+    assert!(m.fenced().is_none());
+}
+
+/// The leadership of a lease sent at 100 s with `ttl` and `margin` seconds.
+pub(crate) fn lead(ttl: u64, margin: u64) -> Leadership {
+    let clock = LeaseClock {
+        ttl: Duration::from_secs(ttl),
+        margin: Duration::from_secs(margin),
+    };
+    Leadership::new(clock, Duration::from_secs(100), clock.ttl)
+}
+
+/// A machine with a VIP, no service and no watchdog, leading from 0 with the lease given.
+fn vip_machine(ttl: u64, margin: u64) -> Machine<Late> {
+    let clock = LeaseClock {
+        ttl: Duration::from_secs(ttl),
+        margin: Duration::from_secs(margin),
+    };
+    let plan = Plan {
+        clock,
+        vip: true,
+        unit: None,
+        watchdog: WatchdogPlan::Off,
+    };
+    Machine::new(plan, Duration::ZERO, clock.ttl, Late::default())
+}
+
+#[test]
+fn the_vip_is_defended_only_while_leading_with_it_up_and_the_lease_covering_it() {
+    let t = Duration::from_millis;
+    let mut m = vip_machine(10, 2);
+    m.handle(t(10), Input::Tick);
+    assert!(m.phase().is_raising());
+    m.handle(t(20), Input::Settled(Ok(())));
+    assert!(
+        !m.view().may_defend(t(20)),
+        "raising: the burst announces, not a defence"
+    );
+    m.handle(t(30), Input::TokenWritten(Ok(())));
+    m.handle(t(40), Input::ServiceStarted(Ok(ServiceRef::Group(12345))));
+    assert_eq!(m.phase(), Phase::Leading, "{:?}", m.failure());
+    assert_eq!(m.vip(), VipState::Up);
+    assert!(m.view().may_defend(t(50)));
+    assert!(!m.view().may_defend(m.fence_at()), "past the fencing time");
+    m.handle(m.fence_at(), Input::Tick);
+    assert!(m.fenced().is_some());
+    assert!(!m.view().may_defend(m.fence_at()), "fenced");
+}
+
+#[test]
+fn the_release_after_a_failed_raise_is_not_a_loss_and_the_failure_stays_the_reason() {
+    let t = Duration::from_millis;
+    let mut m = vip_machine(3, 1);
+    m.handle(t(10), Input::Tick);
+    let mut orders = Vec::new();
+    while let Some(o) = m.poll_order() {
+        orders.push(o);
+    }
+    // DAD may take the kernel up to about 2 s: the settle is not cut at the deadline.
+    assert!(
+        orders.iter().any(
+            |o| matches!(o, Order::Settle { dad_wait } if *dad_wait == crate::vip::up::DAD_WAIT)
+        ),
+        "{orders:?}"
+    );
+    m.handle(
+        t(1500),
+        Input::Settled(Err(Fault::Settle("DAD did not finish".into()))),
+    );
+    assert_eq!(m.phase(), Phase::Failed);
+    let mut released = false;
+    while let Some(o) = m.poll_order() {
+        released |= matches!(o, Order::Release);
+    }
+    assert!(released, "everything down: the key is released");
+    // While the release is out, the watch sees the key go (our own deletion), then
+    // another node's key.
+    m.handle(t(1505), Input::KeyLost(None));
+    m.handle(t(1507), Input::KeyLost(Some(7)));
+    assert!(m.fenced().is_none(), "{:?}", m.fenced());
+    assert_eq!(m.problem().as_deref(), Some("VIP: DAD did not finish"));
+    m.handle(t(1510), Input::Released(Ok(())));
+    let mut exit = None;
+    while let Some(o) = m.poll_order() {
+        if let Order::Exit { raise_failed } = o {
+            exit = Some(raise_failed);
+        }
+    }
+    assert_eq!(exit, Some(true), "the guard ends as a failed raise");
+}
+
+#[test]
+fn a_fence_after_a_failed_raise_is_named_after_the_failure() {
+    let t = Duration::from_millis;
+    let mut m = vip_machine(3, 1);
+    m.handle(t(10), Input::Tick);
+    assert_eq!(m.problem().as_deref(), Some("raising VIP and service"));
+    // The VIP cannot be removed yet: nothing is released while it may be up.
+    m.kernel.removal_fails = true;
+    m.handle(
+        t(1500),
+        Input::Settled(Err(Fault::Settle("DAD failed".into()))),
+    );
+    // Before the release began: the key taken by another node is a loss.
+    m.handle(t(1505), Input::KeyLost(Some(7)));
+    assert!(m.fenced().is_some());
+    assert_eq!(m.phase(), Phase::Failed, "a failed raise stays failed");
+    let problem = m.problem().unwrap();
+    assert!(
+        problem.starts_with("VIP: DAD failed; then fenced: leader key now carries another lease"),
+        "{problem}"
+    );
+}
+
+/// A VIP machine raised and leading at 40 ms (lease from 0), its orders so far drained.
+fn leading(ttl: u64, margin: u64) -> Machine<Late> {
+    let t = Duration::from_millis;
+    let mut m = vip_machine(ttl, margin);
+    m.handle(t(10), Input::Tick);
+    m.handle(t(20), Input::Settled(Ok(())));
+    m.handle(t(30), Input::TokenWritten(Ok(())));
+    m.handle(t(40), Input::ServiceStarted(Ok(ServiceRef::Group(12345))));
+    assert_eq!(m.phase(), Phase::Leading, "{:?}", m.failure());
+    drain(&mut m);
+    m
+}
+
+fn drain(m: &mut Machine<Late>) -> Vec<Order> {
+    std::iter::from_fn(|| m.poll_order()).collect()
+}
+
+fn pushes(orders: &[Order]) -> Vec<(String, bool)> {
+    orders
+        .iter()
+        .filter_map(|o| match o {
+            Order::Push { why, regardless } => Some((why.clone(), *regardless)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn health(healthy: bool, detail: &str) -> Input {
+    Input::Health(HealthReport {
+        healthy,
+        detail: detail.into(),
+        unit_inactive: false,
+    })
+}
+
+#[test]
+fn a_service_that_was_healthy_and_turns_unhealthy_is_pushed_once() {
+    let t = Duration::from_millis;
+    let mut m = leading(10, 2);
+    // Not yet healthy: failing checks before the first pass are no failure.
+    m.handle(t(50), health(false, "refused"));
+    assert!(pushes(&drain(&mut m)).is_empty());
+    assert!(!m.view().service_healthy());
+    m.handle(t(60), health(true, "answered 200"));
+    assert!(m.view().service_healthy());
+    m.handle(t(70), health(false, "answered 503"));
+    assert_eq!(
+        pushes(&drain(&mut m)),
+        [("service unhealthy: answered 503".to_string(), false)]
+    );
+    assert!(!m.view().service_healthy());
+    // Still unhealthy: nothing new to tell.
+    m.handle(t(80), health(false, "answered 503 again"));
+    assert!(pushes(&drain(&mut m)).is_empty());
+}
+
+#[test]
+fn a_service_the_guard_stops_itself_is_no_failure_to_push() {
+    let t = Duration::from_millis;
+    let mut m = leading(10, 2);
+    m.handle(t(50), health(true, "answered 200"));
+    m.handle(t(60), Input::StepDown { by: t(5000) });
+    assert_ne!(m.phase(), Phase::Leading);
+    m.handle(t(70), health(false, "refused"));
+    m.handle(t(80), Input::ServiceExited("exited 0".into()));
+    assert!(pushes(&drain(&mut m)).is_empty());
+}
+
+#[test]
+fn a_vip_deleted_while_leading_is_counted_told_once_and_never_extended() {
+    let t = Duration::from_millis;
+    let mut m = leading(10, 2);
+    let gone = |with_link| Input::VipGone {
+        how: Gone::Deleted { with_link },
+        detail: "VIP deleted by another program".into(),
+    };
+    m.handle(t(100), gone(false));
+    assert_eq!(m.vip(), VipState::Absent, "never extended again");
+    assert_eq!(
+        pushes(&drain(&mut m)),
+        [("VIP deleted by another program".to_string(), false)]
+    );
+    m.handle(t(200), gone(true));
+    assert!(pushes(&drain(&mut m)).is_empty(), "told once");
+    let v = m.view();
+    assert_eq!(v.observed.losses, [1, 0, 0]);
+    assert_eq!(
+        v.observed.lost.as_deref(),
+        Some("VIP deleted by another program")
+    );
+}
+
+#[test]
+fn a_deletion_past_the_vip_floor_is_the_kernels_expiry() {
+    let mut m = leading(10, 2);
+    let floor = m.view().vip_floor;
+    m.handle(
+        floor,
+        Input::VipGone {
+            how: Gone::Deleted { with_link: false },
+            detail: "deleted".into(),
+        },
+    );
+    assert_eq!(m.view().observed.losses[Loss::Expired as usize], 1);
+    let told = pushes(&drain(&mut m));
+    assert!(told[0].0.contains("lifetime ran out"), "{told:?}");
+}
+
+#[test]
+fn a_link_set_down_is_a_loss_but_the_address_may_stay() {
+    let t = Duration::from_millis;
+    let mut m = leading(10, 2);
+    m.handle(
+        t(100),
+        Input::VipGone {
+            how: Gone::LinkDown,
+            detail: "link lan0 was set down".into(),
+        },
+    );
+    assert_eq!(m.view().observed.losses[Loss::LinkDown as usize], 1);
+    // An IPv4 address stays on a downed link: it is still ours to remove.
+    assert_eq!(m.vip(), VipState::Up);
+    assert_eq!(pushes(&drain(&mut m)).len(), 1);
+}
+
+#[test]
+fn the_guards_own_removal_is_no_loss() {
+    let t = Duration::from_millis;
+    let mut m = leading(10, 2);
+    m.handle(t(100), Input::KeyLost(None));
+    assert!(m.fenced().is_some());
+    drain(&mut m);
+    m.handle(
+        t(110),
+        Input::VipGone {
+            how: Gone::Deleted { with_link: false },
+            detail: "deleted".into(),
+        },
+    );
+    assert!(pushes(&drain(&mut m)).is_empty());
+    assert_eq!(m.view().observed.losses, [0, 0, 0]);
+    assert!(m.view().observed.lost.is_none());
+}
+
+#[test]
+fn a_claim_is_defended_at_most_every_defend_interval_and_pushed_when_asked() {
+    let t = Duration::from_millis;
+    let mut m = leading(10, 2);
+    let claim = |push| {
+        Input::VipClaimed(Claim {
+            mac: "02:00:00:00:00:09".into(),
+            frame: "ARP reply".into(),
+            what: "VIP conflict".into(),
+            push,
+        })
+    };
+    m.handle(t(100), claim(false));
+    let o = drain(&mut m);
+    assert_eq!(o.iter().filter(|o| **o == Order::Defend).count(), 1);
+    assert!(pushes(&o).is_empty(), "conflict_action=defend: not told");
+    m.handle(t(200), claim(true));
+    let o = drain(&mut m);
+    assert!(!o.contains(&Order::Defend), "one defence per interval");
+    assert_eq!(pushes(&o), [("VIP conflict".to_string(), true)]);
+    let c = m.view().observed.conflict.unwrap();
+    assert_eq!((c.frames, c.last), (2, t(200)));
+    // Renewed meanwhile (every keepalive answered at once), so the lease still covers the
+    // VIP ten seconds later.
+    for ms in (300..10_100).step_by(100) {
+        m.kernel.now = t(ms);
+        m.handle(t(ms), Input::Tick);
+        for o in drain(&mut m) {
+            if let Order::Keepalive { sent } = o {
+                let ttl = Duration::from_secs(10);
+                m.handle(t(ms), Input::Renewed { sent, ttl });
+            }
+        }
+    }
+    m.kernel.now = t(10_100);
+    m.handle(t(10_100), claim(false));
+    assert!(drain(&mut m).contains(&Order::Defend), "{:?}", m.failure());
+}

@@ -1,0 +1,235 @@
+//! What goes in and out of the guard machine: its inputs (`Input`), its orders to the shell
+//! (`Order`), the kernel effects it makes itself (`Kernel`), why it fenced (`Cause`) and
+//! what failed (`Fault`). No behaviour here.
+
+use std::time::Duration;
+
+use super::observe::{Claim, Gone, HealthReport};
+pub use crate::guard::watchdog::ArmError;
+use crate::presence::Presence;
+use crate::service::ServiceRef;
+
+/// Why the guard fenced itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cause {
+    /// The deadline passed without a renewal.
+    Deadline,
+    /// The key was deleted in etcd.
+    KeyDeleted,
+    /// The key carries another lease now.
+    KeyTaken(i64),
+    /// etcd says our lease does not exist any more (TTL 0, or "lease not found").
+    LeaseGone,
+    /// The watchdog would reset the node before the deadline (a ping failed, or could not be
+    /// made): fenced first, so that the node is not reset under a running service.
+    WatchdogDue,
+    /// With watchdog=required, no timeout the driver takes resets the node before the lease
+    /// can end at etcd (a coarse driver, or a ping made too late).
+    WatchdogLate,
+}
+
+impl Cause {
+    /// Every cause's label in the metrics (hamaster_fences_total{cause=...}).
+    pub const LABELS: [&'static str; 6] = [
+        "deadline",
+        "key_deleted",
+        "key_taken",
+        "lease_gone",
+        "watchdog_due",
+        "watchdog_late",
+    ];
+
+    pub fn label(&self) -> &'static str {
+        match self {
+            Cause::Deadline => Cause::LABELS[0],
+            Cause::KeyDeleted => Cause::LABELS[1],
+            Cause::KeyTaken(_) => Cause::LABELS[2],
+            Cause::LeaseGone => Cause::LABELS[3],
+            Cause::WatchdogDue => Cause::LABELS[4],
+            Cause::WatchdogLate => Cause::LABELS[5],
+        }
+    }
+}
+
+impl std::fmt::Display for Cause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Cause::Deadline => write!(f, "lease not renewed in time"),
+            Cause::KeyDeleted => write!(f, "leader key was deleted in etcd"),
+            Cause::KeyTaken(l) => write!(
+                f,
+                "leader key now carries another lease ({})",
+                crate::lease::LeaseId(*l)
+            ),
+            Cause::LeaseGone => write!(f, "etcd says the lease no longer exists"),
+            Cause::WatchdogLate => write!(
+                f,
+                "watchdog=required: the watchdog cannot be set to reset the node before the lease \
+                 could end at etcd"
+            ),
+            Cause::WatchdogDue => write!(
+                f,
+                "the watchdog would reset the node before the lease's deadline (its last ping \
+                 failed or could not be made)"
+            ),
+        }
+    }
+}
+
+/// Why an effect, or a step the shell performed, failed: what failed, with the lower layer's
+/// words. The machine decides by which effect or step failed (never by the words), logs the
+/// fault and reports it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Fault {
+    /// netlink refused or failed (the VIP writer's error).
+    #[error("{0}")]
+    Netlink(String),
+    /// The VIP could not be settled: its link, DAD, the announcements (vip::up).
+    #[error("{0}")]
+    Settle(String),
+    /// The watchdog refused a ping or the magic close, or there is no device.
+    #[error("{0}")]
+    Watchdog(String),
+    /// A signal to the service's process group failed.
+    #[error("process group {pid}: {errno}")]
+    Signal { pid: u32, errno: nix::errno::Errno },
+    /// A process group the guard never signals (0 or 1).
+    #[error("refusing to signal process group {0}")]
+    NoGroup(u32),
+    /// systemctl could not be run, or said the unit is in no state it knows.
+    #[error("{0}")]
+    Systemd(String),
+    /// The service could not be started.
+    #[error("{0}")]
+    Service(String),
+    /// The fencing token file could not be written.
+    #[error("{0}")]
+    Token(String),
+    /// etcd refused or did not answer (the release).
+    #[error("{0}")]
+    Etcd(String),
+}
+
+/// The kernel effects, made by the fencing thread: each one short system call (or the spawn
+/// of one `systemctl`), so it can make them at the deadline. Each effect that depends on the
+/// time is timed by `now`, read right before it, and checked by `now` read right after it.
+pub trait Kernel {
+    /// The boot clock now, after the effects made so far (each one takes time).
+    fn now(&mut self) -> Duration;
+    /// Adds the VIP with valid and preferred lifetimes of `lifetime_s` seconds.
+    fn add_vip(&mut self, lifetime_s: u32) -> Result<(), Fault>;
+    /// Moves the VIP's lifetimes to `lifetime_s` from now (RTM_NEWADDR with NLM_F_REPLACE,
+    /// which the kernel makes an add when the address is gone: the machine calls it only while
+    /// the address is surely there). Err: not extended; the old, shorter lifetime stays.
+    fn extend_vip(&mut self, lifetime_s: u32) -> Result<(), Fault>;
+    /// Removes the VIP. Ok only when it is absent afterwards (removed, or gone already).
+    fn remove_vip(&mut self) -> Result<(), Fault>;
+    /// Opens the watchdog and sets its timeout to `timeout_s`; Ok: the timeout the driver
+    /// applied (read back).
+    fn arm_watchdog(&mut self, timeout_s: u32) -> Result<u32, ArmError>;
+    /// Pings the armed watchdog so that it resets the node `timeout_s` from now at the latest
+    /// (setting that timeout where it differs); Ok: the timeout in force, and the boot-clock
+    /// time right after the ping (a guard stopped in between pinged later than it thinks).
+    fn ping_watchdog(&mut self, timeout_s: u32) -> Result<(u32, Duration), Fault>;
+    /// The magic close: the watchdog stops. Err: it could not be stopped (the node resets).
+    fn disarm_watchdog(&mut self) -> Result<(), Fault>;
+    /// SIGTERM (`kill` false) or SIGKILL to the service. Ok when sent or when nothing of it
+    /// is left to signal.
+    fn signal_service(&mut self, service: &ServiceRef, kill: bool) -> Result<(), Fault>;
+    /// The machine is about to take something down itself (a fence, a step-down, a failed
+    /// raise, a VIP it may not extend): told before the effect, so that nothing is raised from
+    /// then on (a start asking right before its fork, on another thread, never races it) and
+    /// a watcher seeing the kernel's event knows it for the guard's own doing. Never undone.
+    fn lowering(&mut self);
+    /// The service is confirmed stopped and will never be signalled again: a supervised
+    /// command's leader, kept unreaped until now so that its group's id stayed ours, is reaped.
+    fn forget_service(&mut self, service: &ServiceRef);
+}
+
+/// What the shell performs for the machine, answering with an `Input` when it is done.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Order {
+    /// One lease keepalive, sent now (`sent`, boot clock): answer Renewed, RenewFailed or
+    /// LeaseGone, always within the renewal attempt timeout.
+    Keepalive { sent: Duration },
+    /// Does the key still carry our lease? Answer KeyLost when it does not (else nothing).
+    Confirm,
+    /// The VIP was added: bring its link up, wait out DAD (at most `dad_wait`), announce.
+    /// Stop announcing as soon as `may_announce` says no. Answer Settled.
+    Settle { dad_wait: Duration },
+    /// Stop any announcement burst for the VIP (it is going down).
+    CancelAnnouncements,
+    /// Write the fencing token for the service. Answer TokenWritten.
+    WriteToken,
+    /// Start the service. Answer ServiceStarted.
+    StartService,
+    /// Is anything of the service left (its process group, the unit as systemd says)? Answer
+    /// ServiceChecked: present, absent, or cannot tell.
+    CheckService(ServiceRef),
+    /// Delete the key if it still carries our lease, then revoke the lease. Answer Released.
+    Release,
+    /// Record the machine's view (state.json).
+    Persist,
+    /// Log a line (the fencing thread never logs itself).
+    Log(Level, String),
+    /// Answer the step-down request: Ok when VIP and service are down, else what is up.
+    StepDownAnswer(Result<(), String>),
+    /// Tell Pacemaker now that the resource failed here (`crm_resource --fail`), once per
+    /// leadership; `regardless`: whatever push_failures says (conflict_action=push).
+    Push { why: String, regardless: bool },
+    /// One announcement of the VIP, defending it against another host's claim.
+    Defend,
+    /// The guard's work is over; `raise_failed`: it ends because the raise failed.
+    Exit { raise_failed: bool },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    Error,
+    Warn,
+    Info,
+}
+
+/// Everything that goes in, besides the time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Input {
+    /// A timer fired (the fencing thread), or anything else asks the machine to look.
+    Tick,
+    /// A keepalive sent at `sent` was answered with `ttl` (zero: the lease is gone).
+    Renewed {
+        sent: Duration,
+        ttl: Duration,
+    },
+    RenewFailed {
+        sent: Duration,
+        why: String,
+    },
+    /// etcd does not know our lease (a fresh keepalive stream says "lease not found").
+    LeaseGone {
+        sent: Duration,
+    },
+    /// The watch or a confirm: the key was deleted (None) or carries this other lease.
+    KeyLost(Option<i64>),
+    /// The wire watch saw the VIP go (deleted, its link down or removed), in words: never
+    /// extended again; unless the guard took it down itself, told to Pacemaker.
+    VipGone {
+        how: Gone,
+        detail: String,
+    },
+    /// The wire watch saw another host claim the VIP.
+    VipClaimed(Claim),
+    /// The health watch's verdict on the service.
+    Health(HealthReport),
+    Settled(Result<(), Fault>),
+    TokenWritten(Result<(), Fault>),
+    ServiceStarted(Result<ServiceRef, Fault>),
+    /// The supervised command's leader process exited (its group may live on).
+    ServiceExited(String),
+    /// Whether anything of the service is left: only Absent confirms it stopped.
+    ServiceChecked(Presence),
+    Released(Result<(), Fault>),
+    /// Step down in order, answering by `by` (boot clock).
+    StepDown {
+        by: Duration,
+    },
+}
