@@ -6,6 +6,7 @@ pub mod agents;
 pub mod causes;
 pub mod child;
 pub mod cli;
+pub mod failsafe;
 pub mod failure;
 pub mod guard;
 pub mod lease;

@@ -27,17 +27,6 @@ pub mod phase {
     pub const FIRST_200: usize = 7;
 }
 
-/// Days from 1970-01-01 to the given civil date (proleptic Gregorian).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
 /// The year and the offset to UTC (seconds east) of local time at `unix_s`: log time stamps
 /// are local time without a year.
 pub fn local_year_and_offset(unix_s: i64) -> (i64, i64) {
@@ -66,7 +55,9 @@ pub fn log_line_unix_ms(line: &str, year: i64, utc_offset_s: i64) -> Option<u64>
         return None;
     }
     let ms: i64 = format!("{frac:0<3}").parse().ok()?;
-    let secs = days_from_civil(year, month, day) * 86_400 + h * 3600 + m * 60 + s - utc_offset_s;
+    let secs =
+        hamaster::lease::clock::days_from_civil(year, month, day) * 86_400 + h * 3600 + m * 60 + s
+            - utc_offset_s;
     u64::try_from(secs * 1000 + ms).ok()
 }
 

@@ -382,26 +382,43 @@ fn monitor(ctx: &Ctx) -> Done {
         return Err(MasterError::Unhealthy(st.trouble()));
     }
     let cfg = MasterConfig::from_values(&ctx.values).ok();
-    let mut doubts: Vec<String> = cfg
+    let holding = st
+        .failsafe
         .as_ref()
-        .and_then(|c| renewals_overdue(&st, c))
-        .into_iter()
-        .collect();
+        .and_then(|f| f.holding(crate::lease::clock::unix_ms()));
+    let mut doubts: Vec<String> = match &holding {
+        Some(h) => vec![h.clone()],
+        None => cfg
+            .as_ref()
+            .and_then(|c| renewals_overdue(&st, c))
+            .into_iter()
+            .collect(),
+    };
     if ctx.env.check_level >= 20 {
         match key_in_etcd(ctx, cfg.as_ref(), &st, until) {
             KeyCheck::Agrees => {}
-            KeyCheck::Disagrees(why) => return Err(MasterError::KeyCheck(why)),
+            // Holding: etcd let the lease go with the key, which the guard takes back when it
+            // reaches etcd again; another lease on the key is a failure all the same.
+            KeyCheck::Absent(why) if holding.is_some() => {
+                doubts.push(format!("check level 20: {why}"))
+            }
+            KeyCheck::Absent(why) | KeyCheck::Disagrees(why) => {
+                return Err(MasterError::KeyCheck(why))
+            }
             KeyCheck::CannotTell(why) => doubts.push(format!("check level 20: {why}")),
         }
     }
     if doubts.is_empty() {
         return Ok(Outcome::new(OcfExit::RunningPromoted));
     }
-    let why = format!(
-        "{}; the guard holds its lease ({} ms left)",
-        doubts.join("; "),
-        st.lease_ttl_left_ms.unwrap_or(0)
-    );
+    let why = match holding {
+        Some(_) => doubts.join("; "),
+        None => format!(
+            "{}; the guard holds its lease ({} ms left)",
+            doubts.join("; "),
+            st.lease_ttl_left_ms.unwrap_or(0)
+        ),
+    };
     // Serving, but in need of attention: OCF_DEGRADED_PROMOTED where Pacemaker knows it (2.1
     // and later), promoted with the reason logged before.
     if super::score::understands_degraded(ctx.env) {
@@ -452,8 +469,10 @@ pub const CHECK_LEVELS: [(&str, &str); 2] = [
 enum KeyCheck {
     /// etcd says this node holds it under the guard's lease.
     Agrees,
-    /// etcd answered: the key is another's, or gone.
+    /// etcd answered: the key is another's.
     Disagrees(String),
+    /// etcd answered: there is no key (a holding guard's lease ran out: it takes the key back).
+    Absent(String),
     /// etcd did not answer in time: nothing against the guard.
     CannotTell(String),
 }
@@ -504,7 +523,7 @@ fn judge_key(
             "{h}, not by this guard (lease {})",
             lease.unwrap_or("?")
         )),
-        Ok(None) => KeyCheck::Disagrees(format!("leader key {key} does not exist in etcd")),
+        Ok(None) => KeyCheck::Absent(format!("leader key {key} does not exist in etcd")),
         Err(e) => KeyCheck::CannotTell(format!("etcd did not answer: {e}")),
     }
 }
@@ -752,11 +771,16 @@ fn cleanup_after_guard(
     }
     if let (Some(c), Some(lease)) = (cfg, state.as_ref().and_then(|s| s.lease_id)) {
         let key = leader_key(&c.etcd.prefix, &ctx.resource);
+        let record_key = crate::failsafe::record_key(&c.etcd.prefix, &ctx.resource);
+        let record = state
+            .as_ref()
+            .and_then(|s| s.record_revision)
+            .map(|rev| (record_key.as_str(), rev));
         let limit = left(until).min(Duration::from_secs(4));
         let released = status::block_on(async {
             tokio::time::timeout(limit, async {
                 let etcd = Etcd::connect(&c.etcd, Duration::from_secs(2).min(limit)).await?;
-                etcd.release(&key, LeaseId(lease)).await
+                etcd.release(&key, LeaseId(lease), record).await
             })
             .await
         });
@@ -881,8 +905,9 @@ mod tests {
             judge(Ok(Some(holder("n1", 0x20)))),
             KeyCheck::Disagrees(_)
         ));
-        let KeyCheck::Disagrees(none) = judge(Ok(None)) else {
-            panic!("no key must disagree")
+        // No key: a failure, unless the guard holds through an etcd outage (monitor).
+        let KeyCheck::Absent(none) = judge(Ok(None)) else {
+            panic!("no key must be told apart")
         };
         assert!(none.contains("does not exist in etcd"), "{none}");
         let silent = Err(LeaseError::Etcd {

@@ -63,5 +63,6 @@ fn run(cmd: &GuardCmd) -> Result<(), GuardError> {
         pacemaker_resource: std::env::var("OCF_RESOURCE_INSTANCE")
             .ok()
             .filter(|r| !r.is_empty()),
+        holder_down: None,
     })
 }

@@ -233,6 +233,18 @@ fn table(r: &Report) -> String {
             if let Some(l) = &g.vip_lost {
                 row("VIP lost", l.clone());
             }
+            if let Some(f) = &g.failsafe {
+                let now = crate::lease::clock::unix_ms();
+                row(
+                    "etcd outage",
+                    f.holding(now).unwrap_or_else(|| {
+                        format!(
+                            "would hold on corosync's proof (etcd last answered {:.1} s ago)",
+                            now.saturating_sub(f.etcd_last_seen_unix_ms) as f64 / 1000.0
+                        )
+                    }),
+                );
+            }
             if let Some(p) = &g.problem {
                 row("problem", p.clone());
             }

@@ -35,6 +35,11 @@ pub struct TakeoverArgs {
     /// node (runbook step 2); without it, takeover refuses where the CIB names the resource.
     #[arg(long)]
     pub cluster_down: bool,
+    /// Confirms that this node, named by the failsafe record of a master that may be holding
+    /// through an etcd outage, is down (powered off, fenced): without it, takeover waits while
+    /// the record names another node it cannot prove down (docs/runbook.md).
+    #[arg(long, value_name = "NODE")]
+    pub holder_down: Option<String>,
 }
 
 /// Where Pacemaker keeps its configuration on a cluster node, whether it runs or not.
@@ -146,6 +151,7 @@ fn takeover(a: &TakeoverArgs) -> Result<OcfExit, CliError> {
         acquire_for: Duration::from_secs(a.wait),
         run_dir: crate::runfiles::root(),
         pacemaker_resource: None,
+        holder_down: a.holder_down.clone(),
     })?;
     Ok(OcfExit::Success)
 }

@@ -1,16 +1,41 @@
 //! Taking the leader key: a lease, one transaction, a check of key and lease before anything
 //! is raised; while another node holds the key, a watch for its deletion (never a timer).
+//! A failsafe record naming another node (a master that may be holding through an etcd
+//! outage) is honoured by the takeover rule (failsafe::clearance) before the key is taken;
+//! the transaction that takes the key writes this node's own record (etcd_outage=hold, with
+//! a corosync to prove the cluster whole) or deletes the old one, only while the record is
+//! still as read.
 
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 use tokio::time::sleep_until;
 
+use super::machine::Rules;
 use super::status::StepDown;
 use super::{Acquired, Guard, GuardError, Interrupt, StopSignals};
+use crate::failsafe::clearance::{self, Clearance, Facts, Outside};
+use crate::failsafe::{self as fs, witness, Record};
+use crate::lease::clock::{boottime, unix_ms};
+use crate::lease::config::EtcdOutage;
 use crate::lease::etcd::KeyEvent;
-use crate::lease::{Acquire, Etcd, Grant};
+use crate::lease::{Acquire, Etcd, Grant, RecordTake};
 use crate::resource::status::Role;
+
+/// How often the takeover rule is looked at again while it says wait or blocked.
+const CLEARANCE_POLL: Duration = Duration::from_millis(500);
+
+/// The failsafe record as this guard found it, and what the takeover rule made of it.
+struct Found {
+    /// The record's mod revision (0: absent), for the transaction's compare.
+    seen: i64,
+    record: Option<Record>,
+    /// This node's corosync (for our own record's nodelist).
+    cluster: Result<witness::Cluster, String>,
+    /// Whether this guard may hold through an etcd outage (etcd_outage, corosync, fencing).
+    may_hold: bool,
+    clearance: Clearance,
+}
 
 impl Guard {
     /// Takes the leader key, or waits for it to be deleted, until `acquire_for` runs out.
@@ -28,6 +53,7 @@ impl Guard {
             .map_err(|e| Interrupt::Failed(e.into()))?;
         let mut last = String::from("no answer from etcd yet");
         let pause = Duration::from_millis(300);
+        let mut outside = Outside::default();
         loop {
             if Instant::now() >= until {
                 return Err(Interrupt::Failed(GuardError::NotLeader {
@@ -36,37 +62,68 @@ impl Guard {
                 }));
             }
             let attempt = tokio::select! {
-                r = Self::try_once(&etcd, &self.key, &self.args.node, self.clock.ttl) => r,
+                r = self.try_once(&etcd, &mut outside) => r,
                 Some(reply) = stepdown.recv() => return Err(Interrupt::StepDown(reply)),
                 _ = sigterm.recv() => return Err(Interrupt::Signal),
             };
-            let watch_from = match attempt {
-                Ok(Ok((grant, token))) => return Ok(Acquired { etcd, token, grant }),
-                Ok(Err(holder)) => {
+            // What to wait for before the next attempt: the holder's key to go (a watch), or
+            // the takeover rule to look again, or a pause after etcd trouble.
+            let (watch_from, poll) = match attempt {
+                Ok(Ok((grant, token, record))) => {
+                    return Ok(Acquired {
+                        etcd,
+                        token,
+                        grant,
+                        record,
+                    })
+                }
+                Ok(Err(Busy::Held(holder, record_names_other))) => {
                     last = holder.to_string();
                     self.shared.update(|s| s.holder = Some(holder.node.clone()));
                     self.problem(Role::Waiting, last.clone());
-                    Some(holder.revision + 1)
+                    // While a record names another node, its membership is watched meanwhile:
+                    // the time it has been out counts from the first look.
+                    (
+                        Some(holder.revision + 1),
+                        record_names_other.then_some(CLEARANCE_POLL),
+                    )
                 }
+                Ok(Err(Busy::NotClear(why, wait))) => {
+                    last = why;
+                    self.problem(Role::Waiting, last.clone());
+                    (None, Some(wait))
+                }
+                Ok(Err(Busy::RecordChanged)) => (None, Some(Duration::ZERO)),
                 Err(e) => {
                     last = e;
                     self.problem(Role::Acquiring, last.clone());
-                    None
+                    (None, None)
                 }
             };
-            // Wait for the holder's key to go (a watch, never a timer), or retry after a pause.
             let mut watch = match watch_from {
                 Some(rev) => etcd.watch(&self.key, rev).await.ok(),
                 None => None,
             };
             let wait = async {
+                let polled = async {
+                    match poll {
+                        Some(p) => tokio::time::sleep(p).await,
+                        None => std::future::pending().await,
+                    }
+                };
                 match watch.as_mut() {
-                    Some(w) => loop {
-                        match w.next().await {
-                            Ok(KeyEvent::Deleted) | Err(_) => break,
-                            Ok(KeyEvent::Put { .. }) => {}
-                        }
-                    },
+                    Some(w) => {
+                        let deleted = async {
+                            loop {
+                                match w.next().await {
+                                    Ok(KeyEvent::Deleted) | Err(_) => break,
+                                    Ok(KeyEvent::Put { .. }) => {}
+                                }
+                            }
+                        };
+                        tokio::select! { _ = deleted => {}, _ = polled => {} }
+                    }
+                    None if poll.is_some() => polled.await,
                     None => tokio::time::sleep(pause).await,
                 }
             };
@@ -79,20 +136,156 @@ impl Guard {
         }
     }
 
-    /// One attempt: grant a lease, try the key in one transaction, verify. Ok(Ok) = ours;
-    /// Ok(Err(holder)) = someone else's; Err = etcd trouble.
+    /// The failsafe record, this node's corosync and Pacemaker's word on the record's node:
+    /// what the takeover rule says now.
+    async fn look_at_record(&self, etcd: &Etcd, outside: &mut Outside) -> Result<Found, String> {
+        let key = fs::record_key(&self.args.config.etcd.prefix, &self.args.resource);
+        let outage = self.args.config.etcd.outage;
+        // The record, this node's corosync and the cluster's fencing, side by side.
+        let fencing = async {
+            match outage {
+                EtcdOutage::Auto => tokio::task::spawn_blocking(fs::pacemaker::fencing_enabled)
+                    .await
+                    .ok()
+                    .flatten(),
+                _ => None,
+            }
+        };
+        let (read, cluster, fencing) =
+            tokio::join!(etcd.read_record(&key), witness::ask(fs::ASK_LIMIT), fencing);
+        let read = read.map_err(|e| format!("etcd: {e}"))?;
+        let may_hold = cluster.is_ok()
+            && match outage {
+                EtcdOutage::Hold => true,
+                EtcdOutage::Auto => fencing == Some(true),
+                EtcdOutage::Fence => false,
+            };
+        let record = read.value.as_deref().and_then(Record::from_json);
+        if read.value.is_some() && record.is_none() {
+            log::warn!(
+                "guard {}: {key} holds no failsafe record: taken as none",
+                self.args.resource
+            );
+        }
+        let names_other = record.as_ref().is_some_and(|r| r.node != self.args.node);
+        let (fenced_since, holder_promoted, outside_since) = match (&record, names_other) {
+            (Some(r), true) => {
+                let holder = r.node.clone();
+                let since = r.written_unix_ms;
+                let fenced = tokio::task::spawn_blocking({
+                    let holder = holder.clone();
+                    move || fs::pacemaker::fenced_after(&holder, since)
+                });
+                let resource = self
+                    .args
+                    .pacemaker_resource
+                    .as_deref()
+                    .map(|r| r.split(':').next().unwrap_or(r).to_string());
+                let promoted = tokio::task::spawn_blocking({
+                    let holder = holder.clone();
+                    move || fs::pacemaker::promoted_on(&resource?, &holder)
+                });
+                let out = cluster
+                    .as_ref()
+                    .ok()
+                    .and_then(|c| outside.look(c, &holder, boottime()));
+                (
+                    fenced.await.ok().flatten(),
+                    promoted.await.ok().flatten(),
+                    out,
+                )
+            }
+            _ => (None, None, None),
+        };
+        let detection = crate::lease::cluster::corosync_membership_time()
+            .unwrap_or(crate::lease::cluster::FALLBACK_MEMBERSHIP_TIME);
+        let facts = Facts {
+            me: &self.args.node,
+            record: record.as_ref(),
+            cluster: cluster.as_ref().map_err(String::as_str),
+            fenced_since,
+            holder_promoted,
+            outside_since,
+            now: boottime(),
+            wait: clearance::wait_after_leaving(detection),
+            confirmed_down: self.args.holder_down.as_deref(),
+        };
+        let clearance = clearance::clearance(&facts, &Rules::all());
+        Ok(Found {
+            seen: read.revision,
+            record,
+            cluster,
+            may_hold,
+            clearance,
+        })
+    }
+
+    /// One attempt: the takeover rule, then a lease, the key and our failsafe record in one
+    /// transaction, and a check. Ok(Ok) = ours (with our record's revision, when written);
+    /// Ok(Err) = not now; Err = etcd trouble.
     async fn try_once(
+        &self,
         etcd: &Etcd,
-        key: &str,
-        node: &str,
-        ttl: Duration,
-    ) -> Result<Result<(Grant, i64), crate::lease::Holder>, String> {
+        outside: &mut Outside,
+    ) -> Result<Result<(Grant, i64, Option<i64>), Busy>, String> {
+        let found = self.look_at_record(etcd, outside).await?;
+        let names_other = found
+            .record
+            .as_ref()
+            .is_some_and(|r| r.node != self.args.node);
+        if names_other && !matches!(found.clearance, Clearance::Clear(_)) {
+            // A key still held says more than the record: its holder, as always.
+            if let Some(h) = etcd
+                .holder(&self.key)
+                .await
+                .map_err(|e| format!("etcd: {e}"))?
+            {
+                return Ok(Err(Busy::Held(h, true)));
+            }
+        }
+        match &found.clearance {
+            Clearance::Clear(why) if names_other => {
+                log::info!(
+                    "guard {}: failsafe record of {}: {why}",
+                    self.args.resource,
+                    found.record.as_ref().map_or("", |r| r.node.as_str())
+                );
+            }
+            Clearance::Clear(_) => {}
+            Clearance::Wait { until, why } => {
+                let left = until.saturating_sub(boottime());
+                return Ok(Err(Busy::NotClear(why.clone(), left.min(CLEARANCE_POLL))));
+            }
+            Clearance::Blocked(why) => {
+                return Ok(Err(Busy::NotClear(why.clone(), CLEARANCE_POLL)));
+            }
+        }
+        let (key, node, ttl) = (&self.key, &self.args.node, self.clock.ttl);
         let grant = etcd
             .grant(ttl)
             .await
             .map_err(|e| format!("etcd unreachable: {e}"))?;
         let lease = grant.lease;
-        let outcome = etcd.try_acquire(key, node, lease).await;
+        // Our own record where this guard may hold; else the old one goes.
+        let ours = match (found.may_hold, &found.cluster) {
+            (true, Ok(c)) => Some(
+                Record {
+                    node: node.clone(),
+                    lease: lease.to_string(),
+                    nodes: c.nodelist.iter().map(|n| n.name.clone()).collect(),
+                    written_unix_ms: unix_ms(),
+                }
+                .to_json(),
+            ),
+            _ => None,
+        };
+        let writes_record = ours.is_some();
+        let take = RecordTake {
+            key: fs::record_key(&self.args.config.etcd.prefix, &self.args.resource),
+            seen: found.seen,
+            ours,
+        };
+        let outcome = etcd.try_acquire(key, node, lease, &take).await;
         match outcome {
             Ok(Acquire::Won { token }) => {
                 // Re-check key and lease before acting on them.
@@ -100,12 +293,12 @@ impl Guard {
                 let alive = etcd.ttl_left(lease).await.map_err(|e| e.to_string());
                 match (holder, alive) {
                     (Ok(Some(h)), Ok(Some(_)))
-                        if h.node == node && h.lease == lease && h.token == token =>
+                        if &h.node == node && h.lease == lease && h.token == token =>
                     {
-                        Ok(Ok((grant, token)))
+                        Ok(Ok((grant, token, writes_record.then_some(token))))
                     }
                     (h, a) => {
-                        let _ = etcd.release(key, lease).await;
+                        let _ = etcd.release(key, lease, None).await;
                         Err(format!(
                             "leader key changed right after it was taken ({h:?}, lease {a:?})"
                         ))
@@ -114,7 +307,11 @@ impl Guard {
             }
             Ok(Acquire::Held(h)) => {
                 let _ = etcd.revoke(lease).await;
-                Ok(Err(h))
+                Ok(Err(Busy::Held(h, names_other)))
+            }
+            Ok(Acquire::RecordChanged) => {
+                let _ = etcd.revoke(lease).await;
+                Ok(Err(Busy::RecordChanged))
             }
             Err(e) => {
                 let _ = etcd.revoke(lease).await;
@@ -122,4 +319,14 @@ impl Guard {
             }
         }
     }
+}
+
+/// Why an attempt did not take the key.
+enum Busy {
+    /// Another node's key; whether a failsafe record names another node.
+    Held(crate::lease::Holder, bool),
+    /// The takeover rule says not yet (why), looked at again after the pause given.
+    NotClear(String, Duration),
+    /// The record changed between its read and the transaction.
+    RecordChanged,
 }

@@ -12,7 +12,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::fence::{Fence, Host};
 use super::machine::{
-    Fault, Input, Level, Machine, Order, Phase, Plan, WatchdogPlan, DEFAULT_STEP_DOWN,
+    Fault, Input, Level, Machine, Order, Plan, Regrant, RetakeError, WatchdogPlan,
+    DEFAULT_STEP_DOWN,
 };
 use super::status::StepDown;
 use super::watchdog::{DevPath, Dog, Opener};
@@ -56,6 +57,12 @@ struct Shell {
     run_dir: PathBuf,
     renew_tx: mpsc::UnboundedSender<Duration>,
     started_tx: mpsc::UnboundedSender<Running>,
+    /// A key taken back after a hold: its new lease's grant and the new fencing token.
+    retaken_tx: mpsc::UnboundedSender<(crate::lease::Grant, i64)>,
+    /// The failsafe record written with the key (its key and mod revision).
+    record: Option<(String, i64)>,
+    /// The keepalives and the watch on the key, of the lease in force (a retake replaces them).
+    lease_helpers: Helpers,
     /// Step-down requests waiting for the machine's answer.
     waiting: Vec<oneshot::Sender<(bool, GuardStatus)>>,
     helpers: Helpers,
@@ -72,6 +79,13 @@ impl Guard {
         signals: &mut StopSignals,
     ) -> Result<(), GuardError> {
         let lease = a.grant.lease;
+        let record = a.record.map(|rev| {
+            (
+                crate::failsafe::record_key(&self.args.config.etcd.prefix, &self.args.resource),
+                rev,
+            )
+        });
+        let record_ref = record.as_ref().map(|(k, r)| (k.as_str(), *r));
         // Resolved and checked before the machine exists: route dumps and an ARP probe are no
         // work for the fencing lock.
         // The configuration in force now (a reload may have changed the announcements).
@@ -79,7 +93,7 @@ impl Guard {
         let ready = match vip.map(up::prepare).transpose() {
             Ok(r) => r,
             Err(e) => {
-                let _ = a.etcd.release(&self.key, lease).await;
+                let _ = a.etcd.release(&self.key, lease, record_ref).await;
                 return self.give_up(GuardError::Vip(e), stepdown).await;
             }
         };
@@ -107,6 +121,7 @@ impl Guard {
                 ServiceSpec::Systemd { unit } => Some(unit.clone()),
                 ServiceSpec::Command { .. } => None,
             },
+            hold: record.is_some(),
         };
         let (orders_tx, mut orders) = mpsc::unbounded_channel();
         let started = host.map_err(|e| e.to_string()).and_then(|h| {
@@ -116,7 +131,7 @@ impl Guard {
         let fence = match started {
             Ok(f) => f,
             Err(e) => {
-                let _ = a.etcd.release(&self.key, lease).await;
+                let _ = a.etcd.release(&self.key, lease, record_ref).await;
                 return self.give_up(GuardError::Fencing(e), stepdown).await;
             }
         };
@@ -125,6 +140,7 @@ impl Guard {
 
         let (renew_tx, renew_rx) = mpsc::unbounded_channel();
         let (started_tx, mut started_rx) = mpsc::unbounded_channel();
+        let (retaken_tx, mut retaken_rx) = mpsc::unbounded_channel();
         let mut shell = Shell {
             fence: fence.clone(),
             etcd: a.etcd.clone(),
@@ -136,6 +152,9 @@ impl Guard {
             run_dir: crate::runfiles::root(),
             renew_tx,
             started_tx,
+            retaken_tx,
+            record,
+            lease_helpers: Helpers::default(),
             waiting: Vec::new(),
             helpers: Helpers::default(),
             reporter: self.args.pacemaker_resource.as_ref().map(|rsc| {
@@ -147,28 +166,15 @@ impl Guard {
                 )
             }),
         };
-        shell.helpers.add(tokio::spawn(keepalive::renew(
-            a.etcd.clone(),
-            lease,
-            self.clock,
-            fence.clone(),
-            renew_rx,
-            self.metrics.clone(),
-        )));
+        self.start_lease_helpers(&mut shell, lease, renew_rx);
         shell.helpers.add(tokio::spawn(warn_of_old_etcd(
             a.etcd.clone(),
             self.args.resource.clone(),
         )));
-        shell.helpers.add(tokio::spawn(keepalive::watch_ownership(
-            a.etcd.clone(),
-            self.key.clone(),
-            lease,
-            fence.clone(),
-        )));
         let mut health_started = false;
         let mut service_exited = false;
         loop {
-            if !health_started && fence.view().phase == Phase::Leading {
+            if !health_started && fence.view().phase.is_leading() {
                 health_started = true;
                 self.start_leading_helpers(&mut shell, &a.etcd);
             }
@@ -177,6 +183,7 @@ impl Guard {
                 Some(order) = orders.recv() => {
                     if let Some(raise_failed) = self.perform(&mut shell, order).await {
                         shell.helpers.stop();
+                        shell.lease_helpers.stop();
                         fence.stop();
                         return self.finish(raise_failed, &mut shell, stepdown).await;
                     }
@@ -190,12 +197,70 @@ impl Guard {
                     fence.handle(Input::StepDown { by: boottime() + DEFAULT_STEP_DOWN });
                 }
                 Some(running) = started_rx.recv() => self.service_started(running),
+                Some((grant, token)) = retaken_rx.recv() => self.retaken(&mut shell, grant, token),
                 detail = async { match service { Some(s) => s.wait_exit().await, None => std::future::pending().await } }, if !service_exited => {
                     service_exited = true;
                     fence.handle(Input::ServiceExited(detail));
                 }
             }
         }
+    }
+
+    /// The keepalives (one per send time the machine orders) and the watch on the key, for
+    /// `lease`.
+    fn start_lease_helpers(
+        &self,
+        shell: &mut Shell,
+        lease: crate::lease::LeaseId,
+        renew_rx: mpsc::UnboundedReceiver<Duration>,
+    ) {
+        shell.lease_helpers.stop();
+        shell.lease_helpers.add(tokio::spawn(keepalive::renew(
+            shell.etcd.clone(),
+            lease,
+            self.clock,
+            shell.fence.clone(),
+            renew_rx,
+            self.metrics.clone(),
+        )));
+        shell
+            .lease_helpers
+            .add(tokio::spawn(keepalive::watch_ownership(
+                shell.etcd.clone(),
+                self.key.clone(),
+                lease,
+                shell.fence.clone(),
+            )));
+    }
+
+    /// The key taken back after a hold, under a new lease: the keepalives and the watch move
+    /// to it, the fencing token and state.json are written anew, then the machine is told.
+    fn retaken(&mut self, shell: &mut Shell, grant: crate::lease::Grant, token: i64) {
+        let (renew_tx, renew_rx) = mpsc::unbounded_channel();
+        shell.renew_tx = renew_tx;
+        self.start_lease_helpers(shell, grant.lease, renew_rx);
+        shell.token = token;
+        self.persisted.lease_id = Some(grant.lease.0);
+        self.persisted.fencing_token = Some(token);
+        self.persist();
+        if let Err(e) = self.write_token(token) {
+            log::warn!("guard {}: {e}", self.args.resource);
+        }
+        log::info!(
+            "guard {}: leader key {} taken back after the hold, lease {}, fencing token {}",
+            self.args.resource,
+            self.key,
+            grant.lease,
+            token
+        );
+        self.shared.update(|s| {
+            s.lease_id = Some(grant.lease.to_string());
+            s.fencing_token = Some(token);
+        });
+        shell.fence.handle(Input::Retaken(Ok(Regrant {
+            sent: grant.sent,
+            ttl: grant.ttl,
+        })));
     }
 
     fn start_leading_helpers(&mut self, shell: &mut Shell, etcd: &Etcd) {
@@ -319,10 +384,36 @@ impl Guard {
             Order::Release => {
                 let (etcd, key, lease) =
                     (shell.etcd.clone(), self.key.clone(), self.persisted_lease());
+                let record = shell.record.clone();
                 let limit = self.clock.release_timeout();
                 tokio::spawn(async move {
-                    let r = tokio::time::timeout(limit, etcd.release(&key, lease)).await;
+                    let record = record.as_ref().map(|(k, r)| (k.as_str(), *r));
+                    let r = tokio::time::timeout(limit, etcd.release(&key, lease, record)).await;
                     fence.handle(answers::released(r.ok(), limit));
+                });
+            }
+            Order::AskMembership { asked } => {
+                tokio::spawn(async move {
+                    let seen = crate::failsafe::witness::ask(crate::failsafe::ASK_LIMIT).await;
+                    fence.handle(Input::Membership { asked, seen });
+                });
+            }
+            Order::Retake => {
+                let Some((record_key, revision)) = shell.record.clone() else {
+                    fence.handle(Input::Retaken(Err(RetakeError::RecordChanged)));
+                    return None;
+                };
+                let (etcd, key, node) =
+                    (shell.etcd.clone(), self.key.clone(), self.args.node.clone());
+                let (ttl, tx) = (self.clock.ttl, shell.retaken_tx.clone());
+                tokio::spawn(async move {
+                    let r = retake(&etcd, &key, &node, ttl, &record_key, revision).await;
+                    match r {
+                        Ok(won) => {
+                            let _ = tx.send(won);
+                        }
+                        Err(e) => fence.handle(Input::Retaken(Err(e))),
+                    }
                 });
             }
             Order::Persist => self.persist_machine(&fence),
@@ -420,6 +511,7 @@ impl Guard {
     fn record_leadership(&mut self, a: &Acquired) {
         let lease = a.grant.lease;
         self.persisted.lease_id = Some(lease.0);
+        self.persisted.record_revision = a.record;
         self.persisted.fencing_token = Some(a.token);
         // Before its start is asked: a unit may run from then on, whatever the guard's fate.
         self.persisted.unit = match &self.args.config.service {
@@ -465,6 +557,35 @@ async fn warn_of_old_etcd(etcd: Etcd, resource: String) {
             );
         }
     }
+}
+
+/// Takes the key back after a hold: a new lease, and the key under it only while it is absent
+/// and the failsafe record is still ours (one transaction); the new lease goes again when the
+/// key could not be had.
+async fn retake(
+    etcd: &Etcd,
+    key: &str,
+    node: &str,
+    ttl: Duration,
+    record_key: &str,
+    revision: i64,
+) -> Result<(crate::lease::Grant, i64), RetakeError> {
+    use crate::lease::Retake;
+    let grant = etcd
+        .grant(ttl)
+        .await
+        .map_err(|e| RetakeError::Failed(e.to_string()))?;
+    let outcome = etcd
+        .retake(key, node, grant.lease, record_key, revision)
+        .await;
+    let refused = match outcome {
+        Ok(Retake::Won { token }) => return Ok((grant, token)),
+        Ok(Retake::Taken(other)) => RetakeError::Taken(Some(other.0)),
+        Ok(Retake::RecordChanged) => RetakeError::RecordChanged,
+        Err(e) => RetakeError::Failed(e.to_string()),
+    };
+    let _ = etcd.revoke(grant.lease).await;
+    Err(refused)
 }
 
 /// How the machine addresses a started service.

@@ -204,6 +204,29 @@ impl Metrics {
                 .into_iter()
                 .zip(Loss::ALL.map(|l| s.vip_losses.get(l.label()).copied().unwrap_or(0) as f64)),
         );
+        let now = crate::lease::clock::unix_ms();
+        let fs = s.failsafe.as_ref();
+        let holding = fs.and_then(|f| f.holding_since_unix_ms);
+        gauge(
+            o,
+            "hamaster_failsafe_active",
+            "1 while the guard holds the master through an etcd outage on corosync's proof.",
+            flag(holding.is_some()),
+        );
+        gauge(
+            o,
+            "hamaster_failsafe_held_seconds",
+            "How long the current hold through an etcd outage has lasted (0: none).",
+            holding.map_or(0.0, |h| now.saturating_sub(h) as f64 / 1000.0),
+        );
+        gauge(
+            o,
+            "hamaster_etcd_last_seen_seconds",
+            "Seconds since etcd last answered the guard (a renewal, or the key taken back).",
+            fs.map_or(0.0, |f| {
+                now.saturating_sub(f.etcd_last_seen_unix_ms) as f64 / 1000.0
+            }),
+        );
         gauge(
             o,
             "hamaster_service_running",

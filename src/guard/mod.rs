@@ -32,7 +32,7 @@ use crate::lease::clock::boottime;
 use crate::lease::{leader_key, Etcd, Grant, LeaseClock};
 use crate::resource::config::MasterConfig;
 use crate::resource::dir::{Persisted, ResourceDir};
-use crate::resource::status::{GuardStatus, Role, VipConflict, WatchdogStatus};
+use crate::resource::status::{FailsafeStatus, GuardStatus, Role, VipConflict, WatchdogStatus};
 use crate::resource::watchdog::{choose, Choice};
 use crate::service::Running;
 use crate::vip::Vip;
@@ -52,6 +52,9 @@ pub struct GuardArgs {
     /// Pacemaker's name of the resource (OCF_RESOURCE_INSTANCE) when Pacemaker runs it: where
     /// push_failures reports a failed service. None outside Pacemaker (takeover).
     pub pacemaker_resource: Option<String>,
+    /// The node the operator confirmed down (`hamaster takeover --holder-down`): its failsafe
+    /// record no longer holds this guard back.
+    pub holder_down: Option<String>,
 }
 
 use crate::lease::clock::{unix_ms, unix_ms_at};
@@ -128,6 +131,9 @@ struct Acquired {
     etcd: Etcd,
     token: i64,
     grant: Grant,
+    /// Our failsafe record's mod revision, when one was written with the key: the guard may
+    /// hold through an etcd outage.
+    record: Option<i64>,
 }
 
 enum Interrupt {
@@ -398,7 +404,7 @@ fn from_machine(
     use machine::Phase;
     let now = boottime();
     s.role = match m.phase {
-        Phase::Raising(_) | Phase::Leading => Role::Leader,
+        Phase::Raising(_) | Phase::Leading | Phase::Holding => Role::Leader,
         Phase::Fenced => Role::Fenced,
         Phase::SteppingDown | Phase::Done => Role::SteppingDown,
         Phase::Failed => Role::Failed,
@@ -418,6 +424,12 @@ fn from_machine(
         frame: c.frame.clone(),
         frames: c.frames,
         last_unix_ms: unix_ms_at(c.last),
+    });
+    s.failsafe = m.hold.enabled.then(|| FailsafeStatus {
+        holding_since_unix_ms: m.hold.since.map(unix_ms_at),
+        proof: m.hold.proof.as_ref().map(|p| p.1.clone()),
+        proven_unix_ms: m.hold.proof.as_ref().map(|p| unix_ms_at(p.0)),
+        etcd_last_seen_unix_ms: unix_ms_at(m.hold.etcd_seen),
     });
     s.vip_losses = machine::Loss::ALL
         .iter()

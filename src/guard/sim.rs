@@ -52,9 +52,12 @@ use std::time::Duration;
 
 use super::answers;
 use super::machine::{
-    ArmError, Cause, Fault, Input, Kernel, Machine, Order, Plan, Rule, Rules, WatchdogPlan,
-    VIP_RETRY, WATCHDOG_TOLERANCE,
+    ArmError, Cause, Fault, Input, Kernel, Machine, Order, Plan, Regrant, RetakeError, Rule, Rules,
+    WatchdogPlan, VIP_RETRY, WATCHDOG_TOLERANCE,
 };
+use crate::failsafe::clearance::{self, Clearance, Facts, Outside};
+use crate::failsafe::witness::{Cluster, Node};
+use crate::failsafe::{Record, ASK_EVERY, ASK_LIMIT, PROOF_LIFE};
 use crate::lease::clock::MAX_SLEW;
 use crate::lease::{LeaseClock, LeaseError, LeaseId, RenewError};
 use crate::presence::Presence;
@@ -148,6 +151,11 @@ enum Ev {
     Unfreeze,
     /// The watchdog's time, if no ping moved it since.
     WatchdogFires,
+    /// etcd loses its quorum (hold schedules): no leader, no lease expires until it is back.
+    QuorumLost,
+    /// The successor (another node, running the real takeover rule) looks at the failsafe
+    /// record, its corosync and the key (hold schedules).
+    SuccessorLooks,
 }
 
 impl Ev {
@@ -429,6 +437,204 @@ struct Schedule {
     release_fails: f64,
     step_down: Option<(Duration, Duration)>,
     ownership_lost: Option<(Duration, bool)>,
+    /// The failsafe world: the guard wrote a failsafe record and may hold through an etcd
+    /// outage (None: etcd_outage=fence, the lease alone).
+    hold: Option<HoldSchedule>,
+}
+
+/// The cluster around a guard that may hold (node n1; n2 the successor; n3 in a three-node
+/// cluster): corosync's views over time, etcd's quorum, and the successor's clock.
+#[derive(Debug, Clone)]
+struct HoldSchedule {
+    /// 2 (two_node: both halves keep quorum) or 3.
+    nodes: u32,
+    /// corosync's membership time: how much two nodes' views of one change may differ.
+    membership_time: Duration,
+    /// etcd without quorum for everyone: (from, to), and how members answer meanwhile.
+    quorum_loss: Option<(Duration, Duration)>,
+    quorum_answer: Member,
+    /// n1 cut off from the others (and from etcd's majority): at, healed at; each side's
+    /// view changes within membership_time of the cut (and of the heal).
+    partition: Option<Cut>,
+    /// n3 leaves the cluster and comes back (three nodes).
+    third_away: Option<Cut>,
+    /// n1's corosync stopped (SIGSTOP): its answers stop; the others drop n1.
+    corosync_frozen: Option<Cut>,
+    /// How long corosync takes to answer an ask, at most (past ASK_LIMIT: no answer).
+    answer_max: Duration,
+    /// The successor's clock against true time.
+    successor_rate: f64,
+}
+
+/// A change of membership and its end: when it happens, when each side sees it (a, b: n1's
+/// and the successor's view), and the same for its end (None: never ends).
+#[derive(Debug, Clone, Copy)]
+struct Cut {
+    at: Duration,
+    seen_a: Duration,
+    seen_b: Duration,
+    until: Option<(Duration, Duration, Duration)>,
+}
+
+impl Cut {
+    /// Whether the change is in n1's view (`a`) or the successor's at `t`.
+    fn in_view(&self, a: bool, t: Duration) -> bool {
+        let seen = if a { self.seen_a } else { self.seen_b };
+        let from = self.at + seen;
+        let until = self
+            .until
+            .map_or(Duration::MAX, |(u, ea, eb)| u + if a { ea } else { eb });
+        from <= t && t < until
+    }
+
+    /// The moments at which either view changes (for ring ids).
+    fn changes(&self) -> Vec<Duration> {
+        let mut v = vec![self.at + self.seen_a, self.at + self.seen_b];
+        if let Some((u, ea, eb)) = self.until {
+            v.extend([u + ea, u + eb]);
+        }
+        v
+    }
+
+    /// Each side sees a change within `skew` of it, on its own (two partitions form their
+    /// own rings); its end is one ring both join (a merge), seen by both within a token's
+    /// rotation of each other.
+    fn draw(rng: &mut Rng, at: Duration, skew: Duration, lasts: Option<Duration>) -> Cut {
+        let (seen_a, seen_b) = (rng.upto(skew), rng.upto(skew));
+        let until = lasts.map(|l| {
+            let merged = rng.upto(skew);
+            let (ea, eb) = (merged + rng.ms(0, 50), merged + rng.ms(0, 50));
+            (at + l, ea, eb)
+        });
+        Cut {
+            at,
+            seen_a,
+            seen_b,
+            until,
+        }
+    }
+}
+
+impl HoldSchedule {
+    fn draw(rng: &mut Rng) -> HoldSchedule {
+        let nodes = if rng.chance(0.4) { 2 } else { 3 };
+        // The lab's token 1000 (3.68 s on three nodes), RHEL's 3000, one tuned for speed.
+        let membership_time = match rng.next() % 3 {
+            0 => Duration::from_millis(3680),
+            1 => Duration::from_millis(8030),
+            _ => Duration::from_millis(1200),
+        };
+        let skew = membership_time;
+        let lasts = |rng: &mut Rng| (!rng.chance(0.3)).then(|| rng.ms(500, 40_000));
+        HoldSchedule {
+            nodes,
+            membership_time,
+            quorum_loss: rng.chance(0.4).then(|| {
+                let from = rng.ms(0, 40_000);
+                (from, from + rng.ms(1_000, 45_000))
+            }),
+            quorum_answer: if rng.chance(0.5) {
+                Member::Refusing
+            } else {
+                Member::Silent
+            },
+            partition: rng.chance(0.35).then(|| {
+                let at = rng.ms(0, 60_000);
+                let l = lasts(rng);
+                Cut::draw(rng, at, skew, l)
+            }),
+            third_away: (nodes == 3 && rng.chance(0.2)).then(|| {
+                let at = rng.ms(0, 60_000);
+                let l = lasts(rng);
+                Cut::draw(rng, at, skew, l)
+            }),
+            corosync_frozen: rng.chance(0.15).then(|| {
+                let at = rng.ms(0, 60_000);
+                let l = lasts(rng);
+                // Stopped, n1's corosync answers nothing; resumed, it has missed the ring and
+                // finds itself alone until it merges again.
+                Cut {
+                    seen_a: Duration::ZERO,
+                    ..Cut::draw(rng, at, skew, l)
+                }
+            }),
+            answer_max: if rng.chance(0.8) {
+                Duration::from_millis(60)
+            } else {
+                Duration::from_millis(1_500)
+            },
+            successor_rate: rate(rng, 1.0 + MAX_SLEW),
+        }
+    }
+
+    /// What corosync on n1 (`a`) or on the successor shows at `t`.
+    fn view(&self, a: bool, t: Duration) -> Cluster {
+        let cut = |c: &Option<Cut>| c.is_some_and(|c| c.in_view(a, t));
+        let apart = cut(&self.partition);
+        // n1's corosync stopped: the others drop it; n1 answers nothing meanwhile, and alone
+        // after it resumes, until they merge.
+        let n1_gone = apart || cut(&self.corosync_frozen);
+        let mut members = vec![if a { 1 } else { 2 }];
+        if !n1_gone {
+            members.push(if a { 2 } else { 1 });
+        }
+        if self.nodes == 3 && !cut(&self.third_away) && !(a && n1_gone) {
+            members.push(3);
+        }
+        members.sort_unstable();
+        let quorate = match self.nodes {
+            2 => true,
+            _ => members.len() >= 2,
+        };
+        let mut changes: Vec<Duration> = [&self.partition, &self.third_away, &self.corosync_frozen]
+            .into_iter()
+            .flatten()
+            .flat_map(Cut::changes)
+            .filter(|c| *c <= t)
+            .collect();
+        changes.sort_unstable();
+        Cluster {
+            quorate,
+            ring: format!("1.{}", changes.len()),
+            me: if a { 1 } else { 2 },
+            members,
+            nodelist: (1..=self.nodes)
+                .map(|id| Node {
+                    id,
+                    name: format!("n{id}"),
+                })
+                .collect(),
+        }
+    }
+
+    /// Whether n1's corosync cannot answer at `t` (stopped).
+    fn frozen(&self, t: Duration) -> bool {
+        self.corosync_frozen
+            .is_some_and(|c| c.at <= t && c.until.is_none_or(|(u, _, _)| t < u))
+    }
+
+    fn quorum_lost(&self, t: Duration) -> bool {
+        self.quorum_loss.is_some_and(|(f, u)| f <= t && t < u)
+    }
+}
+
+/// The failsafe world as the run goes.
+#[derive(Debug, Default)]
+struct HoldWorld {
+    /// The successor's look at how long n1 has been out of its membership (the real code).
+    outside: Outside,
+    /// When the successor took the key and raised (true time).
+    successor_at: Option<Duration>,
+    /// n1's step-down was answered done: Pacemaker's CIB shows its instance demoted.
+    demoted: bool,
+    /// Ground truth: the latest proof's deadline (n1's clock), while no later answer said the
+    /// cluster is not whole; and the latest ask answered.
+    proof_deadline: Option<Duration>,
+    answered: Option<Duration>,
+    /// What the run reached.
+    held: bool,
+    retaken: bool,
+    blocked: bool,
 }
 
 /// A clock's rate against true time: nominal, at the slew's extreme that hurts (`worst`), or
@@ -531,10 +737,32 @@ impl Schedule {
             ownership_lost: rng
                 .chance(0.3)
                 .then(|| (rng.ms(0, 40_000), rng.chance(0.5))),
+            hold: None,
         }
+        .with_hold(rng)
+    }
+
+    /// Half the schedules: the failsafe world, whose etcd outages (a quorum loss, n1 cut off)
+    /// are also faults on n1's keepalives (Schedule::member).
+    fn with_hold(mut self, rng: &mut Rng) -> Schedule {
+        if rng.chance(0.5) {
+            self.hold = Some(HoldSchedule::draw(rng));
+        }
+        self
     }
 
     fn member(&self, at: Duration) -> Member {
+        if let Some(h) = &self.hold {
+            if h.quorum_lost(at) {
+                return h.quorum_answer;
+            }
+            // Cut off from the others is cut off from etcd's majority too.
+            if h.partition
+                .is_some_and(|c| c.at <= at && c.until.is_none_or(|(u, _, _)| at < u))
+            {
+                return Member::Silent;
+            }
+        }
         self.faults
             .iter()
             .rev()
@@ -597,6 +825,8 @@ struct Sim {
     /// can end at etcd with etcd's clock fast, whatever this one does.
     watchdog_bound: Duration,
     reached: Reached,
+    /// The failsafe world (hold schedules).
+    hold: Option<HoldWorld>,
 }
 
 /// Events in the heap, ordered by time and sequence only.
@@ -686,6 +916,7 @@ impl Sim {
                 (true, 2 | 10) => WatchdogPlan::Required,
                 (true, _) => WatchdogPlan::Auto,
             },
+            hold: s.hold.is_some(),
         };
         let mut m = Machine::new(plan, Duration::ZERO, ttl, world);
         m.rules = rules;
@@ -711,8 +942,16 @@ impl Sim {
             fence_wake: None,
             watchdog_bound: ttl.div_f64(1.0 + MAX_SLEW),
             reached: Reached::default(),
+            hold: s.hold.as_ref().map(|_| HoldWorld::default()),
             s,
         };
+        if let Some(h) = &sim.s.hold {
+            if let Some((from, _)) = h.quorum_loss {
+                sim.at(from, Ev::QuorumLost);
+            }
+            let first = sim.rng.ms(0, 500);
+            sim.at(first, Ev::SuccessorLooks);
+        }
         // The grant's answer: the shell starts the machine then.
         let started = granted_at_etcd + sim.rng.ms(0, 20);
         sim.wake_at(started);
@@ -763,7 +1002,8 @@ impl Sim {
         format!(
             "seed {seed}: {what}\nsetting ttl {:?} margin {:?} unit {}; clocks: node {:.4}, etcd \
              {:.4}; effects up to {:?} (pings {:?}); faults {:?}; stalls {:?}; freeze {:?}; \
-             step-down {:?}; lost {:?}; remove {:?}; looks that cannot tell {}\ntrace:\n{}",
+             step-down {:?}; lost {:?}; remove {:?}; looks that cannot tell {}\nfailsafe: {:?}\n\
+             trace:\n{}",
             self.s.clock.ttl,
             self.s.clock.margin,
             self.s.unit,
@@ -778,6 +1018,7 @@ impl Sim {
             self.s.ownership_lost,
             self.m.kernel.remove_fault,
             self.s.check_fails,
+            self.s.hold,
             self.m.kernel.trace.join("\n")
         )
     }
@@ -844,7 +1085,7 @@ impl Sim {
     /// The wire watch (while leading) sees the kernel's deletion of an expired VIP as an
     /// address event and tells the machine, a few milliseconds later.
     fn watch_sees_expiry(&mut self, before: u32) {
-        let leading = self.m.phase() == super::machine::Phase::Leading;
+        let leading = self.m.phase().is_leading();
         if self.m.kernel.expiries > before && leading && !self.frozen() {
             let d = self.rng.ms(1, 20);
             self.deliver(
@@ -863,18 +1104,25 @@ impl Sim {
             return Ok(());
         }
         let now = self.now();
-        if matches!(input, Input::KeyLost(_) | Input::LeaseGone { .. }) {
+        // While holding, a deleted key or a lease etcd let go is no loss yet (the key is taken
+        // back); another lease on the key always is.
+        let holding = self.m.phase() == super::machine::Phase::Holding;
+        let lost = match &input {
+            Input::KeyLost(Some(_)) => true,
+            Input::KeyLost(None) | Input::LeaseGone { .. } => !holding,
+            Input::Renewed { ttl, .. } => ttl.is_zero() && !holding,
+            _ => false,
+        };
+        if lost {
             self.told_lost.get_or_insert(now);
-        }
-        if let Input::Renewed { ttl, .. } = &input {
-            if ttl.is_zero() {
-                self.told_lost.get_or_insert(now);
-            }
         }
         let raised_before = self.m.kernel.raised.len();
         let pinged_before = self.m.kernel.pings.len();
         let node_now = self.node_now();
         self.m.handle(node_now, input);
+        if let Some(h) = &mut self.hold {
+            h.held |= self.m.phase() == super::machine::Phase::Holding;
+        }
         self.check_raises(raised_before, seed)?;
         self.check_watchdog(pinged_before, seed)?;
         while let Some(order) = self.m.poll_order() {
@@ -931,7 +1179,7 @@ impl Sim {
             return Err(self.fail(seed, v.clone()));
         }
         for &t in &w.pings[since..] {
-            if w.node_at(t) >= self.deadline || self.told_lost.is_some_and(|l| t >= l) {
+            if w.node_at(t) >= self.ground_deadline() || self.told_lost.is_some_and(|l| t >= l) {
                 return Err(self.fail(
                     seed,
                     format!(
@@ -947,7 +1195,11 @@ impl Sim {
             // guard whose driver takes no shorter timeout says so (the reset may come late).
             let close_failed = self.harmless_close_failure();
             let fenced_for_it = matches!(self.m.fenced(), Some((_, Cause::WatchdogLate)));
+            // A proof moves the reset past the lease: what bounds it then is the successor,
+            // whom the VIP and the service must not overlap (check).
+            let proven = self.hold.as_ref().is_some_and(|h| h.answered.is_some());
             if fires > self.watchdog_bound
+                && !proven
                 && !self.released
                 && !close_failed
                 && !fenced_for_it
@@ -1080,6 +1332,10 @@ impl Sim {
                 if self.answered.is_none() {
                     self.answered = Some((self.now(), r.is_ok()));
                 }
+                if let (Some(h), true) = (&mut self.hold, r.is_ok()) {
+                    // Pacemaker records the demote done: the CIB shows n1 demoted.
+                    h.demoted = true;
+                }
                 if r.is_ok() && (self.m.kernel.vip || self.m.kernel.service) {
                     return Err(self.fail(seed, "step-down answered done with things up".into()));
                 }
@@ -1087,8 +1343,140 @@ impl Sim {
             Order::Exit { .. } => self.exited = true,
             // Pacemaker and the wire are outside the simulated world.
             Order::Push { .. } | Order::Defend => {}
+            Order::AskMembership { asked } => self.ask_corosync(asked),
+            Order::Retake => self.retake(),
         }
         Ok(())
+    }
+
+    /// The shell's ask of n1's corosync (failsafe::witness::ask): what it shows when it
+    /// processes the ask, or no answer within ASK_LIMIT (stopped, or slow).
+    fn ask_corosync(&mut self, asked: Duration) {
+        let Some(h) = self.s.hold.clone() else {
+            return;
+        };
+        let now = self.now();
+        let took = self.rng.upto(h.answer_max);
+        let limit = ASK_LIMIT.div_f64(self.s.node_rate);
+        let seen_at = now + took / 2;
+        let (after, seen) = if took >= limit || h.frozen(seen_at) {
+            (
+                limit,
+                Err("corosync did not answer in time (simulated)".to_string()),
+            )
+        } else {
+            (took, Ok(h.view(true, seen_at)))
+        };
+        let said = match &seen {
+            Ok(c) => c.describe(),
+            Err(e) => e.clone(),
+        };
+        self.m
+            .kernel
+            .note(format!("corosync asked ({asked:?} on n1's clock): {said}"));
+        self.deliver(after, Input::Membership { asked, seen });
+    }
+
+    /// The shell's retake after a hold: a new lease, and the key under it only while it is
+    /// absent and the failsafe record is still ours (the successor rewrites it when it takes).
+    fn retake(&mut self) {
+        let now = self.now();
+        let quorum = self.s.hold.as_ref().is_some_and(|h| h.quorum_lost(now));
+        let d = self.rng.ms(1, 20);
+        let result = if self.s.member(now) != Member::Normal || quorum {
+            let d = self.s.clock.etcd_op_timeout().div_f64(self.s.node_rate);
+            self.deliver(
+                d,
+                Input::Retaken(Err(RetakeError::Failed(
+                    "etcd unreachable (simulated)".into(),
+                ))),
+            );
+            return;
+        } else if self.hold.as_ref().is_some_and(|h| h.successor_at.is_some()) {
+            Err(RetakeError::Taken(Some(99)))
+        } else if self.key_present(now) {
+            Err(RetakeError::Taken(Some(LEASE.0)))
+        } else {
+            let ttl = self.s.clock.ttl;
+            self.etcd_expiry = now + d + ttl.div_f64(self.s.etcd_rate);
+            self.lease_alive = true;
+            self.key_ours = true;
+            self.released = false;
+            self.m.kernel.note("key taken back with a new lease".into());
+            if let Some(h) = &mut self.hold {
+                h.retaken = true;
+            }
+            Ok(Regrant {
+                sent: self.node_now(),
+                ttl,
+            })
+        };
+        self.deliver(d * 2, Input::Retaken(result));
+    }
+
+    /// Whether the leader key exists at etcd now (under our lease).
+    fn key_present(&self, t: Duration) -> bool {
+        self.key_ours && self.lease_alive && !self.released && t < self.etcd_expiry
+    }
+
+    /// The successor's look (every ASK_EVERY on its clock): its corosync, the real takeover
+    /// rule on the failsafe record naming n1, and the key; it takes the key and raises the
+    /// moment the rule clears it and the key is free (at its own etcd, in quorum).
+    fn successor_looks(&mut self, t: Duration) {
+        let Some(h) = self.s.hold.clone() else {
+            return;
+        };
+        // Free by the lease's end or the guard's own release: an operator's deletion behind
+        // the guard's back (OwnershipLost) is outside the guarantee, as without a record.
+        let key_free = self.released || t >= self.etcd_expiry;
+        let rules = self.m.rules;
+        let Some(hw) = &mut self.hold else {
+            return;
+        };
+        if hw.successor_at.is_some() {
+            return;
+        }
+        let b_now = t.mul_f64(h.successor_rate);
+        let c = h.view(false, t);
+        let since = hw.outside.look(&c, "n1", b_now);
+        let record = Record {
+            node: "n1".into(),
+            lease: LEASE.to_string(),
+            nodes: vec![],
+            written_unix_ms: 0,
+        };
+        let facts = Facts {
+            me: "n2",
+            record: Some(&record),
+            cluster: Ok(&c),
+            fenced_since: Some(false),
+            holder_promoted: Some(!hw.demoted),
+            outside_since: since,
+            now: b_now,
+            wait: clearance::wait_after_leaving(h.membership_time),
+            confirmed_down: None,
+        };
+        let verdict = clearance::clearance(&facts, &rules);
+        hw.blocked |= matches!(verdict, Clearance::Blocked(_));
+        if matches!(verdict, Clearance::Clear(_)) && key_free && !h.quorum_lost(t) {
+            hw.successor_at = Some(t);
+            self.m.kernel.note(format!(
+                "the successor takes the key and raises ({verdict:?})"
+            ));
+            if self.s.watch_works {
+                let d = self.rng.ms(1, 200);
+                self.at(t + d, Ev::Deliver(Input::KeyLost(Some(99))));
+            }
+            return;
+        }
+        let next = t + ASK_EVERY.div_f64(h.successor_rate);
+        self.at(next, Ev::SuccessorLooks);
+    }
+
+    /// The deadline by the rule (this node's clock): the lease's, or a proof's while it stands.
+    fn ground_deadline(&self) -> Duration {
+        let proof = self.hold.as_ref().and_then(|h| h.proof_deadline);
+        self.deadline.max(proof.unwrap_or_default())
     }
 
     /// The shell's look at the service, as the real one reads it: a unit through
@@ -1170,7 +1558,11 @@ impl Sim {
         let now = self.now();
         let etcd_side = matches!(
             ev,
-            Ev::EtcdRenews { .. } | Ev::EtcdLeaderChange | Ev::OwnershipLost { .. }
+            Ev::EtcdRenews { .. }
+                | Ev::EtcdLeaderChange
+                | Ev::OwnershipLost { .. }
+                | Ev::QuorumLost
+                | Ev::SuccessorLooks
         );
         if self.reset_at.is_some() && !etcd_side {
             // The node was reset: nothing on it happens any more; etcd goes on.
@@ -1193,11 +1585,42 @@ impl Sim {
                         w.note("the unit's start job ran after the stop".into());
                     }
                 }
+                if let Input::Membership { asked, seen } = &input {
+                    let holding = self.node_now() >= self.deadline;
+                    let whole = seen.as_ref().map(|c| c.quorate && c.missing().is_empty());
+                    if let Some(h) = &mut self.hold {
+                        if h.answered.is_none_or(|a| *asked > a) {
+                            h.answered = Some(*asked);
+                            match whole {
+                                Ok(true) => {
+                                    let d = *asked + PROOF_LIFE;
+                                    h.proof_deadline = Some(h.proof_deadline.unwrap_or(d).max(d));
+                                }
+                                Ok(false) => {
+                                    // The hold ends now (a proof's deadline until then).
+                                    let node_now = self.m.kernel.node_at(now);
+                                    h.proof_deadline = h.proof_deadline.map(|d| d.min(node_now));
+                                    if holding {
+                                        self.told_lost.get_or_insert(now);
+                                    }
+                                }
+                                Err(_) => {}
+                            }
+                        }
+                    }
+                }
+                if let Input::Retaken(Ok(Regrant { sent, ttl })) = &input {
+                    self.deadline = self.deadline.max(*sent + *ttl - self.s.clock.margin);
+                    let sent_true = self.m.kernel.true_at(*sent);
+                    self.watchdog_bound = self
+                        .watchdog_bound
+                        .max(sent_true + ttl.div_f64(1.0 + MAX_SLEW));
+                }
                 if let Input::Renewed { sent, ttl } = &input {
                     if !ttl.is_zero() {
                         let node_now = self.node_now();
                         self.reached.late_answers += u32::from(node_now >= self.deadline);
-                        if node_now < self.deadline {
+                        if node_now < self.ground_deadline() {
                             self.deadline = self.deadline.max(*sent + *ttl - self.s.clock.margin);
                             let sent_true = self.m.kernel.true_at(*sent);
                             self.watchdog_bound = self
@@ -1269,6 +1692,23 @@ impl Sim {
                 }
             }
             Ev::KernelExpiry => self.m.kernel.expire(),
+            Ev::QuorumLost => {
+                // No leader: no lease expires; the next leader extends every live lease.
+                let to = self
+                    .s
+                    .hold
+                    .as_ref()
+                    .and_then(|h| h.quorum_loss)
+                    .map(|q| q.1);
+                if let Some(to) = to {
+                    if t < self.etcd_expiry && self.lease_alive && !self.released {
+                        let ttl = self.s.clock.ttl.div_f64(self.s.etcd_rate);
+                        self.etcd_expiry = self.etcd_expiry.max(to + ttl);
+                    }
+                    self.m.kernel.note("etcd lost its quorum".into());
+                }
+            }
+            Ev::SuccessorLooks => self.successor_looks(t),
             Ev::ServiceDies => {
                 let w = &mut self.m.kernel;
                 if w.service {
@@ -1396,27 +1836,22 @@ impl Sim {
         if w.forgotten_while_up {
             return Err(self.fail(seed, "the service was forgotten while it ran".into()));
         }
-        // Nothing outlives the lease at etcd; a frozen or killed guard's unit, and an
+        // Nothing outlives the lease at etcd — with a failsafe record, nothing is up once the
+        // successor took over (never two holders); a frozen or killed guard's unit, and an
         // unkillable service, are the residual risks.
-        if w.vip && t > self.etcd_expiry {
-            return Err(self.fail(
-                seed,
-                format!(
-                    "VIP up at {t:?}, after the lease could end at etcd ({:?})",
-                    self.etcd_expiry
-                ),
-            ));
-        }
-        // An armed watchdog covers them both: its reset comes before the lease's end.
-        let service_exempt = (residual || w.unkillable) && w.dog.is_none();
-        if w.service && t > self.etcd_expiry && !service_exempt {
-            return Err(self.fail(
-                seed,
-                format!(
-                    "service up at {t:?}, after the lease could end at etcd ({:?})",
-                    self.etcd_expiry
-                ),
-            ));
+        let (other_since, what) = match &self.hold {
+            None => (Some(self.etcd_expiry), "after the lease could end at etcd"),
+            Some(h) => (h.successor_at, "two holders: the successor raised"),
+        };
+        if let Some(since) = other_since {
+            if w.vip && t > since {
+                return Err(self.fail(seed, format!("VIP up at {t:?}, {what} ({since:?})")));
+            }
+            // An armed watchdog covers them both: its reset comes before the lease's end.
+            let service_exempt = (residual || w.unkillable) && w.dog.is_none();
+            if w.service && t > since && !service_exempt {
+                return Err(self.fail(seed, format!("service up at {t:?}, {what} ({since:?})")));
+            }
         }
         if !residual {
             // The bounds are on this node's clock; the fencing thread's latency in true time.
@@ -1427,13 +1862,11 @@ impl Sim {
             } else {
                 Duration::ZERO
             };
-            let late = on_time(self.deadline) + retry;
+            let deadline = self.ground_deadline();
+            let late = on_time(deadline) + retry;
             let removal_fails = w.remove_fault == Some(RemoveFault::Always);
             if w.vip && t > late && !removal_fails {
-                return Err(self.fail(
-                    seed,
-                    format!("VIP up at {t:?}, deadline {:?}", self.deadline),
-                ));
+                return Err(self.fail(seed, format!("VIP up at {t:?}, deadline {deadline:?}")));
             }
             if let Some(told) = self.told_lost {
                 if w.vip && t > told + self.late_by() + retry && !removal_fails {
@@ -1443,13 +1876,10 @@ impl Sim {
             if w.service && t > late && w.termed_at.is_none() {
                 return Err(self.fail(
                     seed,
-                    format!(
-                        "service not signalled at {t:?}, deadline {:?}",
-                        self.deadline
-                    ),
+                    format!("service not signalled at {t:?}, deadline {deadline:?}"),
                 ));
             }
-            let kill_by = on_time(self.deadline + self.s.clock.kill_delay());
+            let kill_by = on_time(deadline + self.s.clock.kill_delay());
             if w.service && t > kill_by && !w.unkillable {
                 return Err(self.fail(seed, format!("service alive at {t:?}, after {kill_by:?}")));
             }
@@ -1489,6 +1919,14 @@ struct Tally {
     doubts: u32,
     /// Schedules with this node's clock at its slowest and etcd's at its fastest.
     extreme_clocks: u32,
+    /// Failsafe schedules: the guard held through an outage; took the key back; fenced when
+    /// its proof lapsed or the cluster was not whole; the successor took over after a hold;
+    /// the successor was blocked by the record.
+    held: u32,
+    retaken: u32,
+    hold_fenced: u32,
+    taken_over_after_hold: u32,
+    successor_blocked: u32,
 }
 
 impl Sim {
@@ -1517,6 +1955,16 @@ impl Sim {
         t.doubts += r.doubts;
         t.extreme_clocks +=
             u32::from(self.s.node_rate == 1.0 - MAX_SLEW && self.s.etcd_rate == 1.0 + MAX_SLEW);
+        if let Some(h) = &self.hold {
+            t.held += u32::from(h.held);
+            t.retaken += u32::from(h.retaken);
+            t.hold_fenced += u32::from(matches!(
+                self.m.fenced(),
+                Some((_, Cause::HoldLapsed | Cause::ClusterNotWhole(_)))
+            ));
+            t.taken_over_after_hold += u32::from(h.held && h.successor_at.is_some());
+            t.successor_blocked += u32::from(h.blocked);
+        }
     }
 }
 
@@ -1575,6 +2023,16 @@ fn ten_thousand_fault_schedules_hold_every_invariant_of_the_real_machine() {
         tally.doubts > runs as u32 / 10 && tally.extreme_clocks > runs as u32 / 20,
         "{tally:?}"
     );
+    // The failsafe's situations: holds, retakes, holds ended, takeovers after a hold, and
+    // successors the record held back.
+    assert!(
+        tally.held > runs as u32 / 20 && tally.retaken > 0 && tally.hold_fenced > 0,
+        "{tally:?}"
+    );
+    assert!(
+        tally.taken_over_after_hold > 0 && tally.successor_blocked > runs as u32 / 20,
+        "{tally:?}"
+    );
 }
 
 /// The seeds every mutation test runs: fixed, so that a catch does not depend on the day's
@@ -1586,7 +2044,11 @@ const MUTATION_SEEDS: std::ops::Range<u64> = 1..401;
 fn caught(rules: Rules, expect: &[&str], shape: impl Fn(&mut Schedule, &mut World)) -> usize {
     let mut caught = 0;
     for seed in MUTATION_SEEDS {
-        let mut sim = Sim::shaped(seed, rules, &shape);
+        let mut sim = Sim::shaped(seed, rules, |s, w| {
+            // The lease's own rules, on the lease alone; the failsafe's cases set it up.
+            s.hold = None;
+            shape(s, w)
+        });
         if let Err(e) = sim.run(seed) {
             assert!(
                 expect.iter().any(|x| e.contains(x)),
@@ -1606,7 +2068,10 @@ fn caught(rules: Rules, expect: &[&str], shape: impl Fn(&mut Schedule, &mut Worl
 /// fails the real machine too would prove nothing).
 fn holds(shape: impl Fn(&mut Schedule, &mut World)) {
     for seed in MUTATION_SEEDS {
-        let mut sim = Sim::shaped(seed, Rules::default(), &shape);
+        let mut sim = Sim::shaped(seed, Rules::default(), |s, w| {
+            s.hold = None;
+            shape(s, w)
+        });
         sim.run(seed)
             .unwrap_or_else(|e| panic!("the real machine: {e}"));
     }
@@ -1812,6 +2277,7 @@ fn a_key_deleted_one_second_into_a_five_second_raise_takes_the_vip_at_once() {
     // The bug seen: the VIP stayed up until the announcement burst had finished.
     for seed in 0..50u64 {
         let mut sim = Sim::shaped(seed, Rules::default(), |s, w| {
+            s.hold = None;
             quiet(s, w);
             s.clock = DEFAULTS;
             s.node_rate = 1.0;
@@ -1907,6 +2373,7 @@ fn a_frozen_guard_is_reset_before_its_lease_ends_and_a_step_down_disarms() {
         // Frozen for good at 5 s, at the default settings: the reset takes VIP and service
         // before etcd could let the key go.
         let mut sim = Sim::shaped(seed, Rules::default(), |s, w| {
+            s.hold = None;
             with_watchdog(s, w);
             s.clock = DEFAULTS;
             s.freeze = Some((Duration::from_secs(5), Some(HORIZON)));
@@ -1929,6 +2396,7 @@ fn a_frozen_guard_is_reset_before_its_lease_ends_and_a_step_down_disarms() {
         );
         // An orderly step-down: disarmed, never reset.
         let mut sim = Sim::shaped(seed, Rules::default(), |s, w| {
+            s.hold = None;
             with_watchdog(s, w);
             s.step_down = Some((Duration::from_secs(5), Duration::from_secs(20)));
         });
@@ -1937,6 +2405,120 @@ fn a_frozen_guard_is_reset_before_its_lease_ends_and_a_step_down_disarms() {
         assert!(
             sim.reset_at.is_none() && sim.m.kernel.dog_disarmed,
             "step-down:\n{trace}"
+        );
+    }
+}
+
+/// A quiet failsafe world: three nodes (or two), corosync answering in milliseconds, nothing
+/// cut but what the test sets.
+fn quiet_hold(s: &mut Schedule, w: &mut World, nodes: u32) {
+    quiet(s, w);
+    // Raised within a second: no hold covers a raise.
+    s.settle_takes = s.settle_takes.min(Duration::from_millis(50));
+    s.start_takes = s.start_takes.min(Duration::from_millis(200));
+    s.hold = Some(HoldSchedule {
+        nodes,
+        membership_time: Duration::from_millis(3680),
+        quorum_loss: None,
+        quorum_answer: Member::Silent,
+        partition: None,
+        third_away: None,
+        corosync_frozen: None,
+        answer_max: Duration::from_millis(60),
+        successor_rate: 1.0,
+    });
+}
+
+/// A change seen by both sides `seen_a` and `seen_b` after it happens, never undone.
+fn cut_at(at: u64, seen_a: u64, seen_b: u64) -> Option<Cut> {
+    Some(Cut {
+        at: Duration::from_secs(at),
+        seen_a: Duration::from_millis(seen_a),
+        seen_b: Duration::from_millis(seen_b),
+        until: None,
+    })
+}
+
+#[test]
+fn holding_on_quorum_alone_is_found_as_two_holders_in_a_split_two_node_cluster() {
+    // Two nodes (both halves keep quorum), n1 cut off from n2 and from etcd's majority at
+    // 20 s: n1 must not hold; its successor takes over once n1 is surely down.
+    let shape = |s: &mut Schedule, w: &mut World| {
+        quiet_hold(s, w, 2);
+        let h = s.hold.as_mut().unwrap();
+        h.partition = cut_at(20, 300, 100);
+    };
+    holds(shape);
+    // Past the proof's deadline by the rule (counted without the mutation), or overlapping
+    // the successor: whichever the run meets first.
+    let n = caught(
+        Rules::without(Rule::AllMembers),
+        &["two holders", "deadline"],
+        shape,
+    );
+    assert!(n > 0, "no schedule caught a hold on quorum alone");
+}
+
+#[test]
+fn a_silent_corosyncs_last_answer_taken_again_is_found_as_two_holders() {
+    // etcd out for n1 from 5 s (n1 holds), then n1's corosync stopped at 30 s: the others
+    // drop n1 and take over once it is surely down; n1's proof must lapse.
+    let shape = |s: &mut Schedule, w: &mut World| {
+        quiet_hold(s, w, 3);
+        s.faults = vec![(Duration::from_secs(5), HORIZON, Member::Silent)];
+        let h = s.hold.as_mut().unwrap();
+        h.corosync_frozen = cut_at(30, 0, 2000);
+    };
+    holds(shape);
+    let n = caught(
+        Rules::without(Rule::FreshProof),
+        &["two holders", "deadline"],
+        shape,
+    );
+    assert!(n > 0, "no schedule caught a stale answer taken for a proof");
+}
+
+#[test]
+fn a_successor_that_ignores_the_failsafe_record_is_found_as_two_holders() {
+    // etcd out for n1 alone from 5 s in a whole cluster: n1 holds while etcd lets its lease
+    // go; the successor must not take the key while n1 is in its membership and promoted.
+    let shape = |s: &mut Schedule, w: &mut World| {
+        quiet_hold(s, w, 3);
+        s.faults = vec![(Duration::from_secs(5), HORIZON, Member::Silent)];
+    };
+    holds(shape);
+    let n = caught(Rules::without(Rule::RecordWait), &["two holders"], shape);
+    assert!(n > 0, "no schedule caught a takeover over a holder");
+}
+
+#[test]
+fn a_quorum_loss_in_a_whole_cluster_costs_the_master_nothing() {
+    // etcd's quorum lost for 40 s (its members refuse or are silent): the master holds
+    // throughout, renews the same lease when etcd is back (the new leader extended it), and
+    // never fences.
+    for seed in MUTATION_SEEDS {
+        let mut sim = Sim::shaped(seed, Rules::default(), |s, w| {
+            quiet_hold(s, w, 3);
+            let h = s.hold.as_mut().unwrap();
+            h.quorum_loss = Some((Duration::from_secs(10), Duration::from_secs(50)));
+        });
+        sim.run(seed).unwrap_or_else(|e| panic!("{e}"));
+        let h = sim.hold.as_ref().unwrap();
+        assert!(
+            h.held,
+            "seed {seed}: never held\n{}",
+            sim.m.kernel.trace.join("\n")
+        );
+        assert!(
+            sim.m.fenced().is_none() && sim.m.vip() == super::machine::VipState::Up,
+            "seed {seed}: {:?}\n{}",
+            sim.m.fenced(),
+            sim.m.kernel.trace.join("\n")
+        );
+        assert_eq!(sim.m.phase(), super::machine::Phase::Leading, "seed {seed}");
+        assert!(
+            !h.retaken,
+            "seed {seed}: the lease outlived the quorum loss"
         );
     }
 }

@@ -20,6 +20,18 @@ pub fn boottime() -> Duration {
         .unwrap_or_default()
 }
 
+/// Days from 1970-01-01 to a civil date (proleptic Gregorian; Howard Hinnant's
+/// days_from_civil), for timestamps written by other programs.
+pub fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
 /// Wall-clock time, ms since the epoch (for status and logs, never for the lease).
 pub fn unix_ms() -> u64 {
     std::time::SystemTime::now()

@@ -37,18 +37,37 @@ pub fn corosync_detection() -> Option<Duration> {
 /// Token plus consensus from `corosync-cmapctl` lines such as
 /// `runtime.config.totem.token (u32) = 3650`.
 fn detection_from(listing: &str) -> Option<Duration> {
-    let value = |key: &str| -> Option<u64> {
-        listing.lines().find_map(|l| {
-            let (name, value) = l.split_once('=')?;
-            (name.split_whitespace().next()? == key)
-                .then(|| value.trim().parse().ok())
-                .flatten()
-        })
-    };
-    let token = value("runtime.config.totem.token")?;
-    let consensus = value("runtime.config.totem.consensus")?;
+    let token = value_of(listing, "runtime.config.totem.token")?;
+    let consensus = value_of(listing, "runtime.config.totem.consensus")?;
     Some(Duration::from_millis(token + consensus))
 }
+
+/// One number from `corosync-cmapctl` lines.
+fn value_of(listing: &str, key: &str) -> Option<u64> {
+    listing.lines().find_map(|l| {
+        let (name, value) = l.split_once('=')?;
+        (name.split_whitespace().next()? == key)
+            .then(|| value.trim().parse().ok())
+            .flatten()
+    })
+}
+
+/// How long corosync may take to form a membership without a node after losing contact with
+/// it (its runtime token + consensus + join timeouts, one call of at most a second): the most
+/// by which two nodes' views of one change may differ (failsafe::clearance). None when no
+/// corosync answers.
+pub fn corosync_membership_time() -> Option<Duration> {
+    let listing = crate::service::tool_output(
+        std::time::Duration::from_secs(1),
+        "corosync-cmapctl",
+        &["runtime.config.totem."],
+    )?;
+    let join = value_of(&listing, "runtime.config.totem.join").unwrap_or(0);
+    Some(detection_from(&listing)? + Duration::from_millis(join))
+}
+
+/// Where no corosync answers: a membership time long enough for any sane totem setting.
+pub const FALLBACK_MEMBERSHIP_TIME: Duration = Duration::from_secs(30);
 
 /// lease_ttl's default on this node.
 pub fn default_ttl() -> u64 {

@@ -34,6 +34,35 @@ pub struct EtcdConfig {
     pub margin_derived: bool,
     /// Keep etcd's raft leader off this node while leading (etcd_move_leader).
     pub move_leader: bool,
+    /// What an etcd outage does to the master (etcd_outage).
+    #[serde(default)]
+    pub outage: EtcdOutage,
+}
+
+/// etcd_outage: hold the master through an etcd outage on corosync's proof, or fence.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum EtcdOutage {
+    /// Hold where the cluster has fencing enabled (a holder's takeover is then cleared by its
+    /// fencing, at no cost to a failover); fence where it has none.
+    #[default]
+    Auto,
+    Hold,
+    Fence,
+}
+
+impl EtcdOutage {
+    fn from_values(v: &Values) -> Result<EtcdOutage, ConfigError> {
+        match v.required(&p::ETCD_OUTAGE)? {
+            "auto" => Ok(EtcdOutage::Auto),
+            "hold" => Ok(EtcdOutage::Hold),
+            "fence" => Ok(EtcdOutage::Fence),
+            other => Err(ConfigError::invalid(
+                &p::ETCD_OUTAGE,
+                other,
+                "must be auto, hold or fence",
+            )),
+        }
+    }
 }
 
 impl EtcdConfig {
@@ -134,6 +163,7 @@ impl EtcdConfig {
             ttl_from_cluster: set_ttl.is_none(),
             margin_derived: set_margin.is_none(),
             move_leader: v.boolean(&p::ETCD_MOVE_LEADER)?,
+            outage: EtcdOutage::from_values(v)?,
         })
     }
 

@@ -66,11 +66,41 @@ impl std::fmt::Display for Holder {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Acquire {
-    /// We created the key; `token` is its create revision.
+    /// We created the key; `token` is its create revision (and the failsafe record's mod
+    /// revision, when it was written with it).
     Won {
         token: i64,
     },
     Held(Holder),
+    /// The key is free, but the failsafe record changed since it was read: read it again.
+    RecordChanged,
+}
+
+/// The failsafe record as read: its value (None: absent) and its mod revision (0: absent).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordRead {
+    pub value: Option<Vec<u8>>,
+    pub revision: i64,
+}
+
+/// What the key's transaction does with the failsafe record: it must still be as read
+/// (`seen`, its mod revision; 0: absent), and is then replaced by `ours`, or deleted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordTake {
+    pub key: String,
+    pub seen: i64,
+    pub ours: Option<String>,
+}
+
+/// What the retake came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Retake {
+    /// The key is ours again; its new create revision.
+    Won { token: i64 },
+    /// The key carries this lease.
+    Taken(LeaseId),
+    /// The key is free, but the failsafe record is not as we left it.
+    RecordChanged,
 }
 
 /// What a watch on the leader key saw.
@@ -492,14 +522,19 @@ impl Etcd {
         key: &str,
         node: &str,
         lease: LeaseId,
+        record: &RecordTake,
     ) -> Result<Acquire, LeaseError> {
+        let put = TxnOp::put(key, node, Some(PutOptions::new().with_lease(lease.0)));
+        let with_record = match &record.ours {
+            Some(value) => TxnOp::put(record.key.as_str(), value.as_str(), None),
+            None => TxnOp::delete(record.key.as_str(), None),
+        };
         let txn = Txn::new()
-            .when([Compare::create_revision(key, CompareOp::Equal, 0)])
-            .and_then([TxnOp::put(
-                key,
-                node,
-                Some(PutOptions::new().with_lease(lease.0)),
-            )])
+            .when([
+                Compare::create_revision(key, CompareOp::Equal, 0),
+                Compare::mod_revision(record.key.as_str(), CompareOp::Equal, record.seen),
+            ])
+            .and_then([put, with_record])
             .or_else([TxnOp::get(key, None)]);
         let r = self
             .call("acquire transaction", |mut c| {
@@ -530,15 +565,75 @@ impl Etcd {
                     revision,
                 }))
             }
-            // Deleted between the compare and the get: the next attempt will win or see it.
-            None => Ok(Acquire::Held(Holder {
-                node: String::new(),
-                lease: LeaseId(0),
-                token: 0,
-                ttl_left: None,
-                revision,
-            })),
+            // The key is free: the record was what changed.
+            None => Ok(Acquire::RecordChanged),
         }
+    }
+
+    /// The failsafe record: its value and mod revision.
+    pub async fn read_record(&self, key: &str) -> Result<RecordRead, LeaseError> {
+        let k = key.to_string();
+        let r = self
+            .call("get failsafe record", |mut c| {
+                let k = k.clone();
+                async move { c.get(k, None).await }
+            })
+            .await?;
+        Ok(match r.kvs().first() {
+            Some(kv) => RecordRead {
+                value: Some(kv.value().to_vec()),
+                revision: kv.mod_revision(),
+            },
+            None => RecordRead {
+                value: None,
+                revision: 0,
+            },
+        })
+    }
+
+    /// Takes the key back after a hold, under a new `lease`: only while it is absent and the
+    /// failsafe record is still as we wrote it (`record_revision`), in one transaction.
+    pub async fn retake(
+        &self,
+        key: &str,
+        node: &str,
+        lease: LeaseId,
+        record_key: &str,
+        record_revision: i64,
+    ) -> Result<Retake, LeaseError> {
+        let txn = Txn::new()
+            .when([
+                Compare::create_revision(key, CompareOp::Equal, 0),
+                Compare::mod_revision(record_key, CompareOp::Equal, record_revision),
+            ])
+            .and_then([TxnOp::put(
+                key,
+                node,
+                Some(PutOptions::new().with_lease(lease.0)),
+            )])
+            .or_else([TxnOp::get(key, None)]);
+        let r = self
+            .call("retake transaction", |mut c| {
+                let t = txn.clone();
+                async move { c.txn(t).await }
+            })
+            .await?;
+        let revision = r.header().map_or(0, |h| h.revision());
+        if r.succeeded() {
+            return Ok(Retake::Won { token: revision });
+        }
+        let kv = r.op_responses().into_iter().find_map(|op| match op {
+            TxnOpResponse::Get(g) => g.kvs().first().cloned(),
+            _ => None,
+        });
+        Ok(match kv {
+            // A retried transaction that finds our new lease on the key won.
+            Some(kv) if kv.lease() == lease.0 => Retake::Won {
+                token: kv.create_revision(),
+            },
+            Some(kv) => Retake::Taken(LeaseId(kv.lease())),
+            None => Retake::RecordChanged,
+        })
     }
 
     /// The key's holder, if any.
@@ -578,19 +673,41 @@ impl Etcd {
         Ok((r.ttl() > 0).then(|| Duration::from_secs(r.ttl() as u64)))
     }
 
-    /// Deletes the key only while it still carries our lease, then revokes the lease.
-    /// Returns whether the key was ours and is now gone.
-    pub async fn release(&self, key: &str, lease: LeaseId) -> Result<bool, LeaseError> {
-        let txn = Txn::new()
+    /// Deletes the key only while it still carries our lease, with the failsafe record we
+    /// wrote (`record`: its key and mod revision; it goes only while it is as we wrote it),
+    /// then revokes the lease. Returns whether the key was ours and is now gone.
+    pub async fn release(
+        &self,
+        key: &str,
+        lease: LeaseId,
+        record: Option<(&str, i64)>,
+    ) -> Result<bool, LeaseError> {
+        let key_only = Txn::new()
             .when([Compare::lease(key, CompareOp::Equal, lease.0)])
             .and_then([TxnOp::delete(key, None)]);
-        let deleted = self
+        let txn = match record {
+            Some((rk, rev)) => Txn::new()
+                .when([
+                    Compare::lease(key, CompareOp::Equal, lease.0),
+                    Compare::mod_revision(rk, CompareOp::Equal, rev),
+                ])
+                .and_then([TxnOp::delete(key, None), TxnOp::delete(rk, None)])
+                .or_else([TxnOp::txn(key_only.clone())]),
+            None => key_only,
+        };
+        let r = self
             .call("release transaction", |mut c| {
                 let t = txn.clone();
                 async move { c.txn(t).await }
             })
-            .await?
-            .succeeded();
+            .await?;
+        // The key went with the record, or in the nested transaction when the record was not
+        // ours any more.
+        let deleted = r.succeeded()
+            || r.op_responses().into_iter().any(|op| match op {
+                TxnOpResponse::Txn(t) => t.succeeded(),
+                _ => false,
+            });
         match self.revoke(lease).await {
             Ok(()) => Ok(deleted),
             // Already gone (expired or revoked): nothing left to release.

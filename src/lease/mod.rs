@@ -9,7 +9,9 @@ pub mod etcd;
 
 pub use clock::LeaseClock;
 pub use config::EtcdConfig;
-pub use etcd::{Acquire, Etcd, Grant, Holder, LeaseError, RenewError};
+pub use etcd::{
+    Acquire, Etcd, Grant, Holder, LeaseError, RecordRead, RecordTake, RenewError, Retake,
+};
 
 /// An etcd lease id, shown the way etcdctl shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

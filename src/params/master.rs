@@ -110,6 +110,26 @@ pub const ETCD_MOVE_LEADER: Param = Param {
     ..BASE
 };
 
+pub const ETCD_OUTAGE: Param = Param {
+    name: "etcd_outage",
+    default: Some("auto"),
+    shortdesc: "What an etcd outage does to the master: auto, hold or fence",
+    longdesc: "What the master does when etcd stops answering (no quorum, no leader, time-outs, \
+        refused) — never when etcd answers that the key is gone or another's, which fences at \
+        once. 'hold': it keeps the VIP and the service past its lease's deadline only while its \
+        own corosync proves, every 0.5 s, that the cluster is whole (quorate, and every node of \
+        the nodelist in the membership), and fences within 3 s of the last such proof; it renews \
+        its lease, or takes the key back, when etcd answers again. It leaves a failsafe record in \
+        etcd: another node takes over from it only once it is proven not to hold — fenced, \
+        demoted, or out of the membership for longer than a hold can outlive it, which adds \
+        corosync's detection time plus about 5 s to a failover in a cluster without fencing \
+        (docs/safety.md). 'auto' (the default): hold where the cluster has fencing enabled \
+        (stonith-enabled), fence where it has none. 'fence': fence at the lease's deadline, as \
+        before: an etcd outage is then a master outage. Without corosync (hamaster takeover) the \
+        master always fences.",
+    ..BASE
+};
+
 pub const SERVICE: Param = Param {
     name: "service",
     shortdesc: "systemd unit of the master service",
@@ -278,7 +298,7 @@ pub const CONFLICT_ACTION: Param = Param {
 };
 
 /// The master's own parameters, without the VIP.
-pub const OWN: [Param; 23] = [
+pub const OWN: [Param; 24] = [
     ETCD_ENDPOINTS,
     ETCD_PREFIX,
     ETCD_CACERT,
@@ -287,6 +307,7 @@ pub const OWN: [Param; 23] = [
     LEASE_TTL,
     LEASE_MARGIN,
     ETCD_MOVE_LEADER,
+    ETCD_OUTAGE,
     SERVICE,
     COMMAND,
     ARGS,

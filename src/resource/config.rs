@@ -295,6 +295,7 @@ mod tests {
                 "watchdog_device" => ("/dev/watchdog1", ""),
                 "metrics_address" => ("127.0.0.1:9405", ""),
                 "conflict_action" => ("push", ""),
+                "etcd_outage" => ("fence", ""),
                 _ if p.kind == crate::params::Kind::Boolean => (
                     if p.default == Some("true") {
                         "false"

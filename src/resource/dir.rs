@@ -42,6 +42,10 @@ pub struct Persisted {
     /// parameters no longer parse.
     #[serde(default)]
     pub unit: Option<String>,
+    /// The failsafe record's mod revision, when the guard wrote one with the key: it goes with
+    /// the key at the release, only while it is as written.
+    #[serde(default)]
+    pub record_revision: Option<i64>,
 }
 
 impl ResourceDir {

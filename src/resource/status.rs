@@ -101,6 +101,36 @@ pub struct GuardStatus {
     /// The VIP's losses counted, by how it went (machine::Loss's labels).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub vip_losses: std::collections::BTreeMap<String, u64>,
+    /// Holding through an etcd outage (a failsafe record was written with the key).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failsafe: Option<FailsafeStatus>,
+}
+
+/// The guard's failsafe: whether it may hold through an etcd outage, and whether it does.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailsafeStatus {
+    /// Holding since (Unix ms): etcd has not renewed the lease past its deadline, and
+    /// corosync proves the cluster whole.
+    pub holding_since_unix_ms: Option<u64>,
+    /// The latest proof: what corosync said, and when it was asked (Unix ms).
+    pub proof: Option<String>,
+    pub proven_unix_ms: Option<u64>,
+    /// When etcd last answered (Unix ms).
+    pub etcd_last_seen_unix_ms: u64,
+}
+
+impl FailsafeStatus {
+    /// While holding: "holding through an etcd outage for 12.3 s on corosync's word (...)".
+    pub fn holding(&self, now_unix_ms: u64) -> Option<String> {
+        let since = self.holding_since_unix_ms?;
+        Some(format!(
+            "holding the master through an etcd outage for {:.1} s on corosync's word ({}); \
+             etcd last answered {:.1} s ago",
+            now_unix_ms.saturating_sub(since) as f64 / 1000.0,
+            self.proof.as_deref().unwrap_or("no proof"),
+            now_unix_ms.saturating_sub(self.etcd_last_seen_unix_ms) as f64 / 1000.0
+        ))
+    }
 }
 
 /// Another host claims the VIP (guard::wire).

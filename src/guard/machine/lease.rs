@@ -9,15 +9,24 @@ use super::rules::{Rule, Rules};
 use super::watchdog::WATCHDOG_TOLERANCE;
 use crate::lease::LeaseClock;
 
-/// The deadline arithmetic of one leadership.
+/// The deadline arithmetic of one leadership. Two things may cover it: the lease (renewals
+/// applied in time), and while etcd cannot be reached, a fresh proof that the cluster is
+/// whole (hold.rs), which other nodes honour through the failsafe record. The deadline and
+/// the bounds are the later of the two.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Leadership {
     clock: LeaseClock,
+    /// The lease's own deadline.
     deadline: Duration,
     /// The earliest moment (boot clock) the lease may end at etcd after the renewals applied
-    /// in time (LeaseClock::earliest_end, at the largest slew): the VIP's lifetime, the
-    /// service's SIGKILL and the watchdog's reset all come before it.
+    /// in time (LeaseClock::earliest_end, at the largest slew).
     earliest_end: Duration,
+    /// A proof's deadline: asked + its life, while no later answer said the cluster is not
+    /// whole.
+    cover: Option<Duration>,
+    /// The latest end any proof promised (asked + its life + the fence's bound): no other node
+    /// may raise before it (failsafe::clearance). Never taken back.
+    cover_end: Duration,
     /// The latest moment the lease may still live at etcd after any answer, late ones
     /// included (LeaseClock::latest_end): past it a release has nothing left to do.
     latest_end: Duration,
@@ -30,11 +39,19 @@ impl Leadership {
             clock,
             deadline: clock.deadline(sent, granted),
             earliest_end: LeaseClock::earliest_end(sent, granted),
+            cover: None,
+            cover_end: Duration::ZERO,
             latest_end: LeaseClock::latest_end(sent, granted),
         }
     }
 
+    /// When the guard fences itself: the lease's deadline, or a fresh proof's, the later.
     pub fn deadline(&self) -> Duration {
+        self.deadline.max(self.cover.unwrap_or_default())
+    }
+
+    /// The lease's own deadline: past it, the guard holds on a proof (or fences).
+    pub fn lease_deadline(&self) -> Duration {
         self.deadline
     }
 
@@ -42,9 +59,34 @@ impl Leadership {
         self.clock
     }
 
-    /// The earliest moment the lease may end at etcd (LeaseClock::earliest_end).
+    /// The earliest moment the lease may end at etcd (LeaseClock::earliest_end), or the end a
+    /// proof promised, the later: every bound (the VIP's lifetime, the SIGKILL, the watchdog's
+    /// reset) comes before it.
     pub fn earliest_end(&self) -> Duration {
-        self.earliest_end
+        self.earliest_end.max(self.cover_end)
+    }
+
+    /// A proof asked at `asked`: the guard may hold until `asked + life`, and everything it
+    /// holds is gone by `asked + life + fence_bound` (docs/safety.md, "Holding through an etcd
+    /// outage").
+    pub fn cover(&mut self, asked: Duration, life: Duration, fence_bound: Duration) {
+        self.cover = Some(self.cover.unwrap_or_default().max(asked + life));
+        self.cover_end = self.cover_end.max(asked + life + fence_bound);
+    }
+
+    /// A later answer said the cluster is not whole: the proof covers the deadline no more
+    /// (the bounds it set stay: they were promised).
+    pub fn void_cover(&mut self) {
+        self.cover = None;
+    }
+
+    /// The key taken back with a new lease granted to a request sent at `sent`.
+    pub fn regrant(&mut self, sent: Duration, granted: Duration) {
+        self.deadline = self.deadline.max(self.clock.deadline(sent, granted));
+        self.earliest_end = self
+            .earliest_end
+            .max(LeaseClock::earliest_end(sent, granted));
+        self.latest_end = self.latest_end.max(LeaseClock::latest_end(sent, granted));
     }
 
     /// The latest moment the lease may still live at etcd (LeaseClock::latest_end).
@@ -67,7 +109,7 @@ impl Leadership {
         granted: Duration,
         rules: &Rules,
     ) -> bool {
-        if now >= self.deadline {
+        if now >= self.deadline() {
             return false;
         }
         if !rules.holds(Rule::Slew) {
@@ -89,7 +131,7 @@ impl Leadership {
     /// tolerance included, still comes before the lease can end at etcd. None: less than a
     /// second is left.
     pub fn watchdog_timeout(&self, now: Duration) -> Option<u32> {
-        let room = LeaseClock::watchdog_room(self.earliest_end, now);
+        let room = LeaseClock::watchdog_room(self.earliest_end(), now);
         let secs = (room / (1.0 + WATCHDOG_TOLERANCE)).floor();
         (secs >= 1.0).then(|| secs.min(f64::from(u32::MAX - 1)) as u32)
     }
@@ -98,20 +140,20 @@ impl Leadership {
     /// `watchdog_timeout`).
     pub fn watchdog_exact(&self, timeout_s: u32) -> Duration {
         let reset = f64::from(timeout_s) * (1.0 + WATCHDOG_TOLERANCE);
-        LeaseClock::watchdog_room_at(self.earliest_end, reset)
+        LeaseClock::watchdog_room_at(self.earliest_end(), reset)
     }
 
     /// The kernel lifetime (whole seconds) to give the VIP when it is set at `now`
     /// (LeaseClock::vip_lifetime).
     pub fn vip_lifetime(&self, now: Duration) -> Option<u32> {
-        LeaseClock::vip_lifetime(self.deadline, self.earliest_end, now)
+        LeaseClock::vip_lifetime(self.deadline(), self.earliest_end(), now)
     }
 
     /// When a service fenced at `at` gets SIGKILL: half a margin later, but KILL_LEAD before
-    /// the lease can end at etcd (and never before the fence).
+    /// the lease (or the proof) can end (and never before the fence).
     pub fn kill_at(&self, at: Duration) -> Duration {
         let by = self
-            .earliest_end
+            .earliest_end()
             .saturating_sub(crate::lease::clock::KILL_LEAD);
         (at + self.clock.kill_delay()).min(by).max(at)
     }

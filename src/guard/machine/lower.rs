@@ -20,10 +20,10 @@ impl<K: Kernel> Machine<K> {
             return;
         }
         if self.fenced.is_none() && now >= self.fence_at() {
-            let cause = if now >= self.lead.deadline() {
-                Cause::Deadline
-            } else {
-                Cause::WatchdogDue
+            let cause = match (now >= self.lead.deadline(), self.phase) {
+                (true, Phase::Holding) => Cause::HoldLapsed,
+                (true, _) => Cause::Deadline,
+                (false, _) => Cause::WatchdogDue,
             };
             self.fence(now, cause);
         }
@@ -212,7 +212,7 @@ impl<K: Kernel> Machine<K> {
             Presence::Present => {
                 if matches!(self.service, ServiceState::Stopping { .. }) {
                     self.look_at(now + CHECK_EVERY);
-                } else if self.phase == Phase::Leading {
+                } else if self.phase.is_leading() {
                     // Remnants of an exited leader while leading: left to the step-down.
                     self.timers.clear(Timer::Look);
                 }
@@ -246,7 +246,7 @@ impl<K: Kernel> Machine<K> {
         if self.rules.holds(Rule::Budget) {
             self.timers.set(Timer::Budget, by);
         }
-        if matches!(self.phase, Phase::Raising(_) | Phase::Leading) {
+        if self.phase.is_raising() || self.phase.is_leading() {
             self.set_phase(Phase::SteppingDown);
             self.log(Level::Info, "stepping down".into());
         }

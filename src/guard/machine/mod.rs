@@ -37,6 +37,7 @@
 //! `watchdog`, `view` (what the rest of the guard sees), `rules` (the mutation tests'
 //! switches).
 
+mod hold;
 mod lease;
 mod lower;
 mod observe;
@@ -55,12 +56,13 @@ pub(crate) mod tests;
 use std::collections::VecDeque;
 use std::time::Duration;
 
+pub use hold::HoldView;
 pub use lease::Leadership;
 pub use observe::{Claim, Conflict, Gone, HealthReport, Loss, Observed};
 pub use rules::{Rule, Rules};
 pub use state::{diagram, Look, Phase, RaiseStep, Release, ServiceState, StepDown, VipState};
 pub use timers::{Timer, Timers};
-pub use types::{ArmError, Cause, Fault, Input, Kernel, Level, Order};
+pub use types::{ArmError, Cause, Fault, Input, Kernel, Level, Order, Regrant, RetakeError};
 pub use view::View;
 pub use watchdog::{Watchdog, WatchdogPlan, WatchdogState, WATCHDOG_LEAD, WATCHDOG_TOLERANCE};
 
@@ -89,6 +91,9 @@ pub struct Plan {
     /// The unit, when the service is a systemd unit (known before its start).
     pub unit: Option<String>,
     pub watchdog: WatchdogPlan,
+    /// A failsafe record was written with the key (etcd_outage=hold, corosync answering):
+    /// the guard may hold through an etcd outage (hold.rs).
+    pub hold: bool,
 }
 
 pub struct Machine<K> {
@@ -129,6 +134,8 @@ pub struct Machine<K> {
     queued_loss: Option<Cause>,
     /// What the guard observed of the service and the VIP (observe.rs).
     observed: Observed,
+    /// Holding through an etcd outage (hold.rs).
+    hold: hold::Hold,
 }
 
 impl<K: Kernel> Machine<K> {
@@ -170,7 +177,9 @@ impl<K: Kernel> Machine<K> {
             handled_at: sent,
             queued_loss: None,
             observed: Observed::default(),
+            hold: hold::Hold::new(false, sent),
         };
+        m.hold = hold::Hold::new(m.plan.hold, sent);
         m.sync_timers();
         m
     }
@@ -250,6 +259,7 @@ impl<K: Kernel> Machine<K> {
             watchdog_late: self.dog.late(),
             vip_floor: self.vip_floor,
             observed: self.observed.clone(),
+            hold: self.hold.view(),
         }
     }
 
@@ -274,17 +284,26 @@ impl<K: Kernel> Machine<K> {
             Input::RenewFailed { sent, why } => {
                 if self.renewal_out == Some(sent) {
                     self.renewal_out = None;
-                    self.next_renewal_at = now + RENEW_RETRY;
-                    self.log(Level::Warn, format!("keepalive: {why}"));
+                    self.renewal_failed();
+                    // Racing for a member that answers; while holding, etcd is out.
+                    let retry = match self.phase {
+                        Phase::Holding => hold::RETRY_HOLDING,
+                        _ => RENEW_RETRY,
+                    };
+                    self.next_renewal_at = now + retry;
+                    if self.phase != Phase::Holding {
+                        self.log(Level::Warn, format!("keepalive: {why}"));
+                    }
                 }
             }
             Input::LeaseGone { sent } => {
                 if self.renewal_out == Some(sent) {
                     self.renewal_out = None;
+                    self.next_renewal_at = now + hold::RETRY_HOLDING;
                 }
-                self.lost(now, Cause::LeaseGone);
+                self.lease_gone(now);
             }
-            Input::KeyLost(None) => self.lost(now, Cause::KeyDeleted),
+            Input::KeyLost(None) => self.key_deleted(now),
             Input::KeyLost(Some(other)) => self.lost(now, Cause::KeyTaken(other)),
             Input::VipGone { how, detail } => self.vip_gone(now, how, detail),
             Input::VipClaimed(claim) => self.vip_claimed(now, claim),
@@ -293,7 +312,7 @@ impl<K: Kernel> Machine<K> {
             Input::TokenWritten(r) => self.token_written(now, r),
             Input::ServiceStarted(r) => self.service_started(now, r),
             Input::ServiceExited(detail) => {
-                if self.phase == Phase::Leading {
+                if self.phase.is_leading() {
                     self.log(Level::Error, format!("service {detail}"));
                 }
                 self.push_exit(&detail);
@@ -305,6 +324,8 @@ impl<K: Kernel> Machine<K> {
             Input::ServiceChecked(r) => self.service_checked(now, r),
             Input::Released(r) => self.released_answer(now, r),
             Input::StepDown { by } => self.step_down(now, by),
+            Input::Membership { asked, seen } => self.membership(now, asked, seen),
+            Input::Retaken(r) => self.retaken(now, r),
         }
         self.advance(now);
     }
@@ -327,6 +348,7 @@ impl<K: Kernel> Machine<K> {
         if self.phase.is_raising() {
             self.raise_step();
         }
+        self.hold_step(now);
         self.renew_step(now);
         if self.phase.is_down() {
             self.disarm_step(now);
@@ -379,7 +401,7 @@ impl<K: Kernel> Machine<K> {
             self.renewal_out = None;
         }
         if ttl.is_zero() {
-            self.lost(now, Cause::LeaseGone);
+            self.lease_gone(now);
             return;
         }
         // The classic mistake (a mutation test): counting from the answer.
@@ -394,6 +416,10 @@ impl<K: Kernel> Machine<K> {
         if self.fenced.is_some() || !self.lead.renew(now, sent, ttl, &self.rules) {
             return;
         }
+        if self.renewed_while_key_gone(now) {
+            return;
+        }
+        self.renewal_applied(now);
         self.last_renewal_sent = self.last_renewal_sent.max(sent);
         self.next_renewal_at = sent + self.plan.clock.keepalive_interval();
         self.ping_watchdog();

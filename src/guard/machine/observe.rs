@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use super::state::{Phase, VipState};
+use super::state::VipState;
 use super::types::{Kernel, Level, Order};
 use super::Machine;
 
@@ -104,7 +104,7 @@ impl<K: Kernel> Machine<K> {
     /// machine leads is told to Pacemaker at once (not a service the guard stops itself).
     pub(super) fn health_checked(&mut self, report: HealthReport) {
         let was_healthy = self.observed.health.as_ref().is_some_and(|h| h.healthy);
-        if was_healthy && !report.healthy && self.phase == Phase::Leading {
+        if was_healthy && !report.healthy && self.phase.is_leading() {
             self.out(Order::Push {
                 why: format!("service unhealthy: {}", report.detail),
                 regardless: false,
@@ -115,7 +115,7 @@ impl<K: Kernel> Machine<K> {
 
     /// The supervised command's leader exited while the machine leads: told at once.
     pub(super) fn push_exit(&mut self, detail: &str) {
-        if self.phase == Phase::Leading {
+        if self.phase.is_leading() {
             self.out(Order::Push {
                 why: format!("service {detail}"),
                 regardless: false,
@@ -127,7 +127,7 @@ impl<K: Kernel> Machine<K> {
     /// itself, recorded once, counted, and told to Pacemaker at once.
     pub(super) fn vip_gone(&mut self, now: Duration, how: Gone, detail: String) {
         // Leading with the VIP up: the change is not the guard's own doing.
-        let ours = self.phase == Phase::Leading && self.vip == VipState::Up;
+        let ours = self.phase.is_leading() && self.vip == VipState::Up;
         let loss = match how {
             Gone::Deleted { with_link: true } | Gone::LinkDown => Loss::LinkDown,
             Gone::Deleted { .. } if now >= self.vip_floor => Loss::Expired,
@@ -163,7 +163,7 @@ impl<K: Kernel> Machine<K> {
     /// every DEFEND_INTERVAL while the lease covers the VIP, and told to Pacemaker where
     /// conflict_action=push (`push`).
     pub(super) fn vip_claimed(&mut self, now: Duration, claim: Claim) {
-        if self.phase != Phase::Leading || self.vip != VipState::Up {
+        if !self.phase.is_leading() || self.vip != VipState::Up {
             return;
         }
         let Claim {

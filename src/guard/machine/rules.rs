@@ -35,6 +35,15 @@ pub enum Rule {
     /// The VIP's lifetime is set again only while the address surely is there (else: every
     /// renewal replaces it, which adds it anew once the kernel let it go).
     ReplaceBeforeFloor,
+    /// A hold needs every node of the nodelist in the membership (else: quorum alone, which
+    /// both halves of a two-node cluster keep).
+    AllMembers,
+    /// Only a fresh answer proves the cluster whole: an ask corosync did not answer is no
+    /// proof (else: the last answer stands in for it, a membership that may be long gone).
+    FreshProof,
+    /// Another node takes over after a failsafe record naming a live node only once the
+    /// takeover rule clears it (else: as soon as the key is gone; failsafe::clearance).
+    RecordWait,
 }
 
 /// Which rule is off (test builds only).

@@ -13,6 +13,9 @@ pub enum Phase {
     /// Raising, at this step.
     Raising(RaiseStep),
     Leading,
+    /// Leading past the lease's deadline on a fresh proof that the cluster is whole, while
+    /// etcd cannot be reached (hold.rs).
+    Holding,
     Fenced,
     SteppingDown,
     /// The raise failed: stepping down, then exiting with 1.
@@ -25,6 +28,7 @@ impl Phase {
         match self {
             Phase::Raising(_) => "Raising",
             Phase::Leading => "Leading",
+            Phase::Holding => "Holding",
             Phase::Fenced => "Fenced",
             Phase::SteppingDown => "SteppingDown",
             Phase::Failed => "Failed",
@@ -36,6 +40,11 @@ impl Phase {
         matches!(self, Phase::Raising(_))
     }
 
+    /// Everything raised and kept up: leading on the lease, or holding on a proof.
+    pub fn is_leading(&self) -> bool {
+        matches!(self, Phase::Leading | Phase::Holding)
+    }
+
     /// A phase in which things go down (and come no more up).
     pub fn is_down(&self) -> bool {
         matches!(self, Phase::SteppingDown | Phase::Failed | Phase::Fenced)
@@ -43,7 +52,7 @@ impl Phase {
 }
 
 /// Every move between phases, with what makes it (the raise's own steps stay in Raising).
-pub const TRANSITIONS: [(&str, &str, &str); 11] = [
+pub const TRANSITIONS: [(&str, &str, &str); 15] = [
     ("[*]", "Raising", "the leader key taken"),
     (
         "Raising",
@@ -55,6 +64,22 @@ pub const TRANSITIONS: [(&str, &str, &str); 11] = [
     ("Raising", "SteppingDown", "step-down asked"),
     ("Leading", "Fenced", "ownership lost or the deadline passed"),
     ("Leading", "SteppingDown", "step-down asked"),
+    (
+        "Leading",
+        "Holding",
+        "etcd silent past the deadline, the cluster proven whole",
+    ),
+    (
+        "Holding",
+        "Leading",
+        "etcd answers: the lease renewed, or the key taken back",
+    ),
+    (
+        "Holding",
+        "Fenced",
+        "the proof lapsed or failed, or ownership lost",
+    ),
+    ("Holding", "SteppingDown", "step-down asked"),
     (
         "SteppingDown",
         "Fenced",

@@ -82,6 +82,7 @@ fn a_ping_that_took_effect_late_is_made_again_shorter() {
         vip: false,
         unit: None,
         watchdog: WatchdogPlan::Required,
+        hold: false,
     };
     let t = Duration::from_millis;
     let mut m = Machine::new(plan, t(0), clock.ttl, Late::default());
@@ -134,6 +135,7 @@ fn vip_machine(ttl: u64, margin: u64) -> Machine<Late> {
         vip: true,
         unit: None,
         watchdog: WatchdogPlan::Off,
+        hold: false,
     };
     Machine::new(plan, Duration::ZERO, clock.ttl, Late::default())
 }
@@ -406,4 +408,235 @@ fn a_claim_is_defended_at_most_every_defend_interval_and_pushed_when_asked() {
     m.kernel.now = t(10_100);
     m.handle(t(10_100), claim(false));
     assert!(drain(&mut m).contains(&Order::Defend), "{:?}", m.failure());
+}
+
+/// What corosync says of a three-node cluster with `members` in this node's (n1's) view.
+fn cluster(members: &[u32]) -> crate::failsafe::witness::Cluster {
+    let ring = format!("1.{}", members.len());
+    crate::failsafe::witness::three_nodes(1, members, &ring)
+}
+
+/// A leading machine with a failsafe record (lease 10/2 from 0), whose keepalives from now on
+/// fail: asks of corosync are answered with `members` at once. Runs until `until`, returning
+/// the orders seen.
+fn hold_machine() -> Machine<Late> {
+    let clock = LeaseClock {
+        ttl: Duration::from_secs(10),
+        margin: Duration::from_secs(2),
+    };
+    let plan = Plan {
+        clock,
+        vip: true,
+        unit: None,
+        watchdog: WatchdogPlan::Off,
+        hold: true,
+    };
+    let t = Duration::from_millis;
+    let mut m = Machine::new(plan, Duration::ZERO, clock.ttl, Late::default());
+    m.handle(t(10), Input::Tick);
+    m.handle(t(20), Input::Settled(Ok(())));
+    m.handle(t(30), Input::TokenWritten(Ok(())));
+    m.handle(t(40), Input::ServiceStarted(Ok(ServiceRef::Group(12345))));
+    assert_eq!(m.phase(), Phase::Leading);
+    drain(&mut m);
+    m
+}
+
+/// Runs the machine from `from` to `to` (ms) in 100 ms steps: keepalives fail (etcd silent),
+/// corosync answers every ask with `members(t)`. Returns every order.
+fn run_outage(
+    m: &mut Machine<Late>,
+    from: u64,
+    to: u64,
+    members: impl Fn(u64) -> Vec<u32>,
+) -> Vec<Order> {
+    let t = Duration::from_millis;
+    let mut seen = Vec::new();
+    for ms in (from..to).step_by(100) {
+        m.kernel.now = t(ms);
+        m.handle(t(ms), Input::Tick);
+        for o in drain(m) {
+            match &o {
+                Order::Keepalive { sent } => m.handle(
+                    t(ms),
+                    Input::RenewFailed {
+                        sent: *sent,
+                        why: "silent".into(),
+                    },
+                ),
+                Order::AskMembership { asked } => m.handle(
+                    t(ms),
+                    Input::Membership {
+                        asked: *asked,
+                        seen: Ok(cluster(&members(ms))),
+                    },
+                ),
+                _ => {}
+            }
+            seen.push(o);
+        }
+    }
+    seen
+}
+
+#[test]
+fn a_whole_cluster_holds_past_the_deadline_and_etcd_back_ends_the_hold_untouched() {
+    let t = Duration::from_millis;
+    let mut m = hold_machine();
+    let orders = run_outage(&mut m, 100, 20_000, |_| vec![1, 2, 3]);
+    // No ask while etcd renewed; then every ASK_EVERY.
+    let asks: Vec<Duration> = orders
+        .iter()
+        .filter_map(|o| match o {
+            Order::AskMembership { asked } => Some(*asked),
+            _ => None,
+        })
+        .collect();
+    assert!(asks[0] >= t(5_000), "{asks:?}");
+    assert!(asks
+        .windows(2)
+        .all(|w| w[1] - w[0] >= crate::failsafe::ASK_EVERY));
+    assert_eq!(m.phase(), Phase::Holding, "{:?}", m.fenced());
+    assert!(m.fenced().is_none());
+    assert_eq!(m.vip(), VipState::Up);
+    let v = m.view();
+    assert!(v.hold.since.is_some() && v.hold.proof.is_some());
+    // etcd answers again: the same lease, extended by its new leader.
+    m.kernel.now = t(20_000);
+    m.handle(t(20_000), Input::Tick);
+    let sent = drain(&mut m)
+        .into_iter()
+        .find_map(|o| match o {
+            Order::Keepalive { sent } => Some(sent),
+            _ => None,
+        })
+        .expect("a keepalive");
+    m.handle(
+        t(20_010),
+        Input::Renewed {
+            sent,
+            ttl: Duration::from_secs(10),
+        },
+    );
+    assert_eq!(m.phase(), Phase::Leading);
+    assert!(m.fenced().is_none() && m.vip() == VipState::Up);
+    assert!(m.view().hold.since.is_none());
+}
+
+#[test]
+fn a_node_missing_from_the_membership_fences_a_holder_at_once() {
+    let t = Duration::from_millis;
+    let mut m = hold_machine();
+    run_outage(&mut m, 100, 12_000, |_| vec![1, 2, 3]);
+    assert_eq!(m.phase(), Phase::Holding);
+    run_outage(&mut m, 12_000, 12_600, |_| vec![1, 2]);
+    let Some((at, Cause::ClusterNotWhole(why))) = m.fenced().cloned() else {
+        panic!("{:?}", m.fenced());
+    };
+    assert!(
+        at <= t(12_600) && why.contains("missing n3"),
+        "{at:?} {why}"
+    );
+    assert_eq!(m.vip(), VipState::Absent);
+}
+
+#[test]
+fn quorum_alone_is_no_proof_and_no_answer_lets_the_hold_lapse() {
+    let t = Duration::from_millis;
+    // Quorate but n3 missing from the start: no hold, fenced at the lease's deadline.
+    let mut m = hold_machine();
+    run_outage(&mut m, 100, 10_000, |_| vec![1, 2]);
+    assert!(
+        matches!(m.fenced(), Some((at, Cause::Deadline)) if *at <= t(8_100)),
+        "{:?}",
+        m.fenced()
+    );
+    // Holding, then corosync silent: the hold lapses PROOF_LIFE after the last proof.
+    let mut m = hold_machine();
+    run_outage(&mut m, 100, 12_000, |_| vec![1, 2, 3]);
+    let last = m.view().hold.proof.unwrap().0;
+    for ms in (12_000..20_000).step_by(100) {
+        m.kernel.now = t(ms);
+        m.handle(t(ms), Input::Tick);
+        for o in drain(&mut m) {
+            if let Order::AskMembership { asked } = o {
+                m.handle(
+                    t(ms + 1000),
+                    Input::Membership {
+                        asked,
+                        seen: Err("no answer".into()),
+                    },
+                );
+            }
+        }
+    }
+    let Some((at, Cause::HoldLapsed)) = m.fenced().cloned() else {
+        panic!("{:?}", m.fenced());
+    };
+    assert!(
+        at >= last + crate::failsafe::PROOF_LIFE
+            && at <= last + crate::failsafe::PROOF_LIFE + t(100)
+    );
+}
+
+#[test]
+fn a_lease_etcd_let_go_is_taken_back_and_a_key_taken_fences() {
+    let t = Duration::from_millis;
+    let mut m = hold_machine();
+    run_outage(&mut m, 100, 15_000, |_| vec![1, 2, 3]);
+    assert_eq!(m.phase(), Phase::Holding);
+    // The watch sees the key go with the lease etcd let expire: no fence yet.
+    m.handle(t(15_000), Input::KeyLost(None));
+    assert!(m.fenced().is_none());
+    // etcd answers that the lease is gone: take the key back.
+    m.handle(t(15_050), Input::LeaseGone { sent: t(15_000) });
+    m.kernel.now = t(15_100);
+    m.handle(t(15_100), Input::Tick);
+    assert!(drain(&mut m).contains(&Order::Retake));
+    m.handle(
+        t(15_200),
+        Input::Retaken(Ok(Regrant {
+            sent: t(15_150),
+            ttl: Duration::from_secs(10),
+        })),
+    );
+    assert_eq!(m.phase(), Phase::Leading);
+    assert!(m.fenced().is_none() && m.vip() == VipState::Up);
+    assert!(m.deadline() >= t(23_000), "{:?}", m.deadline());
+    // Another time: the key carries another lease when the retake comes.
+    let mut m = hold_machine();
+    run_outage(&mut m, 100, 15_000, |_| vec![1, 2, 3]);
+    m.handle(t(15_050), Input::LeaseGone { sent: t(15_000) });
+    m.kernel.now = t(15_100);
+    m.handle(t(15_100), Input::Tick);
+    drain(&mut m);
+    m.handle(t(15_200), Input::Retaken(Err(RetakeError::Taken(Some(7)))));
+    assert!(matches!(m.fenced(), Some((_, Cause::KeyTaken(7)))));
+    // And: the key deleted by hand while our lease still lives.
+    let mut m = hold_machine();
+    run_outage(&mut m, 100, 15_000, |_| vec![1, 2, 3]);
+    m.handle(t(15_000), Input::KeyLost(None));
+    let mut sent = None;
+    for ms in (15_000..16_000).step_by(50) {
+        m.kernel.now = t(ms);
+        m.handle(t(ms), Input::Tick);
+        sent = sent.or(drain(&mut m).into_iter().find_map(|o| match o {
+            Order::Keepalive { sent } => Some(sent),
+            _ => None,
+        }));
+    }
+    let sent = sent.expect("a keepalive");
+    assert!(m.fenced().is_none());
+    m.handle(
+        t(16_000),
+        Input::Renewed {
+            sent,
+            ttl: Duration::from_secs(10),
+        },
+    );
+    assert!(
+        matches!(m.fenced(), Some((_, Cause::KeyDeleted))),
+        "{:?}",
+        m.fenced()
+    );
 }

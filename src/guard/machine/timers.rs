@@ -24,9 +24,13 @@ pub enum Timer {
     ReleaseRetry,
     /// A step-down's budget: the answer is owed by then.
     Budget,
+    /// The next ask of corosync while holding, or about to (machine::hold).
+    Ask,
+    /// The next try to take the key back after a hold.
+    Retake,
 }
 
-const ALL: [Timer; 8] = [
+const ALL: [Timer; 10] = [
     Timer::Fence,
     Timer::Kill,
     Timer::SecondPing,
@@ -35,6 +39,8 @@ const ALL: [Timer; 8] = [
     Timer::Renewal,
     Timer::ReleaseRetry,
     Timer::Budget,
+    Timer::Ask,
+    Timer::Retake,
 ];
 
 /// When each timer fires (boot clock), if armed.

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use super::observe::{Claim, Gone, HealthReport};
+use crate::failsafe::witness::Cluster;
 pub use crate::guard::watchdog::ArmError;
 use crate::presence::Presence;
 use crate::service::ServiceRef;
@@ -26,17 +27,29 @@ pub enum Cause {
     /// With watchdog=required, no timeout the driver takes resets the node before the lease
     /// can end at etcd (a coarse driver, or a ping made too late).
     WatchdogLate,
+    /// Holding through an etcd outage, no fresh proof that the cluster is whole came within
+    /// the proof's life (corosync silent, slow, or its answers doubtful).
+    HoldLapsed,
+    /// Holding through an etcd outage (or about to), corosync said the cluster is not whole:
+    /// a node missing from the membership, or no quorum.
+    ClusterNotWhole(String),
+    /// Taking the key back after an etcd outage, the failsafe record no longer named this
+    /// node: someone else may have taken over.
+    RecordLost,
 }
 
 impl Cause {
     /// Every cause's label in the metrics (hamaster_fences_total{cause=...}).
-    pub const LABELS: [&'static str; 6] = [
+    pub const LABELS: [&'static str; 9] = [
         "deadline",
         "key_deleted",
         "key_taken",
         "lease_gone",
         "watchdog_due",
         "watchdog_late",
+        "hold_lapsed",
+        "cluster_not_whole",
+        "record_lost",
     ];
 
     pub fn label(&self) -> &'static str {
@@ -47,6 +60,9 @@ impl Cause {
             Cause::LeaseGone => Cause::LABELS[3],
             Cause::WatchdogDue => Cause::LABELS[4],
             Cause::WatchdogLate => Cause::LABELS[5],
+            Cause::HoldLapsed => Cause::LABELS[6],
+            Cause::ClusterNotWhole(_) => Cause::LABELS[7],
+            Cause::RecordLost => Cause::LABELS[8],
         }
     }
 }
@@ -71,6 +87,20 @@ impl std::fmt::Display for Cause {
                 f,
                 "the watchdog would reset the node before the lease's deadline (its last ping \
                  failed or could not be made)"
+            ),
+            Cause::HoldLapsed => write!(
+                f,
+                "holding through an etcd outage, no fresh proof that the cluster is whole came \
+                 in time (corosync silent or slow)"
+            ),
+            Cause::ClusterNotWhole(why) => write!(
+                f,
+                "etcd not answering and the cluster not whole ({why}): no proof that no other \
+                 node may take over"
+            ),
+            Cause::RecordLost => write!(
+                f,
+                "the failsafe record no longer names this node: another node may have taken over"
             ),
         }
     }
@@ -179,6 +209,13 @@ pub enum Order {
     Push { why: String, regardless: bool },
     /// One announcement of the VIP, defending it against another host's claim.
     Defend,
+    /// Ask this node's corosync what it sees of the cluster (failsafe::witness::ask), asked at
+    /// `asked` (boot clock), within failsafe::ASK_LIMIT. Answer Membership.
+    AskMembership { asked: Duration },
+    /// etcd says our lease is gone after a hold: take the key back with a new lease, only
+    /// while it is absent and the failsafe record still names this node (one transaction).
+    /// Answer Retaken.
+    Retake,
     /// The guard's work is over; `raise_failed`: it ends because the raise failed.
     Exit { raise_failed: bool },
 }
@@ -232,4 +269,30 @@ pub enum Input {
     StepDown {
         by: Duration,
     },
+    /// What this node's corosync said of the cluster, for the ask made at `asked` (Err: no
+    /// answer within the bound, or none that could be read).
+    Membership {
+        asked: Duration,
+        seen: Result<Cluster, String>,
+    },
+    /// The retake's outcome.
+    Retaken(Result<Regrant, RetakeError>),
+}
+
+/// The key taken back after a hold: a new lease, granted by a request sent at `sent`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Regrant {
+    pub sent: Duration,
+    pub ttl: Duration,
+}
+
+/// Why the key could not be taken back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RetakeError {
+    /// The key carries another lease (which, when it could be read).
+    Taken(Option<i64>),
+    /// The failsafe record was changed or deleted.
+    RecordChanged,
+    /// etcd did not answer or refused: tried again while the hold lasts.
+    Failed(String),
 }

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use super::hold::HoldView;
 use super::observe::Observed;
 use super::state::{Phase, RaiseStep, ServiceState, VipState};
 use super::types::Cause;
@@ -35,6 +36,8 @@ pub struct View {
     pub vip_floor: Duration,
     /// What the guard observed of the service and the VIP (health, claims, losses).
     pub observed: Observed,
+    /// Holding through an etcd outage: whether it may, since when, on what proof.
+    pub hold: HoldView,
 }
 
 impl View {
@@ -51,7 +54,7 @@ impl View {
     /// machine leads with it up, and the lease still covers it.
     pub fn may_defend(&self, now: Duration) -> bool {
         self.fenced.is_none()
-            && self.phase == Phase::Leading
+            && self.phase.is_leading()
             && self.vip == VipState::Up
             && now < self.fence_at
     }

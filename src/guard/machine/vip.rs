@@ -17,7 +17,8 @@ use crate::lease::clock::KERNEL_EXPIRY_SLACK;
 const KERNEL_EXPIRY_EARLY: Duration = Duration::from_millis(20);
 /// A replace is not begun this close to the moment the address may go (it would race it).
 const REPLACE_TAKES: Duration = Duration::from_millis(10);
-/// A keepalive goes out at least this long before the VIP's lifetime may run out.
+/// Besides two renewal attempts (one may go to a silent member and time out), a keepalive
+/// leaves this much before the VIP's lifetime may run out.
 const RENEW_BEFORE_FLOOR: Duration = Duration::from_millis(200);
 
 /// The kernel keeps an address given `secs` of lifetime by a call that began at `began` at
@@ -108,11 +109,13 @@ impl<K: Kernel> Machine<K> {
     }
 
     /// The next keepalive goes out early enough for its answer to extend the VIP's lifetime
-    /// while the address is surely still there: whole seconds of lifetime at a small TTL can
-    /// leave less than one keepalive interval.
+    /// while the address is surely still there, even when its first attempt goes to a silent
+    /// member and times out: whole seconds of lifetime at a small TTL can leave less than one
+    /// keepalive interval.
     pub(super) fn renew_before_floor(&mut self) {
         if self.vip == VipState::Up {
-            let before = self.vip_floor.saturating_sub(RENEW_BEFORE_FLOOR);
+            let attempts = self.plan.clock.renewal_attempt_timeout() * 2;
+            let before = self.vip_floor.saturating_sub(attempts + RENEW_BEFORE_FLOOR);
             self.next_renewal_at = self.next_renewal_at.min(before);
         }
     }

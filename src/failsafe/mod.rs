@@ -1,0 +1,82 @@
+//! Holding through an etcd outage (docs/safety.md, "Holding through an etcd outage"): while
+//! etcd cannot be reached, a master keeps its VIP and service only on a fresh proof from its
+//! own corosync that the cluster is whole (quorate, every node of the nodelist in its
+//! membership), and other nodes honour the failsafe record it left in etcd before they take
+//! over. Here: the constants both sides share, the record, what corosync's answer means
+//! (`witness`), and the takeover rule (`clearance`). The guard machine's side is
+//! guard::machine::hold.
+
+pub mod clearance;
+pub mod pacemaker;
+pub mod witness;
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// W: a proof that the cluster is whole lets the guard hold until this long after it was
+/// asked for.
+pub const PROOF_LIFE: Duration = Duration::from_secs(3);
+/// How often corosync is asked while the guard holds, or is within PROOF_LIFE of its lease's
+/// deadline.
+pub const ASK_EVERY: Duration = Duration::from_millis(500);
+/// One ask's bound: corosync not answering within it is "cannot tell".
+pub const ASK_LIMIT: Duration = Duration::from_secs(1);
+/// F: everything a guard holds on a proof is gone by the proof's deadline plus this — the
+/// fence's own latency, the SIGKILL, the VIP's kernel lifetime and the watchdog's reset are
+/// all set to end before it (guard::machine::Leadership::cover).
+pub const FENCE_BOUND: Duration = Duration::from_secs(1);
+
+/// The failsafe record's key, next to the leader key: `{prefix}/{resource}/failsafe`.
+pub fn record_key(prefix: &str, resource: &str) -> String {
+    format!("{}/{resource}/failsafe", prefix.trim_end_matches('/'))
+}
+
+/// What a master leaves in etcd, without a lease, while it leads: that it may hold through an
+/// etcd outage. Written with the leader key in one transaction; deleted with it by an orderly
+/// release; left by a fence.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    /// The node that may hold.
+    pub node: String,
+    /// Its lease when it took the key (hex, as the leader key's lease is shown).
+    pub lease: String,
+    /// The cluster's nodelist as corosync had it.
+    pub nodes: Vec<String>,
+    /// When it was written (Unix ms, the writer's clock): a fence completed later means the
+    /// node is no longer holding (clearance).
+    pub written_unix_ms: u64,
+}
+
+impl Record {
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// None: not a record (someone else's value under the key).
+    pub fn from_json(text: &[u8]) -> Option<Record> {
+        serde_json::from_slice(text).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_reads_back_and_sits_next_to_the_leader_key() {
+        let r = Record {
+            node: "n1".into(),
+            lease: "0x1f".into(),
+            nodes: vec!["n1".into(), "n2".into(), "n3".into()],
+            written_unix_ms: 1_700_000_000_000,
+        };
+        assert_eq!(Record::from_json(r.to_json().as_bytes()), Some(r));
+        assert_eq!(Record::from_json(b"n1"), None);
+        assert_eq!(record_key("/hamaster/", "api"), "/hamaster/api/failsafe");
+        assert_eq!(
+            crate::lease::leader_key("/hamaster/", "api"),
+            "/hamaster/api/leader"
+        );
+    }
+}

@@ -1,0 +1,370 @@
+//! Holding through an etcd outage (docs/safety.md, "Holding through an etcd outage"). With a
+//! failsafe record written at the key's taking (the plan's `hold`), a guard whose renewals
+//! fail for want of an answer — never for etcd's own "gone" or "another's" — asks its
+//! corosync every ASK_EVERY once it is within PROOF_LIFE of its lease's deadline. An answer
+//! that the cluster is whole (quorate, and every node of the nodelist in this node's
+//! membership: in a two-node cluster both halves keep quorum, so quorum alone proves nothing)
+//! is a proof: the guard may hold until it was asked plus PROOF_LIFE, and everything it holds
+//! is gone by FENCE_BOUND after that (Leadership::cover; other nodes wait that long after the
+//! node left their membership: failsafe::clearance). Past the lease's deadline it is Holding:
+//! - a later answer that the cluster is not whole fences at once; no fresh proof within
+//!   PROOF_LIFE fences at its end (the ordinary deadline, moved by the proof);
+//! - keepalives go on (every RETRY_HOLDING): a lease etcd still keeps (it extends leases when
+//!   it elects a leader) is renewed and the guard leads again, touching nothing; a lease etcd
+//!   let go is taken back with a new one (Order::Retake), only while the key is absent and the
+//!   record still names this node;
+//! - the key deleted while our lease lives, or carrying another lease, fences at once, as
+//!   when leading;
+//! - the VIP's lifetime and the watchdog move on a fresh proof only.
+
+use std::time::Duration;
+
+use super::rules::Rule;
+use super::state::Phase;
+use super::types::{Cause, Kernel, Level, Order, Regrant, RetakeError};
+use super::{Machine, Timer};
+use crate::failsafe::witness::Cluster;
+use crate::failsafe::{ASK_EVERY, ASK_LIMIT, FENCE_BOUND, PROOF_LIFE};
+
+/// A keepalive that failed while holding is tried again this much later (etcd is out: there
+/// is no member to race for).
+pub(super) const RETRY_HOLDING: Duration = Duration::from_millis(250);
+/// A retake that failed (etcd out still) is tried again this much later.
+const RETAKE_RETRY: Duration = Duration::from_millis(500);
+
+/// What the hold shows the rest of the guard.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HoldView {
+    /// A failsafe record was written: the guard may hold.
+    pub enabled: bool,
+    /// Holding since (boot clock).
+    pub since: Option<Duration>,
+    /// The latest proof: when it was asked, and what corosync said then.
+    pub proof: Option<(Duration, String)>,
+    /// When etcd last answered (boot clock).
+    pub etcd_seen: Duration,
+}
+
+/// The hold's own state.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct Hold {
+    view: HoldView,
+    /// The ask out (when it was asked), and when the next may go.
+    ask_out: Option<Duration>,
+    next_ask_at: Duration,
+    /// The latest ask answered (answers older than it say nothing).
+    answered: Option<Duration>,
+    /// The watch or a confirm said the key is gone while holding: whether our lease lives
+    /// (explicit deletion: fence) or not (taken back) is the next renewal's to say.
+    key_gone: bool,
+    /// etcd said our lease is gone: take the key back.
+    lease_gone: bool,
+    /// A keepalive failed since the last renewal applied.
+    failing: bool,
+    retake_out: bool,
+    /// The last doubt said (logged once).
+    doubt: Option<String>,
+    /// corosync's last answer (only the mutation tests' mistake reads it).
+    last_seen: Option<Cluster>,
+}
+
+impl Hold {
+    pub(super) fn new(enabled: bool, since: Duration) -> Hold {
+        Hold {
+            view: HoldView {
+                enabled,
+                etcd_seen: since,
+                ..HoldView::default()
+            },
+            ..Hold::default()
+        }
+    }
+
+    pub(super) fn view(&self) -> HoldView {
+        self.view.clone()
+    }
+
+    pub(super) fn holding(&self) -> bool {
+        self.view.since.is_some()
+    }
+
+    pub(super) fn etcd_answered(&mut self, now: Duration) {
+        self.view.etcd_seen = self.view.etcd_seen.max(now);
+    }
+}
+
+impl<K: Kernel> Machine<K> {
+    /// Whether the hold applies now: enabled, not fenced, leading, holding, or stepping down
+    /// (the service may take its grace to stop, past the lease's deadline: on a proof still).
+    fn may_hold(&self) -> bool {
+        let up = self.phase.is_leading() || self.phase == Phase::SteppingDown;
+        self.hold.view.enabled && self.fenced.is_none() && up
+    }
+
+    /// Everything the hold calls for at `now`: the phase (into or out of Holding), the next
+    /// ask of corosync, the retake.
+    pub(super) fn hold_step(&mut self, now: Duration) {
+        if self.phase != Phase::Holding {
+            self.hold.view.since = None;
+        }
+        if !self.may_hold() {
+            self.timers.clear(Timer::Ask);
+            self.timers.clear(Timer::Retake);
+            return;
+        }
+        let lease_deadline = self.lead.lease_deadline();
+        match self.phase {
+            Phase::Leading if now >= lease_deadline => {
+                // The deadline is past and we were not fenced: a proof covers it.
+                let proof = self.hold.view.proof.clone().map(|p| p.1);
+                self.hold.view.since = Some(now);
+                self.set_phase(Phase::Holding);
+                self.log(
+                    Level::Warn,
+                    format!(
+                        "etcd has not renewed the lease since {:.1} s ago: holding the VIP and \
+                         the service on corosync's word ({}), asking it every {} ms",
+                        now.saturating_sub(self.last_renewal_sent).as_secs_f64(),
+                        proof.unwrap_or_default(),
+                        ASK_EVERY.as_millis()
+                    ),
+                );
+                self.out(Order::Persist);
+            }
+            Phase::Holding if now < lease_deadline => {
+                let since = self.hold.view.since.take().unwrap_or(now);
+                self.set_phase(Phase::Leading);
+                self.hold.key_gone = false;
+                self.hold.lease_gone = false;
+                self.log(
+                    Level::Info,
+                    format!(
+                        "etcd answers again: leading on the lease after holding for {:.1} s",
+                        now.saturating_sub(since).as_secs_f64()
+                    ),
+                );
+                self.out(Order::Persist);
+            }
+            _ => {}
+        }
+        self.ask_step(now, lease_deadline);
+        self.retake_step(now);
+    }
+
+    fn ask_step(&mut self, now: Duration, lease_deadline: Duration) {
+        if let Some(asked) = self.hold.ask_out {
+            // The shell answers within ASK_LIMIT; one lost on the way is given up.
+            if now < asked + ASK_LIMIT * 2 {
+                self.timers.set(Timer::Ask, asked + ASK_LIMIT * 2);
+                return;
+            }
+            self.hold.ask_out = None;
+        }
+        // Only while etcd is not keeping the lease (a keepalive failed since the last one
+        // applied), and from PROOF_LIFE before the lease's deadline: a proof is then at hand
+        // when the deadline passes. A healthy etcd costs no ask.
+        if !self.hold.failing {
+            self.timers.clear(Timer::Ask);
+            return;
+        }
+        let from = lease_deadline.saturating_sub(PROOF_LIFE);
+        let next = self.hold.next_ask_at.max(from);
+        if now >= next {
+            self.hold.ask_out = Some(now);
+            self.hold.next_ask_at = now + ASK_EVERY;
+            self.out(Order::AskMembership { asked: now });
+            self.timers.set(Timer::Ask, now + ASK_LIMIT * 2);
+        } else {
+            self.timers.set(Timer::Ask, next);
+        }
+    }
+
+    /// A keepalive failed (no answer, or no usable one): etcd may be out.
+    pub(super) fn renewal_failed(&mut self) {
+        self.hold.failing = true;
+    }
+
+    /// A renewal applied: etcd keeps the lease.
+    pub(super) fn renewal_applied(&mut self, now: Duration) {
+        self.hold.failing = false;
+        self.hold.etcd_answered(now);
+    }
+
+    /// corosync's answer to the ask made at `asked`.
+    pub(super) fn membership(
+        &mut self,
+        now: Duration,
+        asked: Duration,
+        seen: Result<Cluster, String>,
+    ) {
+        if self.hold.ask_out == Some(asked) {
+            self.hold.ask_out = None;
+        }
+        // Answers older than one already taken say nothing (one ask is out at a time; this
+        // keeps a lost one that comes back late from undoing a newer verdict).
+        if self.hold.answered.is_some_and(|a| asked <= a) || !self.may_hold() {
+            return;
+        }
+        self.hold.answered = Some(asked);
+        let seen = match (seen, &self.hold.last_seen) {
+            // The mistake (a mutation test): corosync silent, its last answer taken again.
+            (Err(_), Some(last)) if !self.rules.holds(Rule::FreshProof) => Ok(last.clone()),
+            (seen, _) => seen,
+        };
+        if let Ok(c) = &seen {
+            self.hold.last_seen = Some(c.clone());
+        }
+        match seen {
+            Ok(c) if self.whole(&c) => {
+                self.hold.doubt = None;
+                let first = self.hold.view.proof.is_none();
+                self.hold.view.proof = Some((asked, c.describe()));
+                self.lead.cover(asked, PROOF_LIFE, FENCE_BOUND);
+                if first && !self.hold.holding() {
+                    self.log(
+                        Level::Warn,
+                        format!(
+                            "etcd has not renewed the lease for {:.1} s; corosync: {} — the \
+                             guard will hold the VIP and the service past the lease's deadline \
+                             while this lasts",
+                            now.saturating_sub(self.last_renewal_sent).as_secs_f64(),
+                            c.describe()
+                        ),
+                    );
+                }
+                // A fresh proof moves the VIP's lifetime and the watchdog's reset, and only
+                // a fresh proof does, while etcd is out.
+                if self.vip == super::state::VipState::Up {
+                    self.extend_vip();
+                }
+                self.ping_watchdog();
+            }
+            Ok(c) => {
+                let why = c.describe();
+                self.hold.view.proof = None;
+                self.lead.void_cover();
+                // Past the lease's deadline only the proof covered: it ends now.
+                if now >= self.lead.lease_deadline() {
+                    self.fence(now, Cause::ClusterNotWhole(why));
+                } else {
+                    self.log(
+                        Level::Warn,
+                        format!("etcd not answering, and corosync: {why}: no hold"),
+                    );
+                }
+            }
+            Err(why) => {
+                if self.hold.doubt.as_ref() != Some(&why) {
+                    self.log(Level::Warn, format!("corosync: {why}"));
+                    self.hold.doubt = Some(why);
+                }
+            }
+        }
+    }
+
+    /// The cluster is whole: quorate, and every node of the nodelist in this node's
+    /// membership (this one included).
+    fn whole(&self, c: &Cluster) -> bool {
+        if !self.rules.holds(Rule::AllMembers) {
+            // The mistake: quorum alone, which both halves of a two-node cluster keep.
+            return c.quorate;
+        }
+        c.quorate && c.missing().is_empty() && c.members.contains(&c.me)
+    }
+
+    /// The watch or a confirm said the key was deleted: while holding, not yet a loss (etcd
+    /// deletes it with a lease it let go, and the key is then taken back).
+    pub(super) fn key_deleted(&mut self, now: Duration) {
+        if self.hold.holding() {
+            self.hold.key_gone = true;
+        } else {
+            self.lost(now, Cause::KeyDeleted);
+        }
+    }
+
+    /// etcd said our lease is gone: while holding, take the key back; else a loss.
+    pub(super) fn lease_gone(&mut self, now: Duration) {
+        self.hold.etcd_answered(now);
+        if self.hold.holding() && self.may_hold() {
+            if !self.hold.lease_gone {
+                self.log(
+                    Level::Warn,
+                    "etcd answers, and has let the lease go: taking the key back".into(),
+                );
+            }
+            self.hold.lease_gone = true;
+        } else {
+            self.lost(now, Cause::LeaseGone);
+        }
+    }
+
+    /// A renewal answered with a TTL: with the key seen deleted meanwhile, someone deleted it
+    /// under a live lease — a loss.
+    pub(super) fn renewed_while_key_gone(&mut self, now: Duration) -> bool {
+        self.hold.etcd_answered(now);
+        if self.hold.key_gone {
+            self.hold.key_gone = false;
+            self.lost(now, Cause::KeyDeleted);
+            return true;
+        }
+        false
+    }
+
+    fn retake_step(&mut self, now: Duration) {
+        if !(self.hold.holding() && self.hold.lease_gone) || self.hold.retake_out {
+            self.timers.clear(Timer::Retake);
+            return;
+        }
+        if self.timers.armed(Timer::Retake) && !self.timers.take(Timer::Retake, now) {
+            return;
+        }
+        self.hold.retake_out = true;
+        self.out(Order::Retake);
+    }
+
+    /// The retake's outcome.
+    pub(super) fn retaken(&mut self, now: Duration, r: Result<Regrant, RetakeError>) {
+        self.hold.retake_out = false;
+        if !self.may_hold() {
+            return;
+        }
+        match r {
+            Ok(Regrant { sent, ttl }) => {
+                self.hold.etcd_answered(now);
+                self.hold.lease_gone = false;
+                self.hold.key_gone = false;
+                self.lead.regrant(sent, ttl);
+                self.last_renewal_sent = self.last_renewal_sent.max(sent);
+                self.renewal_out = None;
+                self.next_renewal_at = sent + self.plan.clock.keepalive_interval();
+                self.log(
+                    Level::Info,
+                    "the key is ours again, with a new lease".into(),
+                );
+                self.ping_watchdog();
+                if self.vip == super::state::VipState::Up {
+                    self.extend_vip();
+                }
+                self.out(Order::Persist);
+            }
+            Err(RetakeError::Taken(other)) => {
+                self.hold.etcd_answered(now);
+                self.lost(
+                    now,
+                    match other {
+                        Some(l) => Cause::KeyTaken(l),
+                        None => Cause::KeyDeleted,
+                    },
+                );
+            }
+            Err(RetakeError::RecordChanged) => {
+                self.hold.etcd_answered(now);
+                self.lost(now, Cause::RecordLost);
+            }
+            Err(RetakeError::Failed(why)) => {
+                self.log(Level::Warn, format!("taking the key back: {why}"));
+                self.timers.set(Timer::Retake, now + RETAKE_RETRY);
+            }
+        }
+    }
+}
