@@ -8,7 +8,7 @@
 #   HEALTH_URL      e.g. http://127.0.0.1:8443/healthz
 #   LEASE_TTL, LEASE_MARGIN (seconds; unset: the agent's defaults)
 #   MONITOR_INTERVAL, UNPROMOTED_INTERVAL (default 2s and 3s), PUSH_FAILURES (default true)
-#   ETCD_MOVE_LEADER (default true)
+#   ETCD_MOVE_LEADER (default true), ETCD_OUTAGE (auto, hold or fence; unset: the agent's default)
 #   METRICS_ADDRESS (unset: none), e.g. 0.0.0.0:9405 for /metrics and /leader (docs/metrics.md)
 set -eu
 # The role names this pcs takes: Master/Slave up to pcs 0.10.9 (RHEL 8.0-8.4), Promoted and
@@ -22,6 +22,7 @@ pcs resource create api ocf:hamaster:master \
     etcd_endpoints="$ETCD_ENDPOINTS" ${LEASE_TTL:+lease_ttl="$LEASE_TTL"} ${LEASE_MARGIN:+lease_margin="$LEASE_MARGIN"} \
     command="$SERVICE" args="$SERVICE_ARGS" health_url="$HEALTH_URL" \
     push_failures="${PUSH_FAILURES:-true}" etcd_move_leader="${ETCD_MOVE_LEADER:-true}" \
+    ${ETCD_OUTAGE:+etcd_outage="$ETCD_OUTAGE"} \
     ${METRICS_ADDRESS:+metrics_address="$METRICS_ADDRESS"} \
     ip="$VIP" cidr_netmask=24 \
     op monitor interval="${MONITOR_INTERVAL:-2s}" role="$PROMOTED" timeout=10s \

@@ -32,17 +32,7 @@ fn wait_promoted(
     not: Option<&str>,
     limit: Duration,
 ) -> String {
-    let mut last = Vec::new();
-    let ok = support::wait_for(limit, || {
-        last = lab.promoted_seen_from(from, resource);
-        last.len() == 1 && Some(last[0].as_str()) != not
-    });
-    assert!(
-        ok,
-        "expected one promoted {resource} (not {not:?}), got {last:?}\n{}",
-        lab.crm_mon_text()
-    );
-    last[0].clone()
+    lab.wait_promoted(from, resource, not, limit)
 }
 
 /// Crashes node `i`, the master holding the key with `token1`, and waits (bounded) for the

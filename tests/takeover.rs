@@ -360,3 +360,92 @@ fn agent_actions_beside_a_running_takeover_wait_then_fail_naming_it() {
     assert_eq!(agent.run("start").code, 0, "free once the takeover ended");
     assert_eq!(agent.run("stop").code, 0);
 }
+
+/// The cold standby during a hold (docs/runbook.md): the failsafe record names a node that
+/// may be holding the master through an etcd outage, its key gone with the lease etcd let
+/// go. Outside the cluster nothing can prove that node down: takeover waits, naming it and
+/// what to say once it is down; with `--holder-down NODE` it takes over, and the record goes
+/// with the old leadership.
+#[test]
+fn takeover_waits_while_a_failsafe_record_names_a_master_it_cannot_prove_down() {
+    let mut etcd = EtcdCluster::new("fs");
+    let standby = Node::new(&mut etcd, "na");
+    let agent = standby.agent(&etcd);
+    let config = standby.config_file(&agent);
+    let config = config.to_str().unwrap();
+    let record = r#"{"node":"nb","lease":"0x7","nodes":["na","nb"],"written_unix_ms":1}"#;
+    let put = etcd.etcdctl(&["put", "/hamaster/api/failsafe", record]);
+    assert!(
+        put.status.success(),
+        "{}",
+        String::from_utf8_lossy(&put.stderr)
+    );
+    assert!(etcd.get(KEY).is_none(), "no leader key: nb's lease ran out");
+
+    let refused =
+        support::run_command(standby.cli(&agent, &["takeover", "--config", config, "--wait", "3"]));
+    assert_ne!(refused.code, 0, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains(
+            "the failsafe record names nb, which may be holding the master through an etcd outage"
+        ) && refused.stderr.contains("--holder-down nb"),
+        "it names the holder and what to say: {}",
+        refused.stderr
+    );
+    assert!(
+        !standby.holds_vip() && etcd.get(KEY).is_none(),
+        "nothing taken"
+    );
+
+    // Another node confirmed down is no confirmation of nb.
+    let wrong = support::run_command(standby.cli(
+        &agent,
+        &[
+            "takeover",
+            "--config",
+            config,
+            "--wait",
+            "2",
+            "--holder-down",
+            "nc",
+        ],
+    ));
+    assert_ne!(wrong.code, 0);
+    assert!(etcd.get(KEY).is_none());
+
+    let log = standby.state.join("takeover.err");
+    let mut takeover = standby
+        .cli(
+            &agent,
+            &[
+                "takeover",
+                "--config",
+                config,
+                "--wait",
+                "10",
+                "--holder-down",
+                "nb",
+            ],
+        )
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    assert!(
+        support::wait_for(Duration::from_secs(20), || standby.holds_vip()),
+        "VIP raised: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    let err = std::fs::read_to_string(&log).unwrap();
+    assert!(err.contains("nb confirmed down by the operator"), "{err}");
+    assert_eq!(etcd.get(KEY).map(|k| k.0).as_deref(), Some("na"));
+    // Outside the cluster this guard cannot hold: the old record went with its taking.
+    let read = etcd.etcdctl(&["get", "/hamaster/api/failsafe"]);
+    assert!(
+        String::from_utf8_lossy(&read.stdout).trim().is_empty(),
+        "record left: {}",
+        String::from_utf8_lossy(&read.stdout)
+    );
+    signal_and_wait(&mut takeover, "TERM");
+    assert!(!standby.holds_vip() && etcd.get(KEY).is_none());
+}

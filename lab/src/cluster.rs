@@ -56,6 +56,8 @@ pub struct Lab {
     created_mount_point: bool,
     /// The root the cluster stack runs in (None: the host's).
     root: Option<PathBuf>,
+    /// The fence desk, once fencing is enabled (enable_fencing).
+    pub fence: Option<super::fence::FenceDesk>,
 }
 
 fn corosync_conf(names: &[(String, String)], two_node: bool) -> String {
@@ -113,7 +115,17 @@ impl Lab {
             two_node: n == 2,
             created_mount_point,
             root,
+            fence: None,
         };
+        // The lab's fence agent, laid over /usr/sbin in each node's mount namespace.
+        let sbin = lab.dir.join("sbin");
+        fs::create_dir_all(&sbin).unwrap();
+        fs::copy(
+            Path::new(&super::repo()).join("lab/fence_lab"),
+            sbin.join("fence_lab"),
+        )
+        .unwrap();
+        must("chmod", &["0755", sbin.join("fence_lab").to_str().unwrap()]);
         for i in 1..=n {
             let name = format!("n{i}");
             let ip = format!("{NET}.{}", 10 + i);
@@ -293,6 +305,10 @@ impl Lab {
                 script.push_str(&format!(
                     "mount --bind {} {OCF_MOUNT}; ",
                     OcfDir::get().provider().display()
+                ));
+                script.push_str(&format!(
+                    "mount -t overlay overlay -o lowerdir={}:/usr/sbin /usr/sbin; ",
+                    self.dir.join("sbin").display()
                 ));
                 script.push_str(&format!(
                     "hostname {}; touch /run/holder-ready; exec sleep 1000000",
@@ -569,8 +585,54 @@ impl Lab {
         let _ = sh("ip", &["-n", &node.ns.name, "link", "set", "lan0", "down"]);
     }
 
+    /// Fencing on, the way an administrator turns it on: a STONITH device of the lab's fence
+    /// agent for every node (its reboot done as an off: the node stays down until the test
+    /// brings it back), and stonith-enabled=true.
+    pub fn enable_fencing(&mut self) {
+        let nodes = self
+            .nodes
+            .iter()
+            .map(|n| (n.name.clone(), n.ns.name.clone(), "lan0".to_string()))
+            .collect();
+        let desk = super::fence::FenceDesk::start(&self.dir.join("fence"), nodes);
+        let hosts = self.node_names().join(" ");
+        let out = self.sh(
+            0,
+            &format!(
+                "pcs stonith create lab-fence fence_lab lab_dir={} pcmk_host_list='{hosts}' \
+                 pcmk_reboot_action=off && pcs property set stonith-enabled=true",
+                desk.dir.display()
+            ),
+        );
+        if !out.status.success() {
+            let seen = self.sh(
+                0,
+                "ls -la /usr/sbin/fence_lab; /usr/sbin/fence_lab -o metadata | head -3; \
+                 stonith_admin --list-installed | grep -c fence_; \
+                 stonith_admin --metadata --agent fence_lab | head -3",
+            );
+            panic!(
+                "fencing on: {}{}\n{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr),
+                String::from_utf8_lossy(&seen.stdout),
+                String::from_utf8_lossy(&seen.stderr)
+            );
+        }
+        self.fence = Some(desk);
+        let started = super::wait_for(Duration::from_secs(60), || {
+            let xml = self.crm_mon_xml();
+            xml.lines()
+                .any(|l| l.contains("id=\"lab-fence\"") && l.contains("role=\"Started\""))
+        });
+        assert!(started, "lab-fence started:\n{}", self.crm_mon_text());
+    }
+
     /// Brings a crashed node back: link, address, fresh boot, etcd member (same data).
     pub fn restart(&mut self, i: usize) {
+        if let Some(desk) = &self.fence {
+            desk.powered_on(&self.nodes[i].name);
+        }
         let (ns, ip) = (self.nodes[i].ns.name.clone(), self.nodes[i].ip.clone());
         must("ip", &["-n", &ns, "link", "set", "lan0", "up"]);
         must(
@@ -589,6 +651,73 @@ impl Lab {
             h.is_some()
         });
         h
+    }
+
+    /// The one node promoted, as seen from node `from`, once there is exactly one and it is
+    /// not `not` (bounded).
+    pub fn wait_promoted(
+        &self,
+        from: usize,
+        resource: &str,
+        not: Option<&str>,
+        limit: Duration,
+    ) -> String {
+        let mut last = Vec::new();
+        let ok = super::wait_for(limit, || {
+            last = self.promoted_seen_from(from, resource);
+            last.len() == 1 && Some(last[0].as_str()) != not
+        });
+        assert!(
+            ok,
+            "expected one promoted {resource} (not {not:?}), got {last:?}\n{}",
+            self.crm_mon_text()
+        );
+        last[0].clone()
+    }
+
+    /// The pids of the processes named `comm` on node `i` (its network namespace).
+    pub fn pids_of(&self, i: usize, comm: &str) -> Vec<String> {
+        super::pids_in(&self.nodes[i].ns.name)
+            .into_iter()
+            .filter(|pid| {
+                fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == comm)
+            })
+            .collect()
+    }
+
+    /// A firewall between node `i` and etcd: every TCP connection it opens to an etcd client
+    /// port (2379), its own member's included, is routed into a link that answers nothing
+    /// (silent, not refused); etcd's peers (2380) and corosync are untouched.
+    pub fn cut_from_etcd(&self, i: usize) {
+        let ns = &self.nodes[i].ns.name;
+        for cmd in [
+            "link add hmblk0 type veth peer name hmblk1",
+            "link set hmblk0 up",
+            "link set hmblk1 up",
+            "route add default dev hmblk0 table 100",
+            "rule add pref 50 iif lo ipproto tcp dport 2379 lookup 100",
+            "rule add pref 100 lookup local",
+            "rule del pref 0",
+        ] {
+            let mut args = vec!["-n", ns];
+            args.extend(cmd.split(' '));
+            must("ip", &args);
+        }
+    }
+
+    /// The firewall of cut_from_etcd removed.
+    pub fn reconnect_to_etcd(&self, i: usize) {
+        let ns = &self.nodes[i].ns.name;
+        for cmd in [
+            "rule add pref 0 lookup local",
+            "rule del pref 100",
+            "rule del pref 50",
+            "link del hmblk0",
+        ] {
+            let mut args = vec!["-n", ns];
+            args.extend(cmd.split(' '));
+            must("ip", &args);
+        }
     }
 
     /// Cuts node `i` off the switch (its processes keep running): a partition.
@@ -737,8 +866,9 @@ pub fn create_topology_with(lab: &Lab, script: &str, trace: bool, extra: &str) -
 /// HTTP over TCP, 150 ms timeouts) and records when it got a 200.
 pub struct HealthClient {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    handle: Option<std::thread::JoinHandle<Vec<(Instant, bool)>>>,
+    handle: Option<std::thread::JoinHandle<()>>,
     latest_ok: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    samples: std::sync::Arc<std::sync::Mutex<Vec<(Instant, bool)>>>,
 }
 
 impl HealthClient {
@@ -749,9 +879,10 @@ impl HealthClient {
         let latest_ok = std::sync::Arc::new(AtomicBool::new(false));
         let (ns, stop2, latest2) = (lab.switch.name.clone(), stop.clone(), latest_ok.clone());
         let addr: std::net::SocketAddr = format!("{vip}:{port}").parse().unwrap();
+        let samples = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let kept = samples.clone();
         let handle = std::thread::spawn(move || {
             super::enter_netns(&ns);
-            let mut samples = Vec::new();
             let limit = Instant::now() + Duration::from_secs(1800);
             while !stop2.load(Ordering::SeqCst) && Instant::now() < limit {
                 let t = Instant::now();
@@ -766,17 +897,22 @@ impl HealthClient {
                         || buf[..n].starts_with(b"HTTP/1.0 200"))
                 })()
                 .unwrap_or(false);
-                samples.push((t, ok));
+                kept.lock().unwrap().push((t, ok));
                 latest2.store(ok, Ordering::SeqCst);
                 std::thread::sleep(Duration::from_millis(20).saturating_sub(t.elapsed()));
             }
-            samples
         });
         HealthClient {
             stop,
             handle: Some(handle),
             latest_ok,
+            samples,
         }
+    }
+
+    /// The samples so far, the client polling on.
+    pub fn samples(&self) -> Vec<(Instant, bool)> {
+        self.samples.lock().unwrap().clone()
     }
 
     pub fn wait_ok(&self, limit: Duration) -> bool {
@@ -794,7 +930,10 @@ impl HealthClient {
 
     pub fn finish(mut self) -> Vec<(Instant, bool)> {
         self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
-        self.handle.take().unwrap().join().unwrap()
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+        self.samples()
     }
 }
 
@@ -805,6 +944,33 @@ pub fn outage(samples: &[(Instant, bool)], fault: Instant) -> Option<Duration> {
     let first_fail = samples.iter().position(|s| s.0 >= fault && !s.1)?;
     let last_ok = samples[..first_fail].iter().rev().find(|s| s.1)?.0;
     Some(first_ok_after(samples, fault)? - last_ok)
+}
+
+/// The longest run of failed samples between `from` and `to`: how long the client went
+/// without an answer (from the last success before the run to the first after it).
+pub fn longest_outage(samples: &[(Instant, bool)], from: Instant, to: Instant) -> Duration {
+    let mut longest = Duration::ZERO;
+    let mut last_ok: Option<Instant> = None;
+    let mut failing = false;
+    for (t, ok) in samples.iter().filter(|s| s.0 <= to) {
+        match (ok, failing) {
+            (true, true) => {
+                if let Some(l) = last_ok {
+                    if *t >= from {
+                        longest = longest.max(*t - l);
+                    }
+                }
+                failing = false;
+                last_ok = Some(*t);
+            }
+            (true, false) => last_ok = Some(*t),
+            (false, _) => failing = true,
+        }
+    }
+    if let (true, Some(l)) = (failing, last_ok) {
+        longest = longest.max(to.saturating_duration_since(l));
+    }
+    longest
 }
 
 /// The first 200 after the first failure at or after `fault`.

@@ -304,6 +304,28 @@ impl EtcdCluster {
         super::kill_in(&self.members[i].ns_name, |comm| comm == "etcd");
     }
 
+    /// Stops member `i`'s process (SIGSTOP): it keeps its sockets, so the kernel still takes
+    /// connections, but nothing answers — silent, not refused.
+    pub fn freeze_member(&self, i: usize) {
+        self.signal_member(i, "-STOP");
+    }
+
+    /// SIGCONT to a frozen member.
+    pub fn thaw_member(&self, i: usize) {
+        self.signal_member(i, "-CONT");
+    }
+
+    /// `sig` to every etcd in member `i`'s namespace (never pkill: pids are shared with the
+    /// host and every other namespace).
+    fn signal_member(&self, i: usize, sig: &str) {
+        for pid in super::pids_in(&self.members[i].ns_name) {
+            let comm = fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            if comm.trim() == "etcd" {
+                let _ = super::sh("kill", &[sig, &pid]);
+            }
+        }
+    }
+
     /// Stops every member (the host's teardown: before the files they write are removed).
     pub fn stop_all(&mut self) {
         for i in 0..self.members.len() {

@@ -9,6 +9,7 @@ pub mod bench;
 pub mod cluster;
 pub mod deadline;
 pub mod etcd;
+pub mod fence;
 pub mod master;
 pub mod phases;
 pub mod prometheus;

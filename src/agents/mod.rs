@@ -77,8 +77,14 @@ pub fn run_ocf(agent: &AgentDef, action: Option<&str>) -> OcfExit {
         reason: Some(f.reason),
     });
     if let Some(why) = &outcome.reason {
-        if outcome.exit != OcfExit::Success {
-            log::error!("{} {}: {why}", agent.info.name, action.unwrap_or(""));
+        let (name, action) = (agent.info.name, action.unwrap_or(""));
+        match outcome.exit {
+            OcfExit::Success => {}
+            // Serving, in need of attention: no error.
+            OcfExit::DegradedPromoted | OcfExit::Degraded => {
+                log::warn!("{name} {action}: {why}")
+            }
+            _ => log::error!("{name} {action}: {why}"),
         }
         reason::print_reason(&env.exit_reason_prefix, why);
     }

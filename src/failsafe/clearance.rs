@@ -243,13 +243,21 @@ pub fn promoted_on(xml: &str, resource: &str, node: &str) -> Option<bool> {
     answered.then_some(false)
 }
 
-/// "2026-12-02 08:30:00 +00:00" (or +0000, or without a zone: UTC), as Pacemaker writes a
-/// fencing event's completion, in Unix ms.
+/// A fencing event's completion as Pacemaker writes it — "2026-12-02 09:10:37Z" (2.1),
+/// "2026-12-02 08:30:00 +01:00", "+0100", an ISO "T" between date and time, fractions of a
+/// second, no zone at all (UTC) — in Unix ms.
 fn unix_ms_of(text: &str) -> Option<u64> {
+    let text = text.trim().replacen('T', " ", 1);
     let mut parts = text.split_whitespace();
     let date = parts.next()?;
-    let time = parts.next()?;
-    let zone = parts.next();
+    let mut time = parts.next()?.to_string();
+    let mut zone = parts.next().map(str::to_string);
+    // A zone glued to the time: "09:10:37Z", "09:10:37+01:00".
+    if let Some(i) = time.find(['Z', '+', '-']) {
+        zone = Some(time[i..].to_string());
+        time.truncate(i);
+    }
+    let zone = zone.as_deref();
     let mut d = date.split('-').map(|x| x.parse::<i64>().ok());
     let (y, m, day) = (d.next()??, d.next()??, d.next()??);
     let mut t = time.split(':');
@@ -422,10 +430,11 @@ mod tests {
 
     #[test]
     fn pacemakers_xml_is_read_for_fences_and_roles() {
+        // Pacemaker 2.1.5's answer after the lab's fence desk powered n1 off.
         let history = r#"<pacemaker-result api-version="2.25" request="stonith_admin --history n1 --output-as=xml">
-  <fence_history>
-    <fence_event action="reboot" target="n1" client="stonith_admin" origin="n2" status="success" completed="2026-12-02 08:30:00 +00:00"/>
-  </fence_history>
+  <list name="fencing history" count="1">
+    <fence_event action="reboot" target="n1" client="pacemaker-controld.27843" origin="n2" status="success" delegate="n2" completed="2026-12-02 08:30:00Z"/>
+  </list>
   <status code="0" message="OK"/>
 </pacemaker-result>"#;
         let at = unix_ms_of("2026-12-02 08:30:00 +00:00").unwrap();
@@ -439,7 +448,17 @@ mod tests {
 </pacemaker-result>"#;
         assert_eq!(fenced_after(empty, "n1", 0), Some(false));
         assert_eq!(fenced_after("", "n1", 0), None);
-        assert_eq!(unix_ms_of("2026-12-02 09:30:00 +01:00"), Some(at));
+        for other in [
+            "2026-12-02 09:30:00 +01:00",
+            "2026-12-02 09:30:00 +0100",
+            "2026-12-02T08:30:00Z",
+            "2026-12-02 08:30:00",
+            "2026-12-02 07:30:00-01:00",
+        ] {
+            assert_eq!(unix_ms_of(other), Some(at), "{other}");
+        }
+        assert_eq!(unix_ms_of("2026-12-02 08:30:00.250Z"), Some(at + 250));
+        assert_eq!(unix_ms_of("yesterday"), None);
         let mon = r#"<pacemaker-result>
   <resources>
     <clone id="api-clone" multi_state="true">

@@ -62,10 +62,24 @@ pub async fn confirm(etcd: Etcd, key: String, lease: LeaseId, limit: Duration, f
     }
 }
 
+/// A warning repeated while etcd is out is said once, then at most this often.
+const WARN_EVERY: Duration = Duration::from_secs(30);
+
+/// Whether a warning may be said now (once, then every WARN_EVERY).
+fn due(last: &mut Option<Instant>) -> bool {
+    let now = Instant::now();
+    if last.is_some_and(|t| now < t + WARN_EVERY) {
+        return false;
+    }
+    *last = Some(now);
+    true
+}
+
 /// Watches the key for deletion or another lease. Each (re)start reads the key first and
 /// watches from the revision of that read, so a stream broken by a member's restart or by
 /// history compaction is replaced by one that misses nothing that matters.
 pub async fn watch_ownership(etcd: Etcd, key: String, lease: LeaseId, fence: Fence) {
+    let mut warned = None;
     loop {
         let read = etcd.holder(&key).await;
         let seen = read.as_ref().map(|h| h.as_ref().map(|h| h.lease));
@@ -82,15 +96,19 @@ pub async fn watch_ownership(etcd: Etcd, key: String, lease: LeaseId, fence: Fen
                             }
                         }
                         Err(e) => {
-                            log::warn!("key watch: {e}; watching again from a fresh read");
+                            if due(&mut warned) {
+                                log::warn!("key watch: {e}; watching again from a fresh read");
+                            }
                             break;
                         }
                     }
                 },
-                Err(e) => log::warn!("key watch: {e}"),
+                Err(e) if due(&mut warned) => log::warn!("key watch: {e}"),
+                Err(_) => {}
             },
             Ok(None) => {}
-            Err(e) => log::warn!("reading the leader key: {e}"),
+            Err(e) if due(&mut warned) => log::warn!("reading the leader key: {e}"),
+            Err(_) => {}
         }
         tokio::time::sleep(REWATCH_PAUSE).await;
     }

@@ -59,8 +59,9 @@ pub(super) struct Hold {
     key_gone: bool,
     /// etcd said our lease is gone: take the key back.
     lease_gone: bool,
-    /// A keepalive failed since the last renewal applied.
+    /// A keepalive failed since the last renewal applied; how many in a row.
     failing: bool,
+    failed_in_row: u32,
     retake_out: bool,
     /// The last doubt said (logged once).
     doubt: Option<String>,
@@ -179,14 +180,18 @@ impl<K: Kernel> Machine<K> {
         }
     }
 
-    /// A keepalive failed (no answer, or no usable one): etcd may be out.
-    pub(super) fn renewal_failed(&mut self) {
+    /// A keepalive failed (no answer, or no usable one): etcd may be out. How many failed in
+    /// a row since the last renewal applied.
+    pub(super) fn renewal_failed(&mut self) -> u32 {
         self.hold.failing = true;
+        self.hold.failed_in_row = self.hold.failed_in_row.saturating_add(1);
+        self.hold.failed_in_row
     }
 
     /// A renewal applied: etcd keeps the lease.
     pub(super) fn renewal_applied(&mut self, now: Duration) {
         self.hold.failing = false;
+        self.hold.failed_in_row = 0;
         self.hold.etcd_answered(now);
     }
 
@@ -333,6 +338,8 @@ impl<K: Kernel> Machine<K> {
                 self.hold.etcd_answered(now);
                 self.hold.lease_gone = false;
                 self.hold.key_gone = false;
+                self.hold.failing = false;
+                self.hold.failed_in_row = 0;
                 self.lead.regrant(sent, ttl);
                 self.last_renewal_sent = self.last_renewal_sent.max(sent);
                 self.renewal_out = None;

@@ -80,6 +80,10 @@ pub const VIP_RETRY: Duration = Duration::from_millis(20);
 const CHECK_EVERY: Duration = Duration::from_millis(100);
 /// Retry of a keepalive that failed (racing for a member that answers).
 const RENEW_RETRY: Duration = Duration::from_millis(20);
+/// Keepalives that failed in a row before the retry slows to hold::RETRY_HOLDING.
+const RACE_ATTEMPTS: u32 = 3;
+/// A keepalive's failure is logged at most this often.
+const RENEW_LOG_EVERY: Duration = Duration::from_secs(5);
 /// Retry of a release that failed.
 const RELEASE_RETRY: Duration = Duration::from_secs(1);
 
@@ -136,6 +140,8 @@ pub struct Machine<K> {
     observed: Observed,
     /// Holding through an etcd outage (hold.rs).
     hold: hold::Hold,
+    /// When a keepalive's failure was last logged.
+    last_renew_log: Option<Duration>,
 }
 
 impl<K: Kernel> Machine<K> {
@@ -178,6 +184,7 @@ impl<K: Kernel> Machine<K> {
             queued_loss: None,
             observed: Observed::default(),
             hold: hold::Hold::new(false, sent),
+            last_renew_log: None,
         };
         m.hold = hold::Hold::new(m.plan.hold, sent);
         m.sync_timers();
@@ -284,15 +291,25 @@ impl<K: Kernel> Machine<K> {
             Input::RenewFailed { sent, why } => {
                 if self.renewal_out == Some(sent) {
                     self.renewal_out = None;
-                    self.renewal_failed();
-                    // Racing for a member that answers; while holding, etcd is out.
-                    let retry = match self.phase {
-                        Phase::Holding => hold::RETRY_HOLDING,
+                    let in_row = self.renewal_failed();
+                    // Racing for a member that answers; after a few failures in a row, and
+                    // while holding, etcd is out: no storm of attempts.
+                    let retry = match (self.phase, in_row) {
+                        (Phase::Holding, _) => hold::RETRY_HOLDING,
+                        (_, n) if n > RACE_ATTEMPTS => hold::RETRY_HOLDING,
                         _ => RENEW_RETRY,
                     };
                     self.next_renewal_at = now + retry;
-                    if self.phase != Phase::Holding {
-                        self.log(Level::Warn, format!("keepalive: {why}"));
+                    // Said once, then once in a while: an outage is not a log flood.
+                    if self
+                        .last_renew_log
+                        .is_none_or(|t| now >= t + RENEW_LOG_EVERY)
+                    {
+                        self.last_renew_log = Some(now);
+                        self.log(
+                            Level::Warn,
+                            format!("keepalive: {why} ({in_row} failed in a row)"),
+                        );
                     }
                 }
             }
@@ -420,6 +437,7 @@ impl<K: Kernel> Machine<K> {
             return;
         }
         self.renewal_applied(now);
+        self.last_renew_log = None;
         self.last_renewal_sent = self.last_renewal_sent.max(sent);
         self.next_renewal_at = sent + self.plan.clock.keepalive_interval();
         self.ping_watchdog();

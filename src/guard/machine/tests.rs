@@ -479,6 +479,24 @@ fn run_outage(
     seen
 }
 
+/// Ticks from `from` (ms) until the machine sends a keepalive (within two seconds): its send
+/// time.
+fn next_keepalive(m: &mut Machine<Late>, from: u64) -> Duration {
+    let t = Duration::from_millis;
+    for ms in (from..from + 2_000).step_by(50) {
+        m.kernel.now = t(ms);
+        m.handle(t(ms), Input::Tick);
+        let sent = drain(m).into_iter().find_map(|o| match o {
+            Order::Keepalive { sent } => Some(sent),
+            _ => None,
+        });
+        if let Some(sent) = sent {
+            return sent;
+        }
+    }
+    panic!("no keepalive within two seconds of {from} ms");
+}
+
 #[test]
 fn a_whole_cluster_holds_past_the_deadline_and_etcd_back_ends_the_hold_untouched() {
     let t = Duration::from_millis;
@@ -502,17 +520,9 @@ fn a_whole_cluster_holds_past_the_deadline_and_etcd_back_ends_the_hold_untouched
     let v = m.view();
     assert!(v.hold.since.is_some() && v.hold.proof.is_some());
     // etcd answers again: the same lease, extended by its new leader.
-    m.kernel.now = t(20_000);
-    m.handle(t(20_000), Input::Tick);
-    let sent = drain(&mut m)
-        .into_iter()
-        .find_map(|o| match o {
-            Order::Keepalive { sent } => Some(sent),
-            _ => None,
-        })
-        .expect("a keepalive");
+    let sent = next_keepalive(&mut m, 20_000);
     m.handle(
-        t(20_010),
+        sent + t(10),
         Input::Renewed {
             sent,
             ttl: Duration::from_secs(10),
@@ -616,19 +626,10 @@ fn a_lease_etcd_let_go_is_taken_back_and_a_key_taken_fences() {
     let mut m = hold_machine();
     run_outage(&mut m, 100, 15_000, |_| vec![1, 2, 3]);
     m.handle(t(15_000), Input::KeyLost(None));
-    let mut sent = None;
-    for ms in (15_000..16_000).step_by(50) {
-        m.kernel.now = t(ms);
-        m.handle(t(ms), Input::Tick);
-        sent = sent.or(drain(&mut m).into_iter().find_map(|o| match o {
-            Order::Keepalive { sent } => Some(sent),
-            _ => None,
-        }));
-    }
-    let sent = sent.expect("a keepalive");
+    let sent = next_keepalive(&mut m, 15_000);
     assert!(m.fenced().is_none());
     m.handle(
-        t(16_000),
+        sent + t(10),
         Input::Renewed {
             sent,
             ttl: Duration::from_secs(10),
