@@ -123,7 +123,8 @@ impl Failure for ServiceError {
     fn exit(&self) -> OcfExit {
         match self {
             ServiceError::NotInstalled(_) => OcfExit::ErrInstalled,
-            ServiceError::Failed(_) => OcfExit::ErrConfigured,
+            ServiceError::Invalid(_) => OcfExit::ErrConfigured,
+            ServiceError::Failed(_) => OcfExit::ErrGeneric,
         }
     }
 }
@@ -250,6 +251,16 @@ mod tests {
         assert_eq!(
             InstallError::Service(ServiceError::NotInstalled("no systemctl".into())).exit(),
             OcfExit::ErrInstalled
+        );
+        // A file with no certificate is the configuration's fault; a start that failed now is
+        // this node's, not a reason to stop the resource everywhere.
+        assert_eq!(
+            ServiceError::Invalid("no PEM".into()).exit(),
+            OcfExit::ErrConfigured
+        );
+        assert_eq!(
+            ServiceError::Failed("systemctl start api.service failed".into()).exit(),
+            OcfExit::ErrGeneric
         );
     }
 }

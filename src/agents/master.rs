@@ -17,7 +17,7 @@ use crate::params::Values;
 use crate::presence::Presence;
 use crate::resource::config::InstallError;
 use crate::resource::config::MasterConfig;
-use crate::resource::dir::ResourceDir;
+use crate::resource::dir::{LockError, ResourceDir};
 use crate::resource::status::{self, GuardStatus};
 use crate::service::process::{stop_orphan, unit_presence, UNIT_LOOK};
 use crate::service::{ServiceSpec, STOP_GRACE};
@@ -105,7 +105,7 @@ pub enum MasterError {
     Unsupported(String),
     /// Another operation holds the resource's lock, or it cannot be taken.
     #[error("{0}")]
-    Locked(String),
+    Locked(LockError),
     #[error("reload-agent: {0}")]
     Reload(status::ClientError),
     #[error("cannot {what} {}: {source}", path.display())]
@@ -183,10 +183,7 @@ fn act(action: Action, env: &OcfEnv) -> Done {
             Ok(l) => Some(l),
             // A lock file that cannot be made (/run full, read-only) must not fail stop or
             // demote, which Pacemaker would answer by fencing the node: they go on without.
-            Err(why)
-                if matches!(action, Action::Stop | Action::Demote)
-                    && !why.starts_with("another operation") =>
-            {
+            Err(LockError::Unavailable(why)) if matches!(action, Action::Stop | Action::Demote) => {
                 log::warn!("{why}; going on without the resource lock");
                 None
             }

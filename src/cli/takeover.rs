@@ -137,7 +137,7 @@ fn takeover(a: &TakeoverArgs) -> Result<OcfExit, CliError> {
     let dir = ResourceDir::new(&crate::runfiles::root(), &resource);
     let _lock = dir
         .lock(Duration::from_secs(2), "hamaster takeover")
-        .map_err(CliError::Refused)?;
+        .map_err(|e| CliError::Refused(e.to_string()))?;
     let node = a.node.clone().unwrap_or_else(hostname);
     eprintln!(
         "hamaster takeover: {resource} as {node}: waiting up to {} s for the leader key {}; `hamaster release --resource {resource}` or Ctrl-C steps down",

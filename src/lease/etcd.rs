@@ -708,14 +708,8 @@ impl Etcd {
                 TxnOpResponse::Txn(t) => t.succeeded(),
                 _ => false,
             });
-        match self.revoke(lease).await {
-            Ok(()) => Ok(deleted),
-            // Already gone (expired or revoked): nothing left to release.
-            Err(LeaseError::Etcd { detail, .. }) if detail.contains("lease not found") => {
-                Ok(deleted)
-            }
-            Err(e) => Err(e),
-        }
+        // Revoked, or already gone (expired or revoked): nothing left to release either way.
+        self.revoke(lease).await.map(|_| deleted)
     }
 
     /// Whether the key still carries `lease`: one transaction comparing the key's lease.
@@ -730,12 +724,19 @@ impl Etcd {
             .succeeded())
     }
 
-    pub async fn revoke(&self, lease: LeaseId) -> Result<(), LeaseError> {
+    /// Revokes `lease`: Ok(true) when etcd revoked it, Ok(false) when etcd answered that it
+    /// has no such lease (expired or revoked already) — an answer, not a failure.
+    pub async fn revoke(&self, lease: LeaseId) -> Result<bool, LeaseError> {
         self.call("lease revoke", |mut c| async move {
-            c.lease_revoke(lease.0).await
+            match c.lease_revoke(lease.0).await {
+                Ok(_) => Ok(true),
+                Err(etcd_client::Error::GRpcStatus(s)) if i32::from(s.code()) == GRPC_NOT_FOUND => {
+                    Ok(false)
+                }
+                Err(e) => Err(e),
+            }
         })
         .await
-        .map(drop)
     }
 
     /// Watches the key from `revision` on.
@@ -872,6 +873,10 @@ impl KeepAlive {
         }
     }
 }
+
+/// gRPC's status code NOT_FOUND: etcd's answer (ErrGRPCLeaseNotFound, "etcdserver: requested
+/// lease not found") to a request naming a lease it does not have.
+const GRPC_NOT_FOUND: i32 = 5;
 
 /// What etcd-client's lease_keep_alive says (LeaseKeepAliveError) when etcd answers a fresh
 /// stream's first keepalive with TTL 0: the lease does not exist.

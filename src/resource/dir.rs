@@ -15,6 +15,21 @@ use crate::runfiles::{create_private, open_private, private_dir, write_private};
 const MAX_SOCKET_PATH: usize = 107;
 
 /// A held resource lock (see `ResourceDir::lock`).
+/// Why the resource's lock was not taken.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LockError {
+    /// Another operation holds it (its pid and name, as it wrote them).
+    #[error(
+        "another operation on this resource holds its lock on this node ({holder}), still after \
+         {} ms",
+        waited.as_millis()
+    )]
+    Busy { holder: String, waited: Duration },
+    /// The lock file cannot be made or locked (/run full or read-only, …).
+    #[error("{0}")]
+    Unavailable(String),
+}
+
 pub struct ResourceLock {
     _held: nix::fcntl::Flock<std::fs::File>,
 }
@@ -89,15 +104,16 @@ impl ResourceDir {
     /// Takes the resource's lock on this node, which serialises agent actions (Pacemaker's,
     /// `pcs resource debug-*`, `crm_resource --force-*`) and `hamaster takeover`. Waits up to
     /// `limit`; on failure the reason names who holds it. Released when dropped.
-    pub fn lock(&self, limit: Duration, who: &str) -> Result<ResourceLock, String> {
+    pub fn lock(&self, limit: Duration, who: &str) -> Result<ResourceLock, LockError> {
         use nix::errno::Errno;
         use nix::fcntl::{Flock, FlockArg};
+        let cannot = |what: String| LockError::Unavailable(what);
         self.create()
-            .map_err(|e| format!("cannot create {}: {e}", self.root.display()))?;
+            .map_err(|e| cannot(format!("cannot create {}: {e}", self.root.display())))?;
         let path = self.root.join("lock");
         let until = Instant::now() + limit;
-        let mut file =
-            open_private(&path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        let mut file = open_private(&path)
+            .map_err(|e| cannot(format!("cannot open {}: {e}", path.display())))?;
         loop {
             match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
                 Ok(mut held) => {
@@ -112,14 +128,12 @@ impl ResourceDir {
                 Err((_, Errno::EWOULDBLOCK)) => {
                     let holder = std::fs::read_to_string(&path).unwrap_or_default();
                     let holder = holder.trim();
-                    return Err(format!(
-                        "another operation on this resource holds its lock on this node ({}), \
-                         still after {} ms",
-                        if holder.is_empty() { "unknown" } else { holder },
-                        limit.as_millis()
-                    ));
+                    return Err(LockError::Busy {
+                        holder: if holder.is_empty() { "unknown" } else { holder }.to_string(),
+                        waited: limit,
+                    });
                 }
-                Err((_, e)) => return Err(format!("cannot lock {}: {e}", path.display())),
+                Err((_, e)) => return Err(cannot(format!("cannot lock {}: {e}", path.display()))),
             }
         }
     }

@@ -46,7 +46,7 @@ pub fn roots_from_pem(
         let _ = roots.add(cert);
     }
     if roots.is_empty() {
-        return Err(ServiceError::Failed(format!(
+        return Err(ServiceError::Invalid(format!(
             "parameter {param}=\"{}\" holds no PEM certificate",
             path.display()
         )));

@@ -58,6 +58,10 @@ pub enum ServiceError {
     /// Something this node lacks (a program, a user, a file): OCF_ERR_INSTALLED.
     #[error("{0}")]
     NotInstalled(String),
+    /// A parameter's file that holds nothing usable (no PEM certificate): OCF_ERR_CONFIGURED.
+    #[error("{0}")]
+    Invalid(String),
+    /// The service could not be started or asked on this node now: OCF_ERR_GENERIC.
     #[error("{0}")]
     Failed(String),
 }
