@@ -6,7 +6,7 @@ ROOT := --features root-tests
 # Tests, benchmarks and the demo never see this host's own watchdog (see the script).
 LAB := scripts/without-host-watchdog
 
-.PHONY: all build deps ocf docs golden check lint test check-etcd-fixed check-generations check-systemd check-guard check-watchdog check-cluster demo bench bench-guard bench-phases bench-failover bench-watchdog bench-observe rpm check-rpm clean
+.PHONY: all build deps ocf docs golden check lint test check-etcd-fixed check-generations check-systemd check-guard check-watchdog check-cluster demo bench bench-guard bench-phases bench-failover bench-watchdog bench-observe bench-outage rpm check-rpm clean
 
 all: build
 
@@ -121,6 +121,10 @@ bench-guard: deps
 # BENCH_ONLY=tuning measures crash failover per corosync/lease profile for docs/tuning.md.
 bench-failover: deps
 	$(LAB) $(CARGO) bench --bench failover
+
+# An etcd outage on fenced clusters: hamaster (auto, fence) and the IPaddr2 group side by side.
+bench-outage: deps
+	$(LAB) $(CARGO) bench --bench outage
 
 # Binary and source RPM into target/rpm/ (vendored crates, offline build).
 rpm: deps

@@ -173,7 +173,13 @@ fn an_etcd_outage_in_a_whole_fenced_cluster_costs_the_master_nothing() {
         obs.wait_state(pi, false, Duration::from_secs(40)),
         "the master stepped down"
     );
-    std::thread::sleep(Duration::from_secs(10));
+    // The other node's promote fails, saying why (pcs status shows it), as the docs say.
+    let mut text = String::new();
+    let said = support::wait_for(Duration::from_secs(60), || {
+        text = lab.crm_mon_text();
+        text.contains("etcd unreachable")
+    });
+    assert!(said, "a failed promote naming etcd:\n{text}");
     assert!(
         lab.promoted_seen_from(a, "api").is_empty(),
         "nobody promoted while etcd is out:\n{}",

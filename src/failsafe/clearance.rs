@@ -2,6 +2,10 @@
 //! failsafe record naming another node may take the key (and raise) only once that node is
 //! proven not to hold:
 //! - Pacemaker's fencing history shows it fenced after it wrote the record; or
+//! - it is out of this node's membership and, fencing being enabled, Pacemaker shows its node
+//!   offline and clean: a node that leaves the membership stays unclean until it is fenced
+//!   (or the operator confirms it down), and is clean otherwise only after an orderly shutdown
+//!   whose stop took its guard's VIP and service down; or
 //! - it is in this node's membership, and Pacemaker (whose CIB this membership shares) shows
 //!   its instance of the resource not promoted: demoted or stopped, its guard's VIP and service
 //!   down; or
@@ -35,6 +39,11 @@ pub struct Facts<'a> {
     /// Whether Pacemaker shows the holder's instance promoted (None: it could not be read, or
     /// no Pacemaker runs here).
     pub holder_promoted: Option<bool>,
+    /// Whether Pacemaker shows the holder's node offline and clean (None: it could not be
+    /// read).
+    pub holder_down_clean: Option<bool>,
+    /// Whether the cluster has fencing enabled (None: it could not be read).
+    pub fencing_enabled: Option<bool>,
     /// Since when (boot clock) this node has seen the holder out of its membership under the
     /// current ring (None: not seen out).
     pub outside_since: Option<Duration>,
@@ -112,6 +121,13 @@ pub fn clearance(f: &Facts, rules: &Rules) -> Clearance {
                  promoted cannot be read"
             )),
         },
+        // Out of the membership, and Pacemaker saw to it: fenced, or shut down in order.
+        _ if f.fencing_enabled == Some(true) && f.holder_down_clean == Some(true) => {
+            Clearance::Clear(format!(
+                "{holder} is out of this node's membership, and Pacemaker (fencing enabled) \
+                 shows its node offline and clean"
+            ))
+        }
         // Out of the membership (or no longer in the nodelist): the time bound.
         _ => {
             let since = f.outside_since.unwrap_or(f.now);
@@ -243,6 +259,33 @@ pub fn promoted_on(xml: &str, resource: &str, node: &str) -> Option<bool> {
     answered.then_some(false)
 }
 
+/// Whether `crm_mon --output-as=xml` shows `node` offline and clean (not unclean, not pending).
+/// None: no nodes section (crm_mon did not answer); a node it does not list is not shown down.
+pub fn down_clean(xml: &str, node: &str) -> Option<bool> {
+    use quick_xml::events::Event;
+    let mut reader = quick_xml::Reader::from_str(xml);
+    let mut answered = false;
+    loop {
+        match reader.read_event() {
+            Ok(Event::Start(e)) | Ok(Event::Empty(e)) => match e.name().as_ref() {
+                b"nodes" => answered = true,
+                b"node" if answered && attr(&e, "name").as_deref() == Some(node) => {
+                    let is = |key: &str, value: &str| attr(&e, key).as_deref() == Some(value);
+                    return Some(
+                        is("online", "false") && is("unclean", "false") && !is("pending", "true"),
+                    );
+                }
+                _ => {}
+            },
+            Ok(Event::End(e)) if e.name().as_ref() == b"nodes" => break,
+            Ok(Event::Eof) => break,
+            Err(_) => return None,
+            _ => {}
+        }
+    }
+    answered.then_some(false)
+}
+
 /// A fencing event's completion as Pacemaker writes it — "2026-12-02 09:10:37Z" (2.1),
 /// "2026-12-02 08:30:00 +01:00", "+0100", an ISO "T" between date and time, fractions of a
 /// second, no zone at all (UTC) — in Unix ms.
@@ -310,6 +353,8 @@ mod tests {
             cluster: Ok(c),
             fenced_since: Some(false),
             holder_promoted: Some(true),
+            holder_down_clean: Some(false),
+            fencing_enabled: Some(true),
             outside_since: None,
             now: Duration::from_secs(now),
             wait: Duration::from_secs(10),
@@ -484,5 +529,76 @@ mod tests {
         );
         assert_eq!(promoted_on(mon, "web", "n1"), Some(false));
         assert_eq!(promoted_on("", "api", "n1"), None);
+    }
+
+    #[test]
+    fn a_node_is_down_and_clean_only_offline_not_unclean_and_not_pending() {
+        // As crm_mon 2.1 writes them: n1 fenced, n2 lost and not fenced yet, n3 up.
+        let mon = r#"<pacemaker-result>
+  <nodes>
+    <node name="n1" id="1" online="false" standby="false" pending="false" unclean="false" shutdown="false" expected_up="false" resources_running="0" type="member"/>
+    <node name="n2" id="2" online="false" standby="false" pending="false" unclean="true" shutdown="false" expected_up="true" resources_running="1" type="member"/>
+    <node name="n3" id="3" online="true" standby="false" pending="false" unclean="false" shutdown="false" expected_up="true" resources_running="1" type="member"/>
+  </nodes>
+  <resources/>
+</pacemaker-result>"#;
+        assert_eq!(down_clean(mon, "n1"), Some(true));
+        assert_eq!(
+            down_clean(mon, "n2"),
+            Some(false),
+            "unclean: not fenced yet"
+        );
+        assert_eq!(down_clean(mon, "n3"), Some(false), "online");
+        assert_eq!(
+            down_clean(mon, "n4"),
+            Some(false),
+            "not listed: not shown down"
+        );
+        let pending = mon.replacen("pending=\"false\"", "pending=\"true\"", 1);
+        assert_eq!(down_clean(&pending, "n1"), Some(false));
+        // A node named in the resources section only is no node entry.
+        let resources_only = r#"<pacemaker-result><resources><resource id="api"><node name="n1" online="false" unclean="false"/></resource></resources></pacemaker-result>"#;
+        assert_eq!(down_clean(resources_only, "n1"), None);
+        assert_eq!(down_clean("", "n1"), None);
+    }
+
+    #[test]
+    fn a_holder_out_of_the_membership_is_clear_once_pacemaker_shows_it_down_and_clean() {
+        let (c, r) = (cluster(&[2, 3], "2.b"), record("n1"));
+        let rules = Rules::all();
+        let t = Duration::from_secs;
+        let f = Facts {
+            outside_since: Some(t(100)),
+            holder_promoted: Some(false),
+            holder_down_clean: Some(true),
+            ..facts(&c, &r, 101)
+        };
+        assert!(
+            matches!(clearance(&f, &rules), Clearance::Clear(w) if w.contains("offline and clean"))
+        );
+        // Not without fencing (a lost node is not unclean then), nor when either is unknown.
+        for (fencing, clean) in [
+            (Some(false), Some(true)),
+            (None, Some(true)),
+            (Some(true), None),
+        ] {
+            let g = Facts {
+                fencing_enabled: fencing,
+                holder_down_clean: clean,
+                ..f.clone()
+            };
+            assert!(
+                matches!(clearance(&g, &rules), Clearance::Wait { .. }),
+                "{fencing:?} {clean:?}"
+            );
+        }
+        // In the membership, Pacemaker's node view is not asked: the instance's role decides.
+        let inside = cluster(&[1, 2, 3], "1.c");
+        let g = Facts {
+            cluster: Ok(&inside),
+            holder_promoted: Some(true),
+            ..f.clone()
+        };
+        assert!(matches!(clearance(&g, &rules), Clearance::Blocked(_)));
     }
 }

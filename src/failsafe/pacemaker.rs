@@ -1,6 +1,7 @@
 //! What Pacemaker on this node says that the failsafe needs, each within a bound: whether the
-//! cluster has fencing enabled (etcd_outage=auto), whether a node was fenced after a moment,
-//! whether a node's instance of the resource is promoted (clearance). None: Pacemaker did not
+//! cluster has fencing enabled (etcd_outage=auto, clearance), whether a node was fenced after
+//! a moment, whether a node's instance of the resource is promoted and whether the node is
+//! offline and clean (clearance). None: Pacemaker did not
 //! answer (not running, or too slow) — never taken for "no".
 
 use std::time::Duration;
@@ -42,13 +43,29 @@ pub fn fenced_after(node: &str, since_unix_ms: u64) -> Option<bool> {
     .and_then(|xml| clearance::fenced_after(&xml, node, since_unix_ms))
 }
 
-/// Whether Pacemaker shows an instance of `resource` (its name without a clone suffix)
-/// promoted on `node`.
-pub fn promoted_on(resource: &str, node: &str) -> Option<bool> {
-    tool_output(
+/// What Pacemaker shows of a failsafe record's node, from one crm_mon run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeSeen {
+    /// Whether an instance of the resource is promoted there (None: not read, or no resource
+    /// named).
+    pub promoted: Option<bool>,
+    /// Whether the node is offline and clean (None: not read).
+    pub down_clean: Option<bool>,
+}
+
+/// What Pacemaker shows of `node`: whether an instance of `resource` (its name without a clone
+/// suffix) is promoted there, and whether the node is offline and clean.
+pub fn node_seen(resource: Option<&str>, node: &str) -> NodeSeen {
+    let xml = tool_output(
         LOOK,
         "crm_mon",
         &["--one-shot", "--inactive", "--output-as=xml"],
-    )
-    .and_then(|xml| clearance::promoted_on(&xml, resource, node))
+    );
+    let Some(xml) = xml else {
+        return NodeSeen::default();
+    };
+    NodeSeen {
+        promoted: resource.and_then(|r| clearance::promoted_on(&xml, r, node)),
+        down_clean: clearance::down_clean(&xml, node),
+    }
 }

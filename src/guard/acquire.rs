@@ -141,15 +141,13 @@ impl Guard {
     async fn look_at_record(&self, etcd: &Etcd, outside: &mut Outside) -> Result<Found, String> {
         let key = fs::record_key(&self.args.config.etcd.prefix, &self.args.resource);
         let outage = self.args.config.etcd.outage;
-        // The record, this node's corosync and the cluster's fencing, side by side.
+        // The record, this node's corosync and the cluster's fencing (whatever the policy: the
+        // takeover rule weighs it too), side by side.
         let fencing = async {
-            match outage {
-                EtcdOutage::Auto => tokio::task::spawn_blocking(fs::pacemaker::fencing_enabled)
-                    .await
-                    .ok()
-                    .flatten(),
-                _ => None,
-            }
+            tokio::task::spawn_blocking(fs::pacemaker::fencing_enabled)
+                .await
+                .ok()
+                .flatten()
         };
         let (read, cluster, fencing) =
             tokio::join!(etcd.read_record(&key), witness::ask(fs::ASK_LIMIT), fencing);
@@ -168,7 +166,7 @@ impl Guard {
             );
         }
         let names_other = record.as_ref().is_some_and(|r| r.node != self.args.node);
-        let (fenced_since, holder_promoted, outside_since) = match (&record, names_other) {
+        let (fenced_since, seen, outside_since) = match (&record, names_other) {
             (Some(r), true) => {
                 let holder = r.node.clone();
                 let since = r.written_unix_ms;
@@ -181,21 +179,23 @@ impl Guard {
                     .pacemaker_resource
                     .as_deref()
                     .map(|r| r.split(':').next().unwrap_or(r).to_string());
-                let promoted = tokio::task::spawn_blocking({
+                let seen = tokio::task::spawn_blocking({
                     let holder = holder.clone();
-                    move || fs::pacemaker::promoted_on(&resource?, &holder)
+                    move || fs::pacemaker::node_seen(resource.as_deref(), &holder)
                 });
                 let out = cluster
                     .as_ref()
                     .ok()
                     .and_then(|c| outside.look(c, &holder, boottime()));
-                (
-                    fenced.await.ok().flatten(),
-                    promoted.await.ok().flatten(),
-                    out,
-                )
+                // Fenced since says enough: crm_mon's answer is not waited for.
+                let fenced = fenced.await.ok().flatten();
+                let seen = match fenced {
+                    Some(true) => Default::default(),
+                    _ => seen.await.unwrap_or_default(),
+                };
+                (fenced, seen, out)
             }
-            _ => (None, None, None),
+            _ => (None, Default::default(), None),
         };
         let detection = crate::lease::cluster::corosync_membership_time()
             .unwrap_or(crate::lease::cluster::FALLBACK_MEMBERSHIP_TIME);
@@ -204,7 +204,9 @@ impl Guard {
             record: record.as_ref(),
             cluster: cluster.as_ref().map_err(String::as_str),
             fenced_since,
-            holder_promoted,
+            holder_promoted: seen.promoted,
+            holder_down_clean: seen.down_clean,
+            fencing_enabled: fencing,
             outside_since,
             now: boottime(),
             wait: clearance::wait_after_leaving(detection),

@@ -1451,6 +1451,10 @@ impl Sim {
             cluster: Ok(&c),
             fenced_since: Some(false),
             holder_promoted: Some(!hw.demoted),
+            // Pacemaker's view of nodes is not modelled: only the time bound and the
+            // demote clear a record here.
+            holder_down_clean: None,
+            fencing_enabled: None,
             outside_since: since,
             now: b_now,
             wait: clearance::wait_after_leaving(h.membership_time),

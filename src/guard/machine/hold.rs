@@ -31,6 +31,8 @@ use crate::failsafe::{ASK_EVERY, ASK_LIMIT, FENCE_BOUND, PROOF_LIFE};
 pub(super) const RETRY_HOLDING: Duration = Duration::from_millis(250);
 /// A retake that failed (etcd out still) is tried again this much later.
 const RETAKE_RETRY: Duration = Duration::from_millis(500);
+/// While holding, the hold and its proof are logged this often.
+const HOLD_LOG_EVERY: Duration = Duration::from_secs(30);
 
 /// What the hold shows the rest of the guard.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -67,6 +69,8 @@ pub(super) struct Hold {
     doubt: Option<String>,
     /// corosync's last answer (only the mutation tests' mistake reads it).
     last_seen: Option<Cluster>,
+    /// When the hold was last logged.
+    logged: Option<Duration>,
 }
 
 impl Hold {
@@ -119,6 +123,7 @@ impl<K: Kernel> Machine<K> {
                 // The deadline is past and we were not fenced: a proof covers it.
                 let proof = self.hold.view.proof.clone().map(|p| p.1);
                 self.hold.view.since = Some(now);
+                self.hold.logged = Some(now);
                 self.set_phase(Phase::Holding);
                 self.log(
                     Level::Warn,
@@ -137,14 +142,33 @@ impl<K: Kernel> Machine<K> {
                 self.set_phase(Phase::Leading);
                 self.hold.key_gone = false;
                 self.hold.lease_gone = false;
+                self.hold.logged = None;
                 self.log(
                     Level::Info,
                     format!(
-                        "etcd answers again: leading on the lease after holding for {:.1} s",
-                        now.saturating_sub(since).as_secs_f64()
+                        "etcd answers again: leading on the lease after holding for {:.1} s \
+                         (last proof: {})",
+                        now.saturating_sub(since).as_secs_f64(),
+                        self.proof_words()
                     ),
                 );
                 self.out(Order::Persist);
+            }
+            Phase::Holding => {
+                let since = self.hold.view.since.unwrap_or(now);
+                if self.hold.logged.is_none_or(|t| now >= t + HOLD_LOG_EVERY) {
+                    self.hold.logged = Some(now);
+                    let words = self.proof_words();
+                    self.log(
+                        Level::Warn,
+                        format!(
+                            "holding the VIP and the service through an etcd outage for {:.1} s \
+                             on corosync's word ({words}); etcd last answered {:.1} s ago",
+                            now.saturating_sub(since).as_secs_f64(),
+                            now.saturating_sub(self.hold.view.etcd_seen).as_secs_f64()
+                        ),
+                    );
+                }
             }
             _ => {}
         }
@@ -177,6 +201,14 @@ impl<K: Kernel> Machine<K> {
             self.timers.set(Timer::Ask, now + ASK_LIMIT * 2);
         } else {
             self.timers.set(Timer::Ask, next);
+        }
+    }
+
+    /// The latest proof in words, with how old it is.
+    fn proof_words(&self) -> String {
+        match &self.hold.view.proof {
+            Some((asked, said)) => format!("{said}, asked at {:.1} s", asked.as_secs_f64()),
+            None => "none".into(),
         }
     }
 
