@@ -2,10 +2,11 @@
 //! failsafe record naming another node may take the key (and raise) only once that node is
 //! proven not to hold:
 //! - Pacemaker's fencing history shows it fenced after it wrote the record; or
-//! - it is out of this node's membership and, fencing being enabled, Pacemaker shows its node
-//!   offline and clean: a node that leaves the membership stays unclean until it is fenced
-//!   (or the operator confirms it down), and is clean otherwise only after an orderly shutdown
-//!   whose stop took its guard's VIP and service down; or
+//! - it is out of this node's quorate membership and Pacemaker shows its node offline, clean
+//!   and running nothing, with fencing applied, startup fencing on, no maintenance (down_clean):
+//!   a node that leaves the membership stays unclean until it is fenced (or the operator
+//!   confirms it down), and is clean otherwise only after an orderly shutdown whose stop took
+//!   its guard's VIP and service down; or
 //! - it is in this node's membership, and Pacemaker (whose CIB this membership shares) shows
 //!   its instance of the resource not promoted: demoted or stopped, its guard's VIP and service
 //!   down; or
@@ -121,8 +122,13 @@ pub fn clearance(f: &Facts, rules: &Rules) -> Clearance {
                  promoted cannot be read"
             )),
         },
-        // Out of the membership, and Pacemaker saw to it: fenced, or shut down in order.
-        _ if f.fencing_enabled == Some(true) && f.holder_down_clean == Some(true) => {
+        // Out of the membership (of a quorate partition), and Pacemaker saw to it: fenced, or
+        // shut down in order.
+        Some(false)
+            if cluster.quorate
+                && f.fencing_enabled == Some(true)
+                && f.holder_down_clean == Some(true) =>
+        {
             Clearance::Clear(format!(
                 "{holder} is out of this node's membership, and Pacemaker (fencing enabled) \
                  shows its node offline and clean"
@@ -259,31 +265,101 @@ pub fn promoted_on(xml: &str, resource: &str, node: &str) -> Option<bool> {
     answered.then_some(false)
 }
 
-/// Whether `crm_mon --output-as=xml` shows `node` offline and clean (not unclean, not pending).
-/// None: no nodes section (crm_mon did not answer); a node it does not list is not shown down.
-pub fn down_clean(xml: &str, node: &str) -> Option<bool> {
+/// Whether `crm_mon --output-as=xml` shows fencing enabled, as the scheduler applies it
+/// (`fencing-enabled` from Pacemaker 3.0.2, `stonith-enabled` before and beside it). None: no
+/// cluster options (crm_mon did not answer).
+pub fn fencing_in(xml: &str) -> Option<bool> {
+    use quick_xml::events::Event;
+    let mut reader = quick_xml::Reader::from_str(xml);
+    loop {
+        match reader.read_event() {
+            Ok(Event::Start(e)) | Ok(Event::Empty(e))
+                if e.name().as_ref() == b"cluster_options" =>
+            {
+                return attr(&e, "fencing-enabled")
+                    .or_else(|| attr(&e, "stonith-enabled"))
+                    .map(|v| v == "true");
+            }
+            Ok(Event::Eof) | Err(_) => return None,
+            _ => {}
+        }
+    }
+}
+
+/// Whether `cibadmin --query --scope crm_config` leaves startup fencing on: no
+/// `startup-fencing` set to a false value in any property set (unset: Pacemaker's default,
+/// on). None: not a crm_config section.
+pub fn startup_fencing_in(xml: &str) -> Option<bool> {
     use quick_xml::events::Event;
     let mut reader = quick_xml::Reader::from_str(xml);
     let mut answered = false;
+    let mut on = true;
     loop {
         match reader.read_event() {
             Ok(Event::Start(e)) | Ok(Event::Empty(e)) => match e.name().as_ref() {
-                b"nodes" => answered = true,
-                b"node" if answered && attr(&e, "name").as_deref() == Some(node) => {
-                    let is = |key: &str, value: &str| attr(&e, key).as_deref() == Some(value);
-                    return Some(
-                        is("online", "false") && is("unclean", "false") && !is("pending", "true"),
-                    );
+                b"crm_config" => answered = true,
+                b"nvpair" if attr(&e, "name").as_deref() == Some("startup-fencing") => {
+                    let value = attr(&e, "value").unwrap_or_default();
+                    on &= crate::params::parse_bool(value.trim()) == Some(true);
                 }
                 _ => {}
             },
+            Ok(Event::Eof) => break,
+            Err(_) => return None,
+            _ => {}
+        }
+    }
+    answered.then_some(on)
+}
+
+/// Whether `crm_mon --output-as=xml` shows `node` down in a way only a fence or an orderly
+/// stop can make it: the scheduler applies fencing, the cluster is not in maintenance mode,
+/// its DC has quorum, and the node is a cluster member, offline, clean (not unclean, not
+/// pending), not in maintenance, and runs nothing (`resources_running="0"`: an unmanaged
+/// instance recorded there still counts). An attribute missing is not taken for the safe
+/// value. None: no nodes section (crm_mon did not answer); a node it does not list is not
+/// shown down.
+pub fn down_clean(xml: &str, node: &str) -> Option<bool> {
+    use quick_xml::events::Event;
+    let mut reader = quick_xml::Reader::from_str(xml);
+    let mut fencing = false;
+    let mut no_maintenance = false;
+    let mut dc_quorate = false;
+    let mut answered = false;
+    let mut down = false;
+    loop {
+        match reader.read_event() {
+            Ok(Event::Start(e)) | Ok(Event::Empty(e)) => {
+                let is = |key: &str, value: &str| attr(&e, key).as_deref() == Some(value);
+                match e.name().as_ref() {
+                    b"cluster_options" => {
+                        fencing = is("fencing-enabled", "true")
+                            || (attr(&e, "fencing-enabled").is_none()
+                                && is("stonith-enabled", "true"));
+                        no_maintenance = is("maintenance-mode", "false");
+                    }
+                    b"current_dc" => {
+                        dc_quorate = is("present", "true") && is("with_quorum", "true")
+                    }
+                    b"nodes" => answered = true,
+                    b"node" if answered && attr(&e, "name").as_deref() == Some(node) => {
+                        down = is("type", "member")
+                            && is("online", "false")
+                            && is("unclean", "false")
+                            && !is("pending", "true")
+                            && is("maintenance", "false")
+                            && is("resources_running", "0");
+                    }
+                    _ => {}
+                }
+            }
             Ok(Event::End(e)) if e.name().as_ref() == b"nodes" => break,
             Ok(Event::Eof) => break,
             Err(_) => return None,
             _ => {}
         }
     }
-    answered.then_some(false)
+    answered.then_some(fencing && no_maintenance && dc_quorate && down)
 }
 
 /// A fencing event's completion as Pacemaker writes it — "2026-12-02 09:10:37Z" (2.1),
@@ -532,16 +608,21 @@ mod tests {
     }
 
     #[test]
-    fn a_node_is_down_and_clean_only_offline_not_unclean_and_not_pending() {
+    fn a_node_is_down_and_clean_only_as_a_fence_or_an_orderly_stop_leaves_it() {
         // As crm_mon 2.1 writes them: n1 fenced, n2 lost and not fenced yet, n3 up.
         let mon = r#"<pacemaker-result>
+  <summary>
+    <current_dc present="true" version="2.1.5" name="n3" id="3" with_quorum="true"/>
+    <cluster_options stonith-enabled="true" symmetric-cluster="true" no-quorum-policy="stop" maintenance-mode="false" stop-all-resources="false"/>
+  </summary>
   <nodes>
-    <node name="n1" id="1" online="false" standby="false" pending="false" unclean="false" shutdown="false" expected_up="false" resources_running="0" type="member"/>
-    <node name="n2" id="2" online="false" standby="false" pending="false" unclean="true" shutdown="false" expected_up="true" resources_running="1" type="member"/>
-    <node name="n3" id="3" online="true" standby="false" pending="false" unclean="false" shutdown="false" expected_up="true" resources_running="1" type="member"/>
+    <node name="n1" id="1" online="false" standby="false" maintenance="false" pending="false" unclean="false" shutdown="false" expected_up="false" resources_running="0" type="member"/>
+    <node name="n2" id="2" online="false" standby="false" maintenance="false" pending="false" unclean="true" shutdown="false" expected_up="true" resources_running="1" type="member"/>
+    <node name="n3" id="3" online="true" standby="false" maintenance="false" pending="false" unclean="false" shutdown="false" expected_up="true" resources_running="1" type="member"/>
   </nodes>
   <resources/>
 </pacemaker-result>"#;
+        assert_eq!(fencing_in(mon), Some(true));
         assert_eq!(down_clean(mon, "n1"), Some(true));
         assert_eq!(
             down_clean(mon, "n2"),
@@ -554,11 +635,55 @@ mod tests {
             Some(false),
             "not listed: not shown down"
         );
-        let pending = mon.replacen("pending=\"false\"", "pending=\"true\"", 1);
-        assert_eq!(down_clean(&pending, "n1"), Some(false));
+        // Each condition alone keeps n1 from counting as down.
+        let n1 = r#"<node name="n1" id="1" online="false" standby="false" maintenance="false" pending="false" unclean="false" shutdown="false" expected_up="false" resources_running="0" type="member"/>"#;
+        for (from, to) in [
+            // An unmanaged instance still recorded there (maintenance, is-managed=false).
+            (r#"resources_running="0""#, r#"resources_running="1""#),
+            (r#"maintenance="false""#, r#"maintenance="true""#),
+            (r#"maintenance="false""#, ""),
+            (r#"pending="false""#, r#"pending="true""#),
+            (r#"type="member""#, r#"type="remote""#),
+        ] {
+            let changed = mon.replace(n1, &n1.replacen(from, to, 1));
+            assert_eq!(down_clean(&changed, "n1"), Some(false), "{to}");
+        }
+        for (from, to) in [
+            (r#"maintenance-mode="false""#, r#"maintenance-mode="true""#),
+            (r#"stonith-enabled="true""#, r#"stonith-enabled="false""#),
+            (r#"with_quorum="true""#, r#"with_quorum="false""#),
+            (r#"present="true""#, r#"present="false""#),
+        ] {
+            let changed = mon.replacen(from, to, 1);
+            assert_eq!(down_clean(&changed, "n1"), Some(false), "{to}");
+        }
+        // Pacemaker 3.0.2 writes both; fencing-enabled is the one the scheduler applies.
+        let both = mon.replace(
+            r#"stonith-enabled="true""#,
+            r#"fencing-enabled="false" stonith-enabled="true""#,
+        );
+        assert_eq!(fencing_in(&both), Some(false));
+        assert_eq!(down_clean(&both, "n1"), Some(false));
+        // startup-fencing: unset is on; false in any set is off.
+        let config = |v: &str| {
+            format!(
+                r#"<crm_config><cluster_property_set id="cib-bootstrap-options">{v}<nvpair id="o1" name="stonith-enabled" value="true"/></cluster_property_set></crm_config>"#
+            )
+        };
+        assert_eq!(startup_fencing_in(&config("")), Some(true));
+        let off = r#"<nvpair id="o2" name="startup-fencing" value="false"/>"#;
+        assert_eq!(startup_fencing_in(&config(off)), Some(false));
+        let on = r#"<nvpair id="o2" name="startup-fencing" value="true"/>"#;
+        assert_eq!(startup_fencing_in(&config(on)), Some(true));
+        assert_eq!(
+            startup_fencing_in(&config("<nvpair name=\"startup-fencing\"/>")),
+            Some(false)
+        );
+        assert_eq!(startup_fencing_in(""), None);
         // A node named in the resources section only is no node entry.
         let resources_only = r#"<pacemaker-result><resources><resource id="api"><node name="n1" online="false" unclean="false"/></resource></resources></pacemaker-result>"#;
         assert_eq!(down_clean(resources_only, "n1"), None);
+        assert_eq!(fencing_in(resources_only), None);
         assert_eq!(down_clean("", "n1"), None);
     }
 
@@ -592,6 +717,20 @@ mod tests {
                 "{fencing:?} {clean:?}"
             );
         }
+        // Not in a partition without quorum, nor for a node corosync does not know.
+        let mut lost = cluster(&[2, 3], "2.b");
+        lost.quorate = false;
+        let g = Facts {
+            cluster: Ok(&lost),
+            ..f.clone()
+        };
+        assert!(matches!(clearance(&g, &rules), Clearance::Wait { .. }));
+        let stranger = record("guest1");
+        let g = Facts {
+            record: Some(&stranger),
+            ..f.clone()
+        };
+        assert!(matches!(clearance(&g, &rules), Clearance::Wait { .. }));
         // In the membership, Pacemaker's node view is not asked: the instance's role decides.
         let inside = cluster(&[1, 2, 3], "1.c");
         let g = Facts {

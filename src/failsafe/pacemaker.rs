@@ -12,25 +12,27 @@ use crate::service::tool_output;
 /// The bound of one Pacemaker tool run.
 pub const LOOK: Duration = Duration::from_secs(3);
 
-/// Whether the cluster has fencing enabled: the cluster property `fencing-enabled`
-/// (Pacemaker 3) or `stonith-enabled`, true where neither is set (Pacemaker's default). None:
-/// no Pacemaker answered.
+/// crm_mon's view of the cluster, as its scheduler sees it (rules applied).
+fn crm_mon() -> Option<String> {
+    tool_output(
+        LOOK,
+        "crm_mon",
+        &["--one-shot", "--inactive", "--output-as=xml"],
+    )
+}
+
+/// Whether the cluster has fencing enabled, as the scheduler applies it (crm_mon's cluster
+/// options: a property set by a rule, or `fencing-enabled` on a Pacemaker that does not know
+/// it, is not mistaken for it). None: no Pacemaker answered.
 pub fn fencing_enabled() -> Option<bool> {
-    let query = |name: &str| {
-        tool_output(
-            LOOK,
-            "crm_attribute",
-            &["--type", "crm_config", "--name", name, "--query", "--quiet"],
-        )
-    };
-    for name in ["fencing-enabled", "stonith-enabled"] {
-        if let Some(v) = query(name) {
-            return crate::params::parse_bool(v.trim());
-        }
-    }
-    // Neither is set (crm_attribute fails on an unset property): the default, provided the
-    // CIB answers at all.
-    tool_output(LOOK, "cibadmin", &["--query", "--scope", "crm_config"]).map(|_| true)
+    crm_mon().and_then(|xml| clearance::fencing_in(&xml))
+}
+
+/// Whether the cluster property startup-fencing is on (clearance::startup_fencing_in). None:
+/// the CIB did not answer.
+fn startup_fencing() -> Option<bool> {
+    tool_output(LOOK, "cibadmin", &["--query", "--scope", "crm_config"])
+        .and_then(|xml| clearance::startup_fencing_in(&xml))
 }
 
 /// Whether Pacemaker's fencing history shows `node` fenced after `since_unix_ms`.
@@ -49,23 +51,26 @@ pub struct NodeSeen {
     /// Whether an instance of the resource is promoted there (None: not read, or no resource
     /// named).
     pub promoted: Option<bool>,
-    /// Whether the node is offline and clean (None: not read).
+    /// Whether the node is down as only a fence or an orderly stop leaves it
+    /// (clearance::down_clean, with startup fencing on). None: not read.
     pub down_clean: Option<bool>,
 }
 
 /// What Pacemaker shows of `node`: whether an instance of `resource` (its name without a clone
 /// suffix) is promoted there, and whether the node is offline and clean.
+///
+/// Down and clean also needs startup fencing on: without it, a node the DC has not seen since
+/// its partition's Pacemaker started counts as clean.
 pub fn node_seen(resource: Option<&str>, node: &str) -> NodeSeen {
-    let xml = tool_output(
-        LOOK,
-        "crm_mon",
-        &["--one-shot", "--inactive", "--output-as=xml"],
-    );
-    let Some(xml) = xml else {
+    let Some(xml) = crm_mon() else {
         return NodeSeen::default();
+    };
+    let down_clean = match clearance::down_clean(&xml, node) {
+        Some(true) => startup_fencing(),
+        other => other,
     };
     NodeSeen {
         promoted: resource.and_then(|r| clearance::promoted_on(&xml, r, node)),
-        down_clean: clearance::down_clean(&xml, node),
+        down_clean,
     }
 }
