@@ -12,20 +12,14 @@ use crate::service::tool_output;
 /// The bound of one Pacemaker tool run.
 pub const LOOK: Duration = Duration::from_secs(3);
 
-/// crm_mon's view of the cluster, as its scheduler sees it (rules applied).
-fn crm_mon() -> Option<String> {
+/// crm_mon's view of the cluster as its scheduler sees it (rules applied), as XML: what
+/// fencing_in, node_seen and promoted_on read. None: no Pacemaker answered.
+pub fn crm_mon() -> Option<String> {
     tool_output(
         LOOK,
         "crm_mon",
         &["--one-shot", "--inactive", "--output-as=xml"],
     )
-}
-
-/// Whether the cluster has fencing enabled, as the scheduler applies it (crm_mon's cluster
-/// options: a property set by a rule, or `fencing-enabled` on a Pacemaker that does not know
-/// it, is not mistaken for it). None: no Pacemaker answered.
-pub fn fencing_enabled() -> Option<bool> {
-    crm_mon().and_then(|xml| clearance::fencing_in(&xml))
 }
 
 /// Whether the cluster property startup-fencing is on (clearance::startup_fencing_in). None:
@@ -56,21 +50,21 @@ pub struct NodeSeen {
     pub down_clean: Option<bool>,
 }
 
-/// What Pacemaker shows of `node`: whether an instance of `resource` (its name without a clone
-/// suffix) is promoted there, and whether the node is offline and clean.
+/// What crm_mon's `xml` shows of `node`: whether an instance of `resource` (its name without a
+/// clone suffix) is promoted there, and whether the node is offline and clean.
 ///
-/// Down and clean also needs startup fencing on: without it, a node the DC has not seen since
-/// its partition's Pacemaker started counts as clean.
-pub fn node_seen(resource: Option<&str>, node: &str) -> NodeSeen {
-    let Some(xml) = crm_mon() else {
+/// Down and clean also needs startup fencing on (asked of the CIB here): without it, a node the
+/// DC has not seen since its partition's Pacemaker started counts as clean.
+pub fn node_seen(xml: Option<&str>, resource: Option<&str>, node: &str) -> NodeSeen {
+    let Some(xml) = xml else {
         return NodeSeen::default();
     };
-    let down_clean = match clearance::down_clean(&xml, node) {
+    let down_clean = match clearance::down_clean(xml, node) {
         Some(true) => startup_fencing(),
         other => other,
     };
     NodeSeen {
-        promoted: resource.and_then(|r| clearance::promoted_on(&xml, r, node)),
+        promoted: resource.and_then(|r| clearance::promoted_on(xml, r, node)),
         down_clean,
     }
 }
