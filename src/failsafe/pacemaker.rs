@@ -12,14 +12,44 @@ use crate::service::tool_output;
 /// The bound of one Pacemaker tool run.
 pub const LOOK: Duration = Duration::from_secs(3);
 
-/// crm_mon's view of the cluster as its scheduler sees it (rules applied), as XML: what
-/// fencing_in, node_seen and promoted_on read. None: no Pacemaker answered.
-pub fn crm_mon() -> Option<String> {
+/// crm_mon's view of the cluster, as its scheduler sees it (rules applied).
+fn crm_mon() -> Option<String> {
     tool_output(
         LOOK,
         "crm_mon",
         &["--one-shot", "--inactive", "--output-as=xml"],
     )
+}
+
+/// Whether the cluster has fencing enabled: neither `fencing-enabled` (Pacemaker 3.0.2) nor
+/// `stonith-enabled` set to false — a stray `fencing-enabled=true` beside
+/// `stonith-enabled=false` on a Pacemaker that ignores the former is no fencing — and true
+/// where neither is set (Pacemaker's default). The takeover rule's node-state clause reads
+/// crm_mon's own `stonith-enabled` as well (clearance::down_clean). None: no Pacemaker
+/// answered, or a value it cannot read.
+pub fn fencing_enabled() -> Option<bool> {
+    let query = |name: &str| {
+        tool_output(
+            LOOK,
+            "crm_attribute",
+            &["--type", "crm_config", "--name", name, "--query", "--quiet"],
+        )
+    };
+    let mut set = false;
+    for name in ["fencing-enabled", "stonith-enabled"] {
+        if let Some(v) = query(name) {
+            set = true;
+            if !crate::params::parse_bool(v.trim())? {
+                return Some(false);
+            }
+        }
+    }
+    if set {
+        return Some(true);
+    }
+    // Neither is set (crm_attribute fails on an unset property): the default, provided the
+    // CIB answers at all.
+    tool_output(LOOK, "cibadmin", &["--query", "--scope", "crm_config"]).map(|_| true)
 }
 
 /// Whether the cluster property startup-fencing is on (clearance::startup_fencing_in). None:
@@ -50,21 +80,21 @@ pub struct NodeSeen {
     pub down_clean: Option<bool>,
 }
 
-/// What crm_mon's `xml` shows of `node`: whether an instance of `resource` (its name without a
-/// clone suffix) is promoted there, and whether the node is offline and clean.
+/// What Pacemaker shows of `node`: whether an instance of `resource` (its name without a clone
+/// suffix) is promoted there, and whether the node is offline and clean.
 ///
-/// Down and clean also needs startup fencing on (asked of the CIB here): without it, a node the
-/// DC has not seen since its partition's Pacemaker started counts as clean.
-pub fn node_seen(xml: Option<&str>, resource: Option<&str>, node: &str) -> NodeSeen {
-    let Some(xml) = xml else {
+/// Down and clean also needs startup fencing on: without it, a node the DC has not seen since
+/// its partition's Pacemaker started counts as clean.
+pub fn node_seen(resource: Option<&str>, node: &str) -> NodeSeen {
+    let Some(xml) = crm_mon() else {
         return NodeSeen::default();
     };
-    let down_clean = match clearance::down_clean(xml, node) {
+    let down_clean = match clearance::down_clean(&xml, node) {
         Some(true) => startup_fencing(),
         other => other,
     };
     NodeSeen {
-        promoted: resource.and_then(|r| clearance::promoted_on(xml, r, node)),
+        promoted: resource.and_then(|r| clearance::promoted_on(&xml, r, node)),
         down_clean,
     }
 }

@@ -141,17 +141,16 @@ impl Guard {
     async fn look_at_record(&self, etcd: &Etcd, outside: &mut Outside) -> Result<Found, String> {
         let key = fs::record_key(&self.args.config.etcd.prefix, &self.args.resource);
         let outage = self.args.config.etcd.outage;
-        // The record, this node's corosync and Pacemaker's view (fencing, whatever the policy:
-        // the takeover rule weighs it too; the record's node), side by side.
-        let mon = async {
-            tokio::task::spawn_blocking(fs::pacemaker::crm_mon)
+        // The record, this node's corosync and the cluster's fencing (whatever the policy: the
+        // takeover rule weighs it too), side by side.
+        let fencing = async {
+            tokio::task::spawn_blocking(fs::pacemaker::fencing_enabled)
                 .await
                 .ok()
                 .flatten()
         };
-        let (read, cluster, mon) =
-            tokio::join!(etcd.read_record(&key), witness::ask(fs::ASK_LIMIT), mon);
-        let fencing = mon.as_deref().and_then(clearance::fencing_in);
+        let (read, cluster, fencing) =
+            tokio::join!(etcd.read_record(&key), witness::ask(fs::ASK_LIMIT), fencing);
         let read = read.map_err(|e| format!("etcd: {e}"))?;
         let may_hold = cluster.is_ok()
             && match outage {
@@ -180,18 +179,15 @@ impl Guard {
                     .pacemaker_resource
                     .as_deref()
                     .map(|r| r.split(':').next().unwrap_or(r).to_string());
-                // The same crm_mon answer (and the CIB's startup-fencing when it shows the
-                // node down).
                 let seen = tokio::task::spawn_blocking({
                     let holder = holder.clone();
-                    let mon = mon.clone();
-                    move || fs::pacemaker::node_seen(mon.as_deref(), resource.as_deref(), &holder)
+                    move || fs::pacemaker::node_seen(resource.as_deref(), &holder)
                 });
                 let out = cluster
                     .as_ref()
                     .ok()
                     .and_then(|c| outside.look(c, &holder, boottime()));
-                // Fenced since says enough: the node's state is not waited for.
+                // Fenced since says enough: crm_mon's answer is not waited for.
                 let fenced = fenced.await.ok().flatten();
                 let seen = match fenced {
                     Some(true) => Default::default(),
