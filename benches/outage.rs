@@ -210,6 +210,36 @@ fn ms(v: f64) -> String {
     }
 }
 
+/// A table cell: the median, and the max in brackets.
+fn cell(v: &[f64]) -> String {
+    format!(
+        "{} ({})",
+        ms(common::median(v)),
+        ms(common::quantile(v, 1.0))
+    )
+}
+
+/// `n` crashes, then `n` partitions, of whichever node holds the VIP: their outages, and what
+/// cleared each failover's failsafe record.
+fn failovers(
+    lab: &mut Lab,
+    client: &HealthClient,
+    n: usize,
+) -> (Vec<f64>, Vec<f64>, Vec<Option<&'static str>>) {
+    let (mut crashes, mut cuts, mut cleared) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..n {
+        let (out, by) = crash(lab, client);
+        crashes.push(out);
+        cleared.push(by);
+    }
+    for _ in 0..n {
+        let (out, by) = partition(lab, client);
+        cuts.push(out);
+        cleared.push(by);
+    }
+    (crashes, cuts, cleared)
+}
+
 fn main() {
     let n: usize = std::env::var("OUTAGE_TRIALS")
         .ok()
@@ -219,19 +249,7 @@ fn main() {
     // hamaster at its defaults: etcd_outage=auto holds (fencing is on).
     let (mut ham, ham_client) = lab("bo", "master-with-vip", "");
     let (ham_gap, cpu) = quorum_loss(&mut ham, &ham_client, true);
-    let mut ham_crash = Vec::new();
-    let mut cleared = Vec::new();
-    for _ in 0..n {
-        let (out, by) = crash(&mut ham, &ham_client);
-        ham_crash.push(out);
-        cleared.push(by);
-    }
-    let mut ham_cut = Vec::new();
-    for _ in 0..n {
-        let (out, by) = partition(&mut ham, &ham_client);
-        ham_cut.push(out);
-        cleared.push(by);
-    }
+    let (ham_crash, ham_cut, cleared) = failovers(&mut ham, &ham_client, n);
     let mut gone = Vec::new();
     let mut raised = Vec::new();
     for _ in 0..n {
@@ -245,28 +263,14 @@ fn main() {
     // hamaster with the lease alone (the behaviour before the failsafe).
     let (mut fence, fence_client) = lab("bf", "master-with-vip", "ETCD_OUTAGE=fence");
     let (fence_gap, _) = quorum_loss(&mut fence, &fence_client, false);
-    let mut fence_crash = Vec::new();
-    for _ in 0..n {
-        fence_crash.push(crash(&mut fence, &fence_client).0);
-    }
-    let mut fence_cut = Vec::new();
-    for _ in 0..n {
-        fence_cut.push(partition(&mut fence, &fence_client).0);
-    }
+    let (fence_crash, fence_cut, _) = failovers(&mut fence, &fence_client, n);
     drop(fence_client);
     drop(fence);
 
     // The IPaddr2 group: no etcd at all.
     let (mut base, base_client) = lab("bb", "ipaddr2-group-baseline", "");
     let (base_gap, _) = quorum_loss(&mut base, &base_client, false);
-    let mut base_crash = Vec::new();
-    for _ in 0..n {
-        base_crash.push(crash(&mut base, &base_client).0);
-    }
-    let mut base_cut = Vec::new();
-    for _ in 0..n {
-        base_cut.push(partition(&mut base, &base_client).0);
-    }
+    let (base_crash, base_cut, _) = failovers(&mut base, &base_client, n);
     drop(base_client);
     drop(base);
 
@@ -279,8 +283,8 @@ fn main() {
          behaviour before the failsafe; the IPaddr2 group does not use etcd.\n\n\
          | fault | hamaster (auto) | hamaster (fence) | IPaddr2 group |\n|---|---|---|---|\n\
          | etcd quorum lost 40 s: the client's longest gap | {} | {} | {} |\n\
-         | crash of the master: client outage, median of {n} (max) | {} ({}) | {} ({}) | {} ({}) |\n\
-         | the master's node partitioned off: client outage, median of {n} (max) | {} ({}) | {} ({}) | {} ({}) |\n\n\
+         | crash of the master: client outage, median of {n} (max) | {} | {} | {} |\n\
+         | the master's node partitioned off: client outage, median of {n} (max) | {} | {} | {} |\n\n\
          With `auto`, what cleared the failed master's failsafe record before the new master took\n\
          the key (the takeover rule's clauses, docs/safety.md), over these {} failovers: {}.\n\n\
          The master's node partitioned during an etcd outage (etcd back on the majority's side at\n\
@@ -293,18 +297,12 @@ fn main() {
         ms(ham_gap),
         ms(fence_gap),
         ms(base_gap),
-        ms(common::median(&ham_crash)),
-        ms(common::quantile(&ham_crash, 1.0)),
-        ms(common::median(&fence_crash)),
-        ms(common::quantile(&fence_crash, 1.0)),
-        ms(common::median(&base_crash)),
-        ms(common::quantile(&base_crash, 1.0)),
-        ms(common::median(&ham_cut)),
-        ms(common::quantile(&ham_cut, 1.0)),
-        ms(common::median(&fence_cut)),
-        ms(common::quantile(&fence_cut, 1.0)),
-        ms(common::median(&base_cut)),
-        ms(common::quantile(&base_cut, 1.0)),
+        cell(&ham_crash),
+        cell(&fence_crash),
+        cell(&base_crash),
+        cell(&ham_cut),
+        cell(&fence_cut),
+        cell(&base_cut),
         cleared.len(),
         tally(&cleared),
         ms(common::median(&gone)),

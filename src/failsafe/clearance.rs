@@ -322,7 +322,7 @@ pub fn startup_fencing_in(xml: &str) -> Option<bool> {
 pub fn down_clean(xml: &str, node: &str) -> Option<bool> {
     use quick_xml::events::Event;
     let mut reader = quick_xml::Reader::from_str(xml);
-    let mut fencing = false;
+    let fencing = fencing_in(xml) == Some(true);
     let mut no_maintenance = false;
     let mut dc_quorate = false;
     let mut answered = false;
@@ -332,12 +332,7 @@ pub fn down_clean(xml: &str, node: &str) -> Option<bool> {
             Ok(Event::Start(e)) | Ok(Event::Empty(e)) => {
                 let is = |key: &str, value: &str| attr(&e, key).as_deref() == Some(value);
                 match e.name().as_ref() {
-                    b"cluster_options" => {
-                        fencing = is("fencing-enabled", "true")
-                            || (attr(&e, "fencing-enabled").is_none()
-                                && is("stonith-enabled", "true"));
-                        no_maintenance = is("maintenance-mode", "false");
-                    }
+                    b"cluster_options" => no_maintenance = is("maintenance-mode", "false"),
                     b"current_dc" => {
                         dc_quorate = is("present", "true") && is("with_quorum", "true")
                     }

@@ -1,8 +1,8 @@
 //! What Pacemaker on this node says that the failsafe needs, each within a bound: whether the
 //! cluster has fencing enabled (etcd_outage=auto, clearance), whether a node was fenced after
 //! a moment, whether a node's instance of the resource is promoted and whether the node is
-//! offline and clean (clearance). None: Pacemaker did not
-//! answer (not running, or too slow) — never taken for "no".
+//! offline and clean (clearance). None: Pacemaker did not answer (not running, or too slow) —
+//! never taken for "no".
 
 use std::time::Duration;
 
