@@ -185,9 +185,8 @@ fn dump_holders(
     ip: std::net::IpAddr,
 ) -> Result<BTreeSet<(u32, u8)>, hamaster::vip::netlink::NetlinkError> {
     Ok(rtnl
-        .addresses(ip.is_ipv6())?
+        .matching(&hamaster::vip::netlink::AddrMatch::anywhere(ip))?
         .iter()
-        .filter(|x| x.ip == ip)
         .map(|x| (x.index, x.prefix))
         .collect())
 }

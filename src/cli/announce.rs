@@ -4,9 +4,10 @@
 use super::CliError;
 use crate::failure::Failed;
 use crate::ocf::OcfExit;
+use crate::presence::Presence;
 use crate::vip::announce::Announcer;
 use crate::vip::burst;
-use crate::vip::netlink::Rtnl;
+use crate::vip::netlink::{AddrMatch, Rtnl};
 
 pub use crate::vip::burst::BurstRequest as AnnounceArgs;
 
@@ -43,11 +44,10 @@ fn announce(a: &AnnounceArgs) -> Result<u32, Box<dyn std::error::Error>> {
         None => Announcer::open(&link, a.ip, a.mode)?,
     };
     // Never announce an address this host does not hold: stop may have removed it meanwhile.
-    let mut still_ours = || {
-        rtnl.addresses(a.ip.is_ipv6())
-            .map(|addrs| addrs.iter().any(|x| x.ip == a.ip && x.index == link.index))
-            .unwrap_or(false)
-    };
+    // A look that cannot tell stops the burst too: a frame for an address we may not hold
+    // would take it from its holder.
+    let ours = AddrMatch::on(a.ip, link.index);
+    let mut still_ours = || rtnl.presence(&ours) == Presence::Present;
     let sent = announcer.burst(a.first, a.count, a.interval(), a.epoch(), &mut still_ours)?;
     Ok(sent)
 }

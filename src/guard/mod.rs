@@ -30,6 +30,7 @@ use tokio::sync::mpsc;
 
 use crate::lease::clock::boottime;
 use crate::lease::{leader_key, Etcd, Grant, LeaseClock};
+use crate::presence::Presence;
 use crate::resource::config::MasterConfig;
 use crate::resource::dir::{Persisted, ResourceDir};
 use crate::resource::status::{FailsafeStatus, GuardStatus, Role, VipConflict, WatchdogStatus};
@@ -178,12 +179,11 @@ impl Guard {
         let live = move |s: &mut GuardStatus| {
             if let Some(cfg) = &vip_config {
                 // Present means usable: an IPv4 address stays on a link that was set down.
-                s.vip_present = Vip::new(cfg.clone())
-                    .and_then(|mut v| match v.find()? {
-                        Some(a) => Ok(v.link(a.index)?.is_some_and(|l| l.admin_up)),
-                        None => Ok(false),
-                    })
-                    .ok();
+                s.vip_present = match Vip::new(cfg.clone()).map(|mut v| v.usable()) {
+                    Ok(Presence::Present) => Some(true),
+                    Ok(Presence::Absent) => Some(false),
+                    Ok(Presence::CannotTell(_)) | Err(_) => None,
+                };
             }
             if let Some(f) = live_fence.get() {
                 from_machine(s, &f.view(), f.watchdog_device(), clock);

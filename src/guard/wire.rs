@@ -26,7 +26,7 @@ use super::fence::Fence;
 use super::machine::{self, Gone, Input};
 use crate::resource::config::{ConflictAction, MasterConfig};
 use crate::vip::announce::{Announcer, ArpMode};
-use crate::vip::netlink::{Event, Events, Link, Rtnl};
+use crate::vip::netlink::{AddrMatch, Event, Events, Link, Rtnl};
 
 /// A MAC found foreign is taken as foreign this long without looking at the own interfaces
 /// again (a host that keeps claiming costs one link dump a second, not one a frame).
@@ -420,7 +420,7 @@ impl State {
             }
         }
         match e {
-            Event::AddressDeleted(a) if a.index == index && a.ip == ip => {
+            Event::AddressDeleted(a) if AddrMatch::on(ip, index).matches(&a) => {
                 // IPv6 addresses go with their link: say which happened.
                 let link =
                     off_thread(move || Rtnl::open().and_then(|mut r| r.link_by_index(index))).await;
@@ -448,16 +448,14 @@ impl State {
         let seen = off_thread(move || {
             let mut rtnl = Rtnl::open().ok()?;
             let link = rtnl.link_by_index(index).ok()?;
-            let present = rtnl
-                .addresses(ip.is_ipv6())
-                .ok()
-                .map(|all| all.iter().any(|a| a.index == index && a.ip == ip));
+            let present = rtnl.presence(&AddrMatch::on(ip, index));
             Some((link, present))
         })
         .await
         .flatten();
         if let Some((link, present)) = seen {
-            let gone = present == Some(false);
+            // Only a proven absence is a loss; a dump that failed keeps what was known.
+            let gone = present.is_absent();
             if !self.link_lost(link.as_ref(), gone) && gone {
                 self.w.fence.handle(Input::VipGone {
                     how: Gone::Deleted { with_link: false },

@@ -15,8 +15,9 @@ use netlink_packet_route::address::AddressFlags;
 
 use crate::params::vip as p;
 use crate::params::{ConfigError, Values};
+use crate::presence::Presence;
 use announce::{AnnounceError, ArpMode};
-use netlink::{Addr, Link, NetlinkError, NewAddr, Rtnl};
+use netlink::{Addr, AddrMatch, Link, NetlinkError, NewAddr, Rtnl};
 
 /// Longest interface name the kernel accepts (IFNAMSIZ - 1); labels obey it too.
 const IFNAMSIZ_MAX: usize = 15;
@@ -567,12 +568,11 @@ impl Vip {
         let Some(link) = &r.link else {
             return Ok(None);
         };
-        let (ip, index) = (self.config.ip, link.index);
-        Ok(self
-            .rtnl
-            .addresses(ip.is_ipv6())?
-            .into_iter()
-            .find(|a| a.ip == ip && a.index == index && a.prefix == r.prefix))
+        let m = AddrMatch {
+            prefix: Some(r.prefix),
+            ..AddrMatch::on(self.config.ip, link.index)
+        };
+        Ok(self.rtnl.find(&m)?)
     }
 
     pub fn set_link_up(&mut self, index: u32) -> Result<(), VipError> {
@@ -583,34 +583,48 @@ impl Vip {
         &mut self.rtnl
     }
 
-    /// Our address as it is on the host now: the VIP, on `nic` when given, with
-    /// `cidr_netmask` when given.
-    pub fn find(&mut self) -> Result<Option<Addr>, VipError> {
-        let nic_index = match &self.config.nic {
+    /// What counts as our address on the host now: the VIP, on `nic` when given, with
+    /// `cidr_netmask` when given. None when `nic` names no interface here.
+    pub fn matcher(&mut self) -> Result<Option<AddrMatch>, VipError> {
+        let index = match &self.config.nic {
             Some(nic) => match self.rtnl.link_by_name(nic)? {
                 Some(link) => Some(link.index),
                 None => return Ok(None),
             },
             None => None,
         };
-        let ip = self.config.ip;
-        let prefix = self.config.prefix;
-        Ok(self.rtnl.addresses(ip.is_ipv6())?.into_iter().find(|a| {
-            a.ip == ip
-                && nic_index.is_none_or(|i| a.index == i)
-                && prefix.is_none_or(|p| a.prefix == p)
+        Ok(Some(AddrMatch {
+            ip: self.config.ip,
+            index,
+            prefix: self.config.prefix,
         }))
+    }
+
+    /// Our address as it is on the host now (see `matcher`).
+    pub fn find(&mut self) -> Result<Option<Addr>, VipError> {
+        match self.matcher()? {
+            Some(m) => Ok(self.rtnl.find(&m)?),
+            None => Ok(None),
+        }
+    }
+
+    /// Whether our address is here and usable (on a link that is administratively up: an
+    /// IPv4 address stays on a link that was set down); a look that failed cannot tell.
+    pub fn usable(&mut self) -> Presence {
+        let look = self.find().and_then(|found| match found {
+            Some(a) => Ok(self.link(a.index)?.is_some_and(|l| l.admin_up)),
+            None => Ok(false),
+        });
+        match look {
+            Ok(true) => Presence::Present,
+            Ok(false) => Presence::Absent,
+            Err(e) => Presence::CannotTell(e.to_string()),
+        }
     }
 
     /// Every copy of the VIP, on any interface with any prefix.
     pub fn copies(&mut self) -> Result<Vec<Addr>, VipError> {
-        let ip = self.config.ip;
-        Ok(self
-            .rtnl
-            .addresses(ip.is_ipv6())?
-            .into_iter()
-            .filter(|a| a.ip == ip)
-            .collect())
+        Ok(self.rtnl.matching(&AddrMatch::anywhere(self.config.ip))?)
     }
 
     /// Deletes one address; 1 if it went, 0 if someone else removed it first.

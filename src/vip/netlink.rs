@@ -21,6 +21,8 @@ use netlink_packet_route::route::{
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 
+use crate::presence::Presence;
+
 /// The kernel answers rtnetlink at once; this bound only guards against the impossible.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -59,6 +61,41 @@ pub struct Link {
 impl Link {
     pub fn is_up(&self) -> bool {
         self.admin_up && self.carrier
+    }
+}
+
+/// Which copies of an address a look counts: the one rule behind every "is the VIP here?" —
+/// the agents', the guard's status and wire watch, the announcer's. An interface or prefix left
+/// `None` matches any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AddrMatch {
+    pub ip: IpAddr,
+    pub index: Option<u32>,
+    pub prefix: Option<u8>,
+}
+
+impl AddrMatch {
+    /// The address on any interface, with any prefix.
+    pub fn anywhere(ip: IpAddr) -> AddrMatch {
+        AddrMatch {
+            ip,
+            index: None,
+            prefix: None,
+        }
+    }
+
+    /// The address on one interface, with any prefix.
+    pub fn on(ip: IpAddr, index: u32) -> AddrMatch {
+        AddrMatch {
+            index: Some(index),
+            ..AddrMatch::anywhere(ip)
+        }
+    }
+
+    pub fn matches(&self, a: &Addr) -> bool {
+        a.ip == self.ip
+            && self.index.is_none_or(|i| a.index == i)
+            && self.prefix.is_none_or(|p| a.prefix == p)
     }
 }
 
@@ -230,6 +267,27 @@ impl Rtnl {
                 _ => None,
             },
         )
+    }
+
+    /// Every copy of an address that `m` counts, from one dump of its family.
+    pub fn matching(&mut self, m: &AddrMatch) -> Result<Vec<Addr>, NetlinkError> {
+        let mut all = self.addresses(m.ip.is_ipv6())?;
+        all.retain(|a| m.matches(a));
+        Ok(all)
+    }
+
+    /// The first copy of an address that `m` counts.
+    pub fn find(&mut self, m: &AddrMatch) -> Result<Option<Addr>, NetlinkError> {
+        Ok(self.matching(m)?.into_iter().next())
+    }
+
+    /// Whether the address is here: a dump that failed cannot tell, and is never "gone".
+    pub fn presence(&mut self, m: &AddrMatch) -> Presence {
+        match self.find(m) {
+            Ok(Some(_)) => Presence::Present,
+            Ok(None) => Presence::Absent,
+            Err(e) => Presence::CannotTell(e.to_string()),
+        }
     }
 
     pub fn routes(&mut self, ipv6: bool) -> Result<Vec<Route>, NetlinkError> {
@@ -659,6 +717,30 @@ mod tests {
 
     fn datagram(msg: RouteNetlinkMessage) -> Vec<u8> {
         encode(NetlinkMessage::from(msg))
+    }
+
+    #[test]
+    fn one_rule_says_which_copies_of_an_address_count() {
+        let ip: IpAddr = "192.0.2.7".parse().unwrap();
+        let at = |index, prefix| Addr {
+            index,
+            ip,
+            prefix,
+            flags: AddressFlags::empty(),
+            label: None,
+            broadcast: None,
+        };
+        let anywhere = AddrMatch::anywhere(ip);
+        assert!(anywhere.matches(&at(3, 24)) && anywhere.matches(&at(9, 32)));
+        let on = AddrMatch::on(ip, 3);
+        assert!(on.matches(&at(3, 24)) && !on.matches(&at(9, 24)));
+        let exact = AddrMatch {
+            prefix: Some(32),
+            ..on
+        };
+        assert!(exact.matches(&at(3, 32)) && !exact.matches(&at(3, 24)));
+        let other = AddrMatch::anywhere("192.0.2.8".parse().unwrap());
+        assert!(!other.matches(&at(3, 32)));
     }
 
     #[test]
