@@ -16,7 +16,7 @@
 use std::collections::HashSet;
 use std::io;
 use std::net::IpAddr;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use tokio::io::unix::AsyncFd;
@@ -26,26 +26,16 @@ use super::fence::Fence;
 use super::machine::{self, Gone, Input};
 use crate::resource::config::{ConflictAction, MasterConfig};
 use crate::vip::announce::{Announcer, ArpMode};
+use crate::vip::frames::{self, mac_text, recv_frame, Claim, ClaimKind};
 use crate::vip::netlink::{AddrMatch, Event, Events, Link, Rtnl};
 
 /// A MAC found foreign is taken as foreign this long without looking at the own interfaces
 /// again (a host that keeps claiming costs one link dump a second, not one a frame).
 const FOREIGN_FOR: Duration = Duration::from_secs(1);
 
-const ETH_P_ARP: u16 = 0x0806;
-const ETH_P_IPV6: u16 = 0x86dd;
-/// sll_pkttype: to us, broadcast, multicast. Not PACKET_OTHERHOST (3: a frame for another MAC,
-/// such as one of a VLAN not configured here, handed up untagged by VLAN offload) nor
-/// PACKET_OUTGOING (4: our own).
-const PACKET_FOR_US: [u8; 3] = [0, 1, 2];
-
 /// Frames handled before the watch yields to the guard's other tasks (the lease keepalive runs
 /// on the same thread): a flood of claims must not delay a renewal.
 const FRAMES_PER_TURN: usize = 32;
-
-/// The socket's receive buffer: a flood overflows it (and frames are dropped) rather than
-/// queueing work.
-const RCVBUF: libc::c_int = 64 * 1024;
 
 /// The own interfaces are dumped again at most this often when an unknown MAC claims the VIP
 /// (new interfaces are also learnt from link events).
@@ -60,218 +50,6 @@ pub struct WireWatch {
     pub ip: IpAddr,
     pub fence: Fence,
     pub config: watch::Receiver<MasterConfig>,
-}
-
-/// A frame that claims an address: who, and how.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Claim {
-    pub mac: [u8; 6],
-    pub frame: &'static str,
-}
-
-/// The claim `frame` (from the link-layer header on) makes for `ip`, if any: an ARP packet
-/// whose sender is `ip`, or a Neighbor Advertisement whose target is `ip` (its MAC from the
-/// target link-layer address option, else the frame's source). Probes (sender 0.0.0.0) and
-/// solicitations claim nothing.
-pub fn claim(frame: &[u8], ip: IpAddr) -> Option<Claim> {
-    let mac_at = |at: usize| -> [u8; 6] {
-        let mut m = [0; 6];
-        m.copy_from_slice(&frame[at..at + 6]);
-        m
-    };
-    match ip {
-        IpAddr::V4(v4) => {
-            // Ethernet (14), then ARP: htype 1, ptype 0x0800, hlen 6, plen 4, op, sha, spa.
-            if frame.len() < 42
-                || frame[12..14] != ETH_P_ARP.to_be_bytes()
-                || frame[14..16] != [0, 1]
-                || frame[16..18] != [8, 0]
-                || frame[18] != 6
-                || frame[19] != 4
-                || frame[28..32] != v4.octets()
-            {
-                return None;
-            }
-            let frame_kind = match frame[21] {
-                1 => "ARP request",
-                2 => "ARP reply",
-                _ => return None,
-            };
-            Some(Claim {
-                mac: mac_at(22),
-                frame: frame_kind,
-            })
-        }
-        IpAddr::V6(v6) => {
-            // Ethernet (14), IPv6 (40, next header ICMPv6 = 58), ICMPv6 type 136: 4 bytes, 4
-            // of flags, the target (16), then options of (type, length in 8 bytes).
-            if frame.len() < 78
-                || frame[12..14] != ETH_P_IPV6.to_be_bytes()
-                || frame[20] != 58
-                || frame[54] != 136
-                || frame[62..78] != v6.octets()
-            {
-                return None;
-            }
-            let mut mac = mac_at(6);
-            let mut at = 78;
-            while at + 8 <= frame.len() {
-                let (kind, len) = (frame[at], frame[at + 1] as usize * 8);
-                if len == 0 {
-                    break;
-                }
-                if kind == 2 && len >= 8 {
-                    mac = mac_at(at + 2);
-                    break;
-                }
-                at += len;
-            }
-            Some(Claim {
-                mac,
-                frame: "neighbor advertisement",
-            })
-        }
-    }
-}
-
-pub fn mac_text(mac: &[u8; 6]) -> String {
-    mac.iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":")
-}
-
-/// A classic BPF program that passes only frames naming `ip` (the check in `claim` is repeated
-/// in user space): for IPv4 the ARP sender address, for IPv6 an ICMPv6 Neighbor Advertisement's
-/// target. On a busy interface the kernel then copies almost nothing to the guard.
-fn filter(ip: IpAddr) -> Vec<libc::sock_filter> {
-    const LD_W_ABS: u16 = 0x20;
-    const LD_B_ABS: u16 = 0x30;
-    const JEQ_K: u16 = 0x15;
-    const RET_K: u16 = 0x06;
-    let ins = |code, k| libc::sock_filter {
-        code,
-        jt: 0,
-        jf: 0,
-        k,
-    };
-    // Loads and comparisons; each comparison jumps to "drop" when unequal (fixed up below).
-    let mut prog: Vec<libc::sock_filter> = Vec::new();
-    let compare = |prog: &mut Vec<libc::sock_filter>, load: u16, at: u32, value: u32| {
-        prog.push(ins(load, at));
-        prog.push(ins(JEQ_K, value));
-    };
-    match ip {
-        IpAddr::V4(v4) => compare(&mut prog, LD_W_ABS, 28, u32::from(v4)),
-        IpAddr::V6(v6) => {
-            compare(&mut prog, LD_B_ABS, 20, 58);
-            compare(&mut prog, LD_B_ABS, 54, 136);
-            let o = v6.octets();
-            for w in 0..4 {
-                let word = u32::from_be_bytes([o[4 * w], o[4 * w + 1], o[4 * w + 2], o[4 * w + 3]]);
-                compare(&mut prog, LD_W_ABS, 62 + 4 * w as u32, word);
-            }
-        }
-    }
-    prog.push(ins(RET_K, 0xffff));
-    prog.push(ins(RET_K, 0));
-    let drop_at = prog.len() - 1;
-    for (i, p) in prog.iter_mut().enumerate() {
-        if p.code == JEQ_K {
-            p.jf = (drop_at - (i + 1)) as u8;
-        }
-    }
-    prog
-}
-
-/// A non-blocking packet socket on interface `index` for the frames that may claim `ip`.
-fn packet_socket(index: u32, ip: IpAddr) -> io::Result<OwnedFd> {
-    let proto = if ip.is_ipv4() { ETH_P_ARP } else { ETH_P_IPV6 };
-    // SAFETY: plain socket(2); the descriptor is owned at once.
-    let raw = unsafe {
-        libc::socket(
-            libc::AF_PACKET,
-            libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-            i32::from(proto.to_be()),
-        )
-    };
-    if raw < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: raw is a fresh descriptor nobody else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-    let prog = filter(ip);
-    let fprog = libc::sock_fprog {
-        len: prog.len() as u16,
-        filter: prog.as_ptr() as *mut libc::sock_filter,
-    };
-    // SAFETY: fprog points at prog, which outlives the call; the kernel copies it.
-    let r = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_ATTACH_FILTER,
-            &fprog as *const libc::sock_fprog as *const libc::c_void,
-            std::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
-        )
-    };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: sockaddr_ll is plain data; zeroed is a valid start.
-    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-    sll.sll_family = libc::AF_PACKET as u16;
-    sll.sll_protocol = proto.to_be();
-    sll.sll_ifindex = index as i32;
-    // SAFETY: sll lives across the call and its size is given.
-    let r = unsafe {
-        libc::bind(
-            fd.as_raw_fd(),
-            &sll as *const libc::sockaddr_ll as *const libc::sockaddr,
-            std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-        )
-    };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: an int option, its size given. A failure leaves the default: not fatal.
-    unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUF,
-            &RCVBUF as *const libc::c_int as *const libc::c_void,
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    Ok(fd)
-}
-
-/// One frame: its length, the interface it came on, and whether it counts (for this host:
-/// not our own outgoing frame, not another host's unicast).
-fn recv_frame(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<(usize, i32, bool)> {
-    // SAFETY: as above.
-    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
-    // SAFETY: buf and sll live across the call, with their sizes given.
-    let n = unsafe {
-        libc::recvfrom(
-            fd.as_raw_fd(),
-            buf.as_mut_ptr() as *mut libc::c_void,
-            buf.len(),
-            0,
-            &mut sll as *mut libc::sockaddr_ll as *mut libc::sockaddr,
-            &mut len,
-        )
-    };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok((
-        n as usize,
-        sll.sll_ifindex,
-        PACKET_FOR_US.contains(&sll.sll_pkttype),
-    ))
 }
 
 /// The MAC addresses of every interface in this namespace (loopback's all-zero one left out:
@@ -383,12 +161,14 @@ impl State {
         let mac = mac_text(&c.mac);
         let what = format!(
             "VIP conflict: {} claimed by {mac} on {} ({})",
-            w.ip, w.link.name, c.frame
+            w.ip,
+            w.link.name,
+            c.kind.name()
         );
         let push = w.config.borrow().conflict_action == ConflictAction::Push;
         w.fence.handle(Input::VipClaimed(machine::Claim {
             mac,
-            frame: c.frame.into(),
+            frame: c.kind.name().into(),
             what,
             push,
         }));
@@ -514,7 +294,7 @@ pub async fn watch(w: WireWatch) {
             None
         }
     };
-    let frames = match packet_socket(w.link.index, w.ip)
+    let frames = match frames::watch_socket(w.link.index, w.ip)
         .and_then(|fd| unsafe { AsyncFd::register(fd) }.map_err(io::Error::from))
     {
         Ok(f) => Some(f),
@@ -556,7 +336,11 @@ pub async fn watch(w: WireWatch) {
                     ready.try_io(|fd| recv_frame(fd.get_ref(), &mut buf))
                 {
                     if counts && ifindex == st.w.link.index as i32 {
-                        if let Some(c) = claim(&buf[..n], st.w.ip) {
+                        // A probe is another host asking, not using (RFC 5227 2.4); the
+                        // kernel's filter passes none, this says so again.
+                        if let Some(c) = frames::claim(&buf[..n], st.w.ip)
+                            .filter(|c| c.kind != ClaimKind::ArpProbe)
+                        {
                             let events = events.as_ref().map(|e| e.get_ref());
                             st.conflict(c, events, &mut nlbuf).await;
                         }
@@ -572,108 +356,5 @@ pub async fn watch(w: WireWatch) {
                 }
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::vip::announce::{gratuitous_arp, unsolicited_na};
-    use pnet_datalink::MacAddr;
-    use pnet_packet::arp::ArpOperations;
-
-    const MAC: [u8; 6] = [2, 0, 0, 0, 0, 7];
-
-    /// Runs a classic BPF program the way the kernel does, for the instructions `filter` uses.
-    fn run(prog: &[libc::sock_filter], frame: &[u8]) -> u32 {
-        let mut pc = 0;
-        let mut a: u32 = 0;
-        loop {
-            let i = prog[pc];
-            match i.code {
-                0x20 => {
-                    let k = i.k as usize;
-                    if k + 4 > frame.len() {
-                        return 0;
-                    }
-                    a = u32::from_be_bytes(frame[k..k + 4].try_into().unwrap());
-                }
-                0x30 => {
-                    let Some(b) = frame.get(i.k as usize) else {
-                        return 0;
-                    };
-                    a = u32::from(*b);
-                }
-                0x15 => {
-                    pc += if a == i.k {
-                        i.jt as usize
-                    } else {
-                        i.jf as usize
-                    };
-                }
-                0x06 => return i.k,
-                other => panic!("instruction {other:#x} not expected"),
-            }
-            pc += 1;
-        }
-    }
-
-    #[test]
-    fn an_arp_frame_from_another_mac_for_the_vip_is_a_claim_and_passes_the_filter() {
-        let vip: IpAddr = "198.51.100.100".parse().unwrap();
-        let other: IpAddr = "198.51.100.101".parse().unwrap();
-        for (op, kind) in [
-            (ArpOperations::Reply, "ARP reply"),
-            (ArpOperations::Request, "ARP request"),
-        ] {
-            let IpAddr::V4(v4) = vip else { unreachable!() };
-            let frame = gratuitous_arp(MacAddr::from(MAC), v4, op);
-            assert_eq!(
-                claim(&frame, vip),
-                Some(Claim {
-                    mac: MAC,
-                    frame: kind
-                })
-            );
-            assert_eq!(run(&filter(vip), &frame), 0xffff);
-            assert_eq!(claim(&frame, other), None);
-            assert_eq!(run(&filter(other), &frame), 0);
-        }
-        // A probe for the VIP (sender 0.0.0.0) claims nothing.
-        let IpAddr::V4(v4) = vip else { unreachable!() };
-        let probe = crate::vip::announce::arp_probe(MacAddr::from(MAC), v4);
-        assert_eq!(claim(&probe, vip), None);
-        assert_eq!(run(&filter(vip), &probe), 0);
-        assert_eq!(claim(&probe[..30], vip), None, "short frames are no claim");
-    }
-
-    #[test]
-    fn a_neighbor_advertisement_for_the_vip_is_a_claim_with_the_options_mac() {
-        let vip: IpAddr = "2001:db8::100".parse().unwrap();
-        let other: IpAddr = "2001:db8::101".parse().unwrap();
-        let IpAddr::V6(v6) = vip else { unreachable!() };
-        let mut frame = unsolicited_na(MacAddr::from(MAC), v6).to_vec();
-        assert_eq!(
-            claim(&frame, vip),
-            Some(Claim {
-                mac: MAC,
-                frame: "neighbor advertisement"
-            })
-        );
-        assert_eq!(run(&filter(vip), &frame), 0xffff);
-        assert_eq!(claim(&frame, other), None);
-        assert_eq!(run(&filter(other), &frame), 0);
-        // The target link-layer option names the MAC, not the frame's source.
-        frame[6..12].copy_from_slice(&[2, 9, 9, 9, 9, 9]);
-        assert_eq!(claim(&frame, vip).unwrap().mac, MAC);
-        // A solicitation (135) is no claim.
-        frame[54] = 135;
-        assert_eq!(claim(&frame, vip), None);
-        assert_eq!(run(&filter(vip), &frame), 0);
-    }
-
-    #[test]
-    fn macs_are_written_as_ip_link_writes_them() {
-        assert_eq!(mac_text(&[2, 0, 0xab, 0, 0, 7]), "02:00:ab:00:00:07");
     }
 }

@@ -1,32 +1,17 @@
 //! Announcements of a floating address: gratuitous ARP for IPv4, unsolicited Neighbor
-//! Advertisements for IPv6, built with pnet_packet and sent on an AF_PACKET socket bound to
+//! Advertisements for IPv6 (the frames from vip::frames), sent on an AF_PACKET socket bound to
 //! the VIP's interface. Also the ARP duplicate probe of `run_arping`.
 //! It never decides which interface to use: callers hand it the resolved link.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
 use pnet_datalink::{Channel, Config, DataLinkReceiver, DataLinkSender, MacAddr, NetworkInterface};
-use pnet_packet::arp::{
-    ArpHardwareTypes, ArpOperation, ArpOperations, ArpPacket, MutableArpPacket,
-};
-use pnet_packet::ethernet::{EtherTypes, EthernetPacket, MutableEthernetPacket};
-use pnet_packet::icmpv6::ndp::{MutableNeighborAdvertPacket, NdpOption, NdpOptionTypes};
-use pnet_packet::icmpv6::{self, Icmpv6Packet, Icmpv6Types};
-use pnet_packet::ip::IpNextHeaderProtocols;
-use pnet_packet::ipv6::MutableIpv6Packet;
-use pnet_packet::Packet;
+use pnet_packet::arp::{ArpOperation, ArpOperations};
 
+use super::frames::{arp_probe, claim, gratuitous_arp, unsolicited_na};
 use super::netlink::Link;
-
-pub const ETH_HEADER_LEN: usize = 14;
-pub const ARP_FRAME_LEN: usize = ETH_HEADER_LEN + 28;
-pub const NA_FRAME_LEN: usize = ETH_HEADER_LEN + 40 + 24 + 8;
-/// Neighbor Advertisement flags (RFC 4861 4.4): we set Override only.
-pub const NA_FLAG_OVERRIDE: u8 = 0x20;
-const ALL_NODES: Ipv6Addr = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 1);
-const ALL_NODES_MAC: MacAddr = MacAddr(0x33, 0x33, 0, 0, 0, 1);
 
 /// CLOCK_MONOTONIC in nanoseconds: shared by all processes of the host, so a burst started
 /// by one process can be continued on schedule by another.
@@ -105,100 +90,6 @@ impl AnnounceError {
     }
 }
 
-/// A gratuitous ARP frame: sender IP = target IP = the VIP, broadcast destination. Requests
-/// carry a zero target MAC (RFC 5227 announcement), replies the broadcast MAC.
-pub fn gratuitous_arp(mac: MacAddr, ip: Ipv4Addr, op: ArpOperation) -> [u8; ARP_FRAME_LEN] {
-    let target_mac = if op == ArpOperations::Reply {
-        MacAddr::broadcast()
-    } else {
-        MacAddr::zero()
-    };
-    arp_frame(mac, ip, ip, target_mac, op)
-}
-
-/// An ARP probe (RFC 5227): sender IP 0.0.0.0, asking who has `ip`.
-pub fn arp_probe(mac: MacAddr, ip: Ipv4Addr) -> [u8; ARP_FRAME_LEN] {
-    arp_frame(
-        mac,
-        Ipv4Addr::UNSPECIFIED,
-        ip,
-        MacAddr::zero(),
-        ArpOperations::Request,
-    )
-}
-
-fn arp_frame(
-    mac: MacAddr,
-    sender: Ipv4Addr,
-    target: Ipv4Addr,
-    target_mac: MacAddr,
-    op: ArpOperation,
-) -> [u8; ARP_FRAME_LEN] {
-    let mut buf = [0u8; ARP_FRAME_LEN];
-    {
-        let mut eth =
-            MutableEthernetPacket::new(&mut buf).expect("buffer holds an Ethernet header");
-        eth.set_destination(MacAddr::broadcast());
-        eth.set_source(mac);
-        eth.set_ethertype(EtherTypes::Arp);
-    }
-    let mut arp =
-        MutableArpPacket::new(&mut buf[ETH_HEADER_LEN..]).expect("buffer holds an ARP packet");
-    arp.set_hardware_type(ArpHardwareTypes::Ethernet);
-    arp.set_protocol_type(EtherTypes::Ipv4);
-    arp.set_hw_addr_len(6);
-    arp.set_proto_addr_len(4);
-    arp.set_operation(op);
-    arp.set_sender_hw_addr(mac);
-    arp.set_sender_proto_addr(sender);
-    arp.set_target_hw_addr(target_mac);
-    arp.set_target_proto_addr(target);
-    buf
-}
-
-/// An unsolicited Neighbor Advertisement (RFC 4861 7.2.6) for `ip` from `mac`: to ff02::1,
-/// hop limit 255, Override set, with the Target Link-Layer Address option.
-pub fn unsolicited_na(mac: MacAddr, ip: Ipv6Addr) -> [u8; NA_FRAME_LEN] {
-    let mut buf = [0u8; NA_FRAME_LEN];
-    {
-        let mut eth =
-            MutableEthernetPacket::new(&mut buf).expect("buffer holds an Ethernet header");
-        eth.set_destination(ALL_NODES_MAC);
-        eth.set_source(mac);
-        eth.set_ethertype(EtherTypes::Ipv6);
-    }
-    {
-        let mut ip6 = MutableIpv6Packet::new(&mut buf[ETH_HEADER_LEN..])
-            .expect("buffer holds an IPv6 header");
-        ip6.set_version(6);
-        ip6.set_payload_length(32);
-        ip6.set_next_header(IpNextHeaderProtocols::Icmpv6);
-        ip6.set_hop_limit(255);
-        ip6.set_source(ip);
-        ip6.set_destination(ALL_NODES);
-    }
-    let icmp = &mut buf[ETH_HEADER_LEN + 40..];
-    {
-        let mut na =
-            MutableNeighborAdvertPacket::new(icmp).expect("buffer holds a Neighbor Advertisement");
-        na.set_icmpv6_type(Icmpv6Types::NeighborAdvert);
-        na.set_flags(NA_FLAG_OVERRIDE);
-        na.set_target_addr(ip);
-        na.set_options(&[NdpOption {
-            option_type: NdpOptionTypes::TargetLLAddr,
-            length: 1,
-            data: mac.octets().to_vec(),
-        }]);
-    }
-    let sum = icmpv6::checksum(
-        &Icmpv6Packet::new(icmp).expect("buffer holds ICMPv6"),
-        &ip,
-        &ALL_NODES,
-    );
-    icmp[2..4].copy_from_slice(&sum.to_be_bytes());
-    buf
-}
-
 /// An open packet socket on the VIP's interface and the frames to send for one address.
 pub struct Announcer {
     nic: String,
@@ -242,19 +133,11 @@ impl Announcer {
         let fd = match inherited {
             Some(fd) => fd,
             None => {
-                // Protocol 0: the socket receives nothing until pnet binds it. Created with a
-                // protocol, the bind would first unhook it and wait an RCU grace period.
-                use nix::sys::socket::{socket, AddressFamily, SockFlag, SockType};
                 use std::os::fd::IntoRawFd;
                 // The fd is handed to pnet, which closes it.
-                socket(
-                    AddressFamily::Packet,
-                    SockType::Raw,
-                    SockFlag::SOCK_CLOEXEC,
-                    None,
-                )
-                .map_err(|e| open_err(e.into()))?
-                .into_raw_fd()
+                super::frames::send_socket()
+                    .map_err(open_err)?
+                    .into_raw_fd()
             }
         };
         let iface = NetworkInterface {
@@ -372,8 +255,10 @@ impl Announcer {
             }
             // Timeouts and errors on receive only mean "nothing yet"; the deadline bounds us.
             if let Ok(frame) = self.rx.next() {
-                if let Some(mac) = claims(frame, ip, self.mac) {
-                    return Ok(Some(mac));
+                // Another host that uses the address, or probes for it too.
+                match claim(frame, IpAddr::V4(ip)) {
+                    Some(c) if c.mac != self.mac.octets() => return Ok(Some(MacAddr::from(c.mac))),
+                    _ => {}
                 }
             }
         }
@@ -381,53 +266,9 @@ impl Announcer {
     }
 }
 
-/// Whether `frame` is an ARP packet from another host that uses `ip`: a reply or request
-/// with `ip` as sender, or another host's probe for the same address.
-fn claims(frame: &[u8], ip: Ipv4Addr, own: MacAddr) -> Option<MacAddr> {
-    let eth = EthernetPacket::new(frame)?;
-    if eth.get_ethertype() != EtherTypes::Arp {
-        return None;
-    }
-    let arp = ArpPacket::new(eth.payload())?;
-    let sender = arp.get_sender_hw_addr();
-    if sender == own {
-        return None;
-    }
-    let uses_it = arp.get_sender_proto_addr() == ip;
-    let probes_it = arp.get_sender_proto_addr().is_unspecified()
-        && arp.get_operation() == ArpOperations::Request
-        && arp.get_target_proto_addr() == ip;
-    (uses_it || probes_it).then_some(sender)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pnet_packet::icmpv6::ndp::NeighborAdvertPacket;
-    use pnet_packet::ipv6::Ipv6Packet;
-
-    const MAC: MacAddr = MacAddr(0x02, 0, 0, 0, 0, 0x0a);
-
-    #[test]
-    fn gratuitous_arp_carries_vip_as_sender_and_target() {
-        let ip = Ipv4Addr::new(192, 0, 2, 10);
-        let f = gratuitous_arp(MAC, ip, ArpOperations::Request);
-        let eth = EthernetPacket::new(&f).unwrap();
-        assert_eq!(eth.get_destination(), MacAddr::broadcast());
-        assert_eq!(eth.get_source(), MAC);
-        let arp = ArpPacket::new(eth.payload()).unwrap();
-        assert_eq!(arp.get_operation(), ArpOperations::Request);
-        assert_eq!(
-            (arp.get_sender_proto_addr(), arp.get_target_proto_addr()),
-            (ip, ip)
-        );
-        assert_eq!(arp.get_sender_hw_addr(), MAC);
-        let r = gratuitous_arp(MAC, ip, ArpOperations::Reply);
-        assert_eq!(
-            ArpPacket::new(&r[14..]).unwrap().get_operation(),
-            ArpOperations::Reply
-        );
-    }
 
     #[test]
     fn both_mode_alternates_request_and_reply() {
@@ -443,46 +284,5 @@ mod tests {
         );
         assert_eq!(ArpMode::Reply.operation(0), ArpOperations::Reply);
         assert_eq!(ArpMode::parse("bogus"), None);
-    }
-
-    #[test]
-    fn neighbor_advertisement_has_override_hop_limit_and_valid_checksum() {
-        let ip: Ipv6Addr = "2001:db8::10".parse().unwrap();
-        let f = unsolicited_na(MAC, ip);
-        let eth = EthernetPacket::new(&f).unwrap();
-        assert_eq!(eth.get_destination(), ALL_NODES_MAC);
-        let ip6 = Ipv6Packet::new(eth.payload()).unwrap();
-        assert_eq!(ip6.get_hop_limit(), 255);
-        assert_eq!(ip6.get_destination(), ALL_NODES);
-        assert_eq!(ip6.get_source(), ip);
-        let na = NeighborAdvertPacket::new(ip6.payload()).unwrap();
-        assert_eq!(na.get_flags(), NA_FLAG_OVERRIDE);
-        assert_eq!(na.get_target_addr(), ip);
-        assert_eq!(&ip6.payload()[26..32], &MAC.octets());
-        let icmp = Icmpv6Packet::new(ip6.payload()).unwrap();
-        assert_eq!(
-            icmpv6::checksum(&icmp, &ip, &ALL_NODES),
-            icmp.get_checksum()
-        );
-        assert_ne!(icmp.get_checksum(), 0);
-    }
-
-    #[test]
-    fn duplicate_claims_come_from_other_macs_only() {
-        let ip = Ipv4Addr::new(192, 0, 2, 10);
-        let other = MacAddr(0x02, 0, 0, 0, 0, 0x0b);
-        assert_eq!(
-            claims(&gratuitous_arp(other, ip, ArpOperations::Reply), ip, MAC),
-            Some(other)
-        );
-        assert_eq!(claims(&arp_probe(other, ip), ip, MAC), Some(other));
-        assert_eq!(
-            claims(&gratuitous_arp(MAC, ip, ArpOperations::Reply), ip, MAC),
-            None
-        );
-        assert_eq!(
-            claims(&arp_probe(other, Ipv4Addr::new(192, 0, 2, 11)), ip, MAC),
-            None
-        );
     }
 }

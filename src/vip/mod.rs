@@ -5,6 +5,7 @@
 pub mod announce;
 pub mod burst;
 pub mod findif;
+pub mod frames;
 pub mod netlink;
 pub mod up;
 
