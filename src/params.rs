@@ -260,6 +260,12 @@ pub fn parse_bool(v: &str) -> Option<bool> {
 pub mod master;
 pub mod vip;
 
+impl crate::ocf::failure::Failure for ConfigError {
+    fn exit(&self) -> crate::ocf::OcfExit {
+        crate::ocf::OcfExit::ErrConfigured
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,8 +7,8 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::failure::Failed;
 use crate::lease::{leader_key, Etcd, LeaseId};
+use crate::ocf::failure::Failed;
 use crate::ocf::metadata::{advertised_timeout, ActionSpec, AgentInfo};
 use crate::ocf::{Action, OcfEnv, OcfExit, Outcome};
 use crate::params::master::MASTER_AGENT;
@@ -19,8 +19,9 @@ use crate::resource::config::InstallError;
 use crate::resource::config::MasterConfig;
 use crate::resource::dir::{LockError, ResourceDir};
 use crate::resource::status::{self, GuardStatus};
-use crate::service::process::{stop_orphan, unit_presence, UNIT_LOOK};
-use crate::service::{ServiceSpec, STOP_GRACE};
+use crate::service::process::stop_orphan;
+use crate::service::stop::stop_and_confirm;
+use crate::service::{ServiceRef, ServiceSpec};
 use crate::vip::{up, VipConfig};
 
 const ACTION_SPECS: [ActionSpec; 10] = [
@@ -747,20 +748,35 @@ fn cleanup_after_guard(
         Some(ServiceSpec::Command { .. }) => None,
         None => state.as_ref().and_then(|s| s.unit.clone()),
     };
-    if let Some(unit) = unit {
-        if let Err(why) = stop_unit(&unit, until) {
-            failures.push(why);
+    // The one way to stop a service, by the machine's grace; a command only when its
+    // recorded leader proves the group ours (stop_orphan).
+    let left_now = left(until);
+    let grace = crate::service::stop::grace(left_now);
+    let limit = left_now.saturating_sub(Duration::from_millis(500));
+    let stopped = match (unit, state.as_ref().and_then(|s| s.service_pid)) {
+        (Some(unit), _) if crate::service::find_in_path("systemctl").is_none() => {
+            // No systemd tooling here: no unit of ours can be running.
+            log::info!("no systemctl on this node: {unit} cannot be running");
+            None
         }
-    } else if let Some(pid) = state.as_ref().and_then(|s| s.service_pid) {
-        let start = state.as_ref().and_then(|s| s.service_start);
-        let limit = left(until).saturating_sub(Duration::from_millis(500));
-        match stop_orphan(pid, start, STOP_GRACE.min(limit / 2), limit) {
-            Presence::Absent => {}
-            Presence::Present => failures.push(format!("the service (pid {pid}) is still running")),
-            Presence::CannotTell(why) => failures.push(format!(
-                "cannot tell whether the service (pid {pid}) stopped: {why}"
-            )),
+        (Some(unit), _) => {
+            let service = ServiceRef::Unit(unit.clone());
+            let end = status::block_on(stop_and_confirm(&service, grace, limit));
+            Some((unit, end))
         }
+        (None, Some(pid)) => {
+            let start = state.as_ref().and_then(|s| s.service_start);
+            let end = status::block_on(stop_orphan(pid, start, grace, limit));
+            Some((format!("the service (pid {pid})"), end))
+        }
+        (None, None) => None,
+    };
+    match stopped {
+        Some((what, Presence::Present)) => failures.push(format!("{what} is still running")),
+        Some((what, Presence::CannotTell(why))) => {
+            failures.push(format!("cannot tell whether {what} stopped: {why}"))
+        }
+        Some((_, Presence::Absent)) | None => {}
     }
     if !failures.is_empty() {
         // Something may still serve: the lease is not shortened, it runs out by itself.
@@ -793,34 +809,6 @@ fn cleanup_after_guard(
     ctx.dir.remove_guard_files();
     ctx.dir.unmark(ctx.dir.promoted());
     Ok(())
-}
-
-/// Stops a unit without blocking on systemd (`stop --no-block`: its exit code says nothing
-/// we need — a unit that is not loaded is stopped), then looks until systemd says it is
-/// inactive or failed, every call within the budget. Err: still running, or systemd could not
-/// say (never taken for stopped).
-fn stop_unit(unit: &str, until: Instant) -> Result<(), String> {
-    if crate::service::find_in_path("systemctl").is_none() {
-        // No systemd tooling here: no unit of ours can be running.
-        return Ok(());
-    }
-    let _ = crate::service::tool_output(
-        left(until).min(UNIT_LOOK),
-        "systemctl",
-        &["stop", "--no-block", "--", unit],
-    );
-    loop {
-        let look = status::block_on(unit_presence(unit, left(until).min(UNIT_LOOK)));
-        let still = match look {
-            Presence::Absent => return Ok(()),
-            Presence::Present => format!("{unit} is still running after systemctl stop"),
-            Presence::CannotTell(why) => format!("cannot tell whether {unit} stopped: {why}"),
-        };
-        if left(until) < Duration::from_millis(300) {
-            return Err(still);
-        }
-        std::thread::sleep(Duration::from_millis(200).min(left(until)));
-    }
 }
 
 /// Holder of the key: 100; any node that reaches etcd: 10; a node that cannot: no score, so
@@ -869,6 +857,28 @@ fn update_score(ctx: &Ctx, cfg: &MasterConfig, until: Instant) {
 
 fn set_score(ctx: &Ctx, score: Option<i32>, until: Instant) {
     super::score::set(ctx.env, &ctx.dir.score(), score, left(until).min(SCORE_SET));
+}
+
+impl crate::ocf::failure::Failure for MasterError {
+    fn exit(&self) -> crate::ocf::OcfExit {
+        match self {
+            MasterError::Config(e) => e.exit(),
+            MasterError::Install(e) => e.exit(),
+            MasterError::NoInstance | MasterError::BadName(_) => crate::ocf::OcfExit::ErrConfigured,
+            MasterError::Unsupported(_) => crate::ocf::OcfExit::ErrInstalled,
+            MasterError::GuardGone(_) | MasterError::Unhealthy(_) | MasterError::KeyCheck(_) => {
+                crate::ocf::OcfExit::FailedPromoted
+            }
+            MasterError::Locked(_)
+            | MasterError::Reload(_)
+            | MasterError::Write { .. }
+            | MasterError::Spawn(_)
+            | MasterError::NotPromoted(_)
+            | MasterError::Undo { .. }
+            | MasterError::StepDown { .. }
+            | MasterError::Cleanup(_) => crate::ocf::OcfExit::ErrGeneric,
+        }
+    }
 }
 
 #[cfg(test)]

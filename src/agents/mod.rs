@@ -12,7 +12,7 @@ pub mod vip;
 
 use std::panic::{self, AssertUnwindSafe};
 
-use crate::failure::Failed;
+use crate::ocf::failure::Failed;
 use crate::ocf::metadata::{self, AgentInfo};
 use crate::ocf::{reason, Action, OcfEnv, OcfExit, Outcome};
 
@@ -158,6 +158,17 @@ pub fn guarded<T>(f: impl FnOnce() -> Result<T, Failed>) -> Result<T, Failed> {
             .unwrap_or_else(|| "unknown panic".into());
         Err(ActionError::Panic(msg).into())
     })
+}
+
+impl crate::ocf::failure::Failure for ActionError {
+    fn exit(&self) -> crate::ocf::OcfExit {
+        match self {
+            ActionError::NotGiven | ActionError::Unimplemented { .. } => {
+                crate::ocf::OcfExit::ErrUnimplemented
+            }
+            ActionError::Panic(_) => crate::ocf::OcfExit::ErrGeneric,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::failure::Failed;
+use crate::ocf::failure::Failed;
 use crate::ocf::metadata::{ActionSpec, AgentInfo};
 use crate::ocf::{Action, OcfEnv, OcfExit, Outcome};
 use crate::params::vip::VIP_AGENT;

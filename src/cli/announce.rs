@@ -2,7 +2,7 @@
 //! the detached background half of an agent's start burst (`--first`, `--pidfile`).
 
 use super::CliError;
-use crate::failure::Failed;
+use crate::ocf::failure::Failed;
 use crate::ocf::OcfExit;
 use crate::presence::Presence;
 use crate::vip::announce::Announcer;

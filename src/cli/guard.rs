@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::failure::Failed;
 use crate::guard::{self as g, GuardArgs, GuardError};
+use crate::ocf::failure::Failed;
 use crate::ocf::OcfExit;
 use crate::resource::config::MasterConfig;
 

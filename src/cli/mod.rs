@@ -13,8 +13,8 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
-use crate::failure::Failed;
 use crate::guard::GuardError;
+use crate::ocf::failure::Failed;
 use crate::ocf::OcfExit;
 use crate::resource::config::InstallError;
 use crate::resource::status::ClientError;
@@ -185,4 +185,21 @@ pub fn main(args: Vec<String>) -> OcfExit {
         }
         f.exit
     })
+}
+
+impl crate::ocf::failure::Failure for CliError {
+    fn exit(&self) -> crate::ocf::OcfExit {
+        match self {
+            CliError::Unreadable { .. } => crate::ocf::OcfExit::ErrInstalled,
+            CliError::Config { .. } | CliError::BadName(_) => crate::ocf::OcfExit::ErrConfigured,
+            CliError::Install(e) => e.exit(),
+            CliError::NoAgent(_) => crate::ocf::OcfExit::ErrInstalled,
+            CliError::Usage(_) | CliError::Args(_) => crate::ocf::OcfExit::ErrArgs,
+            CliError::Guard(e) => e.exit(),
+            CliError::Refused(_) | CliError::Announce { .. } | CliError::StepDown { .. } => {
+                crate::ocf::OcfExit::ErrGeneric
+            }
+            CliError::Etcd(_) => crate::ocf::OcfExit::ErrGeneric,
+        }
+    }
 }

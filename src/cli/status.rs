@@ -8,8 +8,8 @@ use clap::Args;
 use serde::Serialize;
 
 use super::CliError;
-use crate::failure::Failed;
 use crate::lease::{leader_key, Etcd, EtcdConfig};
+use crate::ocf::failure::Failed;
 use crate::ocf::OcfExit;
 use crate::resource::dir::ResourceDir;
 use crate::resource::status::{self, GuardStatus};

@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 use clap::Args;
 
 use super::CliError;
-use crate::failure::Failed;
 use crate::guard::{self as g, GuardArgs};
 use crate::lease::leader_key;
+use crate::ocf::failure::Failed;
 use crate::ocf::OcfExit;
 use crate::resource::config::MasterConfig;
 use crate::resource::dir::ResourceDir;

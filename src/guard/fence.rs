@@ -21,11 +21,8 @@ use arc_swap::ArcSwap;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::eventfd::{EfdFlags, EventFd};
 
-use nix::errno::Errno;
-use nix::sys::signal::{killpg, Signal};
 use nix::sys::time::TimeSpec;
 use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
-use nix::unistd::Pid;
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::machine::{Fault, Input, Kernel, Machine, Order, View};
@@ -144,42 +141,7 @@ impl Kernel for Host {
     }
 
     fn signal_service(&mut self, service: &ServiceRef, kill: bool) -> Result<(), Fault> {
-        match service {
-            ServiceRef::Group(pid) if *pid > 1 => {
-                let sig = if kill {
-                    Signal::SIGKILL
-                } else {
-                    Signal::SIGTERM
-                };
-                match killpg(Pid::from_raw(*pid as i32), sig) {
-                    Ok(()) | Err(Errno::ESRCH) => Ok(()),
-                    Err(errno) => Err(Fault::Signal { pid: *pid, errno }),
-                }
-            }
-            ServiceRef::Group(pid) => Err(Fault::NoGroup(*pid)),
-            ServiceRef::Unit(unit) => {
-                // systemd stops the unit its own way (ExecStop, TimeoutStopSec); --no-block
-                // also cancels a start job under way. The KILL later does not wait for it.
-                let args: &[&str] = if kill {
-                    &["kill", "--signal=SIGKILL", "--", unit]
-                } else {
-                    &["stop", "--no-block", "--", unit]
-                };
-                let mut child = std::process::Command::new("systemctl")
-                    .args(args)
-                    .stdin(std::process::Stdio::null())
-                    .stdout(std::process::Stdio::null())
-                    .stderr(std::process::Stdio::null())
-                    .spawn()
-                    .map_err(|e| Fault::Systemd(format!("systemctl {}: {e}", args.join(" "))))?;
-                // Reaped by a thread of its own: the fencing thread never waits on it (and
-                // never panics for want of a thread: the child is then left a zombie).
-                let _ = std::thread::Builder::new()
-                    .name("systemctl".into())
-                    .spawn(move || child.wait());
-                Ok(())
-            }
-        }
+        crate::service::stop::signal(service, kill).map_err(Fault::from)
     }
 
     fn lowering(&mut self) {

@@ -534,3 +534,14 @@ impl StopSignals {
         }
     }
 }
+
+impl crate::ocf::failure::Failure for GuardError {
+    /// A configuration the guard cannot read is the agent's mistake (6); every other end of a
+    /// guard is this node's (1).
+    fn exit(&self) -> crate::ocf::OcfExit {
+        match self {
+            GuardError::Config(_) => crate::ocf::OcfExit::ErrConfigured,
+            _ => crate::ocf::OcfExit::ErrGeneric,
+        }
+    }
+}

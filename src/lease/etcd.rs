@@ -6,7 +6,6 @@
 //! order waited out each silent one). Every attempt is bounded; errors carry the endpoint and
 //! the full cause chain.
 
-use std::fs;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
@@ -22,21 +21,12 @@ use super::clock::boottime;
 use super::{EtcdConfig, LeaseId};
 use crate::causes::causes;
 use crate::params::master as p;
+use crate::pem::{self, PemKind};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LeaseError {
-    #[error("parameter {param}=\"{path}\" cannot be read: {source}")]
-    Unreadable {
-        param: &'static str,
-        path: String,
-        source: std::io::Error,
-    },
-    #[error("parameter {param}=\"{path}\" holds no PEM {what}")]
-    BadPem {
-        param: &'static str,
-        path: String,
-        what: &'static str,
-    },
+    #[error(transparent)]
+    Pem(#[from] crate::pem::PemError),
     #[error("etcd unreachable: {op}: {detail}")]
     Etcd { op: &'static str, detail: String },
 }
@@ -145,41 +135,6 @@ fn url_host(url: &str) -> Option<std::net::IpAddr> {
         .ok()
 }
 
-fn read(param: &'static str, path: &std::path::Path) -> Result<Vec<u8>, LeaseError> {
-    fs::read(path).map_err(|source| LeaseError::Unreadable {
-        param,
-        path: path.display().to_string(),
-        source,
-    })
-}
-
-fn check_pem(
-    param: &'static str,
-    path: &std::path::Path,
-    pem: &[u8],
-    key: bool,
-) -> Result<(), LeaseError> {
-    use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-    let ok = if key {
-        PrivateKeyDer::from_pem_slice(pem).is_ok()
-    } else {
-        CertificateDer::pem_slice_iter(pem)
-            .next()
-            .is_some_and(|c| c.is_ok())
-    };
-    if ok {
-        Ok(())
-    } else {
-        let what = if key { "private key" } else { "certificate" };
-        Err(LeaseError::BadPem {
-            param,
-            path: path.display().to_string(),
-            what,
-        })
-    }
-}
-
 /// Reads and checks the TLS files named in the configuration.
 pub fn tls_options(cfg: &EtcdConfig) -> Result<Option<TlsOptions>, LeaseError> {
     if !cfg.tls {
@@ -187,15 +142,12 @@ pub fn tls_options(cfg: &EtcdConfig) -> Result<Option<TlsOptions>, LeaseError> {
     }
     let mut tls = TlsOptions::new();
     if let Some(path) = &cfg.cacert {
-        let pem = read(p::ETCD_CACERT.name, path)?;
-        check_pem(p::ETCD_CACERT.name, path, &pem, false)?;
+        let pem = pem::read(&p::ETCD_CACERT, path, PemKind::Certificates)?;
         tls = tls.ca_certificate(Certificate::from_pem(pem));
     }
     if let (Some(cert), Some(key)) = (&cfg.cert, &cfg.key) {
-        let cert_pem = read(p::ETCD_CERT.name, cert)?;
-        check_pem(p::ETCD_CERT.name, cert, &cert_pem, false)?;
-        let key_pem = read(p::ETCD_KEY.name, key)?;
-        check_pem(p::ETCD_KEY.name, key, &key_pem, true)?;
+        let cert_pem = pem::read(&p::ETCD_CERT, cert, PemKind::Certificates)?;
+        let key_pem = pem::read(&p::ETCD_KEY, key, PemKind::PrivateKey)?;
         tls = tls.identity(Identity::from_pem(cert_pem, key_pem));
     }
     Ok(Some(tls))
@@ -897,6 +849,17 @@ pub fn has_lease_revoke_fix(version: &str) -> Option<bool> {
         (3, m) => m >= 6,
         (m, _) => m > 3,
     })
+}
+
+impl crate::ocf::failure::Failure for LeaseError {
+    /// A TLS file that cannot be read is this node's lack; one that holds no PEM is wrong
+    /// everywhere; the rest (etcd unreachable, refused) is this node's trouble.
+    fn exit(&self) -> crate::ocf::OcfExit {
+        match self {
+            LeaseError::Pem(e) => e.exit(),
+            _ => crate::ocf::OcfExit::ErrGeneric,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 pub mod action;
 pub mod env;
 pub mod exit;
+pub mod failure;
 pub mod metadata;
 pub mod reason;
 

@@ -201,9 +201,53 @@ impl WatchdogConfig {
     }
 }
 
+/// Unreadable files and missing programs are this node's lack (5), malformed contents a
+/// configuration error (6).
+impl crate::ocf::failure::Failure for InstallError {
+    fn exit(&self) -> crate::ocf::OcfExit {
+        match self {
+            InstallError::Lease(e) => e.exit(),
+            InstallError::Service(e) => e.exit(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_the_node_lacks_is_5_and_what_is_malformed_is_6() {
+        use crate::ocf::failure::Failure;
+        use crate::ocf::OcfExit;
+        use crate::pem::PemError;
+        use crate::service::ServiceError;
+        let unreadable = InstallError::Lease(LeaseError::Pem(PemError::Unreadable {
+            param: "etcd_cacert",
+            path: "/x".into(),
+            source: std::io::Error::from_raw_os_error(libc::ENOENT),
+        }));
+        assert_eq!(unreadable.exit(), OcfExit::ErrInstalled);
+        let pem = PemError::Empty {
+            param: "health_cacert",
+            path: "/x".into(),
+            what: "certificate",
+        };
+        assert_eq!(
+            InstallError::Service(ServiceError::Pem(pem)).exit(),
+            OcfExit::ErrConfigured
+        );
+        assert_eq!(
+            InstallError::Service(ServiceError::NotInstalled("no systemctl".into())).exit(),
+            OcfExit::ErrInstalled
+        );
+        // A start that failed now is this node's, not a reason to stop the resource
+        // everywhere.
+        assert_eq!(
+            ServiceError::Failed("systemctl start api.service failed".into()).exit(),
+            OcfExit::ErrGeneric
+        );
+    }
     use crate::params::master::MASTER_AGENT;
 
     #[test]

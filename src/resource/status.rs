@@ -326,6 +326,12 @@ pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
         .block_on(f)
 }
 
+impl crate::ocf::failure::Failure for ClientError {
+    fn exit(&self) -> crate::ocf::OcfExit {
+        crate::ocf::OcfExit::ErrGeneric
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

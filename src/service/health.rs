@@ -1,8 +1,6 @@
 //! The service's health probe: one GET of `health_url` (http or https, with its own CA), 2xx
 //! means healthy. One client per guard, so connections are kept alive between checks.
 
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::CertificateDer;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,6 +13,8 @@ use hyper_util::rt::TokioExecutor;
 
 use super::{HealthSpec, ServiceError};
 use crate::causes::causes;
+use crate::params::master::HEALTH_CACERT;
+use crate::params::Param;
 
 /// System CA bundles of Debian and RHEL, used for https when health_cacert is not set.
 const SYSTEM_BUNDLES: [&str; 2] = [
@@ -31,25 +31,20 @@ pub struct HealthProbe {
     timeout: Duration,
 }
 
+/// The roots of trust in a CA file, named by `param`.
 pub fn roots_from_pem(
-    param: &str,
+    param: &Param,
     path: &std::path::Path,
 ) -> Result<rustls::RootCertStore, ServiceError> {
-    let pem = std::fs::read(path).map_err(|e| {
-        ServiceError::NotInstalled(format!(
-            "parameter {param}=\"{}\" cannot be read: {e}",
-            path.display()
-        ))
-    })?;
     let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(&pem).flatten() {
-        let _ = roots.add(cert);
-    }
+    roots.add_parsable_certificates(crate::pem::certificates(param, path)?);
     if roots.is_empty() {
-        return Err(ServiceError::Invalid(format!(
-            "parameter {param}=\"{}\" holds no PEM certificate",
-            path.display()
-        )));
+        return Err(crate::pem::PemError::Empty {
+            param: param.name,
+            path: path.display().to_string(),
+            what: "usable CA certificate",
+        }
+        .into());
     }
     Ok(roots)
 }
@@ -69,12 +64,12 @@ impl HealthProbe {
             return Ok(None);
         };
         let roots = match (&spec.cacert, url.scheme_str()) {
-            (Some(path), _) => roots_from_pem("health_cacert", path)?,
+            (Some(path), _) => roots_from_pem(&HEALTH_CACERT, path)?,
             (None, Some("https")) => SYSTEM_BUNDLES
                 .iter()
                 .map(std::path::Path::new)
                 .find(|p| p.exists())
-                .map(|p| roots_from_pem("health_cacert", p))
+                .map(|p| roots_from_pem(&HEALTH_CACERT, p))
                 .transpose()?
                 .unwrap_or_else(rustls::RootCertStore::empty),
             (None, _) => rustls::RootCertStore::empty(),

@@ -5,6 +5,7 @@
 pub mod health;
 pub mod output;
 pub mod process;
+pub mod stop;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -49,18 +50,14 @@ pub enum ServiceRef {
     Unit(String),
 }
 
-/// An orderly stop gives the service this long between TERM and KILL, at most (the guard's
-/// step-down, the agent's clean-up after a dead guard).
-pub const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
-
 #[derive(Debug, thiserror::Error)]
 pub enum ServiceError {
     /// Something this node lacks (a program, a user, a file): OCF_ERR_INSTALLED.
     #[error("{0}")]
     NotInstalled(String),
-    /// A parameter's file that holds nothing usable (no PEM certificate): OCF_ERR_CONFIGURED.
-    #[error("{0}")]
-    Invalid(String),
+    /// A parameter's PEM file: unreadable (5) or holding nothing usable (6).
+    #[error(transparent)]
+    Pem(#[from] crate::pem::PemError),
     /// The service could not be started or asked on this node now: OCF_ERR_GENERIC.
     #[error("{0}")]
     Failed(String),
@@ -250,6 +247,16 @@ pub fn find_in_path(name: &str) -> Option<PathBuf> {
     std::env::split_paths(&path)
         .map(|d| d.join(name))
         .find(|p| is_executable(p))
+}
+
+impl crate::ocf::failure::Failure for ServiceError {
+    fn exit(&self) -> crate::ocf::OcfExit {
+        match self {
+            ServiceError::NotInstalled(_) => crate::ocf::OcfExit::ErrInstalled,
+            ServiceError::Pem(e) => e.exit(),
+            ServiceError::Failed(_) => crate::ocf::OcfExit::ErrGeneric,
+        }
+    }
 }
 
 #[cfg(test)]

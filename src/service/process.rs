@@ -343,25 +343,19 @@ pub fn group_presence(pgid: u32) -> Presence {
     }
 }
 
-/// Sends `sig` to the process group led by `pid` (the service runs in its own session).
-pub fn signal_group(pid: u32, sig: Signal) -> Result<(), Errno> {
-    if pid <= 1 {
-        return Err(Errno::EINVAL);
-    }
-    match killpg(Pid::from_raw(pid as i32), sig) {
-        Ok(()) | Err(Errno::ESRCH) => Ok(()),
-        Err(e) => Err(e),
-    }
-}
-
-/// Stops a service whose supervisor is gone, the recorded one only: its group is signalled
-/// only while the recorded leader (same pid and start time, leading its own group) is alive
-/// when the stop begins — a group whose leader is gone may be anybody's (a double-forked
-/// daemon that took the group id after ours was gone) and is never signalled. TERM to the
-/// group, KILL after `grace`, then up to `limit` in all for the group to be empty.
-/// Absent: nothing of it is left (or nothing was ever ours); Present: still there at the end;
-/// CannotTell: a group lives on under the recorded id, not proven ours, or a look failed.
-pub fn stop_orphan(pid: u32, start: Option<u64>, grace: Duration, limit: Duration) -> Presence {
+/// Stops a service whose supervisor is gone, the recorded one only: its group is stopped (the
+/// one way, service::stop) only while the recorded leader (same pid and start time, leading
+/// its own group) is alive when the stop begins — a group whose leader is gone may be
+/// anybody's (a double-forked daemon that took the group id after ours was gone) and is never
+/// signalled. Absent: nothing of it is left (or nothing was ever ours); Present: still there at
+/// the end; CannotTell: a group lives on under the recorded id, not proven ours, or a look
+/// failed.
+pub async fn stop_orphan(
+    pid: u32,
+    start: Option<u64>,
+    grace: Duration,
+    limit: Duration,
+) -> Presence {
     if pid <= 1 {
         return Presence::Absent;
     }
@@ -383,24 +377,7 @@ pub fn stop_orphan(pid: u32, start: Option<u64>, grace: Duration, limit: Duratio
             doubt => doubt,
         };
     }
-    let _ = signal_group(pid, Signal::SIGTERM);
-    let begun = std::time::Instant::now();
-    let mut killed = false;
-    loop {
-        let now = group_presence(pid);
-        if now.is_absent() {
-            return now;
-        }
-        let spent = begun.elapsed();
-        if spent >= limit {
-            return now;
-        }
-        if !killed && spent >= grace {
-            let _ = signal_group(pid, Signal::SIGKILL);
-            killed = true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    super::stop::stop_and_confirm(&ServiceRef::Group(pid), grace, limit).await
 }
 
 /// The recorded service: the process with this pid and start time (alive, or a zombie not yet

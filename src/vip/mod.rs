@@ -720,9 +720,76 @@ impl Vip {
     }
 }
 
+impl crate::ocf::failure::Failure for VipError {
+    fn exit(&self) -> crate::ocf::OcfExit {
+        match self {
+            VipError::Config(_) => crate::ocf::OcfExit::ErrConfigured,
+            VipError::Netlink(n) if n.is_permission() => crate::ocf::OcfExit::ErrPerm,
+            VipError::Announce(a) if a.is_permission() => crate::ocf::OcfExit::ErrPerm,
+            VipError::Namespace { source, .. }
+                if matches!(source.raw_os_error(), Some(libc::EPERM | libc::EACCES)) =>
+            {
+                crate::ocf::OcfExit::ErrPerm
+            }
+            VipError::NotHere(_)
+            | VipError::Netlink(_)
+            | VipError::Announce(_)
+            | VipError::Namespace { .. }
+            | VipError::Conflict { .. }
+            | VipError::Duplicate { .. }
+            | VipError::DadFailed { .. }
+            | VipError::DadTimeout { .. }
+            | VipError::Abandoned { .. } => crate::ocf::OcfExit::ErrGeneric,
+        }
+    }
+
+    fn reason(&self) -> String {
+        match self {
+            VipError::Netlink(_) | VipError::Announce(_)
+                if self.exit() == crate::ocf::OcfExit::ErrPerm =>
+            {
+                format!("insufficient privileges (needs root): {self}")
+            }
+            _ => self.to_string(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ocf::failure::{Failed, Failure};
+    use crate::ocf::OcfExit;
+
+    #[test]
+    fn permission_errors_map_to_err_perm() {
+        let e = VipError::Netlink(crate::vip::netlink::NetlinkError::Io {
+            op: "add address",
+            source: std::io::Error::from_raw_os_error(libc::EPERM),
+        });
+        let f = Failed::from(e);
+        assert_eq!(f.exit, OcfExit::ErrPerm);
+        assert!(f.reason.starts_with("insufficient privileges"));
+    }
+
+    #[test]
+    fn a_namespace_not_entered_is_this_nodes_trouble_or_privileges() {
+        let at = |errno| VipError::Namespace {
+            name: "blue".into(),
+            path: "/run/netns/blue".into(),
+            source: std::io::Error::from_raw_os_error(errno),
+        };
+        assert_eq!(at(libc::ENOENT).exit(), OcfExit::ErrGeneric);
+        assert_eq!(at(libc::EPERM).exit(), OcfExit::ErrPerm);
+        assert_eq!(
+            at(libc::EPERM).reason(),
+            at(libc::EPERM).to_string(),
+            "the namespace's own words, naming the parameter"
+        );
+        assert!(at(libc::EPERM)
+            .reason()
+            .starts_with("parameter network_namespace=\"blue\": cannot enter /run/netns/blue"));
+    }
     use crate::params::vip::VIP_AGENT;
 
     fn config(vars: &[(&str, &str)]) -> Result<VipConfig, ConfigError> {

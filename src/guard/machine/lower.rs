@@ -8,11 +8,9 @@ use std::time::Duration;
 use super::rules::Rule;
 use super::state::{Look, Phase, Release, ServiceState, StepDown};
 use super::types::{Cause, Fault, Kernel, Level, Order};
-use super::{
-    Machine, Timer, CHECK_EVERY, DEFAULT_STEP_DOWN, RELEASE_RESERVE, RELEASE_RETRY, WATCHDOG_LEAD,
-};
+use super::{Machine, Timer, CHECK_EVERY, DEFAULT_STEP_DOWN, RELEASE_RETRY, WATCHDOG_LEAD};
 use crate::presence::Presence;
-use crate::service::STOP_GRACE;
+use crate::service::stop::{self, STOP_GRACE};
 
 impl<K: Kernel> Machine<K> {
     pub(super) fn check_deadline(&mut self, now: Duration) {
@@ -121,9 +119,7 @@ impl<K: Kernel> Machine<K> {
             return STOP_GRACE;
         }
         let by = self.step_down.map_or(now + DEFAULT_STEP_DOWN, |s| s.by);
-        by.saturating_sub(now)
-            .saturating_sub(RELEASE_RESERVE)
-            .min(STOP_GRACE)
+        stop::grace(by.saturating_sub(now))
     }
 
     /// Lowering goes on until VIP and service are confirmed down: a service still running (or

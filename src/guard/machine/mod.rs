@@ -68,16 +68,13 @@ pub use watchdog::{Watchdog, WatchdogPlan, WatchdogState, WATCHDOG_LEAD, WATCHDO
 
 use crate::lease::LeaseClock;
 
-/// What a step-down keeps back from its budget for the release and the answer.
-pub const RELEASE_RESERVE: Duration = Duration::from_secs(2);
+pub use crate::service::stop::{CHECK_EVERY, RELEASE_RESERVE};
 
 /// The budget of a step-down nobody timed (a signal, a raise that failed).
 pub const DEFAULT_STEP_DOWN: Duration = Duration::from_secs(30);
 
 /// Retry of a VIP removal that failed (by the fencing thread: soon, it is the deadline's work).
 pub const VIP_RETRY: Duration = Duration::from_millis(20);
-/// How often a stopping service is looked at.
-const CHECK_EVERY: Duration = Duration::from_millis(100);
 /// Retry of a keepalive that failed (racing for a member that answers).
 const RENEW_RETRY: Duration = Duration::from_millis(20);
 /// Keepalives that failed in a row before the retry slows to hold::RETRY_HOLDING.

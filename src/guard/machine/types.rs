@@ -120,13 +120,10 @@ pub enum Fault {
     /// The watchdog refused a ping or the magic close, or there is no device.
     #[error("{0}")]
     Watchdog(String),
-    /// A signal to the service's process group failed.
-    #[error("process group {pid}: {errno}")]
-    Signal { pid: u32, errno: nix::errno::Errno },
-    /// A process group the guard never signals (0 or 1).
-    #[error("refusing to signal process group {0}")]
-    NoGroup(u32),
-    /// systemctl could not be run, or said the unit is in no state it knows.
+    /// TERM or KILL to the service could not be sent (service::stop).
+    #[error("{0}")]
+    Signal(#[from] crate::service::stop::SignalError),
+    /// systemctl said the unit is in no state it knows.
     #[error("{0}")]
     Systemd(String),
     /// The service could not be started.
