@@ -631,16 +631,7 @@ fn spawn_guard(
         Ok(f) => cmd.stderr(f),
         Err(_) => cmd.stderr(Stdio::null()),
     };
-    let limit = crate::child::fd_limit();
-    // SAFETY: between fork and exec only setsid(2) and close(2)/close_range(2), on a value
-    // computed before the fork.
-    unsafe {
-        cmd.pre_exec(move || {
-            nix::unistd::setsid()?;
-            crate::child::close_from(3, limit);
-            Ok(())
-        });
-    }
+    crate::child::detached(&mut cmd, None);
     let mut child = cmd.spawn()?;
     if let Some(mut stdin) = child.stdin.take() {
         use std::io::Write;

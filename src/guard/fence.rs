@@ -265,7 +265,7 @@ fn fencing_thread(
     orders: UnboundedSender<Order>,
     shared: &Shared,
 ) {
-    raise_priority();
+    super::sched::realtime_thread();
     loop {
         let mut fds = [
             PollFd::new(timer.as_fd(), PollFlags::POLLIN),
@@ -312,29 +312,4 @@ fn arm(timer: &TimerFd, at: Option<Duration>) {
     // timerfd_settime fails only for an invalid descriptor or time; neither can occur here
     // (a time in the past fires at once).
     let _ = result;
-}
-
-/// A real-time priority for the fencing thread, so a busy machine does not make it late. It
-/// sleeps but for a few system calls at each wake-up. Without the privilege (or in a cgroup
-/// with no real-time budget) it takes nice −10 instead, never less than the shell's; without
-/// that either it keeps the normal priority (the guard runs as root under Pacemaker, so it
-/// has both). SCHED_RESET_ON_FORK: the systemctl it spawns runs at the normal priority.
-fn raise_priority() {
-    let param = libc::sched_param { sched_priority: 10 };
-    // SAFETY: sched_setscheduler(0, …) changes the calling thread only; param is a valid
-    // sched_param that lives across the call. nix has no wrapper for it.
-    let fifo = unsafe {
-        libc::sched_setscheduler(0, libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK, &param)
-    };
-    if fifo != 0 {
-        let normal = libc::sched_param { sched_priority: 0 };
-        // SAFETY: as above; then plain integers (PRIO_PROCESS 0: the calling thread on Linux).
-        unsafe {
-            let _ =
-                libc::sched_setscheduler(0, libc::SCHED_OTHER | libc::SCHED_RESET_ON_FORK, &normal);
-            // Never lower than it is (the guard's own nice, if an administrator set one).
-            let now = libc::getpriority(libc::PRIO_PROCESS, 0);
-            let _ = libc::setpriority(libc::PRIO_PROCESS, 0, now.min(-10));
-        }
-    }
 }

@@ -15,6 +15,7 @@ pub mod machine;
 pub mod metrics;
 mod placement;
 mod push;
+mod sched;
 #[cfg(test)]
 mod sim;
 pub mod status;
@@ -471,27 +472,10 @@ fn from_machine(
 /// mlockall and a raised priority (nice -10, SCHED_RESET_ON_FORK so the service and every
 /// child start at the normal priority); what could not be done, in words.
 fn hold_in_memory_and_priority() -> Vec<String> {
-    let mut problems = Vec::new();
-    // SAFETY: mlockall takes flags only.
-    if unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) } != 0 {
-        problems.push(format!(
-            "cannot lock the guard's memory: {}",
-            std::io::Error::last_os_error()
-        ));
-    }
-    let param = libc::sched_param { sched_priority: 0 };
-    // SAFETY: changes the calling thread's policy only; param lives across the call.
-    let reset = unsafe {
-        libc::sched_setscheduler(0, libc::SCHED_OTHER | libc::SCHED_RESET_ON_FORK, &param)
-    };
-    // SAFETY: setpriority takes plain integers (0: the calling thread, the runtime's).
-    if reset != 0 || unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, -10) } != 0 {
-        problems.push(format!(
-            "cannot raise the guard's priority: {}",
-            std::io::Error::last_os_error()
-        ));
-    }
-    problems
+    [sched::lock_memory(), sched::raise_thread()]
+        .into_iter()
+        .filter_map(Result::err)
+        .collect()
 }
 
 /// Every signal that would otherwise end the guard without a word means "step down in

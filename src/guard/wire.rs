@@ -294,6 +294,7 @@ pub async fn watch(w: WireWatch) {
             None
         }
     };
+    // SAFETY: as above, for the packet socket.
     let frames = match frames::watch_socket(w.link.index, w.ip)
         .and_then(|fd| unsafe { AsyncFd::register(fd) }.map_err(io::Error::from))
     {

@@ -8,13 +8,11 @@
 //! only once the group is confirmed empty (`reap`), and never signals it again after that.
 
 use std::ffi::CString;
-use std::os::unix::process::CommandExt;
 use std::time::Duration;
 
 use nix::errno::Errno;
-use nix::sys::prctl::set_pdeathsig;
-use nix::sys::signal::{killpg, Signal};
-use nix::unistd::{getgrouplist, setgid, setgroups, setsid, setuid, Gid, Pid, Uid, User};
+use nix::sys::signal::killpg;
+use nix::unistd::{getgrouplist, Gid, Pid, Uid, User};
 
 use super::{ServiceError, ServiceRef, ServiceSpec};
 use crate::presence::Presence;
@@ -122,21 +120,7 @@ impl ServiceSpec {
                 let (out_r, out_w) = pipe()?;
                 let (err_r, err_w) = pipe()?;
                 cmd.stdout(out_w).stderr(err_w);
-                // SAFETY: between fork and exec only system calls (setsid, setgroups, setgid,
-                // setuid, prctl), on values computed before the fork; nothing allocates.
-                unsafe {
-                    cmd.pre_exec(move || {
-                        setsid()?;
-                        if let Some((uid, gid, groups)) = &ids {
-                            setgroups(groups)?;
-                            setgid(*gid)?;
-                            setuid(*uid)?;
-                        }
-                        // After any credential change, which would clear it.
-                        set_pdeathsig(Signal::SIGKILL)?;
-                        Ok(())
-                    });
-                }
+                crate::child::service(&mut cmd, ids);
                 if !wanted() {
                     return Err(unwanted());
                 }
@@ -455,6 +439,8 @@ mod tests {
         let pgid = child.id();
         assert_eq!(group_presence(pgid), Presence::Present);
         // An unprivileged look (kill(-pgid, 0) refused with EPERM): the group is there.
+        // SAFETY: the child makes system calls only (setuid, kill, reads of /proc) and ends
+        // with _exit, never returning into the test harness's threads.
         match unsafe { nix::unistd::fork() }.unwrap() {
             nix::unistd::ForkResult::Child => {
                 let code = match nix::unistd::setuid(Uid::from_raw(65534)) {

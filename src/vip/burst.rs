@@ -123,30 +123,7 @@ pub fn spawn(req: &BurstRequest, run_dir: &Path, socket: Option<RawFd>) -> std::
     cmd.stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    let limit = crate::child::fd_limit();
-    // SAFETY: between fork and exec only setsid(2), fcntl(2)/dup2(2) and close(2)/
-    // close_range(2), on values computed before the fork.
-    unsafe {
-        cmd.pre_exec(move || {
-            use nix::fcntl::{fcntl, FcntlArg, FdFlag};
-            nix::unistd::setsid()?;
-            let keep = match socket {
-                // dup2 onto itself would keep close-on-exec set.
-                Some(fd) if fd == INHERITED_SOCKET_FD => {
-                    fcntl(fd, FcntlArg::F_SETFD(FdFlag::empty())).is_ok()
-                }
-                Some(fd) => nix::unistd::dup2(fd, INHERITED_SOCKET_FD).is_ok(),
-                None => false,
-            };
-            let first_closed = if keep {
-                INHERITED_SOCKET_FD + 1
-            } else {
-                INHERITED_SOCKET_FD
-            };
-            crate::child::close_from(first_closed, limit);
-            Ok(())
-        });
-    }
+    crate::child::detached(&mut cmd, socket.map(|fd| (fd, INHERITED_SOCKET_FD)));
     let mut child = cmd.spawn()?;
     let pid = child.id();
     // Reaped by a thread of its own: a long-lived guard would otherwise keep one zombie per

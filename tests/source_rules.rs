@@ -1,0 +1,167 @@
+//! The source's own rules, checked by reading it (what a reviewer would grep for): `unsafe`
+//! only in the modules of a kernel interface, each with its SAFETY line; no decision taken on
+//! an error's words; one `Presence`; one frames module that opens packet sockets and knows
+//! ARP's and NDP's layout; the leader key written by the library only. Runs anywhere.
+
+use std::path::{Path, PathBuf};
+
+fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            sources(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// Every file of src/, with its production part: the text before its `mod tests` (the
+/// simulation and the machine's tests are test code as a whole).
+fn production() -> Vec<(String, String)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    sources(&root.join("src"), &mut files);
+    files.sort();
+    assert!(files.len() > 50, "src/ read: {} files", files.len());
+    files
+        .into_iter()
+        .map(|p| {
+            let name = p.strip_prefix(root).unwrap().display().to_string();
+            let text = std::fs::read_to_string(&p).unwrap();
+            let code = match text.find("#[cfg(test)]\nmod tests") {
+                Some(at) => text[..at].to_string(),
+                None => text,
+            };
+            (name, code)
+        })
+        .filter(|(name, _)| {
+            !["src/guard/sim.rs", "src/guard/machine/tests.rs"].contains(&name.as_str())
+        })
+        .collect()
+}
+
+/// Lines of code (comments left out) that contain `needle`: (file, line number, line).
+fn lines_with<'a>(files: &'a [(String, String)], needle: &str) -> Vec<(&'a str, usize, &'a str)> {
+    files
+        .iter()
+        .flat_map(|(name, code)| {
+            code.lines()
+                .enumerate()
+                .filter(move |(_, l)| !l.trim_start().starts_with("//") && l.contains(needle))
+                .map(move |(i, l)| (name.as_str(), i + 1, l))
+        })
+        .collect()
+}
+
+#[test]
+fn unsafe_lives_in_the_kernel_interfaces_each_with_its_safety_line() {
+    let files = production();
+    // One module per kernel interface: children (fork/exec, close_range), pidfds, the packet
+    // socket and its BPF filter, the watchdog's ioctls, the scheduler and mlockall, tokio's
+    // registration of the wire watch's sockets, and libc's local time for HA_DATEFMT.
+    let allowed = [
+        "src/child.rs",
+        "src/procfs.rs",
+        "src/vip/frames.rs",
+        "src/guard/watchdog.rs",
+        "src/guard/sched.rs",
+        "src/guard/wire.rs",
+        "src/logging.rs",
+    ];
+    let mut found = 0;
+    for (name, code) in &files {
+        let lines: Vec<&str> = code.lines().collect();
+        for (i, l) in lines.iter().enumerate() {
+            if l.trim_start().starts_with("//") || !l.contains("unsafe ") && !l.contains("unsafe{")
+            {
+                continue;
+            }
+            found += 1;
+            assert!(
+                allowed.contains(&name.as_str()),
+                "{name}:{}: unsafe outside a kernel interface: {l}",
+                i + 1
+            );
+            let above = &lines[i.saturating_sub(4)..i];
+            assert!(
+                above.iter().any(|a| a.contains("// SAFETY")),
+                "{name}:{}: unsafe without a SAFETY line above it: {l}",
+                i + 1
+            );
+        }
+    }
+    assert!(
+        found >= 10,
+        "the scan saw {found} unsafe blocks: it reads the source"
+    );
+}
+
+#[test]
+fn no_decision_is_taken_on_an_errors_words() {
+    let files = production();
+    for pattern in [
+        "to_string().contains(",
+        "to_string().starts_with(",
+        "why.contains(",
+        "why.starts_with(",
+        "err.contains(",
+        "reason.contains(",
+        "message().contains(",
+    ] {
+        let hits = lines_with(&files, pattern);
+        assert!(hits.is_empty(), "matching an error's text: {hits:#?}");
+    }
+}
+
+#[test]
+fn one_presence_one_frames_module_one_leader_key() {
+    let files = production();
+    let defined = lines_with(&files, "pub enum Presence");
+    assert_eq!(defined.len(), 1, "{defined:?}");
+    assert_eq!(defined[0].0, "src/presence.rs");
+    for needle in [
+        "AddressFamily::Packet",
+        "AF_PACKET",
+        "ETH_P_ARP",
+        "SO_ATTACH_FILTER",
+    ] {
+        let at: Vec<_> = lines_with(&files, needle)
+            .into_iter()
+            .filter(|(name, _, _)| *name != "src/vip/frames.rs")
+            .collect();
+        assert!(at.is_empty(), "{needle} outside vip/frames.rs: {at:?}");
+    }
+    // The one address look: nobody dumps addresses to search for the VIP by hand.
+    let by_hand = lines_with(&files, ".addresses(");
+    let owners: Vec<_> = by_hand.iter().map(|(n, _, _)| *n).collect();
+    assert!(
+        owners.iter().all(|n| [
+            "src/vip/netlink.rs",
+            "src/vip/mod.rs",
+            "src/guard/placement.rs"
+        ]
+        .contains(n)),
+        "{by_hand:?}"
+    );
+    let keys = lines_with(&files, "/leader\"");
+    let (defined, elsewhere): (Vec<_>, Vec<_>) = keys
+        .into_iter()
+        .filter(|(n, _, l)| !(*n == "src/guard/status.rs" && l.contains("\"/leader\" =>")))
+        .partition(|(n, _, _)| *n == "src/lease/mod.rs");
+    assert_eq!(
+        defined.len(),
+        1,
+        "lease::leader_key writes the key: {defined:?}"
+    );
+    assert!(
+        elsewhere.is_empty(),
+        "a leader key written outside lease::leader_key: {elsewhere:?}"
+    );
+    // One stop path: systemctl stop and kill are sent by service::stop only.
+    let stops: Vec<_> = lines_with(&files, "\"--no-block\"")
+        .into_iter()
+        .filter(|(n, _, _)| *n != "src/service/stop.rs")
+        .collect();
+    assert!(stops.is_empty(), "{stops:?}");
+}
