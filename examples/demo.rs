@@ -92,7 +92,7 @@ fn run() {
             ],
         ),
     );
-    let (_, token_before) = lab.leader_key("/hamaster/api/leader").expect("leader key");
+    let (_, token_before) = lab.leader_key(support::API_KEY).expect("leader key");
 
     step(&format!(
         "a client on the switch polls http://{VIP}:8443/healthz every 20 ms"
@@ -121,7 +121,7 @@ fn run() {
         "the client is served again"
     );
     let samples = client.finish();
-    let (_, token_after) = lab.leader_key("/hamaster/api/leader").expect("leader key");
+    let (_, token_after) = lab.leader_key(support::API_KEY).expect("leader key");
     println!(
         "{new_master} promoted {:.1} s after the crash",
         crash.elapsed().as_secs_f64()

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use support::etcd::EtcdCluster;
 use support::master::{Node, VIP};
 
-const KEY: &str = "/hamaster/api/leader";
+const KEY: &str = support::API_KEY;
 
 /// The `$ hamaster …` lines of docs/runbook.md, in order.
 fn runbook_commands() -> Vec<Vec<String>> {
@@ -374,7 +374,7 @@ fn takeover_waits_while_a_failsafe_record_names_a_master_it_cannot_prove_down() 
     let config = standby.config_file(&agent);
     let config = config.to_str().unwrap();
     let record = r#"{"node":"nb","lease":"0x7","nodes":["na","nb"],"written_unix_ms":1}"#;
-    let put = etcd.etcdctl(&["put", "/hamaster/api/failsafe", record]);
+    let put = etcd.etcdctl(&["put", &record_key(), record]);
     assert!(
         put.status.success(),
         "{}",
@@ -440,7 +440,7 @@ fn takeover_waits_while_a_failsafe_record_names_a_master_it_cannot_prove_down() 
     assert!(err.contains("nb confirmed down by the operator"), "{err}");
     assert_eq!(etcd.get(KEY).map(|k| k.0).as_deref(), Some("na"));
     // Outside the cluster this guard cannot hold: the old record went with its taking.
-    let read = etcd.etcdctl(&["get", "/hamaster/api/failsafe"]);
+    let read = etcd.etcdctl(&["get", &record_key()]);
     assert!(
         String::from_utf8_lossy(&read.stdout).trim().is_empty(),
         "record left: {}",
@@ -448,4 +448,10 @@ fn takeover_waits_while_a_failsafe_record_names_a_master_it_cannot_prove_down() 
     );
     signal_and_wait(&mut takeover, "TERM");
     assert!(!standby.holds_vip() && etcd.get(KEY).is_none());
+}
+
+/// The lab master's fail-safe record key, as the library writes it.
+fn record_key() -> String {
+    let prefix = hamaster::params::master::ETCD_PREFIX.default.unwrap();
+    hamaster::failsafe::record_key(prefix, support::RESOURCE)
 }

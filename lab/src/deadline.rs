@@ -9,7 +9,7 @@ use super::etcd::{EtcdCluster, KeyWatch};
 use super::master::{Node, VipObserver};
 use super::Agent;
 
-pub const KEY: &str = "/hamaster/api/leader";
+pub const KEY: &str = crate::API_KEY;
 
 /// The first deletion of the leader key seen from etcd's side, and whether the node's service
 /// was still running at that moment.

@@ -7,7 +7,7 @@ use super::etcd::EtcdCluster;
 use super::master::{Node, VipObserver, VIP};
 use super::Agent;
 
-pub const KEY: &str = "/hamaster/api/leader";
+pub const KEY: &str = crate::API_KEY;
 
 /// How ownership is lost behind the guard's back.
 #[derive(Clone, Copy, Debug)]

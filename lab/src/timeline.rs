@@ -167,3 +167,94 @@ pub fn render_svg(title: &str, phases: &[&str], series: &[Series]) -> String {
     o.push_str("</svg>\n");
     o
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The failover timeline's log reading: corosync's and Pacemaker's time stamps (local time,
+    /// no year, milliseconds) become Unix milliseconds; the first matching line at or after a
+    /// moment is found.
+    #[test]
+    fn timeline_reads_corosync_and_pacemaker_time_stamps() {
+        let corosync = "Nov 30 15:24:06.051 [3642] n2 corosync notice  [TOTEM ] A new membership (2.11) was formed. Members left: 1";
+        assert_eq!(log_line_unix_ms(corosync, 2026, 0), Some(1_796_052_246_051));
+        // One hour east of UTC: the same wall clock is an hour earlier.
+        assert_eq!(
+            log_line_unix_ms(corosync, 2026, 3600),
+            Some(1_796_052_246_051 - 3_600_000)
+        );
+        assert_eq!(
+            log_line_unix_ms("Feb 29 00:00:00 n1 pacemakerd", 2028, 0),
+            Some(1_835_395_200_000)
+        );
+        assert_eq!(
+            log_line_unix_ms("Nov 30 15:24:06.5 x", 2026, 0),
+            Some(1_796_052_246_500)
+        );
+        for bad in [
+            "",
+            "set_up: Nov 30 15:24:06.051",
+            "Nov 32 15:24:06.051 x",
+            "Nov 30 25:24:06.051 x",
+            "Nov 30 15:24 x",
+            "Nov 30 15:24:06.0511 x",
+        ] {
+            assert_eq!(log_line_unix_ms(bad, 2026, 0), None, "{bad:?}");
+        }
+        let (year, offset) = local_year_and_offset(1_796_052_246);
+        let at = |clock: &str| log_line_unix_ms(&format!("Nov 30 {clock} n2 x"), year, offset);
+        let log = format!(
+            "{}\n{}\n{}\n",
+            "Nov 30 15:24:05.900 n2 pacemaker-schedulerd[1] notice: Calculated transition 5",
+            "Nov 30 15:24:06.083 n2 pacemaker-schedulerd[1] notice: Calculated transition 6",
+            "Nov 30 15:24:06.303 n2 pacemaker-schedulerd[1] notice: Calculated transition 7",
+        );
+        let from = at("15:24:06.000").unwrap();
+        assert_eq!(
+            first_logged(&log, "Calculated transition", from),
+            at("15:24:06.083")
+        );
+        assert_eq!(first_logged(&log, "Calculated transition 5", from), None);
+    }
+
+    /// The failover timeline's drawing: a bar per configuration and phase from the earliest to
+    /// the latest trial, the median marked where its time puts it, an axis long enough for the
+    /// latest phase, nothing for a phase without values.
+    #[test]
+    fn timeline_svg_draws_median_and_spread_per_phase() {
+        let series = [
+            Series {
+                name: "fast".into(),
+                colour: "#1f77b4",
+                per_phase: vec![vec![900.0, 1000.0, 1100.0], vec![], vec![2000.0]],
+            },
+            Series {
+                name: "slow <baseline>".into(),
+                colour: "#d62728",
+                per_phase: vec![vec![3000.0], vec![3500.0, 4200.0], vec![4600.0, 4400.0]],
+            },
+        ];
+        let svg = render_svg("t", &["a", "b", "c"], &series);
+        let cx: Vec<f64> = svg
+            .split("class=\"median\" cx=\"")
+            .skip(1)
+            .map(|s| s[..s.find('"').unwrap()].parse().unwrap())
+            .collect();
+        // Five phases with values (fast has none in b); axis 0..5 s over 560 px from x = 300.
+        let want: Vec<f64> = [1000.0, 3000.0, 4200.0, 2000.0, 4600.0]
+            .iter()
+            .map(|ms| 300.0 + 560.0 * ms / 5000.0)
+            .collect();
+        assert_eq!(cx.len(), want.len(), "{svg}");
+        for (got, want) in cx.iter().zip(&want) {
+            assert!((got - want).abs() < 0.1, "median at {got}, want {want}");
+        }
+        assert!(
+            svg.contains(">5 s</text>") && !svg.contains(">6 s</text>"),
+            "{svg}"
+        );
+        assert!(svg.contains("slow &lt;baseline&gt;"), "names are escaped");
+        assert!(svg.starts_with("<svg ") && svg.trim_end().ends_with("</svg>"));
+    }
+}

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use super::etcd::{EtcdCluster, KeyWatch};
 
 /// The leader key of the VM's resource (`api`, from its config file's name).
-pub const KEY: &str = "/hamaster/api/leader";
+pub const KEY: &str = crate::API_KEY;
 
 pub fn wall() -> f64 {
     SystemTime::now()
