@@ -14,7 +14,8 @@ use support::cluster::{
 use support::master::VipObserver;
 
 const KEY: &str = "/hamaster/api/leader";
-const TTL_MS: u64 = 3000;
+/// The lab's lease, as its agents and pcs scripts are given it.
+const TTL_MS: u64 = support::LEASE_TTL_S * 1000;
 
 fn topology(lab: &Lab, script: &str) {
     create_topology(lab, script, false);

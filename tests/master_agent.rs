@@ -15,8 +15,9 @@ const KEY: &str = "/hamaster/api/leader";
 
 /// Parameters to set (Some) or remove (None) from a working configuration.
 type Changes = Vec<(&'static str, Option<&'static str>)>;
-const TTL_MS: u64 = 3000;
-const MARGIN_MS: u64 = 1000;
+/// The lab's lease, as its agents and pcs scripts are given it.
+const TTL_MS: u64 = support::LEASE_TTL_S * 1000;
+const MARGIN_MS: u64 = support::LEASE_MARGIN_S * 1000;
 /// The test etcd cluster's --election-timeout.
 const ELECTION_TIMEOUT_MS: u64 = 1000;
 

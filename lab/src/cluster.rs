@@ -835,8 +835,10 @@ pub fn create_topology_with(lab: &Lab, script: &str, trace: bool, extra: &str) -
     let repo = super::repo();
     let env = format!(
         "ETCD_ENDPOINTS={} VIP={VIP} SERVICE=/usr/bin/python3 SERVICE_ARGS='{repo}/lab/healthz.py 8443 /run' \
-         HEALTH_URL=http://127.0.0.1:8443/healthz LEASE_TTL=3 LEASE_MARGIN=1 NIC=lan0 {extra}",
-        lab.etcd.endpoints()
+         HEALTH_URL=http://127.0.0.1:8443/healthz LEASE_TTL={} LEASE_MARGIN={} NIC=lan0 {extra}",
+        lab.etcd.endpoints(),
+        crate::LEASE_TTL_S,
+        crate::LEASE_MARGIN_S,
     );
     let out = lab.sh(
         0,

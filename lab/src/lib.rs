@@ -31,6 +31,11 @@ pub use rpm::*;
 /// The resource id every lab master is created as.
 pub const RESOURCE: &str = "api";
 
+/// The lease every lab master (agent runs and the clusters' pcs scripts) is given, unless a
+/// test asks for the defaults: tests derive their bounds from these, never from copies.
+pub const LEASE_TTL_S: u64 = 3;
+pub const LEASE_MARGIN_S: u64 = 1;
+
 /// Its leader key at the default etcd_prefix, as the library writes it (a test holds the two
 /// together): what tests and benchmarks watch from etcd's side.
 pub const API_KEY: &str = "/hamaster/api/leader";

@@ -11,7 +11,7 @@ use super::etcd::{EtcdCluster, TestCa};
 use super::{Agent, Netns};
 
 pub const VIP: &str = "198.51.100.100";
-pub const RESOURCE: &str = "api";
+pub const RESOURCE: &str = crate::RESOURCE;
 pub const HEALTH_PORT: &str = "8443";
 
 pub struct Node {
@@ -47,8 +47,8 @@ impl Node {
         let mut a = Agent::new(&self.ns, "master", &[])
             .instance(RESOURCE)
             .param("etcd_endpoints", &cluster.endpoints())
-            .param("lease_ttl", "3")
-            .param("lease_margin", "1")
+            .param("lease_ttl", &crate::LEASE_TTL_S.to_string())
+            .param("lease_margin", &crate::LEASE_MARGIN_S.to_string())
             .param("command", "/usr/bin/python3")
             .param("args", &args)
             .param(
