@@ -17,6 +17,7 @@ pub mod presence;
 pub mod procfs;
 pub mod reference;
 pub mod resource;
+pub mod rules;
 pub mod runfiles;
 pub mod service;
 #[doc(hidden)]

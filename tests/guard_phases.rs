@@ -7,7 +7,7 @@ use hamaster_lab as support;
 
 use std::time::{Duration, Instant};
 
-use support::etcd::EtcdCluster;
+use support::etcd::{EtcdCluster, KeyWatch};
 use support::master::Node;
 use support::phases::{self, Loss, KEY};
 
@@ -77,34 +77,30 @@ fn a_service_that_ignores_sigterm_is_killed_within_the_demote_budget_before_the_
     assert!(alive(pid));
     // An 8 s demote: its budget is 7 s, the guard's step-down 5 s, the grace 3 s.
     let demote_agent = agent.env("OCF_RESKEY_CRM_meta_timeout", "8000");
-    let (demote, took, dead_at, key_gone_at) = std::thread::scope(|s| {
+    // The key's deletion as etcd tells it (a watch, not a poll that the demote's end could
+    // cut short), and whether the service was alive when the watch heard of it.
+    let deletion = KeyWatch::start(&etcd, KEY, move || alive(pid));
+    let (demote, took, dead_at) = std::thread::scope(|s| {
         let begun = Instant::now();
         let demoting = s.spawn(|| demote_agent.run("demote"));
         // The service's death, watched closely on a thread of its own.
         let dying = s.spawn(move || {
             while begun.elapsed() < Duration::from_secs(12) {
                 if !alive(pid) {
-                    return Some(begun.elapsed());
+                    return Some(Instant::now());
                 }
                 std::thread::sleep(Duration::from_millis(1));
             }
             None
         });
-        let mut key_gone_at = None;
-        while begun.elapsed() < Duration::from_secs(12) && !demoting.is_finished() {
-            if etcd.get(KEY).is_none() {
-                key_gone_at = Some(begun.elapsed());
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
         let run = demoting.join().unwrap();
-        let took = begun.elapsed();
-        (run, took, dying.join().unwrap(), key_gone_at)
+        (run, begun.elapsed(), dying.join().unwrap())
     });
+    let deleted = deletion.first(Duration::from_secs(5), |e| e.kind == "DELETE");
     eprintln!(
-        "TERM-ignoring service: demote {} in {took:?}, service gone at {dead_at:?}, key at {key_gone_at:?}",
-        demote.code
+        "TERM-ignoring service: demote {} in {took:?}, service gone: {}, key deleted: {deleted:?}",
+        demote.code,
+        dead_at.is_some()
     );
     assert_eq!(demote.code, 0, "{}\n{}", demote.stderr, a.log());
     assert!(
@@ -114,9 +110,12 @@ fn a_service_that_ignores_sigterm_is_killed_within_the_demote_budget_before_the_
     assert!(!alive(pid), "SIGKILLed after the grace");
     assert!(etcd.get(KEY).is_none(), "released at last");
     let dead_at = dead_at.expect("seen dying");
+    let deleted = deleted.expect("etcd's watch saw the key deleted");
+    assert!(!deleted.found, "the key went while the service still ran");
     assert!(
-        key_gone_at.is_none_or(|k| dead_at <= k),
-        "the key went ({key_gone_at:?}) before the service ({dead_at:?})"
+        dead_at <= deleted.at,
+        "the key's deletion was heard {:?} before the service died",
+        dead_at - deleted.at
     );
     assert_eq!(demote_agent.run("stop").code, 0);
 }

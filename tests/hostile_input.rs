@@ -11,8 +11,11 @@ use std::os::unix::ffi::OsStrExt;
 
 use support::{run_command, Agent, Netns};
 
-/// Seeded from the clock; the seed is printed so a failure can be replayed.
+/// Seeded from the clock, or from HAMASTER_HOSTILE_SEED to replay a run: every failure names
+/// the seed and the variable.
 use hamaster::splitmix::SplitMix64 as Rng;
+
+const REPLAY: &str = "HAMASTER_HOSTILE_SEED";
 
 /// A hostile value, as raw bytes.
 fn hostile(rng: &mut Rng) -> Vec<u8> {
@@ -100,10 +103,15 @@ fn a_unit_name_like_an_option_and_a_resource_name_too_long_are_refused_clearly()
 
 #[test]
 fn random_bytes_huge_and_negative_numbers_in_every_parameter_never_panic() {
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(7, |d| d.as_nanos() as u64);
-    eprintln!("hostile parameter values from seed {seed}");
+    let seed = match std::env::var(REPLAY) {
+        Ok(v) => v
+            .parse()
+            .unwrap_or_else(|_| panic!("{REPLAY}={v:?} is not a seed")),
+        Err(_) => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(7, |d| d.as_nanos() as u64),
+    };
+    eprintln!("hostile parameter values from seed {seed} (replay: {REPLAY}={seed})");
     let mut rng = Rng(seed);
     let ns = Netns::new("hfz");
     let mut runs = 0;
@@ -127,7 +135,7 @@ fn random_bytes_huge_and_negative_numbers_in_every_parameter_never_panic() {
                     let shown = String::from_utf8_lossy(&value[..value.len().min(40)]).into_owned();
                     assert_ocf_code(
                         run.code,
-                        &format!("{agent} {action} {param}={shown:?} (seed {seed})"),
+                        &format!("{agent} {action} {param}={shown:?} (replay: {REPLAY}={seed})"),
                         &run.stderr,
                     );
                 }

@@ -165,3 +165,67 @@ fn one_presence_one_frames_module_one_leader_key() {
         .collect();
     assert!(stops.is_empty(), "{stops:?}");
 }
+
+/// Every file of src/ and lab/src/ is named in docs/architecture.md (its path, or its name on
+/// a line that names its folder; the machine's files in the machine's own table).
+#[test]
+fn the_architecture_document_names_every_file() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
+    let mut files = Vec::new();
+    sources(&root.join("src"), &mut files);
+    sources(&root.join("lab/src"), &mut files);
+    let mut missing = Vec::new();
+    for p in files {
+        let rel = p.strip_prefix(root).unwrap().display().to_string();
+        let (dir, name) = rel.rsplit_once('/').unwrap();
+        let named = doc.contains(&format!("`{rel}`"))
+            || doc
+                .lines()
+                .any(|l| l.contains(&format!("`{dir}/")) && l.contains(&format!("`{name}`")))
+            || (dir == "src/guard/machine" && doc.contains(&format!("| `{name}` |")));
+        if !named {
+            missing.push(rel);
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "docs/architecture.md does not say where these are: {missing:?}"
+    );
+}
+
+/// The layers of docs/architecture.md: a module imports only from its own layer or those
+/// before it (the entry points may use everything; nothing uses them).
+#[test]
+fn modules_import_only_from_the_layers_beneath_them() {
+    let layers: [&[&str]; 5] = [
+        &[
+            "ocf", "params", "presence", "pem", "runfiles", "procfs", "child", "causes", "logging",
+            "splitmix", "rules",
+        ],
+        &["vip", "lease", "service", "failsafe"],
+        &["resource"],
+        &["guard"],
+        &["agents", "cli", "lib", "main", "reference"],
+    ];
+    let rank = |m: &str| layers.iter().position(|l| l.contains(&m));
+    let mut checked = 0;
+    for (name, code) in production() {
+        let top = name["src/".len()..].split(['/', '.']).next().unwrap();
+        let own = rank(top).unwrap_or_else(|| panic!("{name}: module {top} is in no layer"));
+        for (at, _) in code.match_indices("crate::") {
+            let dep: String = code[at + 7..]
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            if let Some(r) = rank(&dep) {
+                checked += 1;
+                assert!(
+                    r <= own,
+                    "{name} (layer {own}) uses crate::{dep} (layer {r})"
+                );
+            }
+        }
+    }
+    assert!(checked > 100, "{checked} imports read");
+}

@@ -23,8 +23,8 @@ use std::time::Duration;
 
 use super::witness::Cluster;
 use super::{Record, FENCE_BOUND, PROOF_LIFE};
-use crate::guard::machine::{Rule, Rules};
 use crate::lease::clock::MAX_SLEW;
+use crate::rules::{Rule, Rules};
 
 /// What the takeover rule weighs.
 #[derive(Debug, Clone)]

@@ -1,6 +1,6 @@
 //! The floating address: its typed configuration, interface lookup, adding and removing it
 //! through netlink, IPv6 duplicate address detection, and announcing it.
-//! It knows nothing of OCF: crate::failure gives its errors their exit codes.
+//! It knows nothing of OCF beyond mapping its own errors to exit codes (ocf::failure).
 
 pub mod announce;
 pub mod burst;

@@ -19,12 +19,12 @@
 
 use std::time::Duration;
 
-use super::rules::Rule;
 use super::state::Phase;
 use super::types::{Cause, Kernel, Level, Order, Regrant, RetakeError};
 use super::{Machine, Timer};
 use crate::failsafe::witness::Cluster;
 use crate::failsafe::{ASK_EVERY, ASK_LIMIT, FENCE_BOUND, PROOF_LIFE};
+use crate::rules::Rule;
 
 /// A keepalive that failed while holding is tried again this much later (etcd is out: there
 /// is no member to race for).

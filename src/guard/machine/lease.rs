@@ -5,9 +5,9 @@
 
 use std::time::Duration;
 
-use super::rules::{Rule, Rules};
 use super::watchdog::WATCHDOG_TOLERANCE;
 use crate::lease::LeaseClock;
+use crate::rules::{Rule, Rules};
 
 /// The deadline arithmetic of one leadership. Two things may cover it: the lease (renewals
 /// applied in time), and while etcd cannot be reached, a fresh proof that the cluster is

@@ -5,11 +5,11 @@
 
 use std::time::Duration;
 
-use super::rules::Rule;
 use super::state::{Look, Phase, Release, ServiceState, StepDown};
 use super::types::{Cause, Fault, Kernel, Level, Order};
 use super::{Machine, Timer, CHECK_EVERY, DEFAULT_STEP_DOWN, RELEASE_RETRY, WATCHDOG_LEAD};
 use crate::presence::Presence;
+use crate::rules::Rule;
 use crate::service::stop::{self, STOP_GRACE};
 
 impl<K: Kernel> Machine<K> {

@@ -42,7 +42,7 @@ mod lease;
 mod lower;
 mod observe;
 mod raise;
-mod rules;
+
 mod state;
 mod timers;
 mod types;
@@ -56,10 +56,10 @@ pub(crate) mod tests;
 use std::collections::VecDeque;
 use std::time::Duration;
 
+pub use crate::rules::{Rule, Rules};
 pub use hold::HoldView;
 pub use lease::Leadership;
 pub use observe::{Claim, Conflict, Gone, HealthReport, Loss, Observed};
-pub use rules::{Rule, Rules};
 pub use state::{diagram, Look, Phase, RaiseStep, Release, ServiceState, StepDown, VipState};
 pub use timers::{Timer, Timers};
 pub use types::{ArmError, Cause, Fault, Input, Kernel, Level, Order, Regrant, RetakeError};

@@ -5,11 +5,11 @@
 
 use std::time::Duration;
 
-use super::rules::Rule;
 use super::state::{Phase, RaiseStep, ServiceState, VipState};
 use super::types::{Fault, Kernel, Level, Order};
 use super::watchdog::Arming;
 use super::{Machine, CHECK_EVERY};
+use crate::rules::Rule;
 use crate::service::ServiceRef;
 
 impl<K: Kernel> Machine<K> {

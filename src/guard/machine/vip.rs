@@ -6,11 +6,11 @@
 
 use std::time::Duration;
 
-use super::rules::Rule;
 use super::state::VipState;
 use super::types::{Kernel, Level, Order};
 use super::{Machine, Timer, VIP_RETRY};
 use crate::lease::clock::KERNEL_EXPIRY_SLACK;
+use crate::rules::Rule;
 
 /// The kernel deletes an address up to ADDRCONF_TIMER_FUZZ_MINUS (HZ/50, at most 20 ms) before
 /// its lifetime's end.

@@ -10,9 +10,9 @@
 use std::time::Duration;
 
 use super::lease::Leadership;
-use super::rules::{Rule, Rules};
 use super::timers::Timer;
 use super::types::{ArmError, Cause, Fault, Kernel, Level};
+use crate::rules::{Rule, Rules};
 
 /// How much later than its timeout a watchdog may reset the node (i6300esb counts 1.024 s per
 /// second of timeout): the timeout the guard sets is its room divided by 1 + this.

@@ -1,7 +1,8 @@
-//! The rules the mutation tests switch off, one at a time, to show that the simulation
-//! (guard::sim) notices each one missing. In a test build `Rules` holds which rule is off; in
-//! a production build it is empty and every rule holds (the checks compile away): the
-//! production machine has no switch.
+//! The guard's rules that the mutation tests switch off, one at a time, to show that the
+//! simulation (guard::sim) notices each one missing: the machine's, and the takeover rule's
+//! (failsafe::clearance), which is why this sits below both. In a test build `Rules` holds
+//! which rule is off; in a production build it is empty and every rule holds (the checks
+//! compile away): the production machine has no switch.
 
 /// One rule of the machine (docs/safety.md names each).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
