@@ -158,7 +158,7 @@ impl Kernel for Host {
 
 /// What the fencing thread shares with the rest of the guard: a way in (inputs and a wake-up)
 /// and a way out (the machine's published view). The machine itself is the thread's alone.
-struct Shared {
+struct Mailbox {
     inputs: mpsc::Sender<Input>,
     /// Written after each input is queued: the fencing thread's poll wakes.
     wake: EventFd,
@@ -175,7 +175,7 @@ struct Shared {
 /// send on a channel and a write to an eventfd, a view is a lock-free load.
 #[derive(Clone)]
 pub struct Fence {
-    shared: Arc<Shared>,
+    shared: Arc<Mailbox>,
 }
 
 impl Fence {
@@ -191,7 +191,7 @@ impl Fence {
             EventFd::from_value_and_flags(0, EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)?;
         let (inputs, received) = mpsc::channel();
         let standing = machine.kernel.standing.clone();
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(Mailbox {
             inputs,
             wake,
             stop: AtomicBool::new(false),
@@ -263,7 +263,7 @@ fn fencing_thread(
     inputs: mpsc::Receiver<Input>,
     timer: TimerFd,
     orders: UnboundedSender<Order>,
-    shared: &Shared,
+    shared: &Mailbox,
 ) {
     super::sched::realtime_thread();
     loop {

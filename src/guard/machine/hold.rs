@@ -117,7 +117,7 @@ impl<K: Kernel> Machine<K> {
             self.timers.clear(Timer::Retake);
             return;
         }
-        let lease_deadline = self.lead.lease_deadline();
+        let lease_deadline = self.leadership.lease_deadline();
         match self.phase {
             Phase::Leading if now >= lease_deadline => {
                 // The deadline is past and we were not fenced: a proof covers it.
@@ -256,7 +256,7 @@ impl<K: Kernel> Machine<K> {
                 self.hold.doubt = None;
                 let first = self.hold.view.proof.is_none();
                 self.hold.view.proof = Some((asked, c.describe()));
-                self.lead.cover(asked, PROOF_LIFE, FENCE_BOUND);
+                self.leadership.cover(asked, PROOF_LIFE, FENCE_BOUND);
                 if first && !self.hold.holding() {
                     self.log(
                         Level::Warn,
@@ -279,9 +279,9 @@ impl<K: Kernel> Machine<K> {
             Ok(c) => {
                 let why = c.describe();
                 self.hold.view.proof = None;
-                self.lead.void_cover();
+                self.leadership.void_cover();
                 // Past the lease's deadline only the proof covered: it ends now.
-                if now >= self.lead.lease_deadline() {
+                if now >= self.leadership.lease_deadline() {
                     self.fence(now, Cause::ClusterNotWhole(why));
                 } else {
                     self.log(
@@ -372,7 +372,7 @@ impl<K: Kernel> Machine<K> {
                 self.hold.key_gone = false;
                 self.hold.failing = false;
                 self.hold.failed_in_row = 0;
-                self.lead.regrant(sent, ttl);
+                self.leadership.regrant(sent, ttl);
                 self.last_renewal_sent = self.last_renewal_sent.max(sent);
                 self.renewal_out = None;
                 self.next_renewal_at = sent + self.plan.clock.keepalive_interval();

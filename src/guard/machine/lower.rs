@@ -18,7 +18,7 @@ impl<K: Kernel> Machine<K> {
             return;
         }
         if self.fenced.is_none() && now >= self.fence_at() {
-            let cause = match (now >= self.lead.deadline(), self.phase) {
+            let cause = match (now >= self.leadership.deadline(), self.phase) {
                 (true, Phase::Holding) => Cause::HoldLapsed,
                 (true, _) => Cause::Deadline,
                 (false, _) => Cause::WatchdogDue,
@@ -103,7 +103,7 @@ impl<K: Kernel> Machine<K> {
         match &self.fenced {
             Some((at, _)) => {
                 let at = (*at).min(self.fence_at());
-                let kill = self.lead.kill_at(at);
+                let kill = self.leadership.kill_at(at);
                 match self.dog.state().fires_at() {
                     Some(f) => kill.min(f.saturating_sub(WATCHDOG_LEAD / 2)).max(at),
                     None => kill,
@@ -267,7 +267,7 @@ impl<K: Kernel> Machine<K> {
             Release::InFlight | Release::Done => false,
         };
         // Past the lease's end it is gone at etcd anyway.
-        if due && now >= self.lead.latest_end() && self.renewal_out.is_none() {
+        if due && now >= self.leadership.latest_end() && self.renewal_out.is_none() {
             self.release = Release::Done;
             return;
         }

@@ -99,7 +99,7 @@ pub struct Plan {
 
 pub struct Machine<K> {
     plan: Plan,
-    lead: Leadership,
+    leadership: Leadership,
     pub kernel: K,
     phase: Phase,
     /// Why the guard fenced, and when.
@@ -158,7 +158,7 @@ impl<K: Kernel> Machine<K> {
             // renew late.
             next_renewal_at: sent + plan.clock.keepalive_interval(),
             plan,
-            lead,
+            leadership: lead,
             kernel,
             phase: Phase::Raising(first),
             fenced: None,
@@ -192,7 +192,7 @@ impl<K: Kernel> Machine<K> {
         self.phase
     }
     pub fn deadline(&self) -> Duration {
-        self.lead.deadline()
+        self.leadership.deadline()
     }
     pub fn fenced(&self) -> Option<&(Duration, Cause)> {
         self.fenced.as_ref()
@@ -234,8 +234,11 @@ impl<K: Kernel> Machine<K> {
     /// the deadline).
     pub fn fence_at(&self) -> Duration {
         match self.dog.state().fires_at() {
-            Some(f) => self.lead.deadline().min(f.saturating_sub(WATCHDOG_LEAD)),
-            None => self.lead.deadline(),
+            Some(f) => self
+                .leadership
+                .deadline()
+                .min(f.saturating_sub(WATCHDOG_LEAD)),
+            None => self.leadership.deadline(),
         }
     }
 
@@ -256,7 +259,7 @@ impl<K: Kernel> Machine<K> {
             fenced: self.fenced.clone(),
             failure: self.failure.clone(),
             problem: self.problem(),
-            deadline: self.lead.deadline(),
+            deadline: self.leadership.deadline(),
             fence_at: self.fence_at(),
             last_renewal_sent: self.last_renewal_sent,
             watchdog: self.dog.state().clone(),
@@ -426,8 +429,8 @@ impl<K: Kernel> Machine<K> {
         };
         // A late answer still says how long etcd keeps the lease: the release must not
         // think it gone before it is.
-        self.lead.heard(sent, ttl);
-        if self.fenced.is_some() || !self.lead.renew(now, sent, ttl, &self.rules) {
+        self.leadership.heard(sent, ttl);
+        if self.fenced.is_some() || !self.leadership.renew(now, sent, ttl, &self.rules) {
             return;
         }
         if self.renewed_while_key_gone(now) {

@@ -68,7 +68,7 @@ impl<K: Kernel> Machine<K> {
     }
 
     fn add_vip(&mut self, now: Duration) {
-        let Some(secs) = self.lead.vip_lifetime(now) else {
+        let Some(secs) = self.leadership.vip_lifetime(now) else {
             return self.raise_failed(
                 now,
                 "too little of the lease is left to raise the VIP".into(),
@@ -109,11 +109,13 @@ impl<K: Kernel> Machine<K> {
             let next = self.after_watchdog();
             self.set_phase(Phase::Raising(next));
         }
-        let mut arming = self.dog.arm(&mut self.kernel, &self.lead, now, &self.rules);
+        let mut arming = self
+            .dog
+            .arm(&mut self.kernel, &self.leadership, now, &self.rules);
         if let Arming::Fitted { timeout_s } = arming {
             // The reset counts from the last of the arming's calls, which ended by now.
             let done = self.time().max(now);
-            arming = self.dog.armed(&self.lead, timeout_s, done);
+            arming = self.dog.armed(&self.leadership, timeout_s, done);
         }
         match arming {
             Arming::Fitted { .. } => {}

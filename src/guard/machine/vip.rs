@@ -73,7 +73,7 @@ impl<K: Kernel> Machine<K> {
                 "the VIP's kernel lifetime ran out before a renewal could extend it",
             );
         }
-        let Some(secs) = self.lead.vip_lifetime(now) else {
+        let Some(secs) = self.leadership.vip_lifetime(now) else {
             // None fits: the old, shorter lifetime stays.
             return;
         };
@@ -127,10 +127,10 @@ impl<K: Kernel> Machine<K> {
         for _ in 0..3 {
             let done = self.time();
             let gone_by = done + Duration::from_secs(secs.into()) + KERNEL_EXPIRY_SLACK;
-            if gone_by <= self.lead.earliest_end() {
+            if gone_by <= self.leadership.earliest_end() {
                 return;
             }
-            let Some(shorter) = self.lead.vip_lifetime(done) else {
+            let Some(shorter) = self.leadership.vip_lifetime(done) else {
                 break;
             };
             if self.kernel.extend_vip(shorter).is_err() {

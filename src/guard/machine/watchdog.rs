@@ -367,7 +367,7 @@ impl<K: Kernel> super::Machine<K> {
         let now = self.time();
         match self
             .dog
-            .ping(&mut self.kernel, &self.lead, now, &self.rules)
+            .ping(&mut self.kernel, &self.leadership, now, &self.rules)
         {
             Pinging::Skipped => {}
             Pinging::Pinged { second_ping } => self.plan_second_ping(second_ping),
@@ -402,7 +402,7 @@ impl<K: Kernel> super::Machine<K> {
         if !self.timers.take(Timer::SecondPing, now) {
             return;
         }
-        let helps = self.dog.second_ping_helps(&self.lead, now);
+        let helps = self.dog.second_ping_helps(&self.leadership, now);
         if helps && self.fenced.is_none() && now < self.fence_at() {
             self.ping_watchdog();
             self.timers.clear(Timer::SecondPing);
