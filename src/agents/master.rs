@@ -56,8 +56,10 @@ pub static INFO: AgentInfo = AgentInfo {
     longdesc: "Runs a master service on the promoted instance only, with an optional floating IP \
         (the parameters of ocf:hamaster:vip), and holds an etcd leader key under a lease while \
         it does. A node that cannot renew the lease removes the VIP and stops the service by \
-        itself before the lease can expire, so two nodes never serve as master at once, even \
-        when Pacemaker itself is split. Configure as a promotable clone with promoted-max=1. \
+        itself before the lease can expire, so two nodes do not serve as master at once, even \
+        when Pacemaker itself is split, as long as the guard can act: a frozen guard's service \
+        is stopped in time only by a hardware watchdog (docs/safety.md, residual risks). \
+        Configure as a promotable clone with promoted-max=1. \
         The promote timeout must exceed lease_ttl plus the service's start time. Supported: \
         Pacemaker 2.0 (RHEL 8.0-8.4) and 2.1 or later (RHEL 8.5+, 9, 10), tested with 2.0.5, \
         2.1.5 and 3.0.0; written for 1.1 (RHEL 7), untested there. Promotion scores go through \

@@ -1,4 +1,5 @@
-//! `hamaster guard`: runs a guard in the foreground with parameters from the OCF environment.
+//! `hamaster guard`: runs a guard in the foreground with the configuration the master agent
+//! parsed, as JSON on standard input (never the environment parsed a second time).
 
 use std::time::Duration;
 

@@ -81,8 +81,9 @@ pub enum Command {
     /// Announce an address this host holds: gratuitous ARP (IPv4) or unsolicited NA (IPv6).
     Announce(announce::AnnounceArgs),
     /// The per-resource guard (spawned by the master agent's promote): holds the etcd lease,
-    /// owns the VIP, supervises the service, fences itself. Parameters come from the OCF
-    /// environment (OCF_RESKEY_*).
+    /// owns the VIP, supervises the service, fences itself. Its configuration comes as JSON
+    /// on standard input, parsed and checked by the agent that spawns it; it reads no
+    /// OCF_RESKEY_* variable.
     Guard(guard::GuardCmd),
     /// Show who holds a resource's leader key (etcd) and what this node's guard, VIP and
     /// service are doing.

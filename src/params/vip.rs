@@ -221,9 +221,10 @@ pub const ARP_SENDER: Param = Param {
     range: None,
     unit: None,
     shortdesc: "IPaddr2's ARP program (accepted, not used)",
-    longdesc: "IPaddr2's choice of program for gratuitous ARP: send_arp, iputils_arping, \
-        libnet_arping or ipoibarping. Accepted for compatibility; every announcement is sent \
-        in-process, with the frames arp_mode chooses. Any other value is refused.",
+    longdesc: "IPaddr2's choice of program for gratuitous ARP: send_arp, iputils_arping or \
+        libnet_arping. Accepted for compatibility; every announcement is sent in-process, as \
+        Ethernet frames of the kind arp_mode chooses. ipoibarping (IP over InfiniBand) is \
+        refused: no IPoIB frames are built. Any other value is refused.",
 };
 
 pub const SEND_ARP_OPTS: Param = Param {

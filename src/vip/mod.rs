@@ -80,8 +80,8 @@ impl Broadcast {
     }
 }
 
-/// IPaddr2's arp_sender values; all of them map onto the in-process sender.
-const ARP_SENDERS: [&str; 4] = ["send_arp", "iputils_arping", "libnet_arping", "ipoibarping"];
+/// IPaddr2's arp_sender values for Ethernet; all of them map onto the in-process sender.
+const ARP_SENDERS: [&str; 3] = ["send_arp", "iputils_arping", "libnet_arping"];
 
 impl VipConfig {
     /// Takes `other`'s announcement settings (the reloadable ones, src/params/vip.rs).
@@ -147,6 +147,15 @@ impl VipConfig {
             ConfigError::invalid(&p::ARP_MODE, mode_text, "must be both, request or reply")
         })?;
         if let Some(sender) = v.get(&p::ARP_SENDER) {
+            if sender.trim() == "ipoibarping" {
+                // IPaddr2's choice for InfiniBand: only Ethernet frames are built here.
+                return Err(ConfigError::invalid(
+                    &p::ARP_SENDER,
+                    sender,
+                    "is for IP over InfiniBand, whose announcements are not supported: only \
+                     Ethernet frames are sent",
+                ));
+            }
             if !ARP_SENDERS.contains(&sender.trim()) {
                 return Err(ConfigError::invalid(
                     &p::ARP_SENDER,
@@ -937,6 +946,10 @@ mod tests {
             (
                 vec![("ip", "192.0.2.1"), ("send_arp_opts", "-A")],
                 "parameter send_arp_opts=\"-A\" has no meaning here",
+            ),
+            (
+                vec![("ip", "192.0.2.1"), ("arp_sender", "ipoibarping")],
+                "parameter arp_sender=\"ipoibarping\" is for IP over InfiniBand",
             ),
             (
                 vec![("ip", "192.0.2.1"), ("arp_sender", "arping")],
