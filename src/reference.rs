@@ -129,14 +129,52 @@ pub fn man_agent(info: &AgentInfo) -> String {
 
 /// `hamaster(8)`, from the clap definition of the command line.
 pub fn man_hamaster() -> String {
+    man_command(&[]).expect("hamaster itself exists")
+}
+
+/// hamaster(8) and a page for each of its verbs it cites (hamaster-status(8), …): their
+/// file names.
+pub fn man_page_names() -> Vec<String> {
+    let mut names = vec!["hamaster.8".to_string()];
+    names.extend(
+        built()
+            .get_subcommands()
+            .filter(|c| !c.is_hide_set())
+            .map(|c| format!("hamaster-{}.8", c.get_name())),
+    );
+    names
+}
+
+/// The man page of a file name `man_page_names` lists.
+pub fn man_page(name: &str) -> Option<String> {
+    let verb = name.strip_suffix(".8")?;
+    match verb.strip_prefix("hamaster-") {
+        Some(sub) => man_command(&[sub]),
+        None if verb == "hamaster" => man_command(&[]),
+        None => None,
+    }
+}
+
+/// The CLI's definition, built (so that clap's own help verb is there too).
+fn built() -> clap::Command {
     use clap::CommandFactory;
+    let mut cmd = crate::cli::Cli::command().name("hamaster");
+    cmd.build();
+    cmd
+}
+
+fn man_command(path: &[&str]) -> Option<String> {
+    // Built, a verb carries its display name (hamaster-status), which the page is titled by.
+    let mut cmd = built();
+    for sub in path {
+        cmd = cmd.find_subcommand(sub)?.clone();
+    }
     let mut out = Vec::new();
-    let cmd = crate::cli::Cli::command().name("hamaster");
     clap_mangen::Man::new(cmd)
         .section("8")
         .render(&mut out)
         .expect("rendering into memory cannot fail");
-    String::from_utf8_lossy(&out).into_owned()
+    Some(String::from_utf8_lossy(&out).into_owned())
 }
 
 #[cfg(test)]
@@ -154,5 +192,24 @@ mod tests {
         assert!(page.contains("\\fBip\\fR (string, required, unique)"));
         assert_eq!(roff(".x -y"), "\\&.x \\-y");
         assert!(man_hamaster().contains("takeover"));
+        // Every page hamaster(8) cites is one that is made.
+        let names = man_page_names();
+        let main = man_hamaster();
+        let cited_pages: Vec<&str> = main.split("hamaster\\-").skip(1).collect();
+        assert!(
+            cited_pages.len() >= 5,
+            "hamaster(8) cites its verbs' pages: {main}"
+        );
+        for cited in cited_pages {
+            let verb: String = cited
+                .chars()
+                .take_while(|c| c.is_ascii_lowercase())
+                .collect();
+            let file = format!("hamaster-{verb}.8");
+            assert!(names.contains(&file), "{file} cited, not made: {names:?}");
+            let page = man_page(&file).unwrap();
+            assert!(page.contains(&format!(".TH hamaster-{verb} 8")), "{page}");
+        }
+        assert!(names.len() > 5, "{names:?}");
     }
 }

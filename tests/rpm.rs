@@ -87,8 +87,38 @@ fn rpm_builds_installs_the_right_files_and_its_unpacked_agents_pass_ocf_tester_a
     ] {
         assert!(line(path).starts_with("-rw-r--r--"), "{}", line(path));
     }
+    for path in [
+        "/tuning.md",
+        "/metrics.md",
+        "/haproxy.md",
+        "/pacemaker-generations.md",
+    ] {
+        assert!(line(path).starts_with("-rw-r--r--"), "{}", line(path));
+    }
+    assert!(
+        list.contains("/cib/master-with-vip.sh"),
+        "cib/ shipped:\n{list}"
+    );
+    // The crates' own license texts, beside the project's.
+    assert!(
+        list.lines()
+            .any(|l| l.contains("/crate-licenses/tokio/LICENSE")),
+        "crate licenses shipped:\n{list}"
+    );
+    let etc = line("/etc/hamaster");
+    assert!(etc.starts_with("drwxr-x---"), "{etc}");
+    for dir in ["/usr/lib/ocf", "/usr/lib/ocf/resource.d"] {
+        assert!(
+            list.lines()
+                .any(|l| l.starts_with('d') && l.trim_end().ends_with(dir)),
+            "{dir} owned:\n{list}"
+        );
+    }
     for man in [
         "man8/hamaster.8",
+        "man8/hamaster-status.8",
+        "man8/hamaster-takeover.8",
+        "man8/hamaster-release.8",
         "man7/ocf_hamaster_vip.7",
         "man7/ocf_hamaster_master.7",
     ] {

@@ -1,7 +1,7 @@
 //! The operator side: clap commands, each its args struct with `exec()` (Verb): `status`,
 //! `takeover`, `release` (the runbook's), `guard` (spawned by promote), `announce` (also the
 //! detached half of a start burst), `ocf AGENT ACTION` (the spelled-out form of an agent
-//! call) and `docs`. A failure is a CliError (exit codes in crate::failure).
+//! call) and `docs`. A failure is a CliError (its exit code: ocf::failure).
 
 pub mod announce;
 pub mod config;
@@ -56,7 +56,7 @@ pub enum CliError {
     Refused(String),
     #[error("no such agent {0:?} (known: vip, master)")]
     NoAgent(String),
-    #[error("unknown document {0:?} (known: reference, hamaster.8, ocf_hamaster_vip.7, ocf_hamaster_master.7)")]
+    #[error("unknown document {0:?} (known: reference, man-pages and the pages it names)")]
     Usage(String),
     #[error(transparent)]
     Guard(#[from] GuardError),
@@ -144,7 +144,8 @@ impl Verb for OcfArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct DocsArgs {
-    /// What to print: reference, hamaster.8, ocf_hamaster_vip.7, ocf_hamaster_master.7.
+    /// What to print: reference, ocf_hamaster_vip.7, ocf_hamaster_master.7, hamaster.8 and a
+    /// page per verb (hamaster-status.8, …), or man-pages: the names of those man pages.
     what: String,
 }
 
@@ -152,12 +153,19 @@ impl Verb for DocsArgs {
     fn exec(&self) -> Result<OcfExit, Failed> {
         let text = match self.what.as_str() {
             "reference" => crate::reference::markdown(),
-            "hamaster.8" => crate::reference::man_hamaster(),
+            "man-pages" => {
+                let mut names = crate::reference::man_page_names();
+                names.extend(["ocf_hamaster_vip.7".into(), "ocf_hamaster_master.7".into()]);
+                names.join("\n") + "\n"
+            }
             "ocf_hamaster_vip.7" => crate::reference::man_agent(crate::agents::vip::AGENT.info),
             "ocf_hamaster_master.7" => {
                 crate::reference::man_agent(crate::agents::master::AGENT.info)
             }
-            other => return Err(CliError::Usage(other.into()).into()),
+            other => match crate::reference::man_page(other) {
+                Some(page) => page,
+                None => return Err(CliError::Usage(other.into()).into()),
+            },
         };
         print!("{text}");
         Ok(OcfExit::Success)
