@@ -21,6 +21,11 @@ use crate::service::{HealthCount, HealthProbe, ServiceSpec};
 /// The check before the first success comes this often (promote waits for it).
 const FIRST_PASS_INTERVAL: Duration = Duration::from_millis(25);
 
+/// A unit counts as running for its first success only once systemd has had it active this
+/// long: a `Type=simple` unit is active from the fork, so one whose process dies at once
+/// would otherwise pass the first look and promote, to fail at the next monitor.
+const UNIT_SETTLE: Duration = Duration::from_millis(150);
+
 pub async fn watch(
     mut config: watch::Receiver<MasterConfig>,
     fence: Fence,
@@ -32,6 +37,8 @@ pub async fn watch(
     let mut count = HealthCount::default();
     // systemd's last word on the unit (started active: the guard's start succeeded).
     let mut unit_active = true;
+    // Since when systemd has said the unit is active without a break.
+    let mut active_since: Option<std::time::Instant> = None;
     let mut told: Option<HealthReport> = None;
     loop {
         if probe.is_none() {
@@ -60,8 +67,14 @@ pub async fn watch(
             // systemd's own "inactive" or "failed" is a stopped unit; a systemctl that cannot
             // answer (PID 1 re-executing) leaves the last verdict as it was.
             match unit_presence(unit, UNIT_LOOK).await {
-                Presence::Present => unit_active = true,
-                Presence::Absent => unit_active = false,
+                Presence::Present => {
+                    unit_active = true;
+                    active_since.get_or_insert_with(std::time::Instant::now);
+                }
+                Presence::Absent => {
+                    unit_active = false;
+                    active_since = None;
+                }
                 Presence::CannotTell(why) => {
                     log::warn!("cannot tell whether {unit} is active: {why}");
                 }
@@ -69,6 +82,11 @@ pub async fn watch(
             running = unit_active;
             if !unit_active {
                 detail = Some(format!("{unit} is not active"));
+            } else if !count.passed_once() && active_since.is_none_or(|t| t.elapsed() < UNIT_SETTLE)
+            {
+                // Not yet a success, and no failure either: looked at again shortly.
+                running = false;
+                detail = Some(format!("{unit} active for less than {UNIT_SETTLE:?}"));
             }
         }
         let passed = match (check, running) {
