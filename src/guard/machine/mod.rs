@@ -34,15 +34,14 @@
 //! transitions), `timers` (the one table of wake-ups), this file (the machine, `handle` and
 //! `advance`: every rule applied in one order), `lease` (the deadline arithmetic), `raise`,
 //! `vip` (the VIP's kernel lifetime), `lower` (fencing, the step-down, the release),
-//! `watchdog`, `view` (what the rest of the guard sees), `rules` (the mutation tests'
-//! switches).
+//! `watchdog`, `view` (what the rest of the guard sees); the mutation tests' switches are
+//! `crate::rules` (the takeover rule reads them too).
 
 mod hold;
 mod lease;
 mod lower;
 mod observe;
 mod raise;
-
 mod state;
 mod timers;
 mod types;
@@ -127,7 +126,7 @@ pub struct Machine<K> {
     dog: Watchdog,
     timers: Timers,
     orders: VecDeque<Order>,
-    /// Every rule holds, but in the mutation tests (rules.rs).
+    /// Every rule holds, but in the mutation tests (crate::rules).
     pub rules: Rules,
     /// When the input being handled came in (what effects are timed by with Rule::OwnTime off).
     handled_at: Duration,
