@@ -146,8 +146,17 @@ struct Ctx<'a> {
     started: Instant,
     values: Values,
     resource: String,
-    node: String,
+    /// This node's name, found when an action first needs it: a monitor that does not (the
+    /// promoted one asks its guard, an unpromoted one outside a cluster looks at its marker)
+    /// spawns no `crm_node`.
+    node: std::cell::OnceCell<String>,
     dir: ResourceDir,
+}
+
+impl Ctx<'_> {
+    fn node(&self) -> &str {
+        self.node.get_or_init(|| node_name(self.env))
+    }
 }
 
 fn run(action: Action, env: &OcfEnv) -> Result<Outcome, Failed> {
@@ -200,7 +209,7 @@ fn act(action: Action, env: &OcfEnv) -> Done {
         started,
         values,
         dir,
-        node: node_name(env),
+        node: std::cell::OnceCell::new(),
         resource,
     };
     match action {
@@ -500,7 +509,7 @@ fn key_in_etcd(
         .await
     });
     match holder {
-        Ok(read) => judge_key(&key, read, &ctx.node, st.lease_id.as_deref()),
+        Ok(read) => judge_key(&key, read, ctx.node(), st.lease_id.as_deref()),
         Err(_) => KeyCheck::CannotTell(format!(
             "etcd did not answer within the monitor's {} ms",
             limit.as_millis()
@@ -587,7 +596,7 @@ fn promote(ctx: &Ctx) -> Done {
                 log::info!(
                     "promoted {} on {}: fencing token {}",
                     ctx.resource,
-                    ctx.node,
+                    ctx.node(),
                     s.fencing_token.unwrap_or_default()
                 );
                 return Ok(Outcome::ok());
@@ -622,7 +631,7 @@ fn spawn_guard(
             "--resource",
             &ctx.resource,
             "--node",
-            &ctx.node,
+            ctx.node(),
             "--acquire-timeout-ms",
         ])
         .arg(acquire_for.as_millis().to_string())
@@ -831,7 +840,7 @@ fn update_score(ctx: &Ctx, cfg: &MasterConfig, until: Instant) {
         .await
     });
     let score = match holder {
-        Ok(Ok(Some(h))) if h.node == ctx.node => Some(SCORE_HOLDER),
+        Ok(Ok(Some(h))) if h.node == ctx.node() => Some(SCORE_HOLDER),
         Ok(Ok(_)) => Some(SCORE_CANDIDATE),
         Ok(Err(e)) => {
             log::warn!("etcd unreachable, no promotion score: {e}");
