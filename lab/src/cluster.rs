@@ -460,6 +460,13 @@ impl Lab {
             .expect("spawn on node")
     }
 
+    /// A long-running process on node `i` (its output in `log` of the node's boot), killed with
+    /// the node: a crash, a fence, the lab's end.
+    pub fn daemon(&mut self, i: usize, log: &str, args: &[&str]) {
+        let child = self.spawn_on(i, log, args);
+        self.nodes[i].daemons.push(child);
+    }
+
     /// Runs a command on node `i` (its network, mount and UTS namespaces), bounded to 120 s.
     pub fn on(&self, i: usize, args: &[&str]) -> Output {
         let mut full = vec!["timeout", "120"];
@@ -628,6 +635,20 @@ impl Lab {
         assert!(started, "lab-fence started:\n{}", self.crm_mon_text());
     }
 
+    /// A node that was crashed, or fenced (powered off by the fence desk, perhaps behind a
+    /// cut switch port), on again: its port up, what is left of its processes reaped, a fresh
+    /// boot.
+    pub fn bring_back(&mut self, i: usize) {
+        self.heal(i);
+        self.crash(i);
+        self.restart(i);
+    }
+
+    /// The fencings the desk did (none without fencing on).
+    pub fn fenced(&self) -> Vec<super::fence::Fenced> {
+        self.fence.as_ref().map(|d| d.fenced()).unwrap_or_default()
+    }
+
     /// Brings a crashed node back: link, address, fresh boot, etcd member (same data).
     pub fn restart(&mut self, i: usize) {
         if let Some(desk) = &self.fence {
@@ -727,6 +748,19 @@ impl Lab {
 
     pub fn heal(&self, i: usize) {
         self.switch.port_up(&self.nodes[i].port);
+    }
+
+    /// Node `i` cut off with its carrier kept: its switch port taken off the bridge, still up
+    /// (a failed switch, a VLAN gone), so that nothing on the node sees its link go down.
+    pub fn detach(&self, i: usize) {
+        self.switch
+            .ip(&["link", "set", &self.nodes[i].port, "nomaster"]);
+    }
+
+    /// The port detach took off, on the bridge again.
+    pub fn reattach(&self, i: usize) {
+        self.switch
+            .ip(&["link", "set", &self.nodes[i].port, "master", "br0"]);
     }
 
     pub fn pcs(&self, i: usize, args: &[&str]) -> Output {

@@ -12,11 +12,29 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// A fencing done: which node, and when its power went.
+/// A fencing done: which node, and when its power went (Unix ms, to compare with the times
+/// guards and etcd give).
 #[derive(Debug, Clone)]
 pub struct Fenced {
     pub node: String,
     pub at: Instant,
+    pub at_unix_ms: u64,
+}
+
+/// A request the desk refused on purpose: a fence device that fails (a BMC that does not
+/// answer, a wrong password), and when.
+#[derive(Debug, Clone)]
+pub struct Refused {
+    pub node: String,
+    pub at: Instant,
+}
+
+/// How the device behaves: the next `fail` power-off requests are each answered with a
+/// failure after `after` (a BMC that times out), then it works again.
+#[derive(Debug, Clone, Copy, Default)]
+struct Faults {
+    fail: usize,
+    after: Duration,
 }
 
 /// The desk: its directory (requests/, done/, state/), and the fencings it did.
@@ -24,6 +42,8 @@ pub struct FenceDesk {
     pub dir: PathBuf,
     stop: Arc<AtomicBool>,
     done: Arc<Mutex<Vec<Fenced>>>,
+    refused: Arc<Mutex<Vec<Refused>>>,
+    faults: Arc<Mutex<Faults>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -40,12 +60,21 @@ impl FenceDesk {
         let _ = super::sh("chmod", &["-R", "a+rwX", dir.to_str().unwrap()]);
         let stop = Arc::new(AtomicBool::new(false));
         let done = Arc::new(Mutex::new(Vec::new()));
-        let (d, s, log) = (dir.to_path_buf(), stop.clone(), done.clone());
+        let refused = Arc::new(Mutex::new(Vec::new()));
+        let faults = Arc::new(Mutex::new(Faults::default()));
+        let desk = Desk {
+            dir: dir.to_path_buf(),
+            nodes,
+            done: done.clone(),
+            refused: refused.clone(),
+            faults: faults.clone(),
+        };
+        let s = stop.clone();
         let thread = std::thread::spawn(move || {
             // Bounded by the lab's life: the test stops it; a day at the most.
             let until = Instant::now() + Duration::from_secs(86_400);
             while !s.load(Ordering::SeqCst) && Instant::now() < until {
-                serve(&d, &nodes, &log);
+                serve(&desk);
                 std::thread::sleep(Duration::from_millis(20));
             }
         });
@@ -53,8 +82,21 @@ impl FenceDesk {
             dir: dir.to_path_buf(),
             stop,
             done,
+            refused,
+            faults,
             thread: Some(thread),
         }
+    }
+
+    /// The next `n` power-off requests fail, each answered `after` it came (the device's own
+    /// timeout); then the device works again.
+    pub fn fail_next(&self, n: usize, after: Duration) {
+        *self.faults.lock().unwrap() = Faults { fail: n, after };
+    }
+
+    /// Every request refused on purpose so far.
+    pub fn refused(&self) -> Vec<Refused> {
+        self.refused.lock().unwrap().clone()
     }
 
     /// Every fencing so far.
@@ -68,9 +110,30 @@ impl FenceDesk {
     }
 }
 
-/// Answers the requests waiting: "off NODE" powers it off, "on NODE" is granted only once the
-/// test has brought the node back.
-fn serve(dir: &Path, nodes: &[(String, String, String)], log: &Mutex<Vec<Fenced>>) {
+/// The desk's thread's side.
+struct Desk {
+    dir: PathBuf,
+    nodes: Vec<(String, String, String)>,
+    done: Arc<Mutex<Vec<Fenced>>>,
+    refused: Arc<Mutex<Vec<Refused>>>,
+    faults: Arc<Mutex<Faults>>,
+}
+
+impl Desk {
+    /// A fault to act out for this power-off request, if one is due (and counted).
+    fn fault_due(&self) -> Option<Duration> {
+        let mut f = self.faults.lock().unwrap();
+        (f.fail > 0).then(|| {
+            f.fail -= 1;
+            f.after
+        })
+    }
+}
+
+/// Answers the requests waiting: "off NODE" powers it off (unless the device is set to fail),
+/// "on NODE" is granted only once the test has brought the node back.
+fn serve(desk: &Desk) {
+    let (dir, nodes, log) = (&desk.dir, &desk.nodes, &desk.done);
     let Ok(entries) = fs::read_dir(dir.join("requests")) else {
         return;
     };
@@ -85,12 +148,23 @@ fn serve(dir: &Path, nodes: &[(String, String, String)], log: &Mutex<Vec<Fenced>
         let (action, node) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
         let answer = match (action, nodes.iter().find(|(n, _, _)| n == node)) {
             (_, None) => format!("no lab node {node:?}"),
+            ("off", Some((n, _, _))) if desk.faults.lock().unwrap().fail > 0 => {
+                let after = desk.fault_due().unwrap_or_default();
+                std::thread::sleep(after);
+                desk.refused.lock().unwrap().push(Refused {
+                    node: n.clone(),
+                    at: Instant::now(),
+                });
+                eprintln!("fence desk: {n} NOT powered off (a failing device, on purpose)");
+                format!("the device did not answer within {} ms", after.as_millis())
+            }
             ("off", Some((n, ns, link))) => {
                 power_off(ns, link);
                 let _ = fs::write(dir.join("state").join(n), "off\n");
                 log.lock().unwrap().push(Fenced {
                     node: n.clone(),
                     at: Instant::now(),
+                    at_unix_ms: hamaster::lease::clock::unix_ms(),
                 });
                 eprintln!("fence desk: {n} powered off");
                 "ok".to_string()
@@ -110,11 +184,23 @@ fn serve(dir: &Path, nodes: &[(String, String, String)], log: &Mutex<Vec<Fenced>
     }
 }
 
-/// The node's power cut: its link down and addresses gone first (nothing more leaves it),
-/// then every process in its namespace killed.
+/// The node's power cut: its links down and addresses gone first (nothing more leaves it:
+/// the cluster's link and any service network), then every process in its namespace killed.
 fn power_off(ns: &str, link: &str) {
-    let _ = super::sh("ip", &["-n", ns, "link", "set", link, "down"]);
-    let _ = super::sh("ip", &["-n", ns, "addr", "flush", "dev", link]);
+    let listed = super::sh("ip", &["-n", ns, "-o", "link", "show"]);
+    let mut links: Vec<String> = String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .filter_map(|l| l.split(": ").nth(1))
+        .map(|name| name.split('@').next().unwrap_or(name).to_string())
+        .filter(|name| name != "lo")
+        .collect();
+    if !links.iter().any(|l| l == link) {
+        links.push(link.to_string());
+    }
+    for l in &links {
+        let _ = super::sh("ip", &["-n", ns, "link", "set", l, "down"]);
+        let _ = super::sh("ip", &["-n", ns, "addr", "flush", "dev", l]);
+    }
     super::kill_all_in(ns);
 }
 
