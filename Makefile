@@ -120,9 +120,11 @@ bench-phases: deps
 bench-guard: deps
 	$(LAB) $(CARGO) bench --bench guard
 
-# Failover of hamaster vs the IPaddr2 baseline on lab clusters (about 45 minutes): service
-# killed on the master (BENCH_ONLY=kill, ~12 min), then crash/partition/split (BENCH_ONLY=crash).
-# BENCH_ONLY=tuning measures crash failover per corosync/lease profile for docs/tuning.md.
+# Failover of hamaster vs the IPaddr2 baseline on lab clusters, fencing on (about 75 minutes):
+# service killed on the master (BENCH_ONLY=kill, ~12 min), then crash/partition/split
+# (BENCH_ONLY=crash), then the peers side by side: keepalived and vip-manager on the same lab
+# and faults (BENCH_ONLY=peers, ~30 min). BENCH_ONLY=tuning measures crash failover per
+# corosync/lease profile for docs/tuning.md.
 bench-failover: deps
 	$(LAB) $(CARGO) bench --bench failover
 

@@ -1,9 +1,10 @@
 //! `make bench-failover`: failover of hamaster (topology master-with-vip) against the IPaddr2
 //! baseline (ipaddr2-group-baseline), on the same 3-node lab cluster settings (corosync token
 //! 1000 ms; lease_ttl 3 s, lease_margin 1 s): N trials each of a crash and of a partition of
-//! the VIP holder, and a two-node split without fencing. A client in the switch namespace
-//! polls /healthz through the VIP every 20 ms; an observer samples every node every 5 ms; a
-//! capture on the switch sees the announcements. Writes its tables into docs/benchmarks.md and
+//! the VIP holder with fencing on (the lab's fence agent as a STONITH device, as in
+//! `make check`), and a two-node split without fencing (unsafe by design: the demonstration).
+//! A client in the switch namespace polls /healthz through the VIP every 20 ms; an observer
+//! samples every node every 5 ms; a capture on the switch sees the announcements. Writes its tables into docs/benchmarks.md and
 //! the failover timelines (phase by phase, from the nodes' corosync and Pacemaker logs) into
 //! docs/failover-timeline-{crash,partition}.svg.
 
@@ -15,6 +16,7 @@ use std::time::{Duration, Instant};
 use support::cluster::{
     create_topology, create_topology_with, first_ok_after, outage, Etcd, HealthClient, Lab, VIP,
 };
+use support::peers::Peer;
 use support::timeline::{first_logged, phase, render_svg, spread, Series, PHASES};
 
 const MARK_START: &str = "<!-- bench:failover:start -->";
@@ -23,6 +25,13 @@ const KILL_START: &str = "<!-- bench:kill:start -->";
 const KILL_END: &str = "<!-- bench:kill:end -->";
 const TIMELINE_START: &str = "<!-- bench:timeline:start -->";
 const TIMELINE_END: &str = "<!-- bench:timeline:end -->";
+const PEERS_START: &str = "<!-- bench:peers:start -->";
+const PEERS_END: &str = "<!-- bench:peers:end -->";
+/// How long the peers' partition lasts: past vip-manager's takeover at Patroni's defaults
+/// (the key's 30 s TTL, then a loop of 10 s), so that every tool has failed over within it.
+const PEER_PARTITION: Duration = Duration::from_secs(45);
+/// How long every etcd member is down in the peers' etcd outage.
+const PEER_ETCD_OUTAGE: Duration = Duration::from_secs(20);
 
 /// Per trial, each of PHASES in ms after the fault (None: does not apply, or not seen).
 type Phases = [Option<f64>; PHASES.len()];
@@ -170,8 +179,15 @@ fn trial(lab: &mut Lab, client: &HealthClient, crash: bool, script: &str) -> Opt
             phases,
         }
     });
+    let fenced = lab
+        .fenced()
+        .iter()
+        .any(|f| f.node == lab.nodes[h].name && f.at_unix_ms >= fault_unix);
     if crash {
         lab.restart(h);
+    } else if fenced {
+        // The majority fenced the cut-off node: it is off until brought back.
+        lab.bring_back(h);
     } else {
         lab.heal(h);
     }
@@ -193,6 +209,7 @@ fn three_node(script: &str, n: usize, crash: &mut Stats, cut: &mut Stats) {
 /// As three_node, with more `NAME=value` words for the topology script.
 fn three_node_with(script: &str, extra: &str, n: usize, crash: &mut Stats, cut: &mut Stats) {
     let mut lab = Lab::new(&format!("f{}", &script[..1]), 3, Etcd::OnNodes);
+    lab.enable_fencing();
     create_topology_with(&lab, script, false, extra);
     holder(&lab, Duration::from_secs(90));
     let obs = lab.observe_vip();
@@ -269,7 +286,8 @@ fn two_node(script: &str, n: usize, stats: &mut Stats) {
 /// `n` trials of killing the service (SIGKILL) on the node that serves it, on a fresh 3-node
 /// lab with `extra` for the topology script; returns the client's outage per trial (ms).
 fn service_kill(script: &str, extra: &str, n: usize) -> Vec<f64> {
-    let lab = Lab::new(&format!("k{}", &script[..1]), 3, Etcd::OnNodes);
+    let mut lab = Lab::new(&format!("k{}", &script[..1]), 3, Etcd::OnNodes);
+    lab.enable_fencing();
     create_topology_with(&lab, script, false, extra);
     holder(&lab, Duration::from_secs(90));
     let client = HealthClient::start(&lab, VIP, 8443);
@@ -505,6 +523,7 @@ fn tuning_section(n: usize) -> String {
         // Read by the lab when it writes corosync.conf; nothing else runs meanwhile.
         std::env::set_var("LAB_TOTEM", p.totem);
         let mut lab = Lab::new(&format!("p{k}"), 3, Etcd::OnNodes);
+        lab.enable_fencing();
         create_topology_with(&lab, "master-with-vip", false, p.script);
         holder(&lab, Duration::from_secs(90));
         let client = HealthClient::start(&lab, VIP, 8443);
@@ -609,8 +628,222 @@ fn rhel_section(n: usize) -> String {
     t
 }
 
+/// A tool in the peers' table: hamaster (fencing on, as supported) or a peer.
+#[derive(Clone, Copy)]
+enum Tool {
+    Hamaster,
+    Peer(Peer),
+}
+
+impl Tool {
+    fn label(&self) -> String {
+        match self {
+            Tool::Hamaster => "hamaster (master-with-vip, fencing on, lease 3/1 s)".into(),
+            Tool::Peer(p) => p.label(),
+        }
+    }
+
+    fn faults(&self) -> Vec<PeerFault> {
+        let mut f = vec![
+            PeerFault::Crash,
+            PeerFault::Partition,
+            PeerFault::ServiceKilled,
+        ];
+        if matches!(self, Tool::Hamaster | Tool::Peer(Peer::VipManager)) {
+            f.push(PeerFault::EtcdOutage);
+        }
+        f
+    }
+
+    /// The tool (and its service) on node `i` again after the node came back.
+    fn start_on(&self, lab: &mut Lab, i: usize) {
+        if let Tool::Peer(p) = self {
+            p.start_on(lab, i);
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum PeerFault {
+    Crash,
+    Partition,
+    ServiceKilled,
+    EtcdOutage,
+}
+
+impl PeerFault {
+    fn label(&self) -> String {
+        match self {
+            PeerFault::Crash => "crash of the VIP holder".into(),
+            PeerFault::Partition => format!(
+                "VIP holder cut off for {} s (port off the bridge, carrier kept)",
+                PEER_PARTITION.as_secs()
+            ),
+            PeerFault::ServiceKilled => "service SIGKILLed on the VIP holder".into(),
+            PeerFault::EtcdOutage => format!(
+                "every etcd member stopped for {} s",
+                PEER_ETCD_OUTAGE.as_secs()
+            ),
+        }
+    }
+}
+
+/// `n` trials of each fault the tool has on a fresh 3-node lab: outage (the client's) and
+/// overlap (from the fault until the lab is whole again) per fault.
+fn peer_trials(tool: Tool, tag: &str, n: usize) -> Vec<(PeerFault, Stats)> {
+    let mut lab = Lab::new(tag, 3, Etcd::OnNodes);
+    match tool {
+        Tool::Hamaster => {
+            lab.enable_fencing();
+            create_topology_with(&lab, "master-with-vip", false, "");
+        }
+        Tool::Peer(p) => {
+            for i in 0..3 {
+                p.start_on(&mut lab, i);
+            }
+        }
+    }
+    holder(&lab, Duration::from_secs(120));
+    let obs = lab.observe_vip();
+    let client = HealthClient::start(&lab, VIP, 8443);
+    let label = tool.label();
+    let mut windows = Vec::new();
+    for k in 0..n {
+        for fault in tool.faults() {
+            let h = holder(&lab, Duration::from_secs(120));
+            assert!(
+                client.wait_ok(Duration::from_secs(120)),
+                "{label}: served before {fault:?}"
+            );
+            std::thread::sleep(Duration::from_secs(2));
+            let t = Instant::now();
+            let fault_unix = hamaster::lease::clock::unix_ms();
+            match fault {
+                PeerFault::Crash => lab.crash(h),
+                PeerFault::Partition => lab.detach(h),
+                PeerFault::ServiceKilled => {
+                    let out = lab.sh(h, "pkill -KILL -f 'healthz[.]py 8443'");
+                    assert!(out.status.success(), "{label}: no service on node {h}");
+                }
+                PeerFault::EtcdOutage => (0..3).for_each(|i| lab.stop_etcd(i)),
+            }
+            match fault {
+                PeerFault::Partition => std::thread::sleep(PEER_PARTITION),
+                PeerFault::EtcdOutage => std::thread::sleep(PEER_ETCD_OUTAGE),
+                _ => {
+                    client.wait_failing(Duration::from_secs(5));
+                    client.wait_ok(Duration::from_secs(90));
+                }
+            }
+            match fault {
+                PeerFault::Crash => {
+                    lab.restart(h);
+                    tool.start_on(&mut lab, h);
+                }
+                PeerFault::Partition => {
+                    lab.reattach(h);
+                    let fenced = lab
+                        .fenced()
+                        .iter()
+                        .any(|f| f.node == lab.nodes[h].name && f.at_unix_ms >= fault_unix);
+                    if fenced {
+                        lab.bring_back(h);
+                        tool.start_on(&mut lab, h);
+                    }
+                }
+                PeerFault::ServiceKilled => {}
+                PeerFault::EtcdOutage => {
+                    (0..3).for_each(|i| lab.start_etcd(i));
+                    assert!(lab.etcd.wait_healthy(Duration::from_secs(60)));
+                }
+            }
+            if matches!(tool, Tool::Hamaster) {
+                assert!(
+                    lab.wait_online(&lab.node_names(), Duration::from_secs(180)),
+                    "cluster whole again:\n{}",
+                    lab.crm_mon_text()
+                );
+                let _ = lab.pcs(0, &["resource", "cleanup"]);
+            }
+            let served = client.wait_ok(Duration::from_secs(120));
+            std::thread::sleep(Duration::from_secs(5));
+            let settled = Instant::now();
+            eprintln!(
+                "{label} trial {k} {fault:?}: served again {served}, {:?}",
+                settled - t
+            );
+            windows.push((fault, t, settled));
+        }
+    }
+    let samples = client.finish();
+    let seen = obs.finish();
+    seen.assert_complete();
+    let mut per: Vec<(PeerFault, Stats)> = tool
+        .faults()
+        .into_iter()
+        .map(|f| (f, Stats::default()))
+        .collect();
+    for (fault, t, settled) in windows {
+        let failed = samples.iter().any(|s| s.0 >= t && s.0 <= settled && !s.1);
+        let out = match outage(&samples, t) {
+            Some(o) => o.as_secs_f64() * 1000.0,
+            None if failed => f64::INFINITY,
+            None => 0.0,
+        };
+        let stats = &mut per.iter_mut().find(|(f, _)| *f == fault).unwrap().1;
+        stats.outages.push(out);
+        stats
+            .overlaps
+            .push(seen.overlap_between(t, settled).as_secs_f64() * 1000.0);
+    }
+    per
+}
+
+/// The peers' table: hamaster and the tools users would pick instead, the same lab, client,
+/// faults and measures, one run.
+fn peers_section(n: usize) -> String {
+    let tools = [
+        (Tool::Hamaster, "qh"),
+        (Tool::Peer(Peer::Keepalived { advert_ms: 1000 }), "qk"),
+        (Tool::Peer(Peer::Keepalived { advert_ms: 100 }), "qs"),
+        (Tool::Peer(Peer::VipManager), "qv"),
+    ];
+    let mut t = format!(
+        "{PEERS_START}\n## The peers side by side\n\nCommand: `BENCH_ONLY=peers make bench-failover` \
+         (BENCH_PEER_TRIALS={n}). The same 3-node lab for every tool (namespaces on one bridge, an etcd member on \
+         every node, corosync token 1000 ms, Pacemaker idle under the peers), the same service (lab/healthz.py on \
+         every node for the peers: under keepalived restarted 100 ms after it dies, as systemd's Restart=always \
+         would; under the elector restarted at its next loop, as Patroni restarts postgres), the same client \
+         (/healthz through the VIP every 20 ms) and the same faults, {n} trial(s) each. Outage: last 200 before → \
+         first 200 after (0: never failed). Overlap: time two nodes held the VIP at once, from the fault until the \
+         lab was whole again. keepalived: every node BACKUP with nopreempt, priorities 150/100/50, a track_script \
+         (curl, every second); vip-manager: its defaults, following a key kept the way Patroni keeps it \
+         (lab/leader_elector.py: ttl 30 s, loop_wait 10 s, retry_timeout 10 s). Measured {} on this machine.\n\n\
+         | tool | fault | trials | median outage (ms) | max outage (ms) | max overlap (ms) | trials with overlap |\n\
+         |---|---|---|---|---|---|---|\n",
+        common::now_utc()
+    );
+    for (tool, tag) in tools {
+        for (fault, stats) in peer_trials(tool, tag, n) {
+            t.push_str(&stats.row(&tool.label(), &fault.label()));
+        }
+    }
+    t.push_str(&format!("{PEERS_END}\n"));
+    t
+}
+
 fn main() {
     support::clean_stale_ocf_dirs();
+    if std::env::var("BENCH_ONLY").as_deref() == Ok("peers") {
+        let n = std::env::var("BENCH_PEER_TRIALS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(3);
+        let peers = peers_section(n);
+        print!("{peers}");
+        common::write_section(PEERS_START, PEERS_END, &peers);
+        return;
+    }
     if std::env::var("BENCH_ONLY").as_deref() == Ok("rhel") {
         let n = std::env::var("BENCH_RHEL_TRIALS")
             .ok()
@@ -661,8 +894,8 @@ fn main() {
         .all(|s| s.overlaps.iter().all(|&x| x == 0.0));
     let mut t = format!(
         "{MARK_START}\n## Failover: hamaster vs the IPaddr2 baseline\n\nCommand: `make bench-failover` (BENCH_TRIALS={n}, \
-         BENCH_SPLIT_TRIALS={n2}). Lab clusters in namespaces (Debian corosync 3.1 + pacemaker 2.1, token 1000 ms, no \
-         fencing), etcd member on every node; hamaster = cib/master-with-vip.sh with lease_ttl 3 s, lease_margin 1 s; \
+         BENCH_SPLIT_TRIALS={n2}). Lab clusters in namespaces (Debian corosync 3.1 + pacemaker 2.1, token 1000 ms, \
+         fencing on: the lab's fence agent as a STONITH device, stonith-enabled=true), etcd member on every node; hamaster = cib/master-with-vip.sh with lease_ttl 3 s, lease_margin 1 s; \
          baseline = cib/ipaddr2-group-baseline.sh (IPaddr2 + ocf:heartbeat:anything in a group). Outage = last 200 before → \
          first 200 after, seen by a client polling /healthz through the VIP every 20 ms. Overlap = time two nodes may have \
          held the VIP at once, from the kernel's address events on each node (each hold widened to its proven bounds). \
@@ -688,4 +921,9 @@ fn main() {
     let timeline = timeline_section([&ham_crash, &ham_cut], [&base_crash, &base_cut]);
     print!("{timeline}");
     common::write_section(TIMELINE_START, TIMELINE_END, &timeline);
+    if only.is_empty() {
+        let peers = peers_section(3);
+        print!("{peers}");
+        common::write_section(PEERS_START, PEERS_END, &peers);
+    }
 }

@@ -14,6 +14,7 @@ pub mod etcd;
 pub mod fence;
 pub mod master;
 pub mod netns;
+pub mod peers;
 pub mod phases;
 pub mod process;
 pub mod prometheus;
