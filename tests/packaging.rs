@@ -81,6 +81,21 @@ fn the_specs_license_and_bundled_crates_are_cargo_locks() {
     for id in ["MIT", "Apache-2.0", "ISC", "BSD-3-Clause"] {
         assert!(license.contains(id), "{id} in {license}");
     }
+    // rpmlint knows every identifier the tag uses (packaging/rpmlint.toml's ValidLicenses).
+    let lint = std::fs::read_to_string(root().join("packaging/rpmlint.toml")).unwrap();
+    let valid = lint
+        .lines()
+        .find_map(|l| l.strip_prefix("ValidLicenses = "))
+        .expect("ValidLicenses in packaging/rpmlint.toml");
+    for id in license
+        .split(|c: char| c.is_whitespace() || c == '(' || c == ')')
+        .filter(|w| !w.is_empty() && !matches!(*w, "AND" | "OR" | "WITH"))
+    {
+        assert!(
+            valid.contains(&format!("\"{id}\"")),
+            "{id} (License tag) is not in rpmlint's ValidLicenses: {valid}"
+        );
+    }
 }
 
 #[test]
