@@ -93,6 +93,7 @@ demo: deps build
 	HAMASTER_BIN=$(abspath $(BIN)) $(LAB) $(CARGO) run --example demo
 
 bench: deps
+	$(CARGO) build --release --example exec_floor
 	$(LAB) $(CARGO) bench --bench vip_vs_ipaddr2
 	$(LAB) $(CARGO) bench --bench master
 	$(LAB) $(CARGO) bench --bench guard

@@ -118,9 +118,19 @@ fn first_announcement(frames: &[support::Frame], after: Instant) -> Option<Insta
         .map(|f| f.at)
 }
 
+/// A fault of the crash section.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Fault {
+    Crash,
+    Partition,
+    /// A partition while the fence device fails its next two power-offs, 3 s each.
+    PartitionFailingFence,
+}
+
 /// One fault on the VIP holder, then served by another node; then repairs the fault and
 /// waits until the cluster is whole again. None when the VIP did not move.
-fn trial(lab: &mut Lab, client: &HealthClient, crash: bool, script: &str) -> Option<Trial> {
+fn trial(lab: &mut Lab, client: &HealthClient, fault: Fault, script: &str) -> Option<Trial> {
+    let crash = fault == Fault::Crash;
     let h = holder(lab, Duration::from_secs(60));
     assert!(
         client.wait_ok(Duration::from_secs(30)),
@@ -129,6 +139,10 @@ fn trial(lab: &mut Lab, client: &HealthClient, crash: bool, script: &str) -> Opt
     std::thread::sleep(Duration::from_secs(2));
     let lost_dc = lab.dc().as_deref() == Some(lab.nodes[h].name.as_str());
     let capture = support::Capture::start(&lab.switch, "br0");
+    if fault == Fault::PartitionFailingFence {
+        let desk = lab.fence.as_ref().expect("fencing on");
+        desk.fail_next(2, Duration::from_secs(3));
+    }
     let t = Instant::now();
     let fault_unix = hamaster::lease::clock::unix_ms();
     if crash {
@@ -201,13 +215,27 @@ fn trial(lab: &mut Lab, client: &HealthClient, crash: bool, script: &str) -> Opt
     result
 }
 
-/// N crash and N partition trials of one topology on a fresh 3-node lab.
-fn three_node(script: &str, n: usize, crash: &mut Stats, cut: &mut Stats) {
-    three_node_with(script, "", n, crash, cut)
+/// N crash and N partition trials of one topology on a fresh 3-node lab, then `failing`'s
+/// count of partitions with a fence device that fails twice.
+fn three_node(
+    script: &str,
+    n: usize,
+    crash: &mut Stats,
+    cut: &mut Stats,
+    failing: (usize, &mut Stats),
+) {
+    three_node_with(script, "", n, crash, cut, failing)
 }
 
 /// As three_node, with more `NAME=value` words for the topology script.
-fn three_node_with(script: &str, extra: &str, n: usize, crash: &mut Stats, cut: &mut Stats) {
+fn three_node_with(
+    script: &str,
+    extra: &str,
+    n: usize,
+    crash: &mut Stats,
+    cut: &mut Stats,
+    failing: (usize, &mut Stats),
+) {
     let mut lab = Lab::new(&format!("f{}", &script[..1]), 3, Etcd::OnNodes);
     lab.enable_fencing();
     create_topology_with(&lab, script, false, extra);
@@ -215,22 +243,27 @@ fn three_node_with(script: &str, extra: &str, n: usize, crash: &mut Stats, cut: 
     let obs = lab.observe_vip();
     let client = HealthClient::start(&lab, VIP, 8443);
     let mut trials = Vec::new();
-    for k in 0..n {
-        for is_crash in [true, false] {
-            let w = trial(&mut lab, &client, is_crash, script);
-            eprintln!(
-                "{script} trial {k} {}: {:?}",
-                if is_crash { "crash" } else { "partition" },
-                w.as_ref().map(|w| (w.end - w.fault, w.lost_dc, w.phases))
-            );
-            trials.push((is_crash, w));
-        }
+    let (n_failing, failing) = failing;
+    let faults = (0..n)
+        .flat_map(|_| [Fault::Crash, Fault::Partition])
+        .chain((0..n_failing).map(|_| Fault::PartitionFailingFence));
+    for (k, fault) in faults.enumerate() {
+        let w = trial(&mut lab, &client, fault, script);
+        eprintln!(
+            "{script} trial {k} {fault:?}: {:?}",
+            w.as_ref().map(|w| (w.end - w.fault, w.lost_dc, w.phases))
+        );
+        trials.push((fault, w));
     }
     let samples = client.finish();
     let seen = obs.finish();
     seen.assert_complete();
-    for (is_crash, w) in trials {
-        let stats = if is_crash { &mut *crash } else { &mut *cut };
+    for (fault, w) in trials {
+        let stats = match fault {
+            Fault::Crash => &mut *crash,
+            Fault::Partition => &mut *cut,
+            Fault::PartitionFailingFence => &mut *failing,
+        };
         match w {
             Some(mut w) => {
                 let t = w.fault;
@@ -529,7 +562,7 @@ fn tuning_section(n: usize) -> String {
         let client = HealthClient::start(&lab, VIP, 8443);
         let mut faults = Vec::new();
         for i in 0..n {
-            let w = trial(&mut lab, &client, true, "master-with-vip");
+            let w = trial(&mut lab, &client, Fault::Crash, "master-with-vip");
             eprintln!(
                 "profile {k} crash {i}: {:?}",
                 w.as_ref().map(|w| w.end - w.fault)
@@ -575,6 +608,7 @@ fn rhel_section(n: usize) -> String {
         n,
         &mut ham_crash,
         &mut ham_cut,
+        (0, &mut Stats::default()),
     );
     three_node_with(
         "ipaddr2-group-baseline",
@@ -582,6 +616,7 @@ fn rhel_section(n: usize) -> String {
         n,
         &mut base_crash,
         &mut base_cut,
+        (0, &mut Stats::default()),
     );
     std::env::remove_var("LAB_TOTEM");
     let mut t = format!(
@@ -882,19 +917,36 @@ fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(3);
+    let n_failing: usize = std::env::var("BENCH_FAILING_FENCE_TRIALS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3);
     let (mut ham_crash, mut ham_cut, mut base_crash, mut base_cut) = Default::default();
-    three_node("master-with-vip", n, &mut ham_crash, &mut ham_cut);
-    three_node("ipaddr2-group-baseline", n, &mut base_crash, &mut base_cut);
+    let (mut ham_failing, mut base_failing) = (Stats::default(), Stats::default());
+    three_node(
+        "master-with-vip",
+        n,
+        &mut ham_crash,
+        &mut ham_cut,
+        (n_failing, &mut ham_failing),
+    );
+    three_node(
+        "ipaddr2-group-baseline",
+        n,
+        &mut base_crash,
+        &mut base_cut,
+        (n_failing, &mut base_failing),
+    );
     let (mut ham_split, mut base_split) = (Stats::default(), Stats::default());
     two_node("master-with-vip", n2, &mut ham_split);
     two_node("ipaddr2-group-baseline", n2, &mut base_split);
 
-    let all_zero = [&ham_crash, &ham_cut, &ham_split]
+    let all_zero = [&ham_crash, &ham_cut, &ham_failing, &ham_split]
         .iter()
         .all(|s| s.overlaps.iter().all(|&x| x == 0.0));
     let mut t = format!(
         "{MARK_START}\n## Failover: hamaster vs the IPaddr2 baseline\n\nCommand: `make bench-failover` (BENCH_TRIALS={n}, \
-         BENCH_SPLIT_TRIALS={n2}). Lab clusters in namespaces (Debian corosync 3.1 + pacemaker 2.1, token 1000 ms, \
+         BENCH_SPLIT_TRIALS={n2}, BENCH_FAILING_FENCE_TRIALS={n_failing}). Lab clusters in namespaces (Debian corosync 3.1 + pacemaker 2.1, token 1000 ms, \
          fencing on: the lab's fence agent as a STONITH device, stonith-enabled=true), etcd member on every node; hamaster = cib/master-with-vip.sh with lease_ttl 3 s, lease_margin 1 s; \
          baseline = cib/ipaddr2-group-baseline.sh (IPaddr2 + ocf:heartbeat:anything in a group). Outage = last 200 before → \
          first 200 after, seen by a client polling /healthz through the VIP every 20 ms. Overlap = time two nodes may have \
@@ -905,6 +957,9 @@ fn main() {
     );
     let (hc, bc, hp, bp) =
         crash_and_cut_rows(&mut t, [&ham_crash, &ham_cut], [&base_crash, &base_cut]);
+    let failing = "partition of the VIP holder, fence device failing twice (3 s each)";
+    t.push_str(&ham_failing.row(failing, "hamaster"));
+    t.push_str(&base_failing.row(failing, "IPaddr2 baseline"));
     t.push_str(&ham_split.row("two-node split, no fencing, 10 s", "hamaster"));
     t.push_str(&base_split.row("two-node split, no fencing, 10 s", "IPaddr2 baseline"));
     t.push_str(&format!(

@@ -123,11 +123,17 @@ struct Samples {
     stop_cpu: Vec<f64>,
     floor_wall: Vec<f64>,
     floor_cpu: Vec<f64>,
+    rust_floor_wall: Vec<f64>,
 }
 
 /// `/bin/true` with the agent's environment: what any program costs to start here.
 fn exec_floor(agent: &Command) -> Command {
-    let mut cmd = Command::new("/bin/true");
+    same_env(std::path::Path::new("/bin/true"), agent)
+}
+
+/// `program` with the agent's environment, its output discarded.
+fn same_env(program: &std::path::Path, agent: &Command) -> Command {
+    let mut cmd = Command::new(program);
     cmd.env_clear()
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
@@ -137,6 +143,13 @@ fn exec_floor(agent: &Command) -> Command {
         }
     }
     cmd
+}
+
+/// examples/exec_floor.rs as `make bench` builds it (release profile), when it is there.
+fn rust_floor() -> Option<std::path::PathBuf> {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/release/examples/exec_floor");
+    path.exists().then_some(path)
 }
 
 fn ms(d: Duration) -> f64 {
@@ -181,6 +194,11 @@ fn one_round(which: Which, peer: &support::Netns, s: &mut Samples) {
         let t = measured(exec_floor(&agent_cmd(which, "monitor", 10_000)));
         s.floor_wall.push(ms(t.wall));
         s.floor_cpu.push(ms(t.cpu));
+        // And a Rust program that does nothing (examples/exec_floor.rs), same env.
+        if let Some(noop) = rust_floor() {
+            let t = measured(same_env(&noop, &agent_cmd(which, "monitor", 10_000)));
+            s.rust_floor_wall.push(ms(t.wall));
+        }
     }
     let stop = measured(agent_cmd(which, "stop", 0));
     assert_eq!(stop.code, 0, "stop failed");
@@ -212,6 +230,11 @@ fn inner() {
             "exec floor (/bin/true), wall",
             &ours.floor_wall,
             &theirs.floor_wall,
+        ),
+        (
+            "exec floor of a Rust program (fn main() {}, same toolchain and profile), wall",
+            &ours.rust_floor_wall,
+            &theirs.rust_floor_wall,
         ),
         ("monitor, wall", &ours.monitor_wall, &theirs.monitor_wall),
         ("monitor, CPU", &ours.monitor_cpu, &theirs.monitor_cpu),
@@ -246,13 +269,16 @@ fn inner() {
     }
     let monitor_ratio = common::median(&theirs.monitor_wall) / common::median(&ours.monitor_wall);
     let floor = common::median(&ours.monitor_wall) / common::median(&ours.floor_wall);
+    let rust_floor = common::median(&ours.rust_floor_wall) / common::median(&ours.floor_wall);
     let first = common::median(&ours.first_frame);
     let verdict = |ok: bool| if ok { "met" } else { "NOT met" };
     table.push_str(&format!(
         "\nTargets: monitor within 1.3× of the exec floor (/bin/true in the same rounds) — measured \
          {floor:.2}× ({}); monitor at most 1/15 of IPaddr2's wall time — measured \
          1/{monitor_ratio:.0} ({}); first announcement within 5 ms of invoking start — measured \
-         {first:.2} ms median, {:.2} ms p90 ({}).\n{MARK_END}\n",
+         {first:.2} ms median, {:.2} ms p90 ({}).\n\nA Rust program that does nothing, linked as \
+         hamaster is (dynamically, PIE), costs {rust_floor:.2}× /bin/true in the same rounds: std's start-up and \
+         libgcc_s's loading. See \"Where a monitor's time goes\" below.\n{MARK_END}\n",
         verdict(floor <= 1.3),
         verdict(monitor_ratio >= 15.0),
         common::p90(&ours.first_frame),

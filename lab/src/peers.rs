@@ -134,3 +134,19 @@ fn keepalived_conf(name: &str, i: usize, advert_ms: u32) -> String {
         advert_ms as f64 / 1000.0
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keepalived_is_configured_as_the_comparison_says() {
+        let default = keepalived_conf("n1", 0, 1000);
+        assert!(default.contains("vrrp_version 2") && default.contains("advert_int 1\n"));
+        assert!(default.contains("priority 150") && default.contains("nopreempt"));
+        assert!(default.contains(&format!("{VIP}/24 dev lan0")));
+        let fast = keepalived_conf("n3", 2, 100);
+        assert!(fast.contains("vrrp_version 3") && fast.contains("advert_int 0.1\n"));
+        assert!(fast.contains("priority 50") && fast.contains("track_script"));
+    }
+}
