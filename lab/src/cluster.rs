@@ -467,6 +467,16 @@ impl Lab {
         self.nodes[i].daemons.push(child);
     }
 
+    /// SIGKILL to the service (python running lab/healthz.py) on node `i` alone: not its
+    /// supervisor, nor a process that only names it among its arguments (the peers' leader
+    /// elector); returns how many processes.
+    pub fn kill_service(&self, i: usize) -> usize {
+        super::netns::kill_argv_in(&self.nodes[i].ns.name, |argv| {
+            argv.first().is_some_and(|a| a.contains("python"))
+                && argv.get(1).is_some_and(|a| a.ends_with("healthz.py"))
+        })
+    }
+
     /// Runs a command on node `i` (its network, mount and UTS namespaces), bounded to 120 s.
     pub fn on(&self, i: usize, args: &[&str]) -> Output {
         let mut full = vec!["timeout", "120"];

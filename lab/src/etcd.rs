@@ -260,6 +260,11 @@ impl EtcdCluster {
             "--log-level=error".into(),
             "--logger=zap".into(),
         ];
+        // LAB_ETCD_V2=1: etcd's v2 API too, for vip-manager 1.0, which reads its key over it
+        // (the peers' comparison, lab/src/peers.rs); the v3 API is unchanged.
+        if std::env::var("LAB_ETCD_V2").as_deref() == Ok("1") {
+            args.push("--enable-v2=true".into());
+        }
         if let Some(ca) = &self.tls {
             args.extend([
                 format!("--cert-file={}", ca.path("server.crt")),

@@ -125,6 +125,24 @@ pub fn kill_in(ns: &str, keep: impl Fn(&str) -> bool) {
     }
 }
 
+/// SIGKILL to every process in network namespace `ns` whose arguments `keep` accepts (argv[0]
+/// first); returns how many.
+pub fn kill_argv_in(ns: &str, keep: impl Fn(&[String]) -> bool) -> usize {
+    let mut killed = 0;
+    for pid in pids_in(ns) {
+        let raw = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let argv: Vec<String> = raw
+            .split(|&b| b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        if keep(&argv) && sh("kill", &["-9", &pid]).status.success() {
+            killed += 1;
+        }
+    }
+    killed
+}
+
 /// SIGKILL to every process in network namespace `ns`: a crashed host.
 pub fn kill_all_in(ns: &str) {
     kill_in(ns, |_| true);
