@@ -8,7 +8,7 @@
 
 use std::fs::OpenOptions;
 use std::io::{IsTerminal, Write};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use log::{Level, LevelFilter, Log, Metadata, Record};
 use syslog::{Facility, Formatter3164, Logger, LoggerBackend};
@@ -48,8 +48,9 @@ impl Sinks {
 struct HaLogger {
     sinks: Sinks,
     tag: String,
-    /// The node's name as the kernel has it (per UTS namespace), as Pacemaker's lines show it.
-    node: String,
+    /// The node's name as the kernel has it (per UTS namespace), as Pacemaker's lines show it;
+    /// read for the first line to a file: most agent calls (a healthy monitor) log nothing.
+    node: OnceLock<String>,
     /// Connected on first use: most agent calls (a healthy monitor) log nothing.
     syslog: Mutex<Option<Logger<LoggerBackend, Formatter3164>>>,
 }
@@ -90,7 +91,7 @@ impl Log for HaLogger {
                     f,
                     "{} {} {}[{}]: {line}",
                     timestamp(self.sinks.datefmt.as_deref(), now_unix()),
-                    self.node,
+                    self.node.get_or_init(node_name),
                     self.tag,
                     std::process::id()
                 );
@@ -161,6 +162,12 @@ fn timestamp(datefmt: Option<&str>, at: std::time::Duration) -> String {
 
 /// Installs the logger once for this process. `tag` names the program in syslog, e.g.
 /// `hamaster-vip(api-vip)`.
+fn node_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "localhost".into())
+}
+
 pub fn init(tag: &str) {
     let sinks = Sinks::from_env(|k| std::env::var(k).ok(), std::io::stderr().is_terminal());
     let max = if sinks.debug {
@@ -168,13 +175,10 @@ pub fn init(tag: &str) {
     } else {
         LevelFilter::Info
     };
-    let node = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .unwrap_or_else(|_| "localhost".into());
     let logger = HaLogger {
         sinks,
         tag: tag.to_string(),
-        node,
+        node: OnceLock::new(),
         syslog: Mutex::new(None),
     };
     if log::set_boxed_logger(Box::new(logger)).is_ok() {

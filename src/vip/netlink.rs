@@ -8,13 +8,15 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
 
 use netlink_packet_core::{
-    DecodeError, NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_CREATE,
-    NLM_F_DUMP, NLM_F_EXCL, NLM_F_REPLACE, NLM_F_REQUEST,
+    parse_string, DecodeError, NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK,
+    NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REPLACE, NLM_F_REQUEST,
 };
 use netlink_packet_route::address::{
     AddressAttribute, AddressFlags, AddressMessage, AddressScope, CacheInfo,
 };
-use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
+use netlink_packet_route::link::{
+    LinkAttribute, LinkExtentMask, LinkFlags, LinkMessage, LinkMessageBuffer,
+};
 use netlink_packet_route::route::{
     RouteAddress, RouteAttribute, RouteHeader, RouteMessage, RouteScope, RouteType,
 };
@@ -25,6 +27,12 @@ use crate::presence::Presence;
 
 /// The kernel answers rtnetlink at once; this bound only guards against the impossible.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// netlink's message header (nlmsghdr) length, and the types read raw (linux/netlink.h,
+/// linux/rtnetlink.h).
+const NLMSG_HEADER: usize = 16;
+const NLMSG_ERROR: u16 = 2;
+const RTM_NEWLINK: u16 = 16;
 
 #[derive(Debug, thiserror::Error)]
 pub enum NetlinkError {
@@ -244,12 +252,26 @@ impl Rtnl {
         self.get_link(msg)
     }
 
-    fn get_link(&mut self, msg: LinkMessage) -> Result<Option<Link>, NetlinkError> {
-        match self.exchange("get link", RouteNetlinkMessage::GetLink(msg), 0) {
-            Ok(replies) => Ok(replies.into_iter().find_map(|m| match m {
-                RouteNetlinkMessage::NewLink(l) => Some(link_from(l)),
-                _ => None,
-            })),
+    /// The kernel's reply without its statistics (RTEXT_FILTER_SKIP_STATS, Linux 4.15+; an
+    /// older kernel ignores the mask), read for the attributes a Link has and no other: every
+    /// monitor makes this look, and decoding the whole reply — some fifty attributes, each
+    /// with an error context netlink-packet-route formats whether it fails or not — cost more
+    /// than the exchange with the kernel (docs/benchmarks.md, "Where a monitor's time goes").
+    fn get_link(&mut self, mut msg: LinkMessage) -> Result<Option<Link>, NetlinkError> {
+        let op = "get link";
+        msg.attributes
+            .push(LinkAttribute::ExtMask(vec![LinkExtentMask::SkipStats]));
+        self.send(op, RouteNetlinkMessage::GetLink(msg), 0)?;
+        match self.await_reply(op) {
+            Ok(Some((RTM_NEWLINK, payload))) => {
+                link_from_bytes(&payload)
+                    .map(Some)
+                    .map_err(|e| NetlinkError::Decode {
+                        op,
+                        detail: e.to_string(),
+                    })
+            }
+            Ok(_) => Ok(None),
             Err(e) if e.errno() == Some(libc::ENODEV) => Ok(None),
             Err(e) => Err(e),
         }
@@ -412,42 +434,63 @@ impl Rtnl {
 
     /// Reads until the acknowledgement of the last request (an error message with code 0).
     fn await_ack(&mut self, op: &'static str) -> Result<(), NetlinkError> {
+        while self.await_reply(op)?.is_some() {}
+        Ok(())
+    }
+
+    /// The first message that answers the last request (its sequence number), undecoded: an
+    /// error message as the error it carries, the acknowledgement (an error message with code
+    /// 0) as None, any other as its type and payload.
+    fn await_reply(&mut self, op: &'static str) -> Result<Option<(u16, Vec<u8>)>, NetlinkError> {
         loop {
             let size = self.recv(op)?;
             let mut offset = 0;
-            // nlmsghdr: len u32, type u16, flags u16, seq u32, pid u32; NLMSG_ERROR = 2 carries
-            // an i32 error code after it.
-            while offset + 20 <= size {
+            // nlmsghdr: len u32, type u16, flags u16, seq u32, pid u32; NLMSG_ERROR carries an
+            // i32 error code after it.
+            while offset + NLMSG_HEADER <= size {
                 let word = |at: usize| {
                     let mut b = [0u8; 4];
                     b.copy_from_slice(&self.buf[offset + at..offset + at + 4]);
                     b
                 };
                 let len = u32::from_ne_bytes(word(0)) as usize;
+                if len < NLMSG_HEADER || offset + len > size {
+                    break;
+                }
                 let kind = u16::from_ne_bytes([self.buf[offset + 4], self.buf[offset + 5]]);
                 let seq = u32::from_ne_bytes(word(8));
-                if kind == 2 && seq == self.seq {
-                    let code = i32::from_ne_bytes(word(16));
+                if seq == self.seq {
+                    let payload = &self.buf[offset + NLMSG_HEADER..offset + len];
+                    if kind != NLMSG_ERROR {
+                        return Ok(Some((kind, payload.to_vec())));
+                    }
+                    let code = match payload.get(..4) {
+                        Some(b) => i32::from_ne_bytes([b[0], b[1], b[2], b[3]]),
+                        None => {
+                            return Err(NetlinkError::Decode {
+                                op,
+                                detail: format!("an error message of {len} bytes"),
+                            })
+                        }
+                    };
                     if code == 0 {
-                        return Ok(());
+                        return Ok(None);
                     }
                     let source = io::Error::from_raw_os_error(-code);
                     return Err(NetlinkError::Io { op, source });
-                }
-                if len < 16 {
-                    break;
                 }
                 offset += (len + 3) & !3;
             }
         }
     }
 
-    fn exchange(
+    /// Sends one request with the next sequence number.
+    fn send(
         &mut self,
         op: &'static str,
         request: RouteNetlinkMessage,
         flags: u16,
-    ) -> Result<Vec<RouteNetlinkMessage>, NetlinkError> {
+    ) -> Result<(), NetlinkError> {
         self.seq = self.seq.wrapping_add(1);
         let mut header = NetlinkHeader::default();
         header.flags = NLM_F_REQUEST | flags;
@@ -456,7 +499,16 @@ impl Rtnl {
         self.socket
             .send(&out, 0)
             .map_err(|source| NetlinkError::Io { op, source })?;
+        Ok(())
+    }
 
+    fn exchange(
+        &mut self,
+        op: &'static str,
+        request: RouteNetlinkMessage,
+        flags: u16,
+    ) -> Result<Vec<RouteNetlinkMessage>, NetlinkError> {
+        self.send(op, request, flags)?;
         let dump = flags & NLM_F_DUMP == NLM_F_DUMP;
         let mut replies = Vec::new();
         loop {
@@ -622,6 +674,34 @@ fn set_recv_timeout(socket: &Socket, timeout: Duration) -> io::Result<()> {
     setsockopt(socket, ReceiveTimeout, &tv).map_err(io::Error::from)
 }
 
+/// A Link from an RTM_NEWLINK payload, reading only the attributes a Link has (the same as
+/// link_from's, which decodes the events' whole messages).
+fn link_from_bytes(payload: &[u8]) -> Result<Link, DecodeError> {
+    let buf = LinkMessageBuffer::new_checked(payload)?;
+    let flags = LinkFlags::from_bits_retain(buf.flags());
+    let mut link = Link {
+        index: buf.link_index(),
+        name: String::new(),
+        mac: None,
+        admin_up: flags.contains(LinkFlags::Up),
+        carrier: flags.contains(LinkFlags::LowerUp),
+    };
+    for nla in buf.attributes() {
+        let nla = nla?;
+        let value = nla.value();
+        match nla.kind() {
+            libc::IFLA_IFNAME => link.name = parse_string(value)?,
+            libc::IFLA_ADDRESS if value.len() == 6 => {
+                let mut mac = [0; 6];
+                mac.copy_from_slice(value);
+                link.mac = Some(mac);
+            }
+            _ => {}
+        }
+    }
+    Ok(link)
+}
+
 fn link_from(l: LinkMessage) -> Link {
     let mut link = Link {
         index: l.header.index,
@@ -764,5 +844,45 @@ mod tests {
             "{events:?}"
         );
         assert_eq!(decode_events(&[1, 2, 3, 4, 5]), vec![Event::Undecodable]);
+    }
+
+    /// The monitor's reading of a link (only its own attributes) and the events' (the whole
+    /// message decoded) agree, on a reply with the attributes a real one carries around them.
+    #[test]
+    fn a_link_read_raw_is_the_link_decoded_whole() {
+        use netlink_packet_route::link::{LinkHeader, State};
+        let mut msg = LinkMessage::default();
+        msg.header = LinkHeader {
+            index: 7,
+            flags: LinkFlags::Up | LinkFlags::Broadcast | LinkFlags::LowerUp,
+            ..LinkHeader::default()
+        };
+        msg.attributes = vec![
+            LinkAttribute::IfName("lan0".into()),
+            LinkAttribute::TxQueueLen(1000),
+            LinkAttribute::OperState(State::Up),
+            LinkAttribute::Mtu(1500),
+            LinkAttribute::Address(vec![0x52, 0x54, 0, 0x12, 0x34, 0x56]),
+            LinkAttribute::Broadcast(vec![0xff; 6]),
+        ];
+        let bytes = datagram(RouteNetlinkMessage::NewLink(msg.clone()));
+        let raw = link_from_bytes(&bytes[NLMSG_HEADER..]).unwrap();
+        assert_eq!(raw, link_from(msg.clone()));
+        assert_eq!(
+            (raw.index, raw.name.as_str(), raw.admin_up, raw.carrier),
+            (7, "lan0", true, true)
+        );
+        assert_eq!(raw.mac, Some([0x52, 0x54, 0, 0x12, 0x34, 0x56]));
+        // Down, no carrier, no Ethernet address (a tunnel): the same on both sides.
+        msg.header.flags = LinkFlags::Broadcast;
+        msg.attributes
+            .retain(|a| !matches!(a, LinkAttribute::Address(_)));
+        let bytes = datagram(RouteNetlinkMessage::NewLink(msg.clone()));
+        let raw = link_from_bytes(&bytes[NLMSG_HEADER..]).unwrap();
+        assert_eq!(raw, link_from(msg));
+        assert!(!raw.admin_up && !raw.carrier && raw.mac.is_none());
+        // A cut reply is an error, never a link.
+        assert!(link_from_bytes(&bytes[NLMSG_HEADER..bytes.len() - 3]).is_err());
+        assert!(link_from_bytes(&[0; 4]).is_err());
     }
 }
