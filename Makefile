@@ -1,6 +1,7 @@
 # hamaster — the two commands a new user needs are `make demo` and `make check`.
 CARGO ?= cargo
 BIN := target/debug/hamaster
+VIP_BIN := target/debug/hamaster-vip
 # The tests that need root, namespaces, etcd and Pacemaker (Cargo.toml's root-tests).
 ROOT := --features root-tests
 # Tests, benchmarks and the demo never see this host's own watchdog (see the script).
@@ -16,10 +17,11 @@ deps:
 build:
 	$(CARGO) build
 
-# The OCF provider directory for tests and bind mounts: target/ocf/resource.d/hamaster/vip.
+# The OCF provider directory for tests and bind mounts, laid out as the RPM's: vip is the
+# agent's own program (src/bin/hamaster-vip.rs), master a link to hamaster.
 ocf: build
 	mkdir -p target/ocf/resource.d/hamaster
-	ln -sfn $(abspath $(BIN)) target/ocf/resource.d/hamaster/vip
+	ln -sfn $(abspath $(VIP_BIN)) target/ocf/resource.d/hamaster/vip
 	ln -sfn $(abspath $(BIN)) target/ocf/resource.d/hamaster/master
 
 # Regenerates docs/reference.md from the parameter tables (a test fails when it is stale).

@@ -44,16 +44,21 @@ fn newest_source() -> Option<std::time::SystemTime> {
         .max()
 }
 
-/// Installs the binary and the agents' links into the root, as the RPM lays them out.
+/// The RPM's vip agent (its own program), beside the unpacked binary's tree.
+fn rpm_vip_agent(binary: &Path) -> PathBuf {
+    let root = binary.parent().unwrap().parent().unwrap().parent().unwrap();
+    root.join("usr/lib/ocf/resource.d/hamaster/vip")
+}
+
+/// Installs the programs into the root, as the RPM lays them out.
 fn install(root: &Path, binary: &Path) {
     std::fs::copy(binary, root.join("usr/sbin/hamaster")).unwrap();
     let agents = root.join("usr/lib/ocf/resource.d/hamaster");
     std::fs::create_dir_all(&agents).unwrap();
-    for a in ["vip", "master"] {
-        let link = agents.join(a);
-        let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink("../../../../sbin/hamaster", &link).unwrap();
-    }
+    let link = agents.join("master");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink("../../../../sbin/hamaster", &link).unwrap();
+    std::fs::copy(rpm_vip_agent(binary), agents.join("vip")).unwrap();
 }
 
 /// Runs `script` in the root: a private mount namespace with /proc, an empty network
@@ -508,8 +513,9 @@ fn live(g: &LiveGeneration, root: Option<&Path>) -> Live {
 #[ignore = "three live clusters, one per generation (minutes): run by make check-generations"]
 fn each_generation_runs_the_master_live_with_the_rpms_binary() {
     let binary = rpm_binary();
-    // The host's lab runs the RPM's binary too (support::OcfDir copies HAMASTER_BIN).
+    // The host's lab runs the RPM's programs too (support::OcfDir copies them).
     std::env::set_var("HAMASTER_BIN", &binary);
+    std::env::set_var("HAMASTER_VIP_BIN", rpm_vip_agent(&binary));
     let mut seen = Vec::new();
     for g in &LIVE {
         let root = (g.suite != "bookworm").then(|| {

@@ -41,7 +41,24 @@ pub fn hamaster_bin() -> PathBuf {
     })
 }
 
-/// The built binary laid out as an OCF provider directory, in a world-readable place so
+/// The vip agent's own program under test (bin/hamaster-vip.rs): `HAMASTER_VIP_BIN` when set
+/// (the RPM's), else `hamaster-vip` beside hamaster_bin() (cargo builds both).
+pub fn vip_agent_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("HAMASTER_VIP_BIN") {
+        return PathBuf::from(p);
+    }
+    let main = hamaster_bin();
+    let bin = main.with_file_name("hamaster-vip");
+    assert!(
+        bin.is_file(),
+        "no hamaster-vip beside {}: set HAMASTER_VIP_BIN",
+        main.display()
+    );
+    bin
+}
+
+/// The built programs laid out as an OCF provider directory, as the RPM lays them out (vip
+/// the agent's own program, master a link to hamaster), in a world-readable place so
 /// that ocf-tester's "meta-data as nobody" check can execute it.
 pub struct OcfDir {
     pub root: PathBuf,
@@ -57,13 +74,12 @@ impl OcfDir {
             fs::create_dir_all(&provider).unwrap();
             let bin = root.join("hamaster");
             fs::copy(hamaster_bin(), &bin).unwrap();
-            for agent in ["vip", "master"] {
-                let link = provider.join(agent);
-                let _ = fs::remove_file(&link);
-                // Absolute: the directory is bind-mounted elsewhere, where a relative
-                // target would point nowhere.
-                std::os::unix::fs::symlink(&bin, &link).unwrap();
-            }
+            let link = provider.join("master");
+            let _ = fs::remove_file(&link);
+            // Absolute: the directory is bind-mounted elsewhere, where a relative target
+            // would point nowhere.
+            std::os::unix::fs::symlink(&bin, &link).unwrap();
+            fs::copy(vip_agent_bin(), provider.join("vip")).unwrap();
             must("chmod", &["-R", "a+rX", root.to_str().unwrap()]);
             OcfDir { root }
         })

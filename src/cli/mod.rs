@@ -175,19 +175,50 @@ impl Verb for DocsArgs {
 /// Runs the operator CLI: a failure is printed as `hamaster VERB: reason` (unless it is in the
 /// log already); returns the exit.
 pub fn main(args: Vec<String>) -> OcfExit {
-    let cli = match Cli::try_parse_from(args) {
-        Ok(cli) => cli,
-        Err(e) => {
-            let _ = e.print();
-            // --help and --version are no failure.
-            return if e.use_stderr() {
-                Failed::from(CliError::Args(e.to_string())).exit
-            } else {
-                OcfExit::Success
-            };
-        }
-    };
-    let (verb, name) = cli.command.verb();
+    match Cli::try_parse_from(args) {
+        Ok(cli) => run(cli.command.verb()),
+        Err(e) => refused(e),
+    }
+}
+
+/// What the vip agent's own program (src/bin/hamaster-vip.rs) understands beside the agent's
+/// actions: `announce`, as its start re-executes it (/proc/self/exe) for the detached half of
+/// a burst. Nothing of the guard is linked into that program.
+#[derive(Debug, Parser)]
+#[command(name = "hamaster-vip", version)]
+pub struct VipCli {
+    #[command(subcommand)]
+    pub command: VipCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum VipCommand {
+    /// Announce an address this host holds: gratuitous ARP (IPv4) or unsolicited NA (IPv6).
+    Announce(announce::AnnounceArgs),
+}
+
+/// `hamaster-vip announce …`: the same verb, parsed and reported as `hamaster announce` is.
+pub fn vip_main(args: Vec<String>) -> OcfExit {
+    match VipCli::try_parse_from(args) {
+        Ok(VipCli {
+            command: VipCommand::Announce(a),
+        }) => run((&a, "announce")),
+        Err(e) => refused(e),
+    }
+}
+
+/// A command line clap refused (or --help/--version, which are no failure).
+fn refused(e: clap::Error) -> OcfExit {
+    let _ = e.print();
+    if e.use_stderr() {
+        Failed::from(CliError::Args(e.to_string())).exit
+    } else {
+        OcfExit::Success
+    }
+}
+
+/// Runs one verb; its failure is printed unless it is in the log already.
+fn run((verb, name): (&dyn Verb, &str)) -> OcfExit {
     verb.exec().unwrap_or_else(|f| {
         if !f.logged {
             eprintln!("hamaster {name}: {}", f.reason);
