@@ -58,7 +58,11 @@ fn install(root: &Path, binary: &Path) {
     let link = agents.join("master");
     let _ = std::fs::remove_file(&link);
     std::os::unix::fs::symlink("../../../../sbin/hamaster", &link).unwrap();
-    std::fs::copy(rpm_vip_agent(binary), agents.join("vip")).unwrap();
+    // A root cached from an older layout may hold vip as a link to hamaster: copying
+    // through it would overwrite hamaster itself.
+    let vip = agents.join("vip");
+    let _ = std::fs::remove_file(&vip);
+    std::fs::copy(rpm_vip_agent(binary), vip).unwrap();
 }
 
 /// Runs `script` in the root: a private mount namespace with /proc, an empty network
