@@ -21,6 +21,43 @@ const MARGIN_MS: u64 = support::LEASE_MARGIN_S * 1000;
 /// The test etcd cluster's --election-timeout.
 const ELECTION_TIMEOUT_MS: u64 = 1000;
 
+/// Waits (up to `limit`) for the promoted monitor to report the service failed (9), and holds
+/// that it did not before `at_least` had passed since `since` (health_failures' hysteresis).
+fn fails_after(agent: &support::Agent, since: Instant, at_least: Duration, limit: Duration) {
+    assert!(support::wait_for(limit, || agent.run("monitor").code == 9));
+    assert!(
+        since.elapsed() >= at_least,
+        "not after health_failures checks ({:?})",
+        since.elapsed()
+    );
+}
+
+/// Makes one check fail slowly (`marker` written into the service's state dir, which the check
+/// removes) and holds that the promoted monitor says 8 throughout (one failure is forgiven).
+fn one_slow_check_is_forgiven(agent: &support::Agent, node: &Node, marker: &str) {
+    std::fs::write(node.state.join(marker), "").unwrap();
+    let until = Instant::now() + Duration::from_secs(7);
+    while Instant::now() < until {
+        let m = agent.run("monitor");
+        assert_eq!(m.code, 8, "one slow check is forgiven: {}", m.stderr);
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert!(!node.state.join(marker).exists(), "the slow check happened");
+}
+
+/// The service turns unhealthy for good: the promoted monitor fails (9) after health_failures
+/// checks 2 s apart (3 s at least), with `reason`.
+fn turns_unhealthy(agent: &support::Agent, node: &Node, reason: &str) {
+    node.set_unhealthy(true);
+    fails_after(
+        agent,
+        Instant::now(),
+        Duration::from_secs(3),
+        Duration::from_secs(15),
+    );
+    agent.run("monitor").expect(9, reason);
+}
+
 fn promoted(run: Run, node: &Node) {
     assert_eq!(run.code, 0, "promote: {}\nlog:\n{}", run.stderr, node.log());
 }
@@ -453,31 +490,11 @@ fn one_slow_health_check_is_tolerated_a_failing_or_dead_service_is_not() {
     assert_eq!(agent.run("start").code, 0);
     promoted(agent.run("promote"), &a);
     // One check times out (health_timeout 2 s): with health_failures 3 nothing fails over.
-    std::fs::write(a.state.join("slow-once"), "").unwrap();
-    let until = Instant::now() + Duration::from_secs(7);
-    while Instant::now() < until {
-        let m = agent.run("monitor");
-        assert_eq!(m.code, 8, "one slow check: {}", m.stderr);
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    assert!(
-        !a.state.join("slow-once").exists(),
-        "the slow answer happened"
-    );
+    one_slow_check_is_forgiven(&agent, &a, "slow-once");
     // Failing for good: unhealthy after three checks in a row (2 s apart).
-    a.set_unhealthy(true);
-    let failing = Instant::now();
-    assert!(support::wait_for(Duration::from_secs(15), || agent
-        .run("monitor")
-        .code
-        == 9));
-    assert!(
-        failing.elapsed() >= Duration::from_secs(3),
-        "not on the first failure ({:?})",
-        failing.elapsed()
-    );
-    agent.run("monitor").expect(
-        9,
+    turns_unhealthy(
+        &agent,
+        &a,
         "service unhealthy: https://127.0.0.1:8443/healthz answered 503",
     );
     a.set_unhealthy(false);
@@ -1340,6 +1357,138 @@ fn the_guard_tells_pacemaker_at_once_when_its_service_dies_or_turns_unhealthy() 
     assert_eq!(read(), "", "push_failures=false reported");
     assert_eq!(quiet.run("demote").code, 0);
     assert_eq!(quiet.run("stop").code, 0);
+}
+
+/// Processes whose command line is exactly `argv`, anywhere on this machine.
+fn processes_with_argv(argv: &[&str]) -> Vec<u32> {
+    let want: Vec<u8> = argv
+        .iter()
+        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
+        .collect();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == want))
+        .collect()
+}
+
+/// health_command and health_url=tcp://: like the HTTP check, health_failures failed checks in
+/// a row (and not fewer) make the promoted monitor fail (9) with the check's finding, and the
+/// guard tells Pacemaker at once (`crm_resource --fail`, a stand-in recording the call); a
+/// command that outlives health_timeout is killed with everything it started, and that one
+/// failure is forgiven; a TCP peer that falls silent fails each check at health_timeout, one
+/// that refuses at once. validate-all refuses both checks at once.
+#[test]
+fn health_command_and_tcp_checks_fail_over_after_health_failures_and_push_it() {
+    let mut etcd = EtcdCluster::new("mhc");
+    let a = Node::new(&mut etcd, "na");
+    let crm = support::master::CrmStandIn::new(&a);
+    let want = "--fail --resource api --node na";
+    let state = a.state.display().to_string();
+    let base = a
+        .agent(&etcd)
+        .param("health_url", "")
+        .env("OCF_RESKEY_CRM_meta_on_node", "na")
+        .env("PATH", &crm.path);
+    base.clone()
+        .param("health_command", "true")
+        .param("health_url", "tcp://127.0.0.1:9111")
+        .run("validate-all")
+        .expect(
+            6,
+            "health_command=\"true\" and health_url are both set; set one",
+        );
+
+    // health_command: passes while STATE/unhealthy is absent; hangs once (a child that would
+    // sleep 61.25 s) when STATE/hang-once is there.
+    let hanging = ["sleep", "61.25"];
+    let cmd = format!(
+        "if [ -e {state}/hang-once ]; then rm -f {state}/hang-once; sleep 61.25; fi; \
+         test ! -e {state}/unhealthy"
+    );
+    let agent = base.clone().param("health_command", &cmd);
+    assert_eq!(agent.run("validate-all").code, 0);
+    assert_eq!(agent.run("start").code, 0);
+    promoted(agent.run("promote"), &a);
+    one_slow_check_is_forgiven(&agent, &a, "hang-once");
+    assert!(
+        processes_with_argv(&hanging).is_empty(),
+        "the hung check's child outlived health_timeout"
+    );
+    assert_eq!(crm.calls(), "", "a forgiven failure was pushed");
+    turns_unhealthy(
+        &agent,
+        &a,
+        "service unhealthy: health_command exit status: 1",
+    );
+    assert!(
+        support::wait_for(Duration::from_secs(2), || crm.calls().contains(want)),
+        "not pushed: {:?}\n{}",
+        crm.calls(),
+        a.log()
+    );
+    a.set_unhealthy(false);
+    assert!(
+        support::wait_for(Duration::from_secs(8), || agent.run("monitor").code == 8),
+        "recovers when the command passes again"
+    );
+    assert_eq!(agent.run("demote").code, 0);
+
+    // tcp://: a listener of the test's own on another node of the switch, which can fall
+    // silent (its port off the bridge: connections neither open nor are refused) or close.
+    crm.clear();
+    let peer = etcd.node("nh");
+    let peer_ip = peer.addresses("lan0")[0]
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
+    let url = format!("tcp://{peer_ip}:9111");
+    let mut listener = std::process::Command::new("ip")
+        .args(["netns", "exec", &peer.name, "python3", "-c"])
+        .arg(
+            "import socket,time\n\
+             s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+             s.bind(('0.0.0.0', 9111)); s.listen(64); time.sleep(120)",
+        )
+        .spawn()
+        .unwrap();
+    let tcp = base.clone().param("health_url", &url);
+    promoted(tcp.run("promote"), &a);
+    assert_eq!(tcp.run("monitor").code, 8);
+    etcd.silence(&peer);
+    fails_after(
+        &tcp,
+        Instant::now(),
+        Duration::from_secs(5),
+        Duration::from_secs(25),
+    );
+    tcp.run("monitor").expect(
+        9,
+        &format!("service unhealthy: {url}: no connection within 2000 ms"),
+    );
+    assert!(
+        support::wait_for(Duration::from_secs(2), || crm.calls().contains(want)),
+        "not pushed: {:?}\n{}",
+        crm.calls(),
+        a.log()
+    );
+    etcd.unsilence(&peer);
+    assert!(
+        support::wait_for(Duration::from_secs(8), || tcp.run("monitor").code == 8),
+        "recovers when the port answers again"
+    );
+    let _ = listener.kill();
+    let _ = listener.wait();
+    assert!(support::wait_for(Duration::from_secs(15), || tcp
+        .run("monitor")
+        .code
+        == 9));
+    tcp.run("monitor")
+        .expect(9, &format!("service unhealthy: {url}: Connection refused"));
+    assert_eq!(tcp.run("demote").code, 0);
+    assert_eq!(tcp.run("stop").code, 0);
 }
 
 /// sbd's watchdog is never the guard's. Seen with stand-ins in a private mount namespace: RHEL's

@@ -3,9 +3,9 @@
 //! active. The verdict (service::HealthCount: health_failures failed checks in a row, a
 //! service no longer running at once) goes to the guard machine, which shows it (status,
 //! metrics, monitor) and decides what follows (a push to Pacemaker: machine::observe). A
-//! reload (health_url, health_timeout, health_interval, health_failures) takes effect at the
-//! next check, which it brings forward; a new URL (or CA) is a new check, which must pass
-//! before its failures are forgiven.
+//! reload (health_url, health_command, health_timeout, health_interval, health_failures) takes
+//! effect at the next check, which it brings forward; a new URL, CA or command is a new check,
+//! which must pass before its failures are forgiven.
 
 use std::time::Duration;
 
@@ -32,7 +32,7 @@ pub async fn watch(
     metrics: std::sync::Arc<super::metrics::Metrics>,
 ) {
     let mut cfg = config.borrow_and_update().clone();
-    // Made anew after a reload changed the health settings (None inside: no health_url).
+    // Made anew after a reload changed the health settings (None inside: no check).
     let mut probe: Option<Option<HealthProbe>> = None;
     let mut count = HealthCount::default();
     // systemd's last word on the unit (started active: the guard's start succeeded).
@@ -92,22 +92,15 @@ pub async fn watch(
         let passed = match (check, running) {
             (_, false) => false,
             (None, true) => {
-                detail = Some("running (no health_url)".to_string());
+                detail = Some("running (no health_url or health_command)".to_string());
                 true
             }
             (Some(p), true) => {
                 let began = std::time::Instant::now();
-                let outcome = p.check().await;
+                let checked = p.check().await;
                 metrics.health_checks.observe(began.elapsed());
-                let (passed, d) = match outcome {
-                    Ok(code) => (
-                        (200..300).contains(&code),
-                        format!("{} answered {code}", p.url()),
-                    ),
-                    Err(e) => (false, format!("{}: {e}", p.url())),
-                };
-                detail = Some(d);
-                passed
+                detail = Some(checked.detail);
+                checked.passed
             }
         };
         if !passed && running {
@@ -146,7 +139,9 @@ pub async fn watch(
             }
         }
         let now = config.borrow_and_update().clone();
-        if (&now.health.url, &now.health.cacert) != (&cfg.health.url, &cfg.health.cacert) {
+        if (&now.health.url, &now.health.cacert, &now.health.command)
+            != (&cfg.health.url, &cfg.health.cacert, &cfg.health.command)
+        {
             count.new_check();
         }
         if now.health != cfg.health {

@@ -174,9 +174,23 @@ pub const USER: Param = Param {
 pub const HEALTH_URL: Param = Param {
     name: "health_url",
     shortdesc: "Health URL of the master service",
-    longdesc: "http:// or https:// URL that answers 2xx while the service is healthy. Promote \
-        waits for it; a failing check makes monitor report a failed promoted instance. Without \
-        it, a running process (or an active unit) counts as healthy.",
+    longdesc: "http:// or https:// URL that answers 2xx while the service is healthy, or \
+        tcp://HOST:PORT, where a TCP connection that opens is a passed check (like keepalived's \
+        TCP_CHECK). Promote waits for it; health_failures failed checks in a row make monitor \
+        report a failed promoted instance. Without it (and without health_command), a running \
+        process (or an active unit) counts as healthy.",
+    reloadable: true,
+    ..BASE
+};
+
+pub const HEALTH_COMMAND: Param = Param {
+    name: "health_command",
+    shortdesc: "Health check command of the master service",
+    longdesc: "A command run by /bin/sh -c as the service's user, in its workdir, every \
+        health_interval (like keepalived's track_script): exit status 0 is a passed check, any \
+        other status a failed one, and a command still running after health_timeout is killed \
+        with everything it started (its process group) and counts as failed. Its output is \
+        discarded. Instead of health_url, not beside it.",
     reloadable: true,
     ..BASE
 };
@@ -298,7 +312,7 @@ pub const CONFLICT_ACTION: Param = Param {
 };
 
 /// The master's own parameters, without the VIP.
-pub const OWN: [Param; 24] = [
+pub const OWN: [Param; 25] = [
     ETCD_ENDPOINTS,
     ETCD_PREFIX,
     ETCD_CACERT,
@@ -314,6 +328,7 @@ pub const OWN: [Param; 24] = [
     WORKDIR,
     USER,
     HEALTH_URL,
+    HEALTH_COMMAND,
     HEALTH_CACERT,
     HEALTH_TIMEOUT,
     HEALTH_INTERVAL,

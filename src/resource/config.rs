@@ -320,6 +320,7 @@ mod tests {
                 "workdir" => ("/tmp", ""),
                 "user" => ("nobody", ""),
                 "health_url" => ("http://127.0.0.1:9000/h", ""),
+                "health_command" => ("true", "health_url"),
                 "health_timeout" => ("3000", ""),
                 "health_interval" => ("5", ""),
                 "health_failures" => ("4", ""),

@@ -1,5 +1,8 @@
-//! The service's health probe: one GET of `health_url` (http or https, with its own CA), 2xx
-//! means healthy. One client per guard, so connections are kept alive between checks.
+//! The service's health probe, one of three checks: a GET of `health_url` (http or https, with
+//! its own CA; 2xx passes; one client per guard, so connections are kept alive between
+//! checks), a TCP connect to `health_url=tcp://HOST:PORT` (a connection that opens passes), or
+//! `health_command` run by /bin/sh (exit status 0 passes; killed with its process group when
+//! it outlives health_timeout). Every check is bounded by health_timeout.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,6 +14,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
+use super::process::{credentials, Credentials};
 use super::{HealthSpec, ServiceError};
 use crate::causes::causes;
 use crate::params::master::HEALTH_CACERT;
@@ -26,9 +30,38 @@ const SYSTEM_BUNDLES: [&str; 2] = [
 const MAX_BODY: usize = 64 * 1024;
 
 pub struct HealthProbe {
-    client: Client<HttpsConnector<HttpConnector>, Empty<Bytes>>,
-    url: hyper::Uri,
+    check: Check,
     timeout: Duration,
+}
+
+enum Check {
+    Http {
+        client: Box<Client<HttpsConnector<HttpConnector>, Empty<Bytes>>>,
+        url: hyper::Uri,
+    },
+    Tcp {
+        /// tcp://HOST:PORT as written (a Uri would show a "/" after it).
+        name: String,
+        host: String,
+        port: u16,
+    },
+    Command {
+        text: String,
+        ids: Option<Credentials>,
+        workdir: std::path::PathBuf,
+    },
+}
+
+/// Whether a check passed, and what it found (for status, the log and the monitor's reason).
+pub struct Checked {
+    pub passed: bool,
+    pub detail: String,
+}
+
+impl Checked {
+    fn new(passed: bool, detail: String) -> Checked {
+        Checked { passed, detail }
+    }
 }
 
 /// The roots of trust in a CA file, named by `param`.
@@ -58,62 +91,190 @@ pub fn client_config(roots: rustls::RootCertStore) -> rustls::ClientConfig {
 }
 
 impl HealthProbe {
-    /// None when the spec has no URL.
+    /// None when the spec has no check (neither health_url nor health_command).
     pub fn new(spec: &HealthSpec) -> Result<Option<HealthProbe>, ServiceError> {
-        let Some(url) = spec.url.clone() else {
-            return Ok(None);
+        let check = match (&spec.command, &spec.url) {
+            (Some(text), _) => Check::Command {
+                text: text.clone(),
+                ids: spec
+                    .user
+                    .as_deref()
+                    .map(credentials)
+                    .transpose()
+                    .map_err(ServiceError::NotInstalled)?,
+                workdir: command_workdir(spec)?,
+            },
+            (None, Some(url)) if url.scheme_str() == Some("tcp") => Check::Tcp {
+                host: url
+                    .host()
+                    .unwrap_or_default()
+                    .trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .to_string(),
+                port: url.port_u16().unwrap_or_default(),
+                name: format!(
+                    "tcp://{}",
+                    url.authority().map(|a| a.as_str()).unwrap_or_default()
+                ),
+            },
+            (None, Some(url)) => Check::Http {
+                client: Box::new(http_client(spec, url.scheme_str())?),
+                url: url.clone(),
+            },
+            (None, None) => return Ok(None),
         };
-        let roots = match (&spec.cacert, url.scheme_str()) {
-            (Some(path), _) => roots_from_pem(&HEALTH_CACERT, path)?,
-            (None, Some("https")) => SYSTEM_BUNDLES
-                .iter()
-                .map(std::path::Path::new)
-                .find(|p| p.exists())
-                .map(|p| roots_from_pem(&HEALTH_CACERT, p))
-                .transpose()?
-                .unwrap_or_else(rustls::RootCertStore::empty),
-            (None, _) => rustls::RootCertStore::empty(),
-        };
-        let mut http = HttpConnector::new();
-        http.enforce_http(false);
-        http.set_connect_timeout(Some(spec.timeout));
-        let https = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(client_config(roots))
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(http);
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(30))
-            .build(https);
         Ok(Some(HealthProbe {
-            client,
-            url,
+            check,
             timeout: spec.timeout,
         }))
     }
 
-    /// Ok(status) for an answer in time (healthy when 2xx), Err(why) otherwise.
-    pub async fn check(&self) -> Result<u16, String> {
-        let req = hyper::Request::get(self.url.clone())
-            .body(Empty::new())
-            .map_err(|e| e.to_string())?;
-        let exchange = async {
-            let resp = self.client.request(req).await.map_err(|e| causes(&e))?;
-            let status = resp.status().as_u16();
-            // Read the body to its end: only then does the connection go back to the pool,
-            // and the next check reuses it instead of paying a new TCP and TLS handshake.
-            // A body over the limit is dropped with its connection.
-            let _ = Limited::new(resp.into_body(), MAX_BODY).collect().await;
-            Ok(status)
-        };
-        match tokio::time::timeout(self.timeout, exchange).await {
-            Ok(outcome) => outcome,
-            Err(_) => Err(format!("no answer within {} ms", self.timeout.as_millis())),
+    /// One check, within health_timeout.
+    pub async fn check(&self) -> Checked {
+        let within = format!("within {} ms", self.timeout.as_millis());
+        match &self.check {
+            Check::Http { client, url } => {
+                let req = match hyper::Request::get(url.clone()).body(Empty::new()) {
+                    Ok(r) => r,
+                    Err(e) => return Checked::new(false, format!("{url}: {e}")),
+                };
+                let exchange = async {
+                    let resp = client.request(req).await.map_err(|e| causes(&e))?;
+                    let status = resp.status().as_u16();
+                    // Read the body to its end: only then does the connection go back to the
+                    // pool, and the next check reuses it instead of paying a new TCP and TLS
+                    // handshake. A body over the limit is dropped with its connection.
+                    let _ = Limited::new(resp.into_body(), MAX_BODY).collect().await;
+                    Ok::<u16, String>(status)
+                };
+                match tokio::time::timeout(self.timeout, exchange).await {
+                    Ok(Ok(code)) => {
+                        Checked::new((200..300).contains(&code), format!("{url} answered {code}"))
+                    }
+                    Ok(Err(e)) => Checked::new(false, format!("{url}: {e}")),
+                    Err(_) => Checked::new(false, format!("{url}: no answer {within}")),
+                }
+            }
+            Check::Tcp { name, host, port } => {
+                let connect = async {
+                    let mut last = None;
+                    for addr in tokio::net::lookup_host((host.as_str(), *port))
+                        .await
+                        .map_err(|e| format!("cannot resolve {host}: {e}"))?
+                    {
+                        match tokio::net::TcpStream::connect(addr).await {
+                            Ok(_) => return Ok(()),
+                            Err(e) => last = Some(e.to_string()),
+                        }
+                    }
+                    Err(last.unwrap_or_else(|| format!("{host} has no address")))
+                };
+                match tokio::time::timeout(self.timeout, connect).await {
+                    Ok(Ok(())) => Checked::new(true, format!("{name} accepted a connection")),
+                    Ok(Err(e)) => Checked::new(false, format!("{name}: {e}")),
+                    Err(_) => Checked::new(false, format!("{name}: no connection {within}")),
+                }
+            }
+            Check::Command { text, ids, workdir } => {
+                run_command(text, ids, workdir, self.timeout, &within).await
+            }
         }
     }
+}
 
-    pub fn url(&self) -> &hyper::Uri {
-        &self.url
+/// health_command's working directory (the service's workdir), which must exist here.
+fn command_workdir(spec: &HealthSpec) -> Result<std::path::PathBuf, ServiceError> {
+    if !spec.workdir.is_dir() {
+        return Err(ServiceError::NotInstalled(format!(
+            "parameter workdir=\"{}\" is not a directory on this node (health_command runs there)",
+            spec.workdir.display()
+        )));
+    }
+    Ok(spec.workdir.clone())
+}
+
+/// The HTTP(S) client of an http:// or https:// health_url, trusting health_cacert, else
+/// (https) the system's bundle.
+fn http_client(
+    spec: &HealthSpec,
+    scheme: Option<&str>,
+) -> Result<Client<HttpsConnector<HttpConnector>, Empty<Bytes>>, ServiceError> {
+    let roots = match (&spec.cacert, scheme) {
+        (Some(path), _) => roots_from_pem(&HEALTH_CACERT, path)?,
+        (None, Some("https")) => SYSTEM_BUNDLES
+            .iter()
+            .map(std::path::Path::new)
+            .find(|p| p.exists())
+            .map(|p| roots_from_pem(&HEALTH_CACERT, p))
+            .transpose()?
+            .unwrap_or_else(rustls::RootCertStore::empty),
+        (None, _) => rustls::RootCertStore::empty(),
+    };
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_connect_timeout(Some(spec.timeout));
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(client_config(roots))
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(http);
+    Ok(Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(Duration::from_secs(30))
+        .build(https))
+}
+
+/// health_command once: /bin/sh -c TEXT in a process group of its own, as the service's user,
+/// output discarded. Past `limit` the whole group is killed (it is still ours: its leader is
+/// not reaped until then) and the check fails.
+async fn run_command(
+    text: &str,
+    ids: &Option<Credentials>,
+    workdir: &std::path::Path,
+    limit: Duration,
+    within: &str,
+) -> Checked {
+    use std::process::Stdio;
+    let mut cmd = tokio::process::Command::new("/bin/sh");
+    cmd.arg("-c")
+        .arg(text)
+        .current_dir(workdir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+    crate::child::service(cmd.as_std_mut(), ids.clone());
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => return Checked::new(false, format!("health_command cannot run: {e}")),
+    };
+    let group = child.id();
+    match tokio::time::timeout(limit, child.wait()).await {
+        Ok(Ok(status)) if status.success() => {
+            Checked::new(true, "health_command exited 0".to_string())
+        }
+        Ok(Ok(status)) => Checked::new(false, format!("health_command {status}")),
+        Ok(Err(e)) => Checked::new(false, format!("health_command: cannot wait for it: {e}")),
+        Err(_) => {
+            let killed = match group {
+                Some(pgid) => nix::sys::signal::killpg(
+                    nix::unistd::Pid::from_raw(pgid as i32),
+                    nix::sys::signal::Signal::SIGKILL,
+                )
+                .map_err(|e| e.to_string()),
+                None => Err("no process id".to_string()),
+            };
+            // SIGKILLed: the leader is reaped at once, unless the kernel holds it (then
+            // kill_on_drop and tokio's orphan reaping see to it later).
+            let _ = tokio::time::timeout(Duration::from_secs(1), child.wait()).await;
+            let what = match killed {
+                Ok(()) => "killed with its process group".to_string(),
+                Err(e) => format!("cannot kill its process group: {e}"),
+            };
+            Checked::new(
+                false,
+                format!("health_command did not finish {within} ({what})"),
+            )
+        }
     }
 }
 

@@ -1,5 +1,6 @@
 //! The master service: its configuration (a supervised command or a systemd unit), starting,
-//! stopping (TERM, then KILL) and watching it, and its HTTP(S) health probe.
+//! stopping (TERM, then KILL) and watching it, and its health probe (an HTTP(S) GET, a TCP
+//! connect, or a command).
 //! It knows nothing of etcd or addresses.
 
 pub mod health;
@@ -39,6 +40,18 @@ pub struct HealthSpec {
     pub interval: Duration,
     /// Consecutive failed checks before the service counts as unhealthy.
     pub failures: u32,
+    /// health_command: run by /bin/sh -c; exit status 0 is a passed check.
+    #[serde(default)]
+    pub command: Option<String>,
+    /// The user (and working directory) health_command runs as: the service's.
+    #[serde(default)]
+    pub user: Option<String>,
+    #[serde(default = "root_dir")]
+    pub workdir: PathBuf,
+}
+
+fn root_dir() -> PathBuf {
+    PathBuf::from("/")
 }
 
 /// A running service as the guard's fencing side and the agent's clean-up address it.
@@ -174,18 +187,39 @@ impl HealthSpec {
                 let uri: hyper::Uri = text
                     .parse()
                     .map_err(|_| ConfigError::invalid(&p::HEALTH_URL, text, "is not a URL"))?;
-                if !matches!(uri.scheme_str(), Some("http") | Some("https"))
-                    || uri.host().is_none_or(str::is_empty)
-                {
-                    return Err(ConfigError::invalid(
-                        &p::HEALTH_URL,
-                        text,
-                        "is not an http:// or https:// URL with a host",
-                    ));
+                let why = match uri.scheme_str() {
+                    _ if uri.host().is_none_or(str::is_empty) => Some("has no host"),
+                    Some("http") | Some("https") => None,
+                    Some("tcp") if uri.port_u16().is_none_or(|p| p == 0) => {
+                        Some("is a tcp:// check without a port")
+                    }
+                    Some("tcp") if !matches!(uri.path(), "" | "/") || uri.query().is_some() => {
+                        Some("is a tcp:// check with a path (tcp://HOST:PORT only)")
+                    }
+                    Some("tcp") => None,
+                    _ => Some("is not an http://, https:// or tcp:// URL"),
+                };
+                if let Some(why) = why {
+                    return Err(ConfigError::invalid(&p::HEALTH_URL, text, why));
                 }
                 Some(uri)
             }
         };
+        let command = v.get(&p::HEALTH_COMMAND).map(String::from);
+        if let (Some(c), Some(_)) = (&command, &url) {
+            return Err(ConfigError::invalid(
+                &p::HEALTH_COMMAND,
+                c,
+                "and health_url are both set; set one (a command can make both checks)",
+            ));
+        }
+        if command.as_deref().is_some_and(|c| c.trim().is_empty()) {
+            return Err(ConfigError::invalid(
+                &p::HEALTH_COMMAND,
+                command.as_deref().unwrap_or_default(),
+                "is empty",
+            ));
+        }
         let timeout = v.duration(&p::HEALTH_TIMEOUT)?;
         let interval = v.duration(&p::HEALTH_INTERVAL)?;
         let failures = v.number(&p::HEALTH_FAILURES)?;
@@ -195,6 +229,9 @@ impl HealthSpec {
             timeout,
             interval,
             failures,
+            command,
+            user: v.get(&p::USER).map(String::from),
+            workdir: PathBuf::from(v.get(&p::WORKDIR).unwrap_or("/")),
         })
     }
 }
@@ -308,7 +345,7 @@ mod tests {
     }
 
     #[test]
-    fn health_url_must_be_http_or_https_with_a_host() {
+    fn health_url_must_be_http_https_or_tcp_with_a_host() {
         assert!(HealthSpec::from_values(&values(&[(
             "health_url",
             "https://192.0.2.10:8443/healthz"
@@ -316,7 +353,17 @@ mod tests {
         .unwrap()
         .url
         .is_some());
-        for bad in ["ftp://x/healthz", "not a url", "/healthz", "http://"] {
+        let tcp = HealthSpec::from_values(&values(&[("health_url", "tcp://[::1]:6443")])).unwrap();
+        assert_eq!(tcp.url.unwrap().port_u16(), Some(6443));
+        for bad in [
+            "ftp://x/healthz",
+            "not a url",
+            "/healthz",
+            "http://",
+            "tcp://127.0.0.1",
+            "tcp://127.0.0.1:0",
+            "tcp://127.0.0.1:6443/healthz",
+        ] {
             let err = HealthSpec::from_values(&values(&[("health_url", bad)]))
                 .unwrap_err()
                 .to_string();
@@ -325,5 +372,33 @@ mod tests {
                 "{bad}: {err}"
             );
         }
+    }
+
+    #[test]
+    fn health_command_is_one_check_and_never_empty() {
+        let c = HealthSpec::from_values(&values(&[
+            ("health_command", "curl -fsS http://127.0.0.1/healthz"),
+            ("user", "nobody"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            c.command.as_deref(),
+            Some("curl -fsS http://127.0.0.1/healthz")
+        );
+        assert_eq!(c.user.as_deref(), Some("nobody"));
+        let both = HealthSpec::from_values(&values(&[
+            ("health_command", "true"),
+            ("health_url", "http://127.0.0.1/h"),
+        ]))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            both.contains("health_command=\"true\" and health_url are both set"),
+            "{both}"
+        );
+        let empty = HealthSpec::from_values(&values(&[("health_command", "  ")]))
+            .unwrap_err()
+            .to_string();
+        assert!(empty.contains("health_command=\"  \" is empty"), "{empty}");
     }
 }

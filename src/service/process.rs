@@ -35,8 +35,11 @@ pub fn lookup_user(name: &str) -> Result<(u32, u32), String> {
     Ok((uid.as_raw(), gid.as_raw()))
 }
 
-/// A user's uid, primary gid and all its groups, for the service to run as.
-fn credentials(name: &str) -> Result<(Uid, Gid, Vec<Gid>), String> {
+/// A user's uid, primary gid and all its groups.
+pub type Credentials = (Uid, Gid, Vec<Gid>);
+
+/// A user's ids and groups, for the service (and its health_command) to run as.
+pub fn credentials(name: &str) -> Result<Credentials, String> {
     let user = User::from_name(name)
         .map_err(|e| format!("parameter user=\"{name}\" cannot be looked up: {e}"))?
         .ok_or_else(|| format!("parameter user=\"{name}\" is not a user on this node"))?;
