@@ -1433,7 +1433,18 @@ fn health_command_and_tcp_checks_fail_over_after_health_failures_and_push_it() {
         support::wait_for(Duration::from_secs(8), || agent.run("monitor").code == 8),
         "recovers when the command passes again"
     );
+    // A demote while a check hangs: nothing of the check outlives the guard's leadership.
+    std::fs::write(a.state.join("hang-once"), "").unwrap();
+    assert!(support::wait_for(Duration::from_secs(4), || !a
+        .state
+        .join("hang-once")
+        .exists()));
     assert_eq!(agent.run("demote").code, 0);
+    assert!(
+        support::wait_for(Duration::from_secs(1), || processes_with_argv(&hanging)
+            .is_empty()),
+        "a hanging check outlived the demote"
+    );
 
     // tcp://: a listener of the test's own on another node of the switch, which can fall
     // silent (its port off the bridge: connections neither open nor are refused) or close.

@@ -247,33 +247,59 @@ async fn run_command(
         Ok(c) => c,
         Err(e) => return Checked::new(false, format!("health_command cannot run: {e}")),
     };
-    let group = child.id();
-    match tokio::time::timeout(limit, child.wait()).await {
+    // Declared after the child, so dropped before it: a check abandoned mid-way (the guard
+    // stopped leading) takes its whole group with it too.
+    let mut group = Group(child.id().map(|p| p as i32));
+    let waited = tokio::time::timeout(limit, child.wait()).await;
+    if let Ok(Ok(_)) = waited {
+        group.reaped();
+    }
+    match waited {
         Ok(Ok(status)) if status.success() => {
             Checked::new(true, "health_command exited 0".to_string())
         }
         Ok(Ok(status)) => Checked::new(false, format!("health_command {status}")),
         Ok(Err(e)) => Checked::new(false, format!("health_command: cannot wait for it: {e}")),
         Err(_) => {
-            let killed = match group {
-                Some(pgid) => nix::sys::signal::killpg(
-                    nix::unistd::Pid::from_raw(pgid as i32),
-                    nix::sys::signal::Signal::SIGKILL,
-                )
-                .map_err(|e| e.to_string()),
-                None => Err("no process id".to_string()),
+            let what = match group.kill() {
+                Ok(()) => "killed with its process group".to_string(),
+                Err(e) => format!("cannot kill its process group: {e}"),
             };
             // SIGKILLed: the leader is reaped at once, unless the kernel holds it (then
             // kill_on_drop and tokio's orphan reaping see to it later).
             let _ = tokio::time::timeout(Duration::from_secs(1), child.wait()).await;
-            let what = match killed {
-                Ok(()) => "killed with its process group".to_string(),
-                Err(e) => format!("cannot kill its process group: {e}"),
-            };
             Checked::new(
                 false,
                 format!("health_command did not finish {within} ({what})"),
             )
+        }
+    }
+}
+
+/// A health_command's process group while its leader is unreaped (so the group's id is still
+/// ours): killed whole when it is dropped.
+struct Group(Option<i32>);
+
+impl Group {
+    fn kill(&mut self) -> Result<(), String> {
+        let pgid = self.0.take().ok_or("no process id")?;
+        nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pgid),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .map_err(|e| e.to_string())
+    }
+
+    /// The leader was reaped: its id may be anybody's from now on.
+    fn reaped(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        if self.0.is_some() {
+            let _ = self.kill();
         }
     }
 }
