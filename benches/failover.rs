@@ -822,8 +822,12 @@ fn peer_trials(tool: Tool, tag: &str, n: usize) -> Vec<(PeerFault, Stats)> {
         .map(|f| (f, Stats::default()))
         .collect();
     for (fault, t, settled) in windows {
-        let failed = samples.iter().any(|s| s.0 >= t && s.0 <= settled && !s.1);
-        let out = match outage(&samples, t) {
+        // This trial's own samples only: a trial without a failure must not borrow the next
+        // trial's outage.
+        let own: Vec<(Instant, bool)> =
+            samples.iter().copied().filter(|s| s.0 <= settled).collect();
+        let failed = own.iter().any(|s| s.0 >= t && !s.1);
+        let out = match outage(&own, t) {
             Some(o) => o.as_secs_f64() * 1000.0,
             None if failed => f64::INFINITY,
             None => 0.0,
