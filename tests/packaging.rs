@@ -126,3 +126,27 @@ fn every_document_the_readme_names_is_shipped() {
         "cib/ is shipped"
     );
 }
+
+/// The vip agent runs at every monitor: the loader maps libc alone for it, not libgcc_s as
+/// well (src/bin/hamaster-vip.rs links GCC's unwinder statically; docs/benchmarks.md, "Where a
+/// monitor's time goes").
+#[test]
+fn the_vip_agent_loads_libc_alone() {
+    let out = Command::new("readelf")
+        .args(["-d", env!("CARGO_BIN_EXE_hamaster-vip")])
+        .output()
+        .expect("readelf (binutils) runs");
+    assert!(out.status.success());
+    let needed: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains("(NEEDED)"))
+        .filter_map(|l| Some(l.split('[').nth(1)?.trim_end_matches(']').to_string()))
+        .collect();
+    assert!(needed.iter().any(|l| l == "libc.so.6"), "{needed:?}");
+    assert!(
+        needed
+            .iter()
+            .all(|l| l == "libc.so.6" || l.starts_with("ld-linux")),
+        "the vip agent loads more than libc: {needed:?}"
+    );
+}

@@ -23,6 +23,14 @@ use nix::errno::Errno;
 use nix::fcntl::{fcntl, FcntlArg};
 use nix::sys::signal::{signal, SigHandler, Signal};
 
+// GCC's unwinder linked in statically (libgcc_eh.a, what `gcc -static-libgcc` links; part of
+// the gcc package on RHEL), ahead of std's `-lgcc_s`: the linker then finds every _Unwind_*
+// symbol here and, with --as-needed, drops libgcc_s.so.1, so the loader maps and binds one
+// library (libc) instead of two at every monitor. panic=abort never unwinds; std still
+// references the unwinder for backtraces. docs/benchmarks.md, "Where a monitor's time goes".
+#[link(name = "gcc_eh", kind = "static")]
+unsafe extern "C" {}
+
 // SAFETY: the C runtime calls `main` once, before any other code of this program runs, with
 // the process's argc/argv; std's own `main` is not built (no_main), so nothing else defines
 // the symbol. std reads argv itself (its init_array hook on glibc): the arguments go unused.
