@@ -7,7 +7,7 @@ ROOT := --features root-tests
 # Tests, benchmarks and the demo never see this host's own watchdog (see the script).
 LAB := scripts/without-host-watchdog
 
-.PHONY: all build deps ocf docs golden check lint test check-etcd-fixed check-generations check-systemd check-guard check-watchdog check-cluster demo bench bench-guard bench-phases bench-failover bench-watchdog bench-observe bench-outage rpm check-rpm clean
+.PHONY: all build deps ocf docs golden check lint test check-etcd-fixed check-generations check-systemd check-guard check-watchdog check-sbd check-cluster demo bench bench-guard bench-phases bench-failover bench-watchdog bench-observe bench-outage rpm check-rpm clean
 
 all: build
 
@@ -41,7 +41,7 @@ test:
 	rm -f target/action-durations.tsv
 	$(LAB) $(CARGO) test --workspace $(ROOT)
 
-check: deps lint test check-etcd-fixed check-rpm check-generations check-systemd check-guard check-watchdog check-cluster
+check: deps lint test check-etcd-fixed check-rpm check-generations check-systemd check-guard check-watchdog check-sbd check-cluster
 	@echo; echo "Worst agent action durations against their timeouts (all tests above):"
 	@scripts/action-durations
 
@@ -72,6 +72,11 @@ check-systemd: deps
 # a frozen guard's node is reset before etcd drops the key; a step-down disarms it.
 check-watchdog: deps build
 	$(LAB) $(CARGO) test $(ROOT) --test watchdog_vm -- --ignored --test-threads=1 --nocapture
+
+# sbd (watchdog-only, Debian's, fetched not installed) and hamaster on one node, a qemu VM in a
+# lab cluster with fencing on: the node cut off is reset by sbd while hamaster's lease ends.
+check-sbd: deps build
+	$(LAB) $(CARGO) test $(ROOT) --test sbd_vm -- --ignored --test-threads=1 --nocapture
 
 # Builds the RPM and tests it (its file list; the unpacked agents with ocf-tester, pcs, crm).
 check-rpm: deps

@@ -85,6 +85,11 @@ impl OcfDir {
         })
     }
 
+    /// The directory of the copy: the provider directory and the binary its links point at.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
     pub fn provider(&self) -> PathBuf {
         self.root.join("resource.d/hamaster")
     }

@@ -58,6 +58,9 @@ pub struct Lab {
     root: Option<PathBuf>,
     /// The fence desk, once fencing is enabled (enable_fencing).
     pub fence: Option<super::fence::FenceDesk>,
+    /// Nodes of corosync's nodelist that the lab does not run (a VM: Lab::with_guest), as
+    /// (name, address); after the lab's own in node id order.
+    guests: Vec<(String, String)>,
 }
 
 fn corosync_conf(names: &[(String, String)], two_node: bool) -> String {
@@ -83,16 +86,54 @@ fn corosync_conf(names: &[(String, String)], two_node: bool) -> String {
 impl Lab {
     /// Brings up `n` nodes (2 or 3) and waits until all are online and etcd is healthy.
     pub fn new(tag: &str, n: usize, etcd: Etcd) -> Lab {
-        Lab::build(tag, n, etcd, None)
+        Lab::build(tag, n, etcd, None, Vec::new())
     }
 
     /// As `new`, with corosync, Pacemaker, pcs and the agents of the root at `root` (hamaster
     /// installed there already), one etcd member per node.
     pub fn in_root(tag: &str, n: usize, root: &Path) -> Lab {
-        Lab::build(tag, n, Etcd::OnNodes, Some(root.to_path_buf()))
+        Lab::build(tag, n, Etcd::OnNodes, Some(root.to_path_buf()), Vec::new())
     }
 
-    fn build(tag: &str, n: usize, etcd: Etcd, root: Option<PathBuf>) -> Lab {
+    /// As `new`, with one more node in corosync's nodelist that the lab does not run: `name`
+    /// at NET.(11 + n) — a virtual machine on the lab's switch (support::vm::Vm::boot_node)
+    /// that runs corosync with `corosync_conf()`. The lab comes up without it (quorum is the
+    /// lab's n nodes out of n + 1).
+    pub fn with_guest(tag: &str, n: usize, name: &str) -> Lab {
+        let guest = (name.to_string(), format!("{NET}.{}", 11 + n));
+        Lab::build(tag, n, Etcd::OnNodes, None, vec![guest])
+    }
+
+    /// The guest's node name (with_guest).
+    pub fn guest_name(&self) -> &str {
+        &self.guests.first().expect("a lab with a guest").0
+    }
+
+    /// The guest's address (with_guest).
+    pub fn guest_ip(&self) -> &str {
+        &self.guests.first().expect("a lab with a guest").1
+    }
+
+    /// corosync.conf as every node of the lab has it.
+    pub fn corosync_conf(&self) -> String {
+        corosync_conf(&self.corosync_nodes(), self.two_node)
+    }
+
+    fn corosync_nodes(&self) -> Vec<(String, String)> {
+        self.nodes
+            .iter()
+            .map(|n| (n.name.clone(), n.ip.clone()))
+            .chain(self.guests.iter().cloned())
+            .collect()
+    }
+
+    fn build(
+        tag: &str,
+        n: usize,
+        etcd: Etcd,
+        root: Option<PathBuf>,
+        guests: Vec<(String, String)>,
+    ) -> Lab {
         let started = Instant::now();
         let dir = std::env::temp_dir().join(unique(&format!("lab-{tag}")));
         fs::create_dir_all(&dir).unwrap();
@@ -112,10 +153,11 @@ impl Lab {
             switch,
             nodes: Vec::new(),
             witness: None,
-            two_node: n == 2,
+            two_node: n + guests.len() == 2,
             created_mount_point,
             root,
             fence: None,
+            guests,
         };
         // The lab's fence agent, laid over /usr/sbin in each node's mount namespace.
         let sbin = lab.dir.join("sbin");
@@ -246,12 +288,7 @@ impl Lab {
     /// Fresh per-boot directories (leftover cib files or IPC buffers break a restart), the
     /// holder with its bind mounts, then corosync and pacemakerd.
     fn boot(&mut self, i: usize) {
-        let names: Vec<(String, String)> = self
-            .nodes
-            .iter()
-            .map(|n| (n.name.clone(), n.ip.clone()))
-            .collect();
-        let conf = corosync_conf(&names, self.two_node);
+        let conf = self.corosync_conf();
         let node = &mut self.nodes[i];
         node.gen += 1;
         let g = node.boot_dir();

@@ -42,8 +42,9 @@ pub struct Vm {
     pub booted_at: f64,
 }
 
-/// The kernel folder and a fresh image with the test's own build of hamaster.
-fn image(dir: &Path) -> (PathBuf, PathBuf) {
+/// The kernel folder and a fresh image with the test's own build of hamaster and `init` (None:
+/// tests/vm/init).
+fn image(dir: &Path, init: Option<&Path>) -> (PathBuf, PathBuf) {
     let repo = super::repo();
     let out = Command::new(format!("{repo}/scripts/fetch-vm-kernel"))
         .stderr(Stdio::inherit())
@@ -56,6 +57,7 @@ fn image(dir: &Path) -> (PathBuf, PathBuf) {
         .arg(&kernel)
         .arg(super::hamaster_bin())
         .arg(&initrd)
+        .args(init)
         .status()
         .expect("run scripts/make-vm-image");
     assert!(st.success(), "scripts/make-vm-image failed");
@@ -77,13 +79,7 @@ impl Vm {
     pub fn boot(etcd: &mut EtcdCluster, tag: &str, args: &str) -> Vm {
         let dir = std::env::temp_dir().join(super::unique(&format!("vm-{tag}")));
         std::fs::create_dir_all(&dir).unwrap();
-        let (vmlinuz, initrd) = image(&dir);
-        let tap = format!("tap{tag}");
-        let switch = etcd.switch().name.clone();
-        etcd.switch()
-            .ip(&["tuntap", "add", "dev", &tap, "mode", "tap"]);
-        etcd.switch()
-            .ip(&["link", "set", &tap, "master", "br0", "up"]);
+        let (vmlinuz, initrd) = image(&dir, None);
         let guest = etcd.guest_address();
         let first_etcd = etcd
             .endpoints()
@@ -93,17 +89,123 @@ impl Vm {
             .and_then(|e| e.split(':').next())
             .unwrap()
             .to_string();
-        let qmp = dir.join("qmp.sock");
         let cmdline = format!(
             "console=ttyS0 panic=-1 loglevel=4 hm.ip={guest}/24 \
              hm.etcd={first_etcd} hm.vip={} {args}",
             super::etcd::vm_vip()
         );
-        // Bounded: qemu ends by itself at the latest after this (the test's own limit).
+        let qemu = Qemu {
+            tag,
+            dir,
+            vmlinuz,
+            initrd,
+            cmdline,
+            memory_mb: 256,
+            limit_s: 300,
+            extra: vec!["-device".into(), "i6300esb".into()],
+        };
+        qemu.start(etcd.switch())
+    }
+
+    /// A node of `lab`'s cluster (Lab::with_guest) in a VM on the lab's switch: the host's
+    /// corosync, Pacemaker and programs (read-only over 9p), Debian's sbd (scripts/fetch-sbd)
+    /// in watchdog-only mode on an emulated i6300esb, and with `watchdogs` = 2 a second one for
+    /// hamaster beside it (tests/vm/cluster-init, tests/vm/cluster-node). `args` go on the
+    /// kernel command line (hm.sbd_timeout=5). Its logs land in `dir`.
+    pub fn boot_node(lab: &super::cluster::Lab, tag: &str, watchdogs: u32, args: &str) -> Vm {
+        let repo = super::repo();
+        let dir = std::env::temp_dir().join(super::unique(&format!("vm-{tag}")));
+        std::fs::create_dir_all(&dir).unwrap();
+        // Pacemaker's daemons write their logs here as hacluster, through the 9p share.
+        super::must("chmod", &["1777", dir.to_str().unwrap()]);
+        let (vmlinuz, initrd) = image(
+            &dir,
+            Some(Path::new(&format!("{repo}/tests/vm/cluster-init"))),
+        );
+        std::fs::write(dir.join("corosync.conf"), lab.corosync_conf()).unwrap();
+        std::fs::copy(
+            format!("{repo}/tests/vm/cluster-node"),
+            dir.join("cluster-node"),
+        )
+        .unwrap();
+        let out = Command::new(format!("{repo}/scripts/fetch-sbd"))
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("run scripts/fetch-sbd");
+        assert!(out.status.success(), "scripts/fetch-sbd failed");
+        let sbd = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        let ocf_root = super::OcfDir::get().root();
+        let name = lab.guest_name();
+        let cmdline = format!(
+            "console=ttyS0 panic=-1 loglevel=4 hm.name={name} hm.ip={}/24 hm.vip={} \
+             hm.sbd={sbd} hm.ocfroot={} hm.watchdogs={watchdogs} {args}",
+            lab.guest_ip(),
+            super::cluster::VIP,
+            ocf_root.display()
+        );
+        let mut extra: Vec<String> = vec!["-device".into(), "i6300esb".into()];
+        if watchdogs == 2 {
+            extra.extend(["-device".into(), "i6300esb".into()]);
+        }
+        for (share, path, ro) in [
+            ("host", "/".to_string(), ",readonly=on"),
+            ("hm", dir.display().to_string(), ""),
+        ] {
+            extra.push("-virtfs".into());
+            extra.push(format!(
+                "local,path={path},mount_tag={share},security_model=none,id={share}{ro}"
+            ));
+        }
+        let qemu = Qemu {
+            tag,
+            dir,
+            vmlinuz,
+            initrd,
+            cmdline,
+            memory_mb: 768,
+            limit_s: 900,
+            extra,
+        };
+        qemu.start(&lab.switch)
+    }
+}
+
+/// One qemu run: TCG, a serial console, QMP, a NIC on a tap device of `switch`'s bridge.
+struct Qemu<'a> {
+    tag: &'a str,
+    dir: PathBuf,
+    vmlinuz: PathBuf,
+    initrd: PathBuf,
+    cmdline: String,
+    memory_mb: u32,
+    /// qemu ends by itself after this many seconds (the test's own limit).
+    limit_s: u32,
+    extra: Vec<String>,
+}
+
+impl Qemu<'_> {
+    fn start(self, switch: &super::Switch) -> Vm {
+        let Qemu {
+            tag,
+            dir,
+            vmlinuz,
+            initrd,
+            cmdline,
+            memory_mb,
+            limit_s,
+            extra,
+        } = self;
+        let tap = format!("tap{tag}");
+        switch.ip(&["tuntap", "add", "dev", &tap, "mode", "tap"]);
+        switch.ip(&["link", "set", &tap, "master", "br0", "up"]);
+        let switch = switch.name.clone();
+        let qmp = dir.join("qmp.sock");
+        // Bounded: qemu ends by itself at the latest after limit_s.
         let mut child = Command::new("ip")
-            .args(["netns", "exec", &switch, "timeout", "300"])
+            .args(["netns", "exec", &switch, "timeout", &limit_s.to_string()])
             .arg("qemu-system-x86_64")
-            .args(["-accel", "tcg", "-cpu", "max", "-m", "256", "-smp", "1"])
+            .args(["-accel", "tcg", "-cpu", "max", "-smp", "1"])
+            .args(["-m", &memory_mb.to_string()])
             .args(["-nodefaults", "-no-user-config", "-display", "none"])
             .args(["-monitor", "none", "-serial", "stdio", "-no-reboot"])
             .arg("-kernel")
@@ -111,7 +213,8 @@ impl Vm {
             .arg("-initrd")
             .arg(&initrd)
             .args(["-append", &cmdline])
-            .args(["-device", "i6300esb", "-action", "watchdog=poweroff"])
+            .args(&extra)
+            .args(["-action", "watchdog=poweroff"])
             .arg("-qmp")
             .arg(format!("unix:{},server=on,wait=off", qmp.display()))
             .args([
@@ -156,7 +259,9 @@ impl Vm {
             booted_at,
         }
     }
+}
 
+impl Vm {
     /// The first console line that starts with `prefix`, waiting up to `limit`.
     pub fn wait_line(&self, prefix: &str, limit: Duration) -> Option<(f64, String)> {
         let until = Instant::now() + limit;

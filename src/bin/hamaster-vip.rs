@@ -6,7 +6,7 @@
 //! relocations applied at every start — and for std's start-up (its stack guard read from
 //! /proc/self/maps, its signal stack). This program links only the agent's code and starts at
 //! the C runtime's `main`: the same library code (one VIP writer, one set of parameters), at
-//! 1.45× /bin/true's start-up where hamaster's binary was at 2.05×.
+//! 1.34× /bin/true's start-up where hamaster's binary was at 2.05×.
 //!
 //! Of std's start-up it keeps what an agent relies on: descriptors 0–2 open (a closed one is
 //! pointed at /dev/null, so that no socket or file the agent opens takes its number) and
