@@ -17,6 +17,7 @@
 //!   theirs: its guard takes the key after the VM's VIP and service were gone — never two
 //!   holders. (Whether the reset comes before that promotion is sbd's timing, printed, not
 //!   asserted: here it came after — docs/safety.md, "sbd beside hamaster".)
+//!
 //! Both with a watchdog for each, and with sbd holding the only one (hamaster leads without).
 //!
 //! `make check-sbd` (part of `make check`); root, qemu-system-x86, busybox-static, and sbd's
