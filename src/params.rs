@@ -128,6 +128,17 @@ impl Values {
         Values { specs, raw }
     }
 
+    /// From a resource's instance attributes in the CIB (name, value). As with `from_ocf`,
+    /// names the agent does not know are ignored: Pacemaker validated them when the resource
+    /// was configured.
+    pub fn from_cib(specs: &'static [Param], pairs: Vec<(String, String)>) -> Values {
+        let raw = pairs
+            .into_iter()
+            .filter(|(k, _)| specs.iter().any(|p| p.name == k.as_str()))
+            .collect();
+        Values { specs, raw }
+    }
+
     /// From a TOML document of `name = value` pairs. Unknown names are rejected: in a file a
     /// person wrote, an unknown key is a typo that would otherwise be silently ignored.
     pub fn from_toml(specs: &'static [Param], text: &str) -> Result<Values, ConfigError> {

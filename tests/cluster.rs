@@ -193,6 +193,31 @@ fn three_nodes_master_with_vip_crash_partition_etcd_loss_and_ban() {
         });
         assert!(ok, "promotion score of {n} should be {want}");
     }
+    // `hamaster status api` on a cluster node, without any config file: the parameters from
+    // the CIB, the holder from etcd, the guard from this node (issue 30).
+    let bin = support::hamaster_bin();
+    let bin = bin.to_str().unwrap();
+    let other = (pi + 1) % 3;
+    for (i, mine) in [(pi, true), (other, false)] {
+        let out = lab.on(i, &[bin, "status", "api"]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success()
+                && text.contains("from the CIB")
+                && text.contains(&format!("etcd holder     {p} "))
+                && text.contains(&format!("fencing token   {token1}"))
+                && (text.contains(&format!("{p} is leader")) == mine),
+            "hamaster status api on {}: {text}{}",
+            lab.nodes[i].name,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let out = lab.on(other, &[bin, "status", "nosuch"]);
+    assert_eq!(out.status.code(), Some(6), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("\"nosuch\""),
+        "{out:?}"
+    );
     record(
         "create (pcs, promotable)",
         "master-with-vip",

@@ -60,8 +60,9 @@ fn unsafe_lives_in_the_kernel_interfaces_each_with_its_safety_line() {
     // One module per kernel interface: children (fork/exec, close_range), pidfds, the packet
     // socket and its BPF filter, the watchdog's ioctls, the scheduler and mlockall, tokio's
     // registration of the wire watch's sockets, and libc's local time for HA_DATEFMT; and the
-    // vip agent's program, whose entry is the C runtime's `main` (no_mangle) and which
-    // ignores SIGPIPE as std's start-up would.
+    // vip agent's program, whose entry is the C runtime's `main` (no_mangle), which ignores
+    // SIGPIPE as std's start-up would, and which links GCC's static unwinder (an empty extern
+    // block).
     let allowed = [
         "src/bin/hamaster-vip.rs",
         "src/child.rs",

@@ -28,6 +28,7 @@ use nix::sys::signal::{signal, SigHandler, Signal};
 // symbol here and, with --as-needed, drops libgcc_s.so.1, so the loader maps and binds one
 // library (libc) instead of two at every monitor. panic=abort never unwinds; std still
 // references the unwinder for backtraces. docs/benchmarks.md, "Where a monitor's time goes".
+// SAFETY: the block declares no function; it only names a library to link.
 #[link(name = "gcc_eh", kind = "static")]
 unsafe extern "C" {}
 

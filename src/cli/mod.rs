@@ -69,6 +69,12 @@ pub enum CliError {
     StepDown { pid: u32, source: ClientError },
     #[error("etcd: {0}")]
     Etcd(String),
+    /// This node's CIB could not be read (no cluster runs here).
+    #[error("the CIB: {0}")]
+    CibUnreadable(String),
+    /// The CIB has no ocf:hamaster:master primitive of that name.
+    #[error("the CIB has no ocf:hamaster:master resource {resource:?}")]
+    NotInCib { resource: String },
     /// The command line itself (clap has said what is wrong).
     #[error("{0}")]
     Args(String),
@@ -239,7 +245,8 @@ impl crate::ocf::failure::Failure for CliError {
             CliError::Refused(_) | CliError::Announce { .. } | CliError::StepDown { .. } => {
                 crate::ocf::OcfExit::ErrGeneric
             }
-            CliError::Etcd(_) => crate::ocf::OcfExit::ErrGeneric,
+            CliError::Etcd(_) | CliError::CibUnreadable(_) => crate::ocf::OcfExit::ErrGeneric,
+            CliError::NotInCib { .. } => crate::ocf::OcfExit::ErrConfigured,
         }
     }
 }

@@ -16,10 +16,15 @@ use crate::resource::status::{self, GuardStatus};
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    /// Resource configuration (TOML, the master agent's parameters).
+    /// The resource (on a cluster node its parameters are read from the CIB, as Pacemaker
+    /// passes them to the agent).
+    #[arg(value_name = "RESOURCE")]
+    pub name: Option<String>,
+    /// Resource configuration (TOML, the master agent's parameters): the cold standby's, where
+    /// no cluster runs. Without it the parameters come from this node's CIB.
     #[arg(long)]
-    pub config: PathBuf,
-    /// Resource name; default: the config file's name without extension.
+    pub config: Option<PathBuf>,
+    /// Resource name (as RESOURCE); with --config, default: the file's name without extension.
     #[arg(long)]
     pub resource: Option<String>,
     /// Print JSON instead of a table.
@@ -39,6 +44,8 @@ struct EtcdView {
 #[derive(Debug, Serialize)]
 struct Report {
     resource: String,
+    /// Where the parameters came from: "cib", or the config file's path.
+    parameters: String,
     key: String,
     etcd: EtcdView,
     /// stopped | started | promoted
@@ -60,9 +67,33 @@ impl super::Verb for StatusArgs {
 
 /// The report, printed; etcd unreachable is said in it, and ends the command with 1.
 fn run(a: &StatusArgs) -> Result<OcfExit, CliError> {
-    let (cfg, resource) =
-        super::config::load_as(&a.config, a.resource.as_deref(), EtcdConfig::from_values)?;
-    let report = gather(&cfg, &resource);
+    let named = match (&a.name, &a.resource) {
+        (Some(n), Some(r)) if n != r => {
+            return Err(CliError::Args(format!(
+                "RESOURCE {n:?} and --resource {r:?} differ"
+            )))
+        }
+        (n, r) => n.as_deref().or(r.as_deref()),
+    };
+    let (cfg, resource, parameters) = match (&a.config, named) {
+        (Some(path), _) => {
+            let (cfg, resource) = super::config::load_as(path, named, EtcdConfig::from_values)?;
+            (cfg, resource, path.display().to_string())
+        }
+        (None, Some(resource)) => {
+            let cfg = super::config::from_cib(resource, EtcdConfig::from_values)?;
+            (cfg, resource.to_string(), "cib".to_string())
+        }
+        (None, None) => {
+            return Err(CliError::Args(
+                "name the resource (hamaster status api: its parameters from this node's CIB) \
+                 or its config file (--config /etc/hamaster/api.toml: the cold standby)"
+                    .into(),
+            ))
+        }
+    };
+    let mut report = gather(&cfg, &resource);
+    report.parameters = parameters;
     if a.json {
         println!(
             "{}",
@@ -117,6 +148,7 @@ fn gather(cfg: &EtcdConfig, resource: &str) -> Report {
     };
     Report {
         resource: resource.to_string(),
+        parameters: String::new(),
         key,
         etcd,
         local_role: local_role.into(),
@@ -153,6 +185,14 @@ fn table(r: &Report) -> String {
     let mut out = String::new();
     let mut row = |k: &str, v: String| out.push_str(&format!("{k:<15} {v}\n"));
     row("resource", r.resource.clone());
+    row(
+        "parameters",
+        if r.parameters == "cib" {
+            "from the CIB (cibadmin --query)".to_string()
+        } else {
+            format!("from {}", r.parameters)
+        },
+    );
     row("leader key", r.key.clone());
     let holder = match (&r.etcd.error, &r.etcd.holder) {
         (Some(e), _) => format!("unknown: {e}"),

@@ -184,7 +184,7 @@ impl Outside {
 }
 
 /// An XML element's attribute, unescaped.
-fn attr(e: &quick_xml::events::BytesStart, key: &str) -> Option<String> {
+pub(crate) fn attr(e: &quick_xml::events::BytesStart, key: &str) -> Option<String> {
     e.attributes()
         .flatten()
         .find(|a| a.key.as_ref() == key.as_bytes())
