@@ -25,7 +25,7 @@
 
 use hamaster_lab as support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use support::cluster::{Lab, VIP};
 use support::vm::{wall, Vm};
@@ -46,23 +46,10 @@ fn ok(out: &std::process::Output, what: &str) {
 
 /// The first "HM:STATE" line at or after `from` (host wall clock) that satisfies `pick`.
 fn state_after(vm: &Vm, from: f64, limit: Duration, pick: impl Fn(&str) -> bool) -> Option<f64> {
-    let until = Instant::now() + limit;
-    loop {
-        if let Some(t) = vm
-            .console
-            .lock()
-            .unwrap()
-            .iter()
-            .find(|(t, l)| *t >= from && l.starts_with("HM:STATE") && pick(l))
-            .map(|(t, _)| *t)
-        {
-            return Some(t);
-        }
-        if Instant::now() >= until {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    vm.first_line(limit, |t, l| {
+        t >= from && l.starts_with("HM:STATE") && pick(l)
+    })
+    .map(|(t, _)| t)
 }
 
 /// The last "HM:STATE" line before `t`.

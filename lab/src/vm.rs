@@ -264,6 +264,16 @@ impl Qemu<'_> {
 impl Vm {
     /// The first console line that starts with `prefix`, waiting up to `limit`.
     pub fn wait_line(&self, prefix: &str, limit: Duration) -> Option<(f64, String)> {
+        self.first_line(limit, |_, l| l.starts_with(prefix))
+    }
+
+    /// The first console line (its time stamp and text) that `pick` accepts, waiting up to
+    /// `limit` for it.
+    pub fn first_line(
+        &self,
+        limit: Duration,
+        pick: impl Fn(f64, &str) -> bool,
+    ) -> Option<(f64, String)> {
         let until = Instant::now() + limit;
         loop {
             if let Some(l) = self
@@ -271,7 +281,7 @@ impl Vm {
                 .lock()
                 .unwrap()
                 .iter()
-                .find(|(_, l)| l.starts_with(prefix))
+                .find(|(t, l)| pick(*t, l))
             {
                 return Some(l.clone());
             }

@@ -52,8 +52,8 @@ pub fn from_cib<T, E: std::fmt::Display>(
     let pairs = master_params_in(&xml, resource).ok_or_else(|| CliError::NotInCib {
         resource: resource.to_string(),
     })?;
-    parse(&Values::from_cib(&MASTER_AGENT, pairs)).map_err(|e| CliError::Config {
-        path: format!("the CIB's {resource}").into(),
+    parse(&Values::from_cib(&MASTER_AGENT, pairs)).map_err(|e| CliError::CibValue {
+        resource: resource.to_string(),
         detail: e.to_string(),
     })
 }
@@ -122,7 +122,6 @@ pub fn master_params_in(xml: &str, resource: &str) -> Option<Vec<(String, String
                             }
                         }
                     }
-                    set = None;
                 }
                 if depth == 0 {
                     break;

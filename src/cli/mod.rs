@@ -75,6 +75,9 @@ pub enum CliError {
     /// The CIB has no ocf:hamaster:master primitive of that name.
     #[error("the CIB has no ocf:hamaster:master resource {resource:?}")]
     NotInCib { resource: String },
+    /// The CIB's resource has parameters the command cannot use.
+    #[error("the CIB's resource {resource:?}: {detail}")]
+    CibValue { resource: String, detail: String },
     /// The command line itself (clap has said what is wrong).
     #[error("{0}")]
     Args(String),
@@ -246,7 +249,9 @@ impl crate::ocf::failure::Failure for CliError {
                 crate::ocf::OcfExit::ErrGeneric
             }
             CliError::Etcd(_) | CliError::CibUnreadable(_) => crate::ocf::OcfExit::ErrGeneric,
-            CliError::NotInCib { .. } => crate::ocf::OcfExit::ErrConfigured,
+            CliError::NotInCib { .. } | CliError::CibValue { .. } => {
+                crate::ocf::OcfExit::ErrConfigured
+            }
         }
     }
 }

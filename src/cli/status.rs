@@ -41,11 +41,19 @@ struct EtcdView {
     error: Option<String>,
 }
 
+/// Where a report's parameters came from: JSON `"cib"` or `{"file": PATH}`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "lowercase")]
+enum Parameters {
+    Cib,
+    File(std::path::PathBuf),
+}
+
 #[derive(Debug, Serialize)]
 struct Report {
     resource: String,
-    /// Where the parameters came from: "cib", or the config file's path.
-    parameters: String,
+    /// Where the parameters came from.
+    parameters: Parameters,
     key: String,
     etcd: EtcdView,
     /// stopped | started | promoted
@@ -78,11 +86,11 @@ fn run(a: &StatusArgs) -> Result<OcfExit, CliError> {
     let (cfg, resource, parameters) = match (&a.config, named) {
         (Some(path), _) => {
             let (cfg, resource) = super::config::load_as(path, named, EtcdConfig::from_values)?;
-            (cfg, resource, path.display().to_string())
+            (cfg, resource, Parameters::File(path.clone()))
         }
         (None, Some(resource)) => {
             let cfg = super::config::from_cib(resource, EtcdConfig::from_values)?;
-            (cfg, resource.to_string(), "cib".to_string())
+            (cfg, resource.to_string(), Parameters::Cib)
         }
         (None, None) => {
             return Err(CliError::Args(
@@ -92,8 +100,7 @@ fn run(a: &StatusArgs) -> Result<OcfExit, CliError> {
             ))
         }
     };
-    let mut report = gather(&cfg, &resource);
-    report.parameters = parameters;
+    let report = gather(&cfg, &resource, parameters);
     if a.json {
         println!(
             "{}",
@@ -108,7 +115,7 @@ fn run(a: &StatusArgs) -> Result<OcfExit, CliError> {
     }
 }
 
-fn gather(cfg: &EtcdConfig, resource: &str) -> Report {
+fn gather(cfg: &EtcdConfig, resource: &str, parameters: Parameters) -> Report {
     let key = leader_key(&cfg.prefix, resource);
     let holder = status::block_on(async {
         let etcd = Etcd::connect(cfg, Duration::from_secs(2)).await?;
@@ -148,7 +155,7 @@ fn gather(cfg: &EtcdConfig, resource: &str) -> Report {
     };
     Report {
         resource: resource.to_string(),
-        parameters: String::new(),
+        parameters,
         key,
         etcd,
         local_role: local_role.into(),
@@ -187,10 +194,9 @@ fn table(r: &Report) -> String {
     row("resource", r.resource.clone());
     row(
         "parameters",
-        if r.parameters == "cib" {
-            "from the CIB (cibadmin --query)".to_string()
-        } else {
-            format!("from {}", r.parameters)
+        match &r.parameters {
+            Parameters::Cib => "from the CIB (cibadmin --query)".to_string(),
+            Parameters::File(path) => format!("from {}", path.display()),
         },
     );
     row("leader key", r.key.clone());
@@ -298,4 +304,39 @@ fn table(r: &Report) -> String {
         ),
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(parameters: Parameters) -> Report {
+        Report {
+            resource: "api".into(),
+            parameters,
+            key: "/hamaster/api/leader".into(),
+            etcd: EtcdView {
+                holder: None,
+                lease_id: None,
+                ttl_left_s: None,
+                fencing_token: None,
+                error: None,
+            },
+            local_role: "stopped".into(),
+            guard: None,
+            guard_error: None,
+        }
+    }
+
+    #[test]
+    fn the_report_says_where_its_parameters_came_from_even_for_a_file_named_cib() {
+        let cib = report(Parameters::Cib);
+        assert!(table(&cib).contains("parameters      from the CIB (cibadmin --query)\n"));
+        let json: serde_json::Value = serde_json::to_value(&cib).unwrap();
+        assert_eq!(json["parameters"], "cib");
+        let file = report(Parameters::File("cib".into()));
+        assert!(table(&file).contains("parameters      from cib\n"));
+        let json: serde_json::Value = serde_json::to_value(&file).unwrap();
+        assert_eq!(json["parameters"]["file"], "cib");
+    }
 }
