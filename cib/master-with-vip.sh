@@ -10,6 +10,10 @@
 #   MONITOR_INTERVAL, UNPROMOTED_INTERVAL (default 2s and 3s), PUSH_FAILURES (default true)
 #   ETCD_MOVE_LEADER (default true), ETCD_OUTAGE (auto, hold or fence; unset: the agent's default)
 #   METRICS_ADDRESS (unset: none), e.g. 0.0.0.0:9405 for /metrics and /leader (docs/metrics.md)
+#   DISABLED        set (to anything): the resource is created stopped; `pcs resource enable
+#                   api-clone` starts it (docs/migrating-from-ipaddr2.md)
+# Operation timeouts are the agent's meta-data's, which pcs copies: start 20 s, promote 60 s,
+# demote 40 s, stop 40 s, monitor 20 s (Pacemaker's default).
 set -eu
 # The role names this pcs takes: Master/Slave up to pcs 0.10.9 (RHEL 8.0-8.4), Promoted and
 # Unpromoted from 0.10.10 on (RHEL 8.5+, 9, 10). RHEL 7's pcs 0.9 (no "promotable") is untested.
@@ -25,7 +29,6 @@ pcs resource create api ocf:hamaster:master \
     ${ETCD_OUTAGE:+etcd_outage="$ETCD_OUTAGE"} \
     ${METRICS_ADDRESS:+metrics_address="$METRICS_ADDRESS"} \
     ip="$VIP" cidr_netmask=24 \
-    op monitor interval="${MONITOR_INTERVAL:-2s}" role="$PROMOTED" timeout=10s \
-    op monitor interval="${UNPROMOTED_INTERVAL:-3s}" role="$UNPROMOTED" timeout=10s \
-    op promote timeout=30s op demote timeout=30s op stop timeout=40s \
-    promotable promoted-max=1 promoted-node-max=1
+    op monitor interval="${MONITOR_INTERVAL:-2s}" role="$PROMOTED" \
+    op monitor interval="${UNPROMOTED_INTERVAL:-3s}" role="$UNPROMOTED" \
+    promotable promoted-max=1 promoted-node-max=1 ${DISABLED:+--disabled}

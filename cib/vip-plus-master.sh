@@ -13,10 +13,9 @@ esac
 pcs resource create api ocf:hamaster:master \
     etcd_endpoints="$ETCD_ENDPOINTS" ${LEASE_TTL:+lease_ttl="$LEASE_TTL"} ${LEASE_MARGIN:+lease_margin="$LEASE_MARGIN"} \
     command="$SERVICE" args="$SERVICE_ARGS" health_url="$HEALTH_URL" \
-    op monitor interval=2s role="$PROMOTED" timeout=10s \
-    op monitor interval=3s role="$UNPROMOTED" timeout=10s \
-    op promote timeout=30s op demote timeout=30s op stop timeout=40s \
-    promotable promoted-max=1 promoted-node-max=1
-pcs resource create api-vip ocf:hamaster:vip ip="$VIP" cidr_netmask=24 op monitor interval=2s
+    op monitor interval=2s role="$PROMOTED" \
+    op monitor interval=3s role="$UNPROMOTED" \
+    promotable promoted-max=1 promoted-node-max=1 ${DISABLED:+--disabled}
+pcs resource create api-vip ocf:hamaster:vip ip="$VIP" cidr_netmask=24 op monitor interval=2s ${DISABLED:+--disabled}
 pcs constraint colocation add api-vip with "$PROMOTED" api-clone INFINITY
 pcs constraint order promote api-clone then start api-vip

@@ -9,7 +9,8 @@ use hamaster_lab as support;
 use std::time::{Duration, Instant};
 
 use support::cluster::{
-    create_topology, create_topology_with, outage, record, Etcd, HealthClient, Lab, VIP,
+    create_topology, create_topology_with, longest_outage, outage, record, topology_env, Etcd,
+    HealthClient, Lab, VIP,
 };
 use support::master::VipObserver;
 
@@ -1184,6 +1185,150 @@ fn three_nodes_haproxy_reaches_only_the_master_and_a_lost_vip_is_pushed() {
     assert!(
         recorded_down < Duration::from_secs(1),
         "link down recorded after {recorded_down:?}"
+    );
+    assert_eq!(seen.overlap(), Duration::ZERO, "never two VIP holders");
+    no_vip_conflicts(&lab);
+}
+
+/// The commands of docs/migrating-from-ipaddr2.md's migration recipe (the `sh` block after its
+/// marker), continuation lines joined, comments left out.
+fn migration_recipe() -> Vec<String> {
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/migrating-from-ipaddr2.md"
+    ))
+    .unwrap();
+    let block = doc
+        .split("<!-- migration recipe:")
+        .nth(1)
+        .and_then(|rest| rest.split("```sh\n").nth(1))
+        .and_then(|rest| rest.split("```").next())
+        .expect("the migration recipe's block");
+    let mut commands = Vec::new();
+    let mut current = String::new();
+    for line in block.lines().filter(|l| !l.trim_start().starts_with('#')) {
+        match line.trim().strip_suffix('\\') {
+            Some(part) => current.push_str(&format!("{} ", part.trim())),
+            None => {
+                current.push_str(line.trim());
+                commands.push(std::mem::take(&mut current));
+            }
+        }
+    }
+    commands
+}
+
+/// docs/migrating-from-ipaddr2.md's recipe, run as written, step by step, on a fenced cluster
+/// that serves through the IPaddr2 group: while the master is created stopped nothing of it
+/// runs and the group serves on; after the group is stopped no node holds the VIP; once the
+/// master is enabled one node is promoted and holds the VIP and the key; the group's deletion
+/// then leaves the master as it was. Never two holders; the client's gap is the figure.
+#[test]
+#[ignore = "cluster scenario: run by make check-cluster"]
+fn three_nodes_ipaddr2_group_migrates_to_the_master_by_the_documented_recipe() {
+    let steps = migration_recipe();
+    assert_eq!(steps.len(), 4, "the recipe's four steps: {steps:#?}");
+    let mut lab = Lab::new("cm", 3, Etcd::OnNodes);
+    lab.enable_fencing();
+    let obs = observer(&lab);
+    topology(&lab, "ipaddr2-group-baseline");
+    let h = lab
+        .vip_holder(Duration::from_secs(60), None)
+        .expect("the group raises the VIP");
+    let client = HealthClient::start(&lab, VIP, 8443);
+    assert!(client.wait_ok(Duration::from_secs(30)), "the group serves");
+    let env = topology_env(&lab);
+    let run = |i: usize| {
+        let t = Instant::now();
+        let out = lab.sh(0, &format!("export {env}; {}", steps[i]));
+        eprintln!("migration step {}: {} ms", i + 1, t.elapsed().as_millis());
+        assert!(
+            out.status.success(),
+            "step {}: {}\n{}{}",
+            i + 1,
+            steps[i],
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+
+    // 1. Created stopped: the group serves on, the master runs nowhere.
+    run(0);
+    std::thread::sleep(Duration::from_secs(5));
+    assert!(
+        lab.started_seen_from(0, "api").is_empty() && lab.promoted_seen_from(0, "api").is_empty(),
+        "the master runs nowhere while disabled:\n{}",
+        lab.crm_mon_text()
+    );
+    assert_eq!(lab.leader_key(KEY), None, "no key while disabled");
+    assert!(
+        (0..3).all(|i| lab.nodes[i].ns.holds(VIP) == (i == h)),
+        "the group's VIP still on {} alone",
+        lab.nodes[h].name
+    );
+    assert!(
+        client.wait_ok(Duration::from_secs(1)),
+        "the group serves on"
+    );
+
+    // 2. The group stopped: no VIP anywhere.
+    let t_stop = Instant::now();
+    run(1);
+    assert!(
+        (0..3).all(|i| !lab.nodes[i].ns.holds(VIP)),
+        "no node holds the VIP once the group is stopped"
+    );
+    assert!(lab.started_seen_from(0, "base-vip").is_empty());
+    assert!(lab.started_seen_from(0, "base-svc").is_empty());
+
+    // 3. The master enabled: one node promoted, its VIP and key.
+    run(2);
+    let p = wait_promoted(&lab, 0, "api", None, Duration::from_secs(90));
+    let pi = lab.index(&p);
+    assert!(
+        obs.wait_state(pi, true, Duration::from_secs(30)),
+        "VIP on {p}"
+    );
+    let (holder, token) = lab.leader_key(KEY).expect("the master's key");
+    assert_eq!(holder, p);
+    assert!(client.wait_ok(Duration::from_secs(30)), "the master serves");
+
+    // 4. The stopped group deleted; the master untouched.
+    run(3);
+    let query = lab.on(
+        0,
+        &[
+            "cibadmin",
+            "--query",
+            "--xpath",
+            "//resources/group[@id='base']",
+        ],
+    );
+    assert!(!query.status.success(), "the group is gone from the CIB");
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(lab.promoted_seen_from(0, "api"), vec![p.clone()]);
+    assert_eq!(
+        lab.leader_key(KEY),
+        Some((p.clone(), token)),
+        "the same key"
+    );
+    assert!(lab.nodes[pi].ns.holds(VIP), "the VIP stays on {p}");
+    let done = Instant::now();
+    let samples = client.finish();
+    let seen = obs.finish();
+    seen.assert_complete();
+    let gap = longest_outage(&samples, t_stop, done);
+    eprintln!(
+        "migration: the client's longest gap {} ms (group stop, then the master's start and \
+         promotion, default lease settings)",
+        gap.as_millis()
+    );
+    record(
+        "IPaddr2 group → master by the documented recipe (planned)",
+        "master-with-vip",
+        seen.overlap(),
+        Some(gap),
+        None,
     );
     assert_eq!(seen.overlap(), Duration::ZERO, "never two VIP holders");
     no_vip_conflicts(&lab);

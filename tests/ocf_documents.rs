@@ -1,7 +1,7 @@
 //! What runs anywhere, without root or namespaces: the agents' meta-data against
 //! ra-api-1.dtd and the schema of its dialect (pcs's ocf-1.1.rng from Pacemaker 2.1,
 //! resource-agents' metadata.rng before) and the golden copies, the roles it spells for the
-//! installed schemas, what it advertises, the CIB topologies under crm_verify, and
+//! installed schemas, what it advertises, the cib/ snippets loaded with cibadmin and checked by crm_verify, and
 //! docs/reference.md current.
 
 use hamaster_lab as support;
@@ -162,43 +162,97 @@ fn meta_data_matches_the_golden_copies_in_ocf() {
 }
 
 #[test]
-fn cib_topologies_pass_crm_verify_and_a_broken_one_does_not() {
+fn cib_snippets_load_with_cibadmin_create_beside_other_resources_stopped_and_never_twice() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/cib");
-    for name in [
-        "master-with-vip",
-        "vip-plus-master",
-        "ipaddr2-group-baseline",
-    ] {
-        let xml = format!("{dir}/{name}.xml");
-        let out = Command::new("crm_verify")
-            .args(["--xml-file", &xml])
-            .output()
-            .unwrap();
-        let text = support::output_text(&out);
-        assert!(
-            out.status.success() && text.trim().is_empty(),
-            "crm_verify {name}: {text}"
-        );
+    for name in support::cib::TOPOLOGIES {
         assert!(
             std::path::Path::new(&format!("{dir}/{name}.sh")).exists(),
             "{name} has its pcs script"
         );
     }
-    let broken = std::fs::read_to_string(format!("{dir}/vip-plus-master.xml"))
-        .unwrap()
-        .replace("with-rsc=\"api-clone\"", "with-rsc=\"no-such-clone\"");
-    let path = std::env::temp_dir().join(format!("hamaster-broken-cib-{}.xml", std::process::id()));
-    std::fs::write(&path, broken).unwrap();
-    let out = Command::new("crm_verify")
-        .arg("--xml-file")
-        .arg(&path)
-        .output()
-        .unwrap();
-    let _ = std::fs::remove_file(&path);
-    assert!(
-        !out.status.success(),
-        "crm_verify must reject a constraint on a missing resource"
-    );
+    for pacemaker_2_0 in [false, true] {
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(support::cib::snippet_check(dir, pacemaker_2_0))
+            .output()
+            .unwrap();
+        let text = support::output_text(&out);
+        assert!(out.status.success(), "cib snippets: {text}");
+        assert_eq!(
+            text.lines().filter(|l| l.contains(": loaded from")).count(),
+            3,
+            "{text}"
+        );
+    }
+}
+
+/// The timeouts of an agent's actions in its meta-data (ocf/AGENT.xml).
+fn meta_data_timeouts(agent: &str) -> Vec<(String, String)> {
+    let xml =
+        std::fs::read_to_string(format!("{}/ocf/{agent}.xml", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    xml.lines()
+        .filter_map(|l| {
+            let l = l.trim().strip_prefix("<action name=\"")?;
+            let name = l.split('"').next()?.to_string();
+            let timeout = l.split("timeout=\"").nth(1)?.split('"').next()?.to_string();
+            Some((name, timeout))
+        })
+        .collect()
+}
+
+#[test]
+fn cib_snippets_and_pcs_scripts_take_the_meta_datas_timeouts() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/cib");
+    let files = ["", "pacemaker-2.0/"].iter().flat_map(|sub| {
+        ["master-with-vip", "vip-plus-master"].map(|t| format!("{dir}/{sub}{t}.resources.xml"))
+    });
+    let mut checked = 0;
+    for file in files {
+        let xml = std::fs::read_to_string(&file).unwrap();
+        let mut agent = String::new();
+        for line in xml.lines().map(str::trim) {
+            if line.starts_with("<primitive ") {
+                agent = line
+                    .split("type=\"")
+                    .nth(1)
+                    .unwrap()
+                    .split('"')
+                    .next()
+                    .unwrap()
+                    .into();
+            }
+            let Some(op) = line.strip_prefix("<op name=\"") else {
+                continue;
+            };
+            let name = op.split('"').next().unwrap();
+            let timeout = op
+                .split("timeout=\"")
+                .nth(1)
+                .map(|t| t.split('"').next().unwrap());
+            let want = meta_data_timeouts(&agent)
+                .into_iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, t)| t);
+            match (name, timeout) {
+                // A monitor takes Pacemaker's default, which the meta-data's monitor is.
+                ("monitor", None) => assert_eq!(want.as_deref(), Some("20s"), "{file}"),
+                (_, t) => assert_eq!(t, want.as_deref(), "{file}: {agent}'s {name}"),
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 20, "{checked} operations checked");
+    for script in [
+        "master-with-vip",
+        "vip-plus-master",
+        "ipaddr2-group-baseline",
+    ] {
+        let text = std::fs::read_to_string(format!("{dir}/{script}.sh")).unwrap();
+        assert!(
+            !text.contains("timeout="),
+            "{script}.sh sets a timeout: pcs takes the meta-data's"
+        );
+    }
 }
 
 #[test]
@@ -257,10 +311,13 @@ fn meta_data_advertises_only_what_pacemaker_calls_and_usage_still_answers() {
         assert_eq!(usage.code, 0, "{agent} usage");
         assert!(usage.stdout.starts_with(&format!("usage: {agent} {{")));
     }
-    // So the CIBs that pcs writes (and the copies in cib/) carry no usage op.
+    // So the CIBs that pcs writes (and the snippets in cib/) carry no usage op.
     for cib in ["master-with-vip", "vip-plus-master"] {
-        let xml = std::fs::read_to_string(format!("{}/cib/{cib}.xml", env!("CARGO_MANIFEST_DIR")))
-            .unwrap();
-        assert!(!xml.contains("name=\"usage\""), "{cib}.xml");
+        let xml = std::fs::read_to_string(format!(
+            "{}/cib/{cib}.resources.xml",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap();
+        assert!(!xml.contains("name=\"usage\""), "{cib}.resources.xml");
     }
 }

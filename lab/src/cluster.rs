@@ -911,13 +911,23 @@ pub fn create_topology(lab: &Lab, script: &str, trace: bool) -> Output {
     create_topology_with(lab, script, trace, "")
 }
 
+/// The variables of the cib/*.sh scripts (and of the migration recipe) for this lab, as
+/// `NAME=value` words for a shell: its etcd, the VIP on lan0, the lab's health service.
+pub fn topology_env(lab: &Lab) -> String {
+    format!(
+        "ETCD_ENDPOINTS={} VIP={VIP} SERVICE=/usr/bin/python3 SERVICE_ARGS='{}/lab/healthz.py 8443 /run' \
+         HEALTH_URL=http://127.0.0.1:8443/healthz NIC=lan0",
+        lab.etcd.endpoints(),
+        super::repo(),
+    )
+}
+
 /// As create_topology, with more `NAME=value` words for the script (MONITOR_INTERVAL=10s).
 pub fn create_topology_with(lab: &Lab, script: &str, trace: bool, extra: &str) -> Output {
     let repo = super::repo();
     let env = format!(
-        "ETCD_ENDPOINTS={} VIP={VIP} SERVICE=/usr/bin/python3 SERVICE_ARGS='{repo}/lab/healthz.py 8443 /run' \
-         HEALTH_URL=http://127.0.0.1:8443/healthz LEASE_TTL={} LEASE_MARGIN={} NIC=lan0 {extra}",
-        lab.etcd.endpoints(),
+        "{} LEASE_TTL={} LEASE_MARGIN={} {extra}",
+        topology_env(lab),
         crate::LEASE_TTL_S,
         crate::LEASE_MARGIN_S,
     );

@@ -8,6 +8,7 @@
 pub mod agent;
 pub mod bench;
 pub mod capture;
+pub mod cib;
 pub mod cluster;
 pub mod deadline;
 pub mod etcd;
