@@ -64,7 +64,8 @@ check-generations: deps
 
 # service= mode against a real systemd: Debian trixie's systemd 257 as PID 1 of its own
 # namespaces in a lab node's network namespace (scripts/make-systemd-root, cached under
-# /var/tmp; scripts/systemd-ns): a slow ExecStop, daemon-reexec during a stop, failing units.
+# /var/tmp; scripts/systemd-ns): a slow ExecStop, daemon-reexec during a stop, failing units,
+# the packaged takeover unit (Type=notify, static).
 check-systemd: deps
 	$(LAB) $(CARGO) test $(ROOT) --test systemd -- --ignored --test-threads=1 --nocapture
 

@@ -2,7 +2,8 @@
 //! namespaces in the node's network namespace: lab::systemd), real etcd, the default lease
 //! settings: a unit whose ExecStop is slow, the same with `systemctl daemon-reexec` during the
 //! stop (systemctl cannot reach PID 1 while it re-executes: "cannot tell", never "stopped"),
-//! and units that fail to start. The key's deletion is seen from etcd's side, the unit's
+//! units that fail to start, and the packaged takeover unit (Type=notify: ready once the master
+//! serves; static). The key's deletion is seen from etcd's side, the unit's
 //! processes from its cgroup on the host. `make check-systemd` (in `make check`) runs these.
 
 use hamaster_lab as support;
@@ -176,4 +177,99 @@ fn a_unit_that_fails_to_start_fails_promote_and_leaves_nothing_up() {
         "the key was given back"
     );
     assert_eq!(dies.run("stop").code, 0);
+}
+
+/// The packaged hamaster-takeover@.service (its paths pointed at the test's binary and
+/// files, nothing else changed) under a real systemd: `systemctl start` returns only once the
+/// master serves (Type=notify: key held as etcd shows it, VIP on the node, service active);
+/// the unit cannot be enabled (static: no [Install]); `systemctl stop` releases everything;
+/// a takeover that refuses (a resource this etcd has never seen) fails the start, with
+/// nothing taken.
+#[test]
+#[ignore = "boots systemd in a namespace: make check-systemd"]
+fn the_takeover_unit_is_ready_once_the_master_serves_and_releases_on_stop() {
+    let (etcd, a) = booted("sdt");
+    let units = units(&a.state);
+    let shipped = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/packaging/hamaster-takeover@.service"
+    ))
+    .unwrap();
+    let state = a.state.display().to_string();
+    let unit = shipped
+        .replace(
+            "/usr/sbin/hamaster",
+            &support::OcfDir::get()
+                .root()
+                .join("hamaster")
+                .display()
+                .to_string(),
+        )
+        .replace("/etc/hamaster/", &format!("{state}/"));
+    assert_ne!(unit, shipped);
+    std::fs::write(units.join("hamaster-takeover@.service"), unit).unwrap();
+    // A resource new to this etcd (--force), and the node's name as the lab's.
+    std::fs::write(
+        a.state.join("api.takeover.env"),
+        "TAKEOVER_ARGS=--force --node na\n",
+    )
+    .unwrap();
+    let sd = Systemd::boot(&a.ns, &units, &[&a.state, &a.ns.run_dir()]);
+    let agent = agent(&a, &etcd, &sd, "api.service");
+    a.config_file(&agent);
+    assert_eq!(
+        sd.property("hamaster-takeover@api.service", "UnitFileState"),
+        "static",
+        "no [Install]: it cannot be enabled"
+    );
+
+    let begun = Instant::now();
+    let start = sd.systemctl(&["start", "hamaster-takeover@api.service"]);
+    let took = begun.elapsed();
+    // Read at once, before anything else can happen: start returned when the master served.
+    let key = etcd.get(KEY);
+    let vip = a.holds_vip();
+    let service = sd.property("api.service", "ActiveState");
+    assert!(
+        start.status.success(),
+        "systemctl start: {}",
+        String::from_utf8_lossy(&start.stderr)
+    );
+    eprintln!("systemctl start hamaster-takeover@api returned after {took:?}");
+    assert_eq!(key.map(|k| k.0).as_deref(), Some("na"), "the key held");
+    assert!(vip, "the VIP up when start returned");
+    assert_eq!(service, "active", "the service running when start returned");
+    assert_eq!(
+        sd.property("hamaster-takeover@api.service", "ActiveState"),
+        "active"
+    );
+    assert!(sd
+        .property("hamaster-takeover@api.service", "StatusText")
+        .contains("key held, VIP up, service running"));
+
+    let stop = sd.systemctl(&["stop", "hamaster-takeover@api.service"]);
+    assert!(stop.status.success(), "{stop:?}");
+    assert!(etcd.get(KEY).is_none(), "the key given back");
+    assert!(!a.holds_vip());
+    assert_eq!(sd.property("api.service", "ActiveState"), "inactive");
+    assert_eq!(
+        sd.property("hamaster-takeover@api.service", "ActiveState"),
+        "inactive",
+        "stopped, not failed"
+    );
+
+    // A resource this etcd has never seen, without --force: the start fails, nothing taken.
+    std::fs::copy(a.state.join("api.toml"), a.state.join("apiserver.toml")).unwrap();
+    std::fs::write(
+        a.state.join("apiserver.takeover.env"),
+        "TAKEOVER_ARGS=--node na\n",
+    )
+    .unwrap();
+    let refused = sd.systemctl(&["start", "hamaster-takeover@apiserver.service"]);
+    assert!(!refused.status.success(), "the refusal fails the start");
+    assert_eq!(
+        sd.property("hamaster-takeover@apiserver.service", "ActiveState"),
+        "failed"
+    );
+    assert!(etcd.get("/hamaster/apiserver/leader").is_none() && !a.holds_vip());
 }

@@ -75,9 +75,10 @@ fn the_runbook_commands_take_over_and_hand_back() {
     let verbs: Vec<&str> = commands.iter().map(|c| c[0].as_str()).collect();
     assert_eq!(
         verbs,
-        ["status", "takeover", "status", "release"],
+        ["takeover", "status", "takeover", "status", "release"],
         "the runbook's steps"
     );
+    assert!(commands[0].iter().any(|a| a == "--check"), "0. the drill");
     let args = |i: usize| -> Vec<String> {
         commands[i]
             .iter()
@@ -85,8 +86,31 @@ fn the_runbook_commands_take_over_and_hand_back() {
             .collect()
     };
 
-    // 1. Detect.
+    // 0. The drill: every check passes, nothing is taken (the old master's key stays).
     let a = args(0);
+    let drill = support::run_command(
+        standby.cli(&agent, &a.iter().map(String::as_str).collect::<Vec<_>>()),
+    );
+    assert_eq!(drill.code, 0, "{}{}", drill.stdout, drill.stderr);
+    assert!(
+        drill
+            .stdout
+            .contains("a takeover of api could go ahead here (nothing was taken)")
+            && drill.stdout.contains(
+                "ok      known        its leader key /hamaster/api/leader is held by nb now"
+            )
+            && drill
+                .stdout
+                .contains(&format!("ok      vip          {VIP}/24 would go on lan0")),
+        "{}",
+        drill.stdout
+    );
+    assert!(!drill.stdout.contains("PROBLEM"), "{}", drill.stdout);
+    assert_eq!(etcd.get(KEY).map(|k| k.2), Some(old_token), "nothing taken");
+    assert!(!standby.holds_vip() && standby.service_pids().is_empty());
+
+    // 1. Detect.
+    let a = args(1);
     let st = support::run_command(
         standby.cli(&agent, &a.iter().map(String::as_str).collect::<Vec<_>>()),
     );
@@ -99,7 +123,7 @@ fn the_runbook_commands_take_over_and_hand_back() {
     );
 
     // 3. Take over (in the foreground, so in the background here).
-    let a = args(1);
+    let a = args(2);
     let log = standby.state.join("takeover.err");
     let mut takeover = standby
         .cli(&agent, &a.iter().map(String::as_str).collect::<Vec<_>>())
@@ -120,12 +144,16 @@ fn the_runbook_commands_take_over_and_hand_back() {
         "it showed who held the key: {err}"
     );
     assert!(
+        err.contains("api is known to etcd: its leader key /hamaster/api/leader is held by nb now"),
+        "{err}"
+    );
+    assert!(
         waited > Duration::from_millis(500),
         "it waited for the stale lease ({waited:?})"
     );
 
     // 4. Verify (once the service has come up behind the VIP).
-    let a = args(2);
+    let a = args(3);
     let mut st = support::run_command(
         standby.cli(&agent, &a.iter().map(String::as_str).collect::<Vec<_>>()),
     );
@@ -153,7 +181,7 @@ fn the_runbook_commands_take_over_and_hand_back() {
     assert_eq!(standby.tokens(), vec![token]);
 
     // 5. Hand back.
-    let a = args(3);
+    let a = args(4);
     let rel = support::run_command(
         standby.cli(&agent, &a.iter().map(String::as_str).collect::<Vec<_>>()),
     );
@@ -173,6 +201,8 @@ fn the_runbook_commands_take_over_and_hand_back() {
 #[test]
 fn takeover_steps_down_on_a_signal_and_rejects_unknown_config_keys() {
     let mut etcd = EtcdCluster::new("tk");
+    // The cluster's master has held the key before (its seen mark).
+    mark_seen(&etcd, support::RESOURCE);
     let a = Node::new(&mut etcd, "na");
     let agent = a.agent(&etcd);
     let config = a.config_file(&agent);
@@ -252,6 +282,8 @@ fn takeover_steps_down_on_a_signal_and_rejects_unknown_config_keys() {
 #[test]
 fn takeover_refuses_where_this_hosts_cib_names_the_resource_unless_the_cluster_is_down() {
     let mut etcd = EtcdCluster::new("tcb");
+    // The cluster's master has held the key before (its seen mark).
+    mark_seen(&etcd, support::RESOURCE);
     let a = Node::new(&mut etcd, "na");
     let agent = a.agent(&etcd);
     let config = a.config_file(&agent);
@@ -320,7 +352,7 @@ fn takeover_refuses_where_this_hosts_cib_names_the_resource_unless_the_cluster_i
 }
 
 #[test]
-fn the_takeover_unit_never_stops_the_cluster_stack() {
+fn the_takeover_unit_never_stops_the_cluster_stack_nor_starts_at_boot() {
     let unit = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/packaging/hamaster-takeover@.service"
@@ -335,11 +367,40 @@ fn the_takeover_unit_never_stops_the_cluster_stack() {
         unit.contains("$TAKEOVER_ARGS"),
         "the confirmation can be given"
     );
+    assert!(
+        !unit
+            .lines()
+            .any(|l| l.starts_with("[Install]") || l.starts_with("WantedBy")),
+        "it cannot be enabled: a boot never takes over"
+    );
+    let value = |name: &str| {
+        unit.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}=")))
+            .unwrap_or_else(|| panic!("{name}= in the unit"))
+            .to_string()
+    };
+    assert_eq!(value("Type"), "notify");
+    let secs = |v: String| v.parse::<u64>().unwrap();
+    let release_wait = value("ExecStop")
+        .split("--wait ")
+        .nth(1)
+        .map(|w| secs(w.trim().to_string()))
+        .expect("ExecStop names release's --wait");
+    assert!(
+        secs(value("TimeoutStopSec")) > release_wait,
+        "the stop outlasts release's wait"
+    );
+    assert!(
+        secs(value("TimeoutStartSec")) > 120,
+        "the start outlasts takeover's default --wait"
+    );
 }
 
 #[test]
 fn agent_actions_beside_a_running_takeover_wait_then_fail_naming_it() {
     let mut etcd = EtcdCluster::new("tlk");
+    // The cluster's master has held the key before (its seen mark).
+    mark_seen(&etcd, support::RESOURCE);
     let a = Node::new(&mut etcd, "na");
     let agent = a.agent(&etcd);
     let config = a.config_file(&agent);
@@ -448,6 +509,133 @@ fn takeover_waits_while_a_failsafe_record_names_a_master_it_cannot_prove_down() 
     );
     signal_and_wait(&mut takeover, "TERM");
     assert!(!standby.holds_vip() && etcd.get(KEY).is_none());
+}
+
+/// The seen mark of `resource`, as a guard writes it when it takes the key: that resource
+/// has had a master in this etcd.
+fn mark_seen(etcd: &EtcdCluster, resource: &str) {
+    let prefix = hamaster::params::master::ETCD_PREFIX.default.unwrap();
+    let seen = hamaster::lease::Seen {
+        node: "nb".into(),
+        at_unix_ms: hamaster::lease::clock::unix_ms(),
+        by: "pacemaker".into(),
+    };
+    let put = etcd.etcdctl(&[
+        "put",
+        &hamaster::lease::seen_key(prefix, resource),
+        &seen.to_json(),
+    ]);
+    assert!(
+        put.status.success(),
+        "{}",
+        String::from_utf8_lossy(&put.stderr)
+    );
+}
+
+/// A standby whose file names the resource unlike the cluster (`apiserver.toml` for the
+/// cluster's `api`) would lead beside the cluster's master under a key of its own: takeover
+/// refuses a resource this etcd has never seen, names the ones it has, and goes ahead only
+/// with --force; the drill says the same with exit 1 and takes nothing. Once the resource is
+/// known (the cluster's master took its key), drill and takeover go ahead, and the takeover's
+/// own taking leaves the seen mark, as etcd shows it.
+#[test]
+fn takeover_refuses_a_resource_this_etcd_has_never_seen_unless_forced() {
+    let mut etcd = EtcdCluster::new("tsn");
+    let a = Node::new(&mut etcd, "na");
+    let agent = a.agent(&etcd);
+    let config = a.config_file(&agent);
+    let config = config.to_str().unwrap();
+    mark_seen(&etcd, "apiserver");
+    let refused = support::run_command(a.cli(&agent, &["takeover", "--config", config]));
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains(
+            "no master named api has ever held a key under /hamaster in this etcd (neither /hamaster/api/leader nor /hamaster/api/seen); resources seen there: apiserver"
+        ) && refused.stderr.contains("--force"),
+        "{}",
+        refused.stderr
+    );
+    assert!(etcd.get(KEY).is_none() && !a.holds_vip(), "nothing taken");
+    let drill = support::run_command(a.cli(&agent, &["takeover", "--config", config, "--check"]));
+    assert_eq!(drill.code, 1, "{}{}", drill.stdout, drill.stderr);
+    assert!(
+        drill
+            .stdout
+            .contains("PROBLEM known        no master named api")
+            && drill
+                .stdout
+                .contains("1 problem(s): a takeover of api would not go ahead here"),
+        "{}",
+        drill.stdout
+    );
+
+    // --force: a new installation.
+    let mut child = a
+        .cli(
+            &agent,
+            &["takeover", "--config", config, "--wait", "10", "--force"],
+        )
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(support::wait_for(Duration::from_secs(20), || a.holds_vip()
+        && etcd.get(KEY).is_some()));
+    let mark = etcd.etcdctl(&["get", "--print-value-only", "/hamaster/api/seen"]);
+    let seen =
+        hamaster::lease::Seen::from_json(String::from_utf8_lossy(&mark.stdout).trim().as_bytes())
+            .expect("the seen mark written with the key");
+    assert_eq!((seen.node.as_str(), seen.by.as_str()), ("na", "takeover"));
+    signal_and_wait(&mut child, "TERM");
+    assert!(!a.holds_vip() && etcd.get(KEY).is_none());
+
+    // Known now (the key has gone; its mark stays): the drill passes, nothing taken.
+    let drill = support::run_command(a.cli(&agent, &["takeover", "--config", config, "--check"]));
+    assert_eq!(drill.code, 0, "{}{}", drill.stdout, drill.stderr);
+    assert!(
+        drill
+            .stdout
+            .contains("ok      known        na took its key last (takeover, "),
+        "{}",
+        drill.stdout
+    );
+    assert!(
+        etcd.get(KEY).is_none() && !a.holds_vip(),
+        "the drill took nothing"
+    );
+
+    // etcd unreachable: cannot tell is a problem, not a pass.
+    let dead = config.replace(".toml", "-dead.toml");
+    let text = std::fs::read_to_string(config).unwrap();
+    let endpoints = text
+        .lines()
+        .find(|l| l.starts_with("etcd_endpoints"))
+        .unwrap()
+        .to_string();
+    std::fs::write(
+        &dead,
+        text.replace(&endpoints, "etcd_endpoints = \"http://127.0.0.1:9\""),
+    )
+    .unwrap();
+    let drill = support::run_command(a.cli(
+        &agent,
+        &[
+            "takeover",
+            "--config",
+            &dead,
+            "--resource",
+            "api",
+            "--check",
+        ],
+    ));
+    assert_eq!(drill.code, 1, "{}{}", drill.stdout, drill.stderr);
+    assert!(
+        drill.stdout.contains("PROBLEM etcd")
+            && drill.stdout.contains(
+                "PROBLEM known        cannot tell whether this etcd has seen a master named api"
+            ),
+        "{}",
+        drill.stdout
+    );
 }
 
 /// The lab master's fail-safe record key, as the library writes it.

@@ -11,11 +11,13 @@ use clap::Args;
 use super::CliError;
 use crate::guard::{self as g, GuardArgs};
 use crate::lease::leader_key;
+use crate::lease::{Etcd, EtcdConfig};
 use crate::ocf::failure::Failed;
 use crate::ocf::OcfExit;
 use crate::resource::config::MasterConfig;
 use crate::resource::dir::ResourceDir;
 use crate::resource::status;
+use crate::service::ServiceSpec;
 
 #[derive(Debug, Args)]
 pub struct TakeoverArgs {
@@ -40,6 +42,17 @@ pub struct TakeoverArgs {
     /// the record names another node it cannot prove down (docs/runbook.md).
     #[arg(long, value_name = "NODE")]
     pub holder_down: Option<String>,
+    /// Takes over even though this etcd has never seen a master of this name (no leader key,
+    /// no seen mark under etcd_prefix): a new installation, or one whose masters all ran a
+    /// hamaster that wrote no marks.
+    #[arg(long)]
+    pub force: bool,
+    /// The drill: checks everything a takeover needs here (configuration, programs, etcd
+    /// and its certificates, the resource known to etcd, the VIP's interface, Pacemaker)
+    /// and takes nothing. Exit 0 when a takeover could go ahead, 1 when not (each problem
+    /// said).
+    #[arg(long)]
+    pub check: bool,
 }
 
 /// Where Pacemaker keeps its configuration on a cluster node, whether it runs or not.
@@ -121,16 +134,84 @@ impl super::Verb for ReleaseArgs {
     }
 }
 
+/// Whether this etcd has ever seen a master named `resource` under the configured prefix: its
+/// leader key or its seen mark (`crate::lease::seen_key`). Ok: what was seen; Err: why a
+/// takeover must not assume it replaces the cluster's master (etcd unreachable included:
+/// cannot tell is no answer).
+fn seen_here(cfg: &EtcdConfig, resource: &str) -> Result<String, String> {
+    let prefix = cfg.prefix.trim_end_matches('/').to_string();
+    let key = leader_key(&cfg.prefix, resource);
+    let mark = crate::lease::seen_key(&cfg.prefix, resource);
+    let cannot = |e: &dyn std::fmt::Display| {
+        format!("cannot tell whether this etcd has seen a master named {resource}: etcd: {e}")
+    };
+    status::block_on(async {
+        let etcd = Etcd::connect(cfg, Duration::from_secs(2))
+            .await
+            .map_err(|e| cannot(&e))?;
+        if let Some(h) = etcd.holder(&key).await.map_err(|e| cannot(&e))? {
+            return Ok(format!("its leader key {key} is held by {} now", h.node));
+        }
+        let record = crate::failsafe::record_key(&cfg.prefix, resource);
+        let held = etcd.read_record(&record).await.map_err(|e| cannot(&e))?;
+        if held.value.is_some() {
+            return Ok(format!("its failsafe record {record} is there"));
+        }
+        let read = etcd.read_record(&mark).await.map_err(|e| cannot(&e))?;
+        if let Some(value) = read.value {
+            return Ok(match crate::lease::Seen::from_json(&value) {
+                Some(s) => format!(
+                    "{} took its key last ({}, {} s ago)",
+                    s.node,
+                    s.by,
+                    crate::lease::clock::unix_ms().saturating_sub(s.at_unix_ms) / 1000
+                ),
+                None => format!("{mark} is there"),
+            });
+        }
+        let mut others: Vec<String> = etcd
+            .keys_under(&format!("{prefix}/"), 1000)
+            .await
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|k| crate::lease::resource_of(&prefix, k).map(String::from))
+            .collect();
+        others.sort();
+        others.dedup();
+        Err(format!(
+            "no master named {resource} has ever held a key under {prefix} in this etcd \
+             (neither {key} nor {mark}){}: a takeover would lead beside the cluster's master, \
+             not instead of it. The resource name (--resource, else the config file's name) \
+             must be the Pacemaker resource's id, and etcd_prefix the cluster's. On a new \
+             installation, or where every master ran a hamaster that wrote no seen marks, say \
+             --force",
+            if others.is_empty() {
+                String::new()
+            } else {
+                format!("; resources seen there: {}", others.join(", "))
+            }
+        ))
+    })
+}
+
 fn takeover(a: &TakeoverArgs) -> Result<OcfExit, CliError> {
     let (config, resource) =
         super::config::load_as(&a.config, a.resource.as_deref(), MasterConfig::from_values)?;
     ResourceDir::check(&crate::runfiles::root(), &resource).map_err(CliError::BadName)?;
+    if a.check {
+        return Ok(drill(a, &config, &resource));
+    }
     config.check_installed()?;
     if let Some(why) = pacemaker_manages(&resource) {
         return Err(CliError::Refused(why));
     }
     if let (false, Some(why)) = (a.cluster_down, cluster_configured_with(&resource)) {
         return Err(CliError::Refused(why));
+    }
+    match (a.force, seen_here(&config.etcd, &resource)) {
+        (_, Ok(seen)) => eprintln!("hamaster takeover: {resource} is known to etcd: {seen}"),
+        (true, Err(why)) => eprintln!("hamaster takeover: --force: {why}"),
+        (false, Err(why)) => return Err(CliError::Refused(why)),
     }
     // Held for the guard's whole life: agent actions on this node wait for it and then fail
     // with a reason naming this takeover.
@@ -139,6 +220,10 @@ fn takeover(a: &TakeoverArgs) -> Result<OcfExit, CliError> {
         .lock(Duration::from_secs(2), "hamaster takeover")
         .map_err(|e| CliError::Refused(e.to_string()))?;
     let node = a.node.clone().unwrap_or_else(hostname);
+    if let Some(socket) = std::env::var_os("NOTIFY_SOCKET") {
+        let (status_socket, limit) = (dir.socket(), Duration::from_secs(a.wait) + READY_SLACK);
+        std::thread::spawn(move || notify_when_serving(&socket, &status_socket, limit));
+    }
     eprintln!(
         "hamaster takeover: {resource} as {node}: waiting up to {} s for the leader key {}; `hamaster release --resource {resource}` or Ctrl-C steps down",
         a.wait,
@@ -154,6 +239,162 @@ fn takeover(a: &TakeoverArgs) -> Result<OcfExit, CliError> {
         holder_down: a.holder_down.clone(),
     })?;
     Ok(OcfExit::Success)
+}
+
+/// How long after `--wait` the guard may take to raise the VIP and start the service before
+/// the readiness watch stops asking (systemd's start timeout ends the unit before).
+const READY_SLACK: Duration = Duration::from_secs(120);
+
+/// Under systemd (`Type=notify`): asks this takeover's guard every 100 ms whether it serves —
+/// key held, VIP present (where there is one), service running — and then tells systemd
+/// READY=1, once; gives up after `limit`. Nothing is said when it never serves: the process
+/// ends, and systemd marks the start failed.
+fn notify_when_serving(notify: &std::ffi::OsStr, status_socket: &std::path::Path, limit: Duration) {
+    let until = Instant::now() + limit;
+    while Instant::now() < until {
+        let serving = status::block_on(status::get_status(status_socket, Duration::from_secs(1)))
+            .is_ok_and(|s| {
+                s.role == status::Role::Leader
+                    && s.service_running
+                    && (s.vip.is_none() || s.vip_present == Some(true))
+            });
+        if serving {
+            if let Err(e) = sd_notify(
+                notify,
+                "READY=1\nSTATUS=leading: key held, VIP up, service running",
+            ) {
+                log::warn!("cannot tell systemd the takeover is ready: {e}");
+            }
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// One datagram to systemd's notification socket: a path, or an abstract name (`@…`).
+fn sd_notify(socket: &std::ffi::OsStr, state: &str) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::net::{SocketAddr, UnixDatagram};
+    let bytes = socket.as_bytes();
+    let addr = match bytes.strip_prefix(b"@") {
+        Some(name) => {
+            use std::os::linux::net::SocketAddrExt;
+            SocketAddr::from_abstract_name(name)?
+        }
+        None => SocketAddr::from_pathname(std::path::Path::new(socket))?,
+    };
+    let sock = UnixDatagram::unbound()?;
+    sock.send_to_addr(state.as_bytes(), &addr)?;
+    Ok(())
+}
+
+/// The drill (`takeover --check`): every check a takeover makes, and those it meets only when
+/// it acts (the VIP's interface, the service's unit), said one per line; nothing is taken.
+fn drill(a: &TakeoverArgs, config: &MasterConfig, resource: &str) -> OcfExit {
+    let mut problems = 0;
+    let mut say = |what: &str, outcome: Result<String, String>| {
+        let (mark, text) = match outcome {
+            Ok(t) => ("ok     ", t),
+            Err(t) => {
+                problems += 1;
+                ("PROBLEM", t)
+            }
+        };
+        println!("{mark} {what:<12} {text}");
+    };
+    say(
+        "config",
+        Ok(format!("{} as resource {resource}", a.config.display())),
+    );
+    say(
+        "installed",
+        config
+            .check_installed()
+            .map(|()| "certificates, keys and programs readable".into())
+            .map_err(|e| e.to_string()),
+    );
+    if let ServiceSpec::Systemd { unit } = &config.service {
+        let state = crate::service::tool_output(
+            Duration::from_secs(10),
+            "systemctl",
+            &["show", "--property", "LoadState", "--value", "--", unit],
+        );
+        say(
+            "unit",
+            match state.as_deref().map(str::trim) {
+                Some("loaded") => Ok(format!("{unit} is loaded")),
+                Some(other) => Err(format!("{unit}: LoadState {other}")),
+                None => Err(format!("{unit}: systemctl did not answer")),
+            },
+        );
+    }
+    say(
+        "pacemaker",
+        match pacemaker_manages(resource)
+            .or_else(|| cluster_configured_with(resource).filter(|_| !a.cluster_down))
+        {
+            Some(why) => Err(format!("takeover would refuse: {why}")),
+            None => Ok(format!("does not manage {resource} on this host")),
+        },
+    );
+    let versions = status::block_on(async {
+        let etcd = Etcd::connect(&config.etcd, Duration::from_secs(2)).await?;
+        Ok::<_, crate::lease::LeaseError>(etcd.versions().await)
+    });
+    say(
+        "etcd",
+        match versions {
+            Ok(v) if !v.is_empty() => Ok(v
+                .iter()
+                .map(|(e, v)| format!("{e} {v}"))
+                .collect::<Vec<_>>()
+                .join(", ")),
+            Ok(_) => Err("no member answered its status".into()),
+            Err(e) => Err(e.to_string()),
+        },
+    );
+    say(
+        "known",
+        match (a.force, seen_here(&config.etcd, resource)) {
+            (_, Ok(seen)) => Ok(seen),
+            (true, Err(why)) => Ok(format!("--force: {why}")),
+            (false, Err(why)) => Err(why),
+        },
+    );
+    if let Some(vip) = &config.vip {
+        let placed = crate::vip::Vip::new(vip.clone()).and_then(|mut v| {
+            let target = v.target()?;
+            let here = v.copies()?;
+            Ok((target, here.len()))
+        });
+        say(
+            "vip",
+            match placed {
+                Ok((t, 0)) => Ok(format!(
+                    "{}/{} would go on {}",
+                    vip.ip, t.prefix, t.link.name
+                )),
+                Ok((t, _)) => Err(format!(
+                    "{} is on this host already (it would go on {})",
+                    vip.ip, t.link.name
+                )),
+                Err(e) => Err(e.to_string()),
+            },
+        );
+    }
+    println!(
+        "{}",
+        if problems == 0 {
+            format!("a takeover of {resource} could go ahead here (nothing was taken)")
+        } else {
+            format!("{problems} problem(s): a takeover of {resource} would not go ahead here")
+        }
+    );
+    if problems == 0 {
+        OcfExit::Success
+    } else {
+        OcfExit::ErrGeneric
+    }
 }
 
 fn release(a: &ReleaseArgs) -> Result<OcfExit, CliError> {

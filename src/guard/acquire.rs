@@ -282,10 +282,24 @@ impl Guard {
             _ => None,
         };
         let writes_record = ours.is_some();
+        let mark = crate::lease::Seen {
+            node: node.clone(),
+            at_unix_ms: unix_ms(),
+            by: if self.args.pacemaker_resource.is_some() {
+                "pacemaker"
+            } else {
+                "takeover"
+            }
+            .into(),
+        };
         let take = RecordTake {
             key: fs::record_key(&self.args.config.etcd.prefix, &self.args.resource),
             seen: found.seen,
             ours,
+            mark: (
+                crate::lease::seen_key(&self.args.config.etcd.prefix, &self.args.resource),
+                mark.to_json(),
+            ),
         };
         let outcome = etcd.try_acquire(key, node, lease, &take).await;
         match outcome {

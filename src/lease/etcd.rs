@@ -80,6 +80,8 @@ pub struct RecordTake {
     pub key: String,
     pub seen: i64,
     pub ours: Option<String>,
+    /// The seen mark (`super::seen_key`) and its value, written with the key.
+    pub mark: (String, String),
 }
 
 /// What the retake came to.
@@ -486,7 +488,11 @@ impl Etcd {
                 Compare::create_revision(key, CompareOp::Equal, 0),
                 Compare::mod_revision(record.key.as_str(), CompareOp::Equal, record.seen),
             ])
-            .and_then([put, with_record])
+            .and_then([
+                put,
+                with_record,
+                TxnOp::put(record.mark.0.as_str(), record.mark.1.as_str(), None),
+            ])
             .or_else([TxnOp::get(key, None)]);
         let r = self
             .call("acquire transaction", |mut c| {
@@ -610,6 +616,32 @@ impl Etcd {
             ttl_left,
             revision,
         }))
+    }
+
+    /// The keys under `prefix` (keys only, at most `limit`).
+    pub async fn keys_under(&self, prefix: &str, limit: i64) -> Result<Vec<String>, LeaseError> {
+        let p = prefix.to_string();
+        let r = self
+            .call("list keys", |mut c| {
+                let p = p.clone();
+                async move {
+                    c.get(
+                        p,
+                        Some(
+                            etcd_client::GetOptions::new()
+                                .with_prefix()
+                                .with_keys_only()
+                                .with_limit(limit),
+                        ),
+                    )
+                    .await
+                }
+            })
+            .await?;
+        Ok(r.kvs()
+            .iter()
+            .map(|kv| String::from_utf8_lossy(kv.key()).into_owned())
+            .collect())
     }
 
     /// Remaining TTL of a lease; None when it no longer exists.

@@ -23,9 +23,51 @@ impl std::fmt::Display for LeaseId {
     }
 }
 
+/// The leader key's last part.
+const LEADER_SUFFIX: &str = "/leader";
+
 /// `{prefix}/{resource}/leader`, with exactly one slash between parts.
 pub fn leader_key(prefix: &str, resource: &str) -> String {
-    format!("{}/{}/leader", prefix.trim_end_matches('/'), resource)
+    format!("{}/{resource}{LEADER_SUFFIX}", prefix.trim_end_matches('/'))
+}
+
+/// `{prefix}/{resource}/seen`: written (without a lease) with every taking of the leader key,
+/// so that the key's name is known to this etcd after the key itself has gone. The cold
+/// standby's takeover refuses a resource that has no such mark and no key (a TOML named
+/// unlike the cluster's resource, another etcd_prefix): it would lead beside the cluster's
+/// master under a key that master never looks at.
+pub fn seen_key(prefix: &str, resource: &str) -> String {
+    format!("{}/{}/seen", prefix.trim_end_matches('/'), resource)
+}
+
+/// The resource whose leader key or seen mark `key` is, under `prefix`; None for other keys.
+pub fn resource_of<'k>(prefix: &str, key: &'k str) -> Option<&'k str> {
+    let rest = key
+        .strip_prefix(prefix.trim_end_matches('/'))?
+        .strip_prefix('/')?;
+    let resource = rest
+        .strip_suffix(LEADER_SUFFIX)
+        .or_else(|| rest.strip_suffix("/seen"))?;
+    (!resource.is_empty() && !resource.contains('/')).then_some(resource)
+}
+
+/// The value of the seen mark: who took the key last, when, and as what.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Seen {
+    pub node: String,
+    pub at_unix_ms: u64,
+    /// "pacemaker" (the agent's guard) or "takeover" (the cold standby).
+    pub by: String,
+}
+
+impl Seen {
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    pub fn from_json(bytes: &[u8]) -> Option<Seen> {
+        serde_json::from_slice(bytes).ok()
+    }
 }
 
 #[cfg(test)]
@@ -37,5 +79,25 @@ mod tests {
         assert_eq!(leader_key("/hamaster", "api"), "/hamaster/api/leader");
         assert_eq!(leader_key("/hamaster/", "api"), "/hamaster/api/leader");
         assert_eq!(LeaseId(0x694d7a2b3c1e).to_string(), "0x694d7a2b3c1e");
+        assert_eq!(seen_key("/hamaster/", "api"), "/hamaster/api/seen");
+        for key in [leader_key("/hamaster", "db"), seen_key("/hamaster/", "db")] {
+            assert_eq!(resource_of("/hamaster/", &key), Some("db"));
+        }
+        assert_eq!(resource_of("/hamaster", "/hamaster/db/failsafe"), None);
+        assert_eq!(
+            resource_of("/hamaster", &leader_key("/hamasterx", "db")),
+            None
+        );
+        assert_eq!(
+            resource_of("/hamaster", &leader_key("/hamaster/a", "b")),
+            None
+        );
+        let seen = Seen {
+            node: "n1".into(),
+            at_unix_ms: 5,
+            by: "takeover".into(),
+        };
+        assert_eq!(Seen::from_json(seen.to_json().as_bytes()), Some(seen));
+        assert_eq!(Seen::from_json(b"n1"), None);
     }
 }
