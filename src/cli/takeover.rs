@@ -143,7 +143,10 @@ fn seen_here(cfg: &EtcdConfig, resource: &str) -> Result<String, String> {
     let key = leader_key(&cfg.prefix, resource);
     let mark = crate::lease::seen_key(&cfg.prefix, resource);
     let cannot = |e: &dyn std::fmt::Display| {
-        format!("cannot tell whether this etcd has seen a master named {resource}: etcd: {e}")
+        format!(
+            "cannot tell whether this etcd has seen a master named {resource}: etcd: {e} \
+             (retry once etcd answers)"
+        )
     };
     status::block_on(async {
         let etcd = Etcd::connect(cfg, Duration::from_secs(2))
