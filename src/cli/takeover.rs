@@ -254,23 +254,30 @@ const READY_SLACK: Duration = Duration::from_secs(120);
 /// ends, and systemd marks the start failed.
 fn notify_when_serving(notify: &std::ffi::OsStr, status_socket: &std::path::Path, limit: Duration) {
     let until = Instant::now() + limit;
-    while Instant::now() < until {
-        let serving = status::block_on(status::get_status(status_socket, Duration::from_secs(1)))
-            .is_ok_and(|s| {
-                s.role == status::Role::Leader
-                    && s.service_running
-                    && (s.vip.is_none() || s.vip_present == Some(true))
-            });
-        if serving {
-            if let Err(e) = sd_notify(
-                notify,
-                "READY=1\nSTATUS=leading: key held, VIP up, service running",
-            ) {
-                log::warn!("cannot tell systemd the takeover is ready: {e}");
+    // One runtime for the whole watch, not one per question.
+    let serving = status::block_on(async {
+        while Instant::now() < until {
+            let serving = status::get_status(status_socket, Duration::from_secs(1))
+                .await
+                .is_ok_and(|s| {
+                    s.role == status::Role::Leader
+                        && s.service_running
+                        && (s.vip.is_none() || s.vip_present == Some(true))
+                });
+            if serving {
+                return true;
             }
-            return;
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        std::thread::sleep(Duration::from_millis(100));
+        false
+    });
+    if serving {
+        if let Err(e) = sd_notify(
+            notify,
+            "READY=1\nSTATUS=leading: key held, VIP up, service running",
+        ) {
+            log::warn!("cannot tell systemd the takeover is ready: {e}");
+        }
     }
 }
 
