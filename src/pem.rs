@@ -1,5 +1,5 @@
-//! PEM files named by parameters (etcd_cacert, etcd_cert, etcd_key, health_cacert), read and
-//! checked in one place: a file that cannot be read is this node's lack, one that holds no PEM
+//! PEM files named by parameters (etcd_cacert, etcd_cert, etcd_key, health_cacert) and the
+//! password file (etcd_password_file), read and checked in one place: a file that cannot be read is this node's lack, one that holds no PEM
 //! object of the kind asked is a configuration error; both name the parameter and the path.
 
 use std::path::Path;
@@ -20,8 +20,8 @@ pub enum PemKind {
 impl PemKind {
     const fn name(self) -> &'static str {
         match self {
-            PemKind::Certificates => "certificate",
-            PemKind::PrivateKey => "private key",
+            PemKind::Certificates => "PEM certificate",
+            PemKind::PrivateKey => "PEM private key",
         }
     }
 }
@@ -34,7 +34,7 @@ pub enum PemError {
         path: String,
         source: std::io::Error,
     },
-    #[error("parameter {param}=\"{path}\" holds no PEM {what}")]
+    #[error("parameter {param}=\"{path}\" holds no {what}")]
     Empty {
         param: &'static str,
         path: String,
@@ -58,6 +58,25 @@ pub fn read(param: &Param, path: &Path, kind: PemKind) -> Result<Vec<u8>, PemErr
             what: kind.name(),
         })
     }
+}
+
+/// The password in a file: its first line, without the line end. An empty one is a
+/// configuration error, as a PEM file without its object is.
+pub fn password(param: &Param, path: &Path) -> Result<String, PemError> {
+    let text = std::fs::read_to_string(path).map_err(|source| PemError::Unreadable {
+        param: param.name,
+        path: path.display().to_string(),
+        source,
+    })?;
+    let first = text.lines().next().unwrap_or("").trim_end_matches('\r');
+    if first.is_empty() {
+        return Err(PemError::Empty {
+            param: param.name,
+            path: path.display().to_string(),
+            what: "password on its first line",
+        });
+    }
+    Ok(first.to_string())
 }
 
 /// The certificates of a file (a CA bundle), at least one.
@@ -102,7 +121,7 @@ mod tests {
             e,
             PemError::Empty {
                 param: "health_cacert",
-                what: "certificate",
+                what: "PEM certificate",
                 ..
             }
         ));
@@ -133,6 +152,22 @@ mod tests {
         )
         .unwrap();
         assert!(certificates(&HEALTH_CACERT, &junk).is_err());
+        // A password is the first line, its line end (LF or CRLF) not part of it.
+        use crate::params::master::ETCD_PASSWORD_FILE as PW;
+        std::fs::write(&junk, "s3cret word\r\nsecond line\n").unwrap();
+        assert_eq!(password(&PW, &junk).unwrap(), "s3cret word");
+        std::fs::write(&junk, "\nlater\n").unwrap();
+        assert_eq!(
+            password(&PW, &junk).unwrap_err().to_string(),
+            format!(
+                "parameter etcd_password_file=\"{}\" holds no password on its first line",
+                junk.display()
+            )
+        );
+        assert!(matches!(
+            password(&PW, &missing),
+            Err(PemError::Unreadable { .. })
+        ));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -1258,6 +1258,58 @@ fn promote_moves_etcds_leader_off_the_masters_node() {
     assert_eq!(agent.run("stop").code, 0);
 }
 
+/// Two masters (api and db) on the nodes of etcd's first two members in its member list:
+/// each moves etcd's leader off its own node to the third member, never to the other master's
+/// (the first other member in the list, which a move to "the first that answers" would pick,
+/// and which would move it straight back).
+#[test]
+fn two_masters_never_pass_etcds_leader_back_and_forth() {
+    let mut etcd = EtcdCluster::new("mlf");
+    let order = etcd.member_list_order();
+    assert_eq!(order.len(), 3, "{order:?}");
+    let name = |i: usize| format!("e{}", i + 1);
+    let (a, b) = (
+        Node::new(&mut etcd, &name(order[0])),
+        Node::new(&mut etcd, &name(order[1])),
+    );
+    let free = order[2];
+    let api = a.agent(&etcd);
+    let db = b.agent(&etcd).instance("db").param("ip", "198.51.100.101");
+    for (agent, node) in [(&db, &b), (&api, &a)] {
+        assert_eq!(agent.run("start").code, 0);
+        let run = agent.run("promote");
+        assert_eq!(run.code, 0, "{}\n{}", run.stderr, node.log());
+    }
+    // Each time etcd elects a member on a master's node, the leadership goes to the free member
+    // and stays there: sampled for two check periods after each move.
+    for here in [order[0], order[1], order[0]] {
+        assert!(etcd.move_leader_to(here), "member {here} did not lead");
+        let t = Instant::now();
+        let mut seen = Vec::new();
+        while t.elapsed() < Duration::from_secs(12) {
+            if let Some(l) = etcd.leader() {
+                if seen.last() != Some(&l) {
+                    seen.push(l);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        assert_eq!(
+            seen,
+            [here, free],
+            "etcd's leaders after a move to member {here}\n{}\n{}",
+            a.log(),
+            b.log()
+        );
+    }
+    assert_eq!(api.run("monitor").code, 8);
+    assert_eq!(db.run("monitor").code, 8);
+    for agent in [&api, &db] {
+        assert_eq!(agent.run("demote").code, 0);
+        assert_eq!(agent.run("stop").code, 0);
+    }
+}
+
 /// The guard reads etcd's member list: configured with one member only, that member going
 /// silent costs the master nothing, since renewals go to the members it learned.
 #[test]

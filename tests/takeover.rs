@@ -643,3 +643,159 @@ fn record_key() -> String {
     let prefix = hamaster::params::master::ETCD_PREFIX.default.unwrap();
     hamaster::failsafe::record_key(prefix, support::RESOURCE)
 }
+
+/// The `$ etcdctl …` lines of docs/etcd-auth.md, in order: (arguments, the file its standard
+/// input is read from).
+fn etcd_auth_commands() -> Vec<(Vec<String>, Option<String>)> {
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/etcd-auth.md")).unwrap();
+    text.lines()
+        .filter_map(|l| l.strip_prefix("$ etcdctl "))
+        .map(|l| match l.split_once(" < ") {
+            Some((args, file)) => (shell_words::split(args).unwrap(), Some(file.to_string())),
+            None => (shell_words::split(l).unwrap(), None),
+        })
+        .collect()
+}
+
+#[test]
+fn etcd_with_authentication_and_the_documented_role_serves_the_master_and_the_takeover() {
+    let mut etcd = EtcdCluster::new("au");
+    // Named after member e1: leader placement will want to move etcd's leader off it.
+    let a = Node::new(&mut etcd, "e1");
+    etcd.enable_auth("root-pw");
+    let password = a.state.join("etcd-password");
+    std::fs::write(&password, "hamaster-pw\n").unwrap();
+    let commands = etcd_auth_commands();
+    assert_eq!(commands.len(), 4, "the doc's role: {commands:?}");
+    for (args, stdin) in commands {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let mut cmd = etcd.etcdctl_command(&args);
+        if let Some(file) = stdin {
+            assert_eq!(
+                file, "/etc/hamaster/etcd-password",
+                "the doc's password file"
+            );
+            cmd.stdin(std::fs::File::open(&password).unwrap());
+        }
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success(),
+            "etcdctl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let pw = password.to_str().unwrap();
+    let with = |user: &str, file: &str| {
+        a.agent(&etcd)
+            .param("etcd_user", user)
+            .param("etcd_password_file", file)
+            .env("OCF_RESKEY_CRM_meta_timeout", "8000")
+    };
+    let nothing_taken = || etcd.get(KEY).is_none() && !a.holds_vip() && a.service_pids().is_empty();
+
+    // Refusals, each naming what to fix; nothing is left behind.
+    let anonymous = a.agent(&etcd).env("OCF_RESKEY_CRM_meta_timeout", "8000");
+    assert_eq!(anonymous.run("start").code, 0);
+    anonymous.run("promote").expect(
+        1,
+        "etcd has authentication enabled: set etcd_user and etcd_password_file",
+    );
+    assert!(nothing_taken());
+    let wrong = a.state.join("wrong-password");
+    std::fs::write(&wrong, "not-it\n").unwrap();
+    with("hamaster", wrong.to_str().unwrap())
+        .run("promote")
+        .expect(
+        1,
+        "etcd_user=\"hamaster\" does not exist or etcd_password_file does not hold its password",
+    );
+    assert!(nothing_taken());
+    // A role that may only read: the reason names the permission and the prefix.
+    for args in [
+        &["role", "add", "reader"][..],
+        &[
+            "role",
+            "grant-permission",
+            "reader",
+            "--prefix=true",
+            "read",
+            "/hamaster/",
+        ],
+        &["user", "add", "reader:reader-pw"],
+        &["user", "grant-role", "reader", "reader"],
+    ] {
+        assert!(etcd.etcdctl(args).status.success(), "etcdctl {args:?}");
+    }
+    let reader_pw = a.state.join("reader-password");
+    std::fs::write(&reader_pw, "reader-pw\n").unwrap();
+    with("reader", reader_pw.to_str().unwrap()).run("promote").expect(
+        1,
+        "etcd user reader lacks the permission for acquire transaction: its role needs readwrite on the key prefix /hamaster/",
+    );
+    assert!(nothing_taken());
+    with("hamaster", "/nonexistent/etcd-password")
+        .run("validate-all")
+        .expect(
+            5,
+            "etcd_password_file=\"/nonexistent/etcd-password\" cannot be read",
+        );
+    assert_eq!(anonymous.run("stop").code, 0);
+
+    // The documented role: promote, renewals past several TTLs, release.
+    assert!(
+        etcd.move_leader_to(0),
+        "member e1 did not become etcd's leader"
+    );
+    let agent = a
+        .agent(&etcd)
+        .param("etcd_user", "hamaster")
+        .param("etcd_password_file", pw);
+    assert_eq!(agent.run("start").code, 0);
+    let run = agent.run("promote");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let (holder, lease, token) = etcd.get(KEY).expect("the key, seen by root");
+    assert_eq!(holder, "e1");
+    assert!(a.holds_vip());
+    std::thread::sleep(Duration::from_millis(3 * support::LEASE_TTL_S * 1000 + 500));
+    assert_eq!(
+        etcd.get(KEY),
+        Some(("e1".to_string(), lease, token)),
+        "renewed under the same lease\n{}",
+        a.log()
+    );
+    assert_eq!(agent.run("monitor").code, 8);
+    assert_eq!(agent.env("OCF_CHECK_LEVEL", "20").run("monitor").code, 8);
+    // etcd_move_leader (on by default) works with the role: the leader left this node's member.
+    assert!(
+        support::wait_for(Duration::from_secs(5), || etcd
+            .leader()
+            .is_some_and(|l| l != 0)),
+        "etcd's leader still on e1\n{}",
+        a.log()
+    );
+    assert!(
+        !a.log().contains("etcd_move_leader is on, but"),
+        "{}",
+        a.log()
+    );
+    let agent = a
+        .agent(&etcd)
+        .param("etcd_user", "hamaster")
+        .param("etcd_password_file", pw);
+    assert_eq!(agent.run("demote").code, 0);
+    assert!(etcd.get(KEY).is_none(), "released\n{}", a.log());
+    assert_eq!(agent.run("stop").code, 0);
+
+    // The cold standby's takeover with the same user (its TOML names the same two settings).
+    let config = a.config_file(&agent);
+    let mut child = spawn_takeover(&a, &agent, &config);
+    assert!(
+        support::wait_for(Duration::from_secs(20), || a.holds_vip()
+            && etcd.get(KEY).is_some_and(|k| k.0 == "e1")),
+        "takeover with etcd_user\n{}",
+        a.log()
+    );
+    signal_and_wait(&mut child, "TERM");
+    assert!(nothing_taken(), "the takeover released");
+}

@@ -79,6 +79,9 @@ pub struct EtcdCluster {
     ctl_ns: Option<String>,
     pub dir: PathBuf,
     pub tls: Option<TestCa>,
+    /// root's password once `enable_auth` has turned etcd authentication on: the lab's own
+    /// etcdctl then runs as root.
+    root_password: Option<String>,
     token: &'static str,
     next_host: u8,
 }
@@ -158,6 +161,7 @@ impl EtcdCluster {
             ctl_ns: None,
             dir,
             tls: None,
+            root_password: None,
             token,
             next_host: 20,
         }
@@ -442,8 +446,28 @@ impl EtcdCluster {
                 .arg(format!("--cert={}", ca.path("client.crt")))
                 .arg(format!("--key={}", ca.path("client.key")));
         }
+        if let Some(pw) = &self.root_password {
+            cmd.arg(format!("--user=root:{pw}"));
+        }
         cmd.args(args);
         cmd
+    }
+
+    /// Turns etcd authentication on (`auth enable`, after adding root with `password`); the
+    /// lab's etcdctl runs as root from then on.
+    pub fn enable_auth(&mut self, password: &str) {
+        for args in [
+            &["user", "add", "root", "--new-user-password", password][..],
+            &["auth", "enable"],
+        ] {
+            let out = self.etcdctl(args);
+            assert!(
+                out.status.success(),
+                "etcdctl {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        self.root_password = Some(password.to_string());
     }
 
     /// Index of the member that is the raft leader now.

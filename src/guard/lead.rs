@@ -287,6 +287,7 @@ impl Guard {
                     etcd.clone(),
                     self.args.resource.clone(),
                     self.args.node.clone(),
+                    self.args.config.etcd.prefix.clone(),
                 )));
         }
     }

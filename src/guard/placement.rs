@@ -7,7 +7,7 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use crate::lease::etcd::Etcd;
+use crate::lease::etcd::{Etcd, LeaseError};
 use crate::vip::netlink::Rtnl;
 
 /// How often the placement is checked while leading (one status and one member-list request).
@@ -26,15 +26,30 @@ fn local_addresses() -> Vec<IpAddr> {
 }
 
 /// Checks now and every CHECK_EVERY until aborted. Trouble is logged, never fatal: leader
-/// placement shortens a failover, it does not decide one.
-pub async fn keep_leader_elsewhere(etcd: Etcd, resource: String, node: String) {
+/// placement shortens a failover, it does not decide one. etcd refusing the move to our user
+/// (etcd 3.4 and 3.5 allow it to any authenticated user; a stricter etcd may keep it to root):
+/// said once, and no more tries.
+pub async fn keep_leader_elsewhere(etcd: Etcd, resource: String, node: String, prefix: String) {
     loop {
         let local = local_addresses();
-        match etcd.move_leader_off(&node, &local).await {
+        // The nodes of every master under this prefix: never a target (see move_leader_off).
+        let masters = match etcd.leading_nodes(&prefix).await {
+            Ok(nodes) => nodes,
+            Err(e) => {
+                log::warn!("guard {resource}: cannot tell where the masters are: {e}");
+                tokio::time::sleep(CHECK_EVERY).await;
+                continue;
+            }
+        };
+        match etcd.move_leader_off(&node, &local, &masters).await {
             Ok(Some(to)) => log::info!(
                 "guard {resource}: etcd's leader was on this node; moved leadership to {to}"
             ),
             Ok(None) => {}
+            Err(e @ LeaseError::Refused { .. }) => {
+                log::warn!("guard {resource}: etcd_move_leader is on, but {e}; not trying again");
+                return;
+            }
             Err(e) => log::warn!("guard {resource}: cannot move etcd's leader off this node: {e}"),
         }
         tokio::time::sleep(CHECK_EVERY).await;

@@ -24,6 +24,9 @@ pub struct EtcdConfig {
     pub cacert: Option<PathBuf>,
     pub cert: Option<PathBuf>,
     pub key: Option<PathBuf>,
+    /// etcd authentication: etcd_user and etcd_password_file, both or neither.
+    #[serde(default)]
+    pub auth: Option<EtcdAuth>,
     pub ttl: Duration,
     pub margin: Duration,
     /// lease_ttl was not set: `ttl` follows the cluster (lease::cluster).
@@ -37,6 +40,47 @@ pub struct EtcdConfig {
     /// What an etcd outage does to the master (etcd_outage).
     #[serde(default)]
     pub outage: EtcdOutage,
+}
+
+/// etcd_user and the file holding its password (read at each connection, never kept here).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct EtcdAuth {
+    pub user: String,
+    pub password_file: PathBuf,
+}
+
+impl EtcdAuth {
+    fn from_values(v: &Values) -> Result<Option<EtcdAuth>, ConfigError> {
+        let user = v.get(&p::ETCD_USER).filter(|u| !u.is_empty());
+        let file = v.get(&p::ETCD_PASSWORD_FILE).filter(|f| !f.is_empty());
+        match (user, file) {
+            (None, None) => Ok(None),
+            (Some(u), None) => Err(ConfigError::invalid(
+                &p::ETCD_USER,
+                u,
+                "needs etcd_password_file too",
+            )),
+            (None, Some(f)) => Err(ConfigError::invalid(
+                &p::ETCD_PASSWORD_FILE,
+                f,
+                "needs etcd_user too",
+            )),
+            (Some(u), Some(_)) if u.contains(char::is_whitespace) => Err(ConfigError::invalid(
+                &p::ETCD_USER,
+                u,
+                "must not contain white space",
+            )),
+            (Some(_), Some(f)) if !f.starts_with('/') => Err(ConfigError::invalid(
+                &p::ETCD_PASSWORD_FILE,
+                f,
+                "must be an absolute path",
+            )),
+            (Some(u), Some(f)) => Ok(Some(EtcdAuth {
+                user: u.to_string(),
+                password_file: PathBuf::from(f),
+            })),
+        }
+    }
 }
 
 /// etcd_outage: hold the master through an etcd outage on corosync's proof, or fence.
@@ -158,6 +202,7 @@ impl EtcdConfig {
             cacert,
             cert,
             key,
+            auth: EtcdAuth::from_values(v)?,
             ttl: p::LEASE_TTL.duration_of(ttl),
             margin: p::LEASE_MARGIN.duration_of(margin),
             ttl_from_cluster: set_ttl.is_none(),
@@ -261,11 +306,44 @@ mod tests {
                 ],
                 "etcd_cert=\"/c\" needs etcd_key",
             ),
+            (
+                &[ep, ("etcd_user", "hamaster")],
+                "etcd_user=\"hamaster\" needs etcd_password_file too",
+            ),
+            (
+                &[ep, ("etcd_password_file", "/etc/hamaster/etcd.pw")],
+                "etcd_password_file=\"/etc/hamaster/etcd.pw\" needs etcd_user too",
+            ),
+            (
+                &[ep, ("etcd_user", "ham"), ("etcd_password_file", "etcd.pw")],
+                "etcd_password_file=\"etcd.pw\" must be an absolute path",
+            ),
         ];
         for (vars, want) in cases {
             let got = config(vars).unwrap_err().to_string();
             assert!(got.contains(want), "{vars:?}: {got:?} lacks {want:?}");
         }
+    }
+
+    #[test]
+    fn etcd_auth_takes_a_user_and_a_password_file_never_a_password() {
+        let c = config(&[
+            ("etcd_endpoints", "http://a:1"),
+            ("etcd_user", "hamaster"),
+            ("etcd_password_file", "/etc/hamaster/etcd.pw"),
+        ])
+        .unwrap();
+        assert_eq!(
+            c.auth,
+            Some(EtcdAuth {
+                user: "hamaster".into(),
+                password_file: "/etc/hamaster/etcd.pw".into()
+            })
+        );
+        assert_eq!(
+            config(&[("etcd_endpoints", "http://a:1")]).unwrap().auth,
+            None
+        );
     }
 
     #[test]

@@ -6,9 +6,10 @@
 //! order waited out each silent one). Every attempt is bounded; errors carry the endpoint and
 //! the full cause chain.
 
+use std::collections::HashSet;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use etcd_client::{
@@ -29,6 +30,9 @@ pub enum LeaseError {
     Pem(#[from] crate::pem::PemError),
     #[error("etcd unreachable: {op}: {detail}")]
     Etcd { op: &'static str, detail: String },
+    /// etcd answered, and refused the request's user (authentication, a permission).
+    #[error("etcd refused {op}: {detail}")]
+    Refused { op: &'static str, detail: String },
 }
 
 /// The current holder of the leader key.
@@ -116,6 +120,13 @@ pub struct Etcd {
     /// Whether `current` answered last; false before the first request and after a failure.
     picked: Arc<AtomicBool>,
     timeout: Duration,
+    /// etcd_user and its password when etcd authentication is on.
+    creds: Option<(String, String)>,
+    /// The members whose client has authenticated: etcd-client renews an expired token of
+    /// theirs by itself from then on.
+    authed: Arc<Mutex<HashSet<String>>>,
+    /// etcd_prefix, for the reason of a refusal.
+    prefix: String,
 }
 
 /// An endpoint as etcd and the configuration may spell it: no trailing slash.
@@ -137,6 +148,17 @@ fn url_host(url: &str) -> Option<std::net::IpAddr> {
         .ok()
 }
 
+/// Whether etcd's error says it refused the request's user: an answer, not an outage.
+fn refusal(text: &str) -> bool {
+    [
+        "user name is empty",
+        "authentication failed",
+        "permission denied",
+    ]
+    .iter()
+    .any(|m| text.contains(m))
+}
+
 /// Reads and checks the TLS files named in the configuration.
 pub fn tls_options(cfg: &EtcdConfig) -> Result<Option<TlsOptions>, LeaseError> {
     if !cfg.tls {
@@ -153,6 +175,15 @@ pub fn tls_options(cfg: &EtcdConfig) -> Result<Option<TlsOptions>, LeaseError> {
         tls = tls.identity(Identity::from_pem(cert_pem, key_pem));
     }
     Ok(Some(tls))
+}
+
+/// etcd_user and the password in etcd_password_file, when etcd authentication is configured.
+pub fn credentials(cfg: &EtcdConfig) -> Result<Option<(String, String)>, LeaseError> {
+    let Some(auth) = &cfg.auth else {
+        return Ok(None);
+    };
+    let password = pem::password(&p::ETCD_PASSWORD_FILE, &auth.password_file)?;
+    Ok(Some((auth.user.clone(), password)))
 }
 
 /// A lease as granted; see `Etcd::grant`.
@@ -179,7 +210,14 @@ impl Etcd {
             .with_keep_alive_while_idle(false)
             // A member cut off from its quorum must refuse, not answer from its stale state
             // (requests, watches and keepalive streams alike).
-            .with_require_leader(true);
+            .with_require_leader(true)
+            // With etcd authentication, a token that expired (an idle guard: a simple token
+            // lives 5 min from its last use) is renewed and the request sent again.
+            .with_auto_token_refresh(true);
+        // The user is not in the options: etcd-client would authenticate in `connect`, that
+        // is wait on each member, silent ones too; each member's client authenticates when it
+        // is first used instead (`ready`).
+        let creds = credentials(cfg)?;
         if let Some(tls) = tls_options(cfg)? {
             opts = opts.with_tls(tls);
         }
@@ -200,7 +238,66 @@ impl Etcd {
             current: Arc::new(AtomicUsize::new(0)),
             picked: Arc::new(AtomicBool::new(false)),
             timeout,
+            creds,
+            authed: Arc::new(Mutex::new(HashSet::new())),
+            prefix: cfg.prefix.trim_end_matches('/').to_string(),
         })
+    }
+
+    /// The member's client, authenticated first if etcd authentication is configured and it
+    /// has not yet been (one Authenticate request; the client then carries the token).
+    async fn ready(&self, endpoint: &str, client: &Client) -> Result<Client, etcd_client::Error> {
+        let mut client = client.clone();
+        let Some(creds) = &self.creds else {
+            return Ok(client);
+        };
+        let done = |set: &Mutex<HashSet<String>>| {
+            set.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains(endpoint)
+        };
+        if !done(&self.authed) {
+            client.update_user(Some(creds.clone())).await?;
+            self.authed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(endpoint.to_string());
+        }
+        Ok(client)
+    }
+
+    /// An error of etcd's, with what to do about the ones authentication causes: etcd
+    /// answered, but refused this user (or the anonymous one).
+    fn explain(&self, op: &str, e: &etcd_client::Error) -> String {
+        let text = causes(e);
+        if !refusal(&text) {
+            return text;
+        }
+        let hint = if text.contains("user name is empty") {
+            "etcd has authentication enabled: set etcd_user and etcd_password_file".to_string()
+        } else if text.contains("authentication failed") {
+            match &self.creds {
+                Some((user, _)) => format!(
+                    "etcd_user=\"{user}\" does not exist or etcd_password_file does not hold its \
+                     password"
+                ),
+                None => "etcd refused the credentials".to_string(),
+            }
+        } else if text.contains("permission denied") {
+            let user = self.creds.as_ref().map_or("(none)", |c| c.0.as_str());
+            if op == "move leader" {
+                format!("etcd user {user} may not move etcd's leader (set etcd_move_leader=false)")
+            } else {
+                format!(
+                    "etcd user {user} lacks the permission for {op}: its role needs readwrite on \
+                     the key prefix {}/ (docs/etcd-auth.md)",
+                    self.prefix
+                )
+            }
+        } else {
+            return text;
+        };
+        format!("{text} — {hint}")
     }
 
     /// Runs `f` on the current member, then on each other one, until one answers.
@@ -242,10 +339,25 @@ impl Etcd {
                 tokio::spawn(async move { me.learn_members().await });
             }
             let (endpoint, client) = self.member();
+            let client =
+                match tokio::time::timeout(self.timeout, self.ready(&endpoint, &client)).await {
+                    Ok(Ok(c)) => c,
+                    Ok(Err(e)) => {
+                        errors.push(format!("{endpoint}: {}", self.explain(op, &e)));
+                        continue;
+                    }
+                    Err(_) => {
+                        errors.push(format!(
+                            "{endpoint}: no answer to Authenticate within {} ms",
+                            self.timeout.as_millis()
+                        ));
+                        continue;
+                    }
+                };
             let sent = boottime();
-            match tokio::time::timeout(self.timeout, f(client.clone())).await {
+            match tokio::time::timeout(self.timeout, f(client)).await {
                 Ok(Ok(v)) => return Ok((v, sent)),
-                Ok(Err(e)) => errors.push(format!("{endpoint}: {}", causes(&e))),
+                Ok(Err(e)) => errors.push(format!("{endpoint}: {}", self.explain(op, &e))),
                 Err(_) => errors.push(format!(
                     "{endpoint}: no answer within {} ms",
                     self.timeout.as_millis()
@@ -253,10 +365,11 @@ impl Etcd {
             }
         }
         self.unpick();
-        Err(LeaseError::Etcd {
-            op,
-            detail: errors.join("; "),
-        })
+        let detail = errors.join("; ");
+        if errors.last().is_some_and(|e| refusal(e)) {
+            return Err(LeaseError::Refused { op, detail });
+        }
+        Err(LeaseError::Etcd { op, detail })
     }
 
     /// Races a status request (which, like every request, requires a leader) on every member
@@ -265,10 +378,16 @@ impl Etcd {
     pub async fn pick_live(&self, except: Option<usize>) -> Result<usize, String> {
         let members = self.snapshot();
         let mut race = tokio::task::JoinSet::new();
-        for (i, (_, client)) in members.iter().enumerate() {
+        for (i, (endpoint, client)) in members.iter().enumerate() {
             if Some(i) != except {
-                let mut c = client.clone();
-                race.spawn(async move { (i, c.status().await.map_err(|e| causes(&e))) });
+                let (me, endpoint, client) = (self.clone(), endpoint.clone(), client.clone());
+                race.spawn(async move {
+                    let status = async {
+                        let mut c = me.ready(&endpoint, &client).await?;
+                        c.status().await
+                    };
+                    (i, status.await.map_err(|e| me.explain("status", &e)))
+                });
             }
         }
         if race.is_empty() {
@@ -327,8 +446,11 @@ impl Etcd {
     pub async fn versions(&self) -> Vec<(String, String)> {
         let mut out = Vec::new();
         for (endpoint, client) in self.snapshot() {
-            let mut c = client.clone();
-            if let Ok(Ok(r)) = tokio::time::timeout(self.timeout, c.status()).await {
+            let status = async {
+                let mut c = self.ready(&endpoint, &client).await?;
+                c.status().await
+            };
+            if let Ok(Ok(r)) = tokio::time::timeout(self.timeout, status).await {
                 out.push((endpoint, r.version().to_string()));
             }
         }
@@ -350,8 +472,12 @@ impl Etcd {
         if self.learned.swap(true, Ordering::Relaxed) {
             return;
         }
-        let (_, mut client) = self.member();
-        let listed = match tokio::time::timeout(self.timeout, client.member_list()).await {
+        let (endpoint, client) = self.member();
+        let list = async {
+            let mut c = self.ready(&endpoint, &client).await?;
+            c.member_list().await
+        };
+        let listed = match tokio::time::timeout(self.timeout, list).await {
             Ok(Ok(r)) => r,
             _ => return,
         };
@@ -375,15 +501,46 @@ impl Etcd {
         }
     }
 
+    /// The nodes that hold a leader key under `prefix` now (the masters of every resource of
+    /// this prefix), from one range request.
+    pub async fn leading_nodes(&self, prefix: &str) -> Result<Vec<String>, LeaseError> {
+        let p = format!("{}/", prefix.trim_end_matches('/'));
+        let r = self
+            .call("list leader keys", |mut c| {
+                let p = p.clone();
+                async move {
+                    c.get(p, Some(etcd_client::GetOptions::new().with_prefix()))
+                        .await
+                }
+            })
+            .await?;
+        let mut nodes: Vec<String> = r
+            .kvs()
+            .iter()
+            .filter(|kv| {
+                let key = String::from_utf8_lossy(kv.key());
+                key.ends_with(super::LEADER_SUFFIX) && super::resource_of(prefix, &key).is_some()
+            })
+            .map(|kv| String::from_utf8_lossy(kv.value()).into_owned())
+            .collect();
+        nodes.sort();
+        nodes.dedup();
+        Ok(nodes)
+    }
+
     /// Moves etcd's raft leadership away from this node when this node hosts it: a crash of
     /// the node would otherwise cost an election on top of the failover, and the new master
     /// a full lease TTL. A member is on this node when its name is `node` (etcd members are
     /// usually named after their host) or one of its URLs names an address in `local`.
-    /// Returns the member it moved leadership to, if it did.
+    /// Never to a member named after a node in `masters` (the nodes that lead some resource):
+    /// two masters on two nodes would otherwise pass the leadership back and forth; where
+    /// every other member hosts a master, the leadership stays. Returns the member it moved
+    /// leadership to, if it did.
     pub async fn move_leader_off(
         &self,
         node: &str,
         local: &[std::net::IpAddr],
+        masters: &[String],
     ) -> Result<Option<String>, LeaseError> {
         let status = self
             .call("status", |mut c| async move { c.status().await })
@@ -419,12 +576,16 @@ impl Etcd {
         for m in list
             .members()
             .iter()
-            .filter(|m| !m.is_learner() && !is_local(m))
+            .filter(|m| !m.is_learner() && !is_local(m) && !masters.iter().any(|n| n == m.name()))
         {
-            let Some((_, mut c)) = client_of(m) else {
+            let Some((endpoint, c)) = client_of(m) else {
                 continue;
             };
-            if let Ok(Ok(_)) = tokio::time::timeout(self.timeout, c.status()).await {
+            let status = async {
+                let mut c = self.ready(&endpoint, &c).await?;
+                c.status().await
+            };
+            if let Ok(Ok(_)) = tokio::time::timeout(self.timeout, status).await {
                 target = Some(m);
                 break;
             }
@@ -433,15 +594,23 @@ impl Etcd {
             return Ok(None);
         };
         // MoveLeader must reach the leader itself.
-        let Some((endpoint, mut client)) = client_of(current) else {
+        let Some((endpoint, client)) = client_of(current) else {
             return Ok(None);
         };
         let id = target.id();
-        match tokio::time::timeout(self.timeout, client.move_leader(id)).await {
+        let moved = async {
+            let mut c = self.ready(&endpoint, &client).await?;
+            c.move_leader(id).await
+        };
+        match tokio::time::timeout(self.timeout, moved).await {
             Ok(Ok(_)) => Ok(Some(target.name().to_string())),
+            Ok(Err(e)) if refusal(&causes(&e)) => Err(LeaseError::Refused {
+                op: "move leader",
+                detail: format!("{endpoint}: {}", self.explain("move leader", &e)),
+            }),
             Ok(Err(e)) => Err(LeaseError::Etcd {
                 op: "move leader",
-                detail: format!("{endpoint}: {}", causes(&e)),
+                detail: format!("{endpoint}: {}", self.explain("move leader", &e)),
             }),
             Err(_) => Err(LeaseError::Etcd {
                 op: "move leader",
@@ -814,6 +983,12 @@ impl KeepAlive {
                     .map_err(|e| RenewError::Failed(format!("lease keepalive: {e}")))?;
             }
             let (endpoint, client) = self.etcd.member();
+            let client = self.etcd.ready(&endpoint, &client).await.map_err(|e| {
+                RenewError::Failed(format!(
+                    "{endpoint}: {}",
+                    self.etcd.explain("lease keepalive", &e)
+                ))
+            })?;
             self.renew_on(client).await.map_err(|e| match e {
                 RenewError::LeaseNotFound(d) => {
                     RenewError::LeaseNotFound(format!("{endpoint}: {d}"))

@@ -59,6 +59,25 @@ pub const ETCD_KEY: Param = Param {
     ..BASE
 };
 
+pub const ETCD_USER: Param = Param {
+    name: "etcd_user",
+    shortdesc: "etcd user (etcd authentication)",
+    longdesc: "The etcd user the guard authenticates as, for etcd clusters with authentication \
+        enabled (etcdctl auth enable). Needs etcd_password_file. The user's role needs readwrite \
+        on the key range {etcd_prefix}/ and nothing else (docs/etcd-auth.md).",
+    ..BASE
+};
+
+pub const ETCD_PASSWORD_FILE: Param = Param {
+    name: "etcd_password_file",
+    shortdesc: "File holding etcd_user's password",
+    longdesc: "Path of a file (mode 0600, owned by root) whose first line is etcd_user's \
+        password (without white space, as etcdctl reads it). Read by each agent action and by \
+        the guard when it starts; the password is never passed on a command line or kept in the \
+        CIB.",
+    ..BASE
+};
+
 pub const LEASE_TTL: Param = Param {
     name: "lease_ttl",
     kind: Kind::Integer,
@@ -106,7 +125,11 @@ pub const ETCD_MOVE_LEADER: Param = Param {
         master's node crashed while hosting the etcd leader, etcd would first have to elect a \
         new leader, and the old lease would outlive the crash by that election: the failover \
         would take longer by both. A member is on this node when its name is the node's name \
-        or one of its URLs is an address of this node.",
+        or one of its URLs is an address of this node. Never to a member named after a node that \
+        leads another resource under the same etcd_prefix (two masters would pass the \
+        leadership back and forth): where every other member hosts a master, it stays. With \
+        etcd authentication, an etcd that refuses the move to etcd_user gets one warning and no \
+        more tries.",
     ..BASE
 };
 
@@ -312,12 +335,14 @@ pub const CONFLICT_ACTION: Param = Param {
 };
 
 /// The master's own parameters, without the VIP.
-pub const OWN: [Param; 25] = [
+pub const OWN: [Param; 27] = [
     ETCD_ENDPOINTS,
     ETCD_PREFIX,
     ETCD_CACERT,
     ETCD_CERT,
     ETCD_KEY,
+    ETCD_USER,
+    ETCD_PASSWORD_FILE,
     LEASE_TTL,
     LEASE_MARGIN,
     ETCD_MOVE_LEADER,

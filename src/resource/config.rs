@@ -2,7 +2,7 @@
 //! health check and the optional VIP. Parsed once, by the agent (or takeover): the agent hands
 //! it to the guard it spawns as JSON on the guard's standard input.
 
-use crate::lease::etcd::{tls_options, LeaseError};
+use crate::lease::etcd::{credentials, tls_options, LeaseError};
 use crate::lease::EtcdConfig;
 use crate::params::master as mp;
 use crate::params::vip as vp;
@@ -145,6 +145,7 @@ impl MasterConfig {
     /// Reads every file the configuration names and checks the service can run here.
     pub fn check_installed(&self) -> Result<(), InstallError> {
         tls_options(&self.etcd)?;
+        credentials(&self.etcd)?;
         self.service.check_installed()?;
         HealthProbe::new(&self.health)?;
         Ok(())
@@ -231,7 +232,7 @@ mod tests {
         let pem = PemError::Empty {
             param: "health_cacert",
             path: "/x".into(),
-            what: "certificate",
+            what: "PEM certificate",
         };
         assert_eq!(
             InstallError::Service(ServiceError::Pem(pem)).exit(),
@@ -312,6 +313,8 @@ mod tests {
                 "health_cacert" => ("/etc/ssl/ca.pem", ""),
                 // Each needs the other: the pair is the change.
                 "etcd_cert" | "etcd_key" => ("/etc/ssl/client.pem", ""),
+                "etcd_user" => ("hamaster", ""),
+                "etcd_password_file" => ("/etc/hamaster/etcd-password", ""),
                 "lease_ttl" => ("12", ""),
                 "lease_margin" => ("3", ""),
                 "service" => ("api.service", "command"),
@@ -357,9 +360,14 @@ mod tests {
                 .filter(|(k, _)| *k != drop && *k != p.name)
                 .collect();
             vars.push((p.name, value));
-            for (pair, path) in [("etcd_cert", "etcd_key"), ("etcd_key", "etcd_cert")] {
+            for (pair, other, value) in [
+                ("etcd_cert", "etcd_key", "/etc/ssl/client.pem"),
+                ("etcd_key", "etcd_cert", "/etc/ssl/client.pem"),
+                ("etcd_user", "etcd_password_file", "/etc/hamaster/etcd-password"),
+                ("etcd_password_file", "etcd_user", "hamaster"),
+            ] {
                 if p.name == pair {
-                    vars.push((path, "/etc/ssl/client.pem"));
+                    vars.push((other, value));
                 }
             }
             let after = parse(&vars);
