@@ -686,6 +686,145 @@ fn mutual_tls_to_etcd_works_and_a_wrong_ca_fails_cleanly() {
     assert!(etcd.get(KEY).is_none());
 }
 
+/// A client certificate renewed in place (new contents at the same paths) while promoted:
+/// the guard takes it up for its next connections, so that once etcd has revoked the old one
+/// and every member has been restarted (every connection made anew) it still renews its
+/// lease; the VIP is never lost. A file that is no certificate is said once and not used.
+#[test]
+fn etcd_client_certificates_renewed_in_place_are_used_and_the_lease_never_lapses() {
+    let mut etcd = EtcdCluster::new_tls("mr");
+    let a = Node::new(&mut etcd, "na");
+    let ca = etcd.tls.as_ref().unwrap();
+    let old = ca.client("node-old");
+    let new = ca.client("node-new");
+    let (cert, key) = (a.state.join("etcd.crt"), a.state.join("etcd.key"));
+    // In place: a new file renamed over the old, as renewal tools write them.
+    let install = |(crt, k): &(String, String)| {
+        for (from, to) in [(crt, &cert), (k, &key)] {
+            let tmp = to.with_extension("new");
+            std::fs::copy(from, &tmp).unwrap();
+            std::fs::rename(&tmp, to).unwrap();
+        }
+    };
+    install(&old);
+    // At the default lease settings (lease_ttl 10 without corosync, margin 2): the restarts
+    // below cost etcd elections, which the lab's TTL of 3 s would not ride out with or without
+    // a certificate renewed.
+    let mut agent = a
+        .agent(&etcd)
+        .param("etcd_cert", cert.to_str().unwrap())
+        .param("etcd_key", key.to_str().unwrap());
+    agent.params.remove("lease_ttl");
+    agent.params.remove("lease_margin");
+    // The health check's CA, renewed in place too.
+    let health_ca = a.state.join("health-ca.crt");
+    std::fs::copy(a.ca.path("ca.crt"), &health_ca).unwrap();
+    let agent = agent.param("health_cacert", health_ca.to_str().unwrap());
+    assert_eq!(agent.run("start").code, 0);
+    promoted(agent.run("promote"), &a);
+    let held = etcd.get(KEY).expect("the key");
+    let observer = VipObserver::start(&[&a]);
+
+    // A broken file first: said once, the certificate in use kept.
+    std::fs::write(&cert, "not a certificate\n").unwrap();
+    let said = |needle: &str, limit: u64| {
+        support::wait_for(Duration::from_secs(limit), || a.log().contains(needle))
+    };
+    assert!(
+        said("new etcd TLS files not used, the ones in use are kept", 12),
+        "{}",
+        a.log()
+    );
+    install(&new);
+    assert!(
+        said(
+            "new etcd TLS files (etcd_cacert, etcd_cert, etcd_key) accepted by etcd",
+            12
+        ),
+        "{}",
+        a.log()
+    );
+    // etcd revokes the old certificate; each member restarted in turn drops every connection.
+    let ca = etcd.tls.as_ref().unwrap();
+    ca.revoke("node-old");
+    for i in 0..3 {
+        etcd.stop_member(i);
+        etcd.start_member(i);
+        assert!(
+            etcd.wait_healthy(Duration::from_secs(20)),
+            "member {i} back"
+        );
+        std::thread::sleep(Duration::from_millis(1500));
+    }
+    // More than a TTL on new connections only.
+    std::thread::sleep(Duration::from_secs(12));
+    // The old certificate is refused now (what the guard would have met without the reload).
+    let refused = etcd
+        .etcdctl_command(&["get", "x"])
+        .args([format!("--cert={}", old.0), format!("--key={}", old.1)])
+        .output()
+        .unwrap();
+    assert!(
+        !refused.status.success(),
+        "etcd still accepts the revoked certificate"
+    );
+    assert_eq!(
+        etcd.get(KEY),
+        Some(held),
+        "the same key and lease\n{}\n{}",
+        a.log(),
+        std::fs::read_to_string(agent.run_dir.join("api/guard.stderr")).unwrap_or_default()
+    );
+    assert_eq!(agent.run("monitor").code, 8, "{}", a.log());
+    // health_cacert: a broken file is said once and the CA in use kept (the checks pass on);
+    // a new bundle that still holds the service's CA is taken up.
+    std::fs::write(&health_ca, "not a CA\n").unwrap();
+    assert!(
+        said(
+            "health_cacert changed but cannot be used, the CA in use is kept",
+            15
+        ),
+        "{}",
+        a.log()
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(agent.run("monitor").code, 8, "{}", a.log());
+    let bundle = [
+        a.ca.path("ca.crt"),
+        etcd.tls.as_ref().unwrap().path("ca.crt"),
+    ]
+    .iter()
+    .map(|f| std::fs::read_to_string(f).unwrap())
+    .collect::<String>();
+    std::fs::write(&health_ca, bundle).unwrap();
+    assert!(
+        said("health_cacert changed: used from this check on", 15),
+        "{}",
+        a.log()
+    );
+    assert_eq!(agent.run("monitor").code, 8, "{}", a.log());
+    assert_eq!(
+        a.log().matches("health_cacert changed but cannot").count(),
+        1,
+        "{}",
+        a.log()
+    );
+    let seen = observer.finish();
+    assert!(
+        seen.held_throughout(0),
+        "the VIP was lost: {:?}",
+        seen.losses(0)
+    );
+    assert_eq!(
+        a.log().matches("new etcd TLS files not used").count(),
+        1,
+        "a broken file is said once\n{}",
+        a.log()
+    );
+    assert_eq!(agent.run("demote").code, 0);
+    assert!(etcd.get(KEY).is_none());
+}
+
 #[test]
 fn bad_input_gets_the_right_code_and_names_the_parameter() {
     let mut etcd = EtcdCluster::new("mb");

@@ -799,3 +799,93 @@ fn etcd_with_authentication_and_the_documented_role_serves_the_master_and_the_ta
     signal_and_wait(&mut child, "TERM");
     assert!(nothing_taken(), "the takeover released");
 }
+
+/// An etcd on 127.0.0.1 of the host (a port no lab uses), killed and removed on drop.
+struct LoopbackEtcd {
+    child: std::process::Child,
+    dir: std::path::PathBuf,
+}
+
+impl Drop for LoopbackEtcd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A client left idle longer than etcd's token lives (2 s here, 5 min by default: a guard
+/// waiting for the key, a standby's status) is refused with "invalid auth token": it
+/// authenticates again and sends the request again, instead of failing it.
+#[test]
+fn an_idle_clients_expired_etcd_token_is_renewed_and_the_request_sent_again() {
+    const URL: &str = "http://127.0.0.1:23791";
+    let dir = std::env::temp_dir().join(format!("hamaster-token-{}", std::process::id()));
+    let etcd = LoopbackEtcd {
+        child: std::process::Command::new("etcd")
+            .args(["--name", "t", "--data-dir"])
+            .arg(dir.join("data"))
+            .args([
+                &format!("--listen-client-urls={URL}"),
+                &format!("--advertise-client-urls={URL}"),
+                "--listen-peer-urls=http://127.0.0.1:23801",
+                "--initial-advertise-peer-urls=http://127.0.0.1:23801",
+                "--initial-cluster=t=http://127.0.0.1:23801",
+                "--auth-token-ttl=2",
+                "--log-level=error",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+        dir,
+    };
+    let etcdctl = |args: &[&str]| {
+        std::process::Command::new("etcdctl")
+            .arg(format!("--endpoints={URL}"))
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    assert!(
+        support::wait_for(Duration::from_secs(15), || etcdctl(&["endpoint", "health"])
+            .status
+            .success()),
+        "etcd on {URL}"
+    );
+    for args in [
+        &["user", "add", "root", "--new-user-password", "root-pw"][..],
+        &["auth", "enable"],
+    ] {
+        assert!(etcdctl(args).status.success(), "etcdctl {args:?}");
+    }
+    let password = etcd.dir.join("password");
+    std::fs::write(&password, "root-pw\n").unwrap();
+    // As a cold standby's TOML names them.
+    let values = hamaster::params::Values::from_toml(
+        &hamaster::params::master::MASTER_AGENT,
+        &format!(
+            "etcd_endpoints = \"{URL}\"\netcd_user = \"root\"\netcd_password_file = \"{}\"\n",
+            password.display()
+        ),
+    )
+    .unwrap();
+    let cfg = hamaster::lease::EtcdConfig::from_values(&values).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let client = hamaster::lease::etcd::Etcd::connect(&cfg, Duration::from_secs(2))
+            .await
+            .unwrap();
+        assert!(client.holder(KEY).await.unwrap().is_none());
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let again = client.holder(KEY).await;
+        assert!(
+            matches!(again, Ok(None)),
+            "after the token expired: {again:?}"
+        );
+    });
+    drop(etcd);
+}

@@ -36,13 +36,57 @@ impl TestCa {
         )
         .unwrap();
         fs::write(dir.join("client.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
+        // A revocation list (empty at first) for servers that check client certificates
+        // against one: `revoke`.
+        fs::write(
+            dir.join("ca.cnf"),
+            "[ca]\ndefault_ca=d\n[d]\ndatabase=index.txt\ncrlnumber=crlnumber\ndefault_md=sha256\ndefault_crl_days=2\n",
+        )
+        .unwrap();
+        fs::write(dir.join("index.txt"), "").unwrap();
+        fs::write(dir.join("crlnumber"), "01\n").unwrap();
+        let ca = TestCa { dir };
+        ca.gen_crl();
         for (who, ext) in [("server", "server.ext"), ("client", "client.ext")] {
-            run(&format!(
-                "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN={who} -keyout {who}.key -out {who}.csr 2>/dev/null && \
-                 openssl x509 -req -in {who}.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -extfile {ext} -out {who}.crt 2>/dev/null"
-            ));
+            ca.issue(who, ext);
         }
-        TestCa { dir }
+        ca
+    }
+
+    fn run(&self, args: &str) {
+        must(
+            "sh",
+            &["-c", &format!("cd {} && {args}", self.dir.display())],
+        );
+    }
+
+    /// `{who}.crt` and `{who}.key`, signed by this CA with the extensions of `ext`.
+    fn issue(&self, who: &str, ext: &str) {
+        self.run(&format!(
+            "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN={who} -keyout {who}.key -out {who}.csr 2>/dev/null && \
+             openssl x509 -req -in {who}.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -extfile {ext} -out {who}.crt 2>/dev/null"
+        ));
+    }
+
+    /// Another client certificate: the paths of `{who}.crt` and `{who}.key`.
+    pub fn client(&self, who: &str) -> (String, String) {
+        self.issue(who, "client.ext");
+        (
+            self.path(&format!("{who}.crt")),
+            self.path(&format!("{who}.key")),
+        )
+    }
+
+    /// Revokes `{who}.crt`: crl.pem lists it from now on.
+    pub fn revoke(&self, who: &str) {
+        self.run(&format!(
+            "openssl ca -config ca.cnf -keyfile ca.key -cert ca.crt -revoke {who}.crt 2>/dev/null"
+        ));
+        self.gen_crl();
+    }
+
+    fn gen_crl(&self) {
+        self.run("openssl ca -config ca.cnf -keyfile ca.key -cert ca.crt -gencrl -out crl.pem 2>/dev/null");
     }
 
     pub fn path(&self, file: &str) -> String {
@@ -275,6 +319,9 @@ impl EtcdCluster {
                 format!("--key-file={}", ca.path("server.key")),
                 format!("--trusted-ca-file={}", ca.path("ca.crt")),
                 "--client-cert-auth".into(),
+                // Read by etcd at every handshake: a certificate revoked is refused on the
+                // next connection.
+                format!("--client-crl-file={}", ca.path("crl.pem")),
             ]);
         }
         args

@@ -40,8 +40,37 @@ pub async fn watch(
     // Since when systemd has said the unit is active without a break.
     let mut active_since: Option<std::time::Instant> = None;
     let mut told: Option<HealthReport> = None;
+    // health_cacert's contents the probe was made with, and the last new ones found unusable:
+    // a CA renewed in place is taken up at the next check, a bad one said once and not used.
+    let mut ca_in_use: Option<Vec<u8>> = None;
+    let mut ca_refused: Option<Vec<u8>> = None;
+    let read_ca = |cfg: &MasterConfig| {
+        cfg.health
+            .cacert
+            .as_ref()
+            .map(|path| std::fs::read(path).unwrap_or_default())
+    };
     loop {
+        if let (Some(Some(_)), Some(now)) = (&probe, read_ca(&cfg)) {
+            if Some(&now) != ca_in_use.as_ref() && Some(&now) != ca_refused.as_ref() {
+                match HealthProbe::new(&cfg.health) {
+                    Ok(p) => {
+                        log::info!("health_cacert changed: used from this check on");
+                        probe = Some(p);
+                        ca_in_use = Some(now);
+                        ca_refused = None;
+                    }
+                    Err(e) => {
+                        log::warn!(
+                            "health_cacert changed but cannot be used, the CA in use is kept: {e}"
+                        );
+                        ca_refused = Some(now);
+                    }
+                }
+            }
+        }
         if probe.is_none() {
+            ca_in_use = read_ca(&cfg);
             probe = match HealthProbe::new(&cfg.health) {
                 Ok(p) => Some(p),
                 Err(e) => {

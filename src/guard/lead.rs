@@ -280,6 +280,14 @@ impl Guard {
             shell.fence.clone(),
             self.metrics.clone(),
         )));
+        if self.args.config.etcd.tls {
+            shell
+                .helpers
+                .add(tokio::spawn(super::certs::keep_etcd_tls_current(
+                    etcd.clone(),
+                    self.args.resource.clone(),
+                )));
+        }
         if self.args.config.etcd.move_leader {
             shell
                 .helpers

@@ -7,6 +7,7 @@
 
 mod acquire;
 mod answers;
+mod certs;
 pub mod fence;
 mod health;
 mod keepalive;

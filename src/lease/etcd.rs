@@ -113,7 +113,11 @@ pub enum KeyEvent {
 pub struct Etcd {
     /// The configured endpoints, then the members learned from etcd's member list.
     members: Arc<RwLock<Vec<(String, Client)>>>,
-    opts: ConnectOptions,
+    /// The options every member's client is made with (new TLS files: `reload_tls`).
+    opts: Arc<RwLock<ConnectOptions>>,
+    /// The configuration, for its TLS files.
+    cfg: Arc<EtcdConfig>,
+    tls_seen: Arc<Mutex<TlsSeen>>,
     /// Whether the member list has been read since the last pick.
     learned: Arc<AtomicBool>,
     current: Arc<AtomicUsize>,
@@ -161,20 +165,53 @@ fn refusal(text: &str) -> bool {
 
 /// Reads and checks the TLS files named in the configuration.
 pub fn tls_options(cfg: &EtcdConfig) -> Result<Option<TlsOptions>, LeaseError> {
+    Ok(tls_files(cfg)?.map(|(_, tls)| tls))
+}
+
+/// The TLS files' contents as read (to tell a changed file from the one in use), and the
+/// options made of them; None without https.
+fn tls_files(cfg: &EtcdConfig) -> Result<Option<(Vec<u8>, TlsOptions)>, LeaseError> {
     if !cfg.tls {
         return Ok(None);
     }
+    let mut read = Vec::new();
     let mut tls = TlsOptions::new();
     if let Some(path) = &cfg.cacert {
         let pem = pem::read(&p::ETCD_CACERT, path, PemKind::Certificates)?;
+        read.extend_from_slice(&pem);
         tls = tls.ca_certificate(Certificate::from_pem(pem));
     }
+    read.push(0);
     if let (Some(cert), Some(key)) = (&cfg.cert, &cfg.key) {
         let cert_pem = pem::read(&p::ETCD_CERT, cert, PemKind::Certificates)?;
         let key_pem = pem::read(&p::ETCD_KEY, key, PemKind::PrivateKey)?;
+        read.extend_from_slice(&cert_pem);
+        read.push(0);
+        read.extend_from_slice(&key_pem);
         tls = tls.identity(Identity::from_pem(cert_pem, key_pem));
     }
-    Ok(Some(tls))
+    Ok(Some((read, tls)))
+}
+
+/// What `Etcd::reload_tls` found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TlsReload {
+    /// The files hold what is in use (or etcd is not reached over https).
+    Unchanged,
+    /// New contents, accepted by a member: every connection from now on uses them.
+    Reloaded,
+    /// New contents that cannot be used (unreadable, malformed, or refused by every member):
+    /// the ones in use are kept. Said once per content.
+    Refused(String),
+    /// The same unusable contents as last time.
+    StillRefused,
+}
+
+/// The TLS contents in use, and the last new ones found unusable.
+#[derive(Default)]
+struct TlsSeen {
+    in_use: Vec<u8>,
+    refused: Option<Vec<u8>>,
 }
 
 /// etcd_user and the password in etcd_password_file, when etcd authentication is configured.
@@ -184,6 +221,40 @@ pub fn credentials(cfg: &EtcdConfig) -> Result<Option<(String, String)>, LeaseEr
     };
     let password = pem::password(&p::ETCD_PASSWORD_FILE, &auth.password_file)?;
     Ok(Some((auth.user.clone(), password)))
+}
+
+/// The first of a race of requests (one per member, `(index, outcome)`) to succeed, within
+/// `timeout`; dropping the race aborts the ones still waiting on silent members. Err says
+/// what each of `entrants` (index, endpoint) answered, or that it did not.
+async fn first_to_answer(
+    mut race: tokio::task::JoinSet<(usize, Result<(), String>)>,
+    entrants: &[(usize, &str)],
+    timeout: Duration,
+) -> Result<usize, String> {
+    let mut failed: Vec<(usize, String)> = Vec::new();
+    let winner = tokio::time::timeout(timeout, async {
+        while let Some(r) = race.join_next().await {
+            match r {
+                Ok((i, Ok(()))) => return Some(i),
+                Ok((i, Err(e))) => failed.push((i, e)),
+                Err(_) => {}
+            }
+        }
+        None
+    })
+    .await;
+    drop(race);
+    if let Ok(Some(i)) = winner {
+        return Ok(i);
+    }
+    let why: Vec<String> = entrants
+        .iter()
+        .map(|(i, endpoint)| match failed.iter().find(|f| f.0 == *i) {
+            Some((_, e)) => format!("{endpoint}: {e}"),
+            None => format!("{endpoint}: no answer within {} ms", timeout.as_millis()),
+        })
+        .collect();
+    Err(why.join("; "))
 }
 
 /// A lease as granted; see `Etcd::grant`.
@@ -218,8 +289,10 @@ impl Etcd {
         // is wait on each member, silent ones too; each member's client authenticates when it
         // is first used instead (`ready`).
         let creds = credentials(cfg)?;
-        if let Some(tls) = tls_options(cfg)? {
+        let mut seen = TlsSeen::default();
+        if let Some((read, tls)) = tls_files(cfg)? {
             opts = opts.with_tls(tls);
+            seen.in_use = read;
         }
         let mut members = Vec::new();
         for e in &cfg.endpoints {
@@ -233,7 +306,9 @@ impl Etcd {
         }
         Ok(Etcd {
             members: Arc::new(RwLock::new(members)),
-            opts,
+            opts: Arc::new(RwLock::new(opts)),
+            cfg: Arc::new(cfg.clone()),
+            tls_seen: Arc::new(Mutex::new(seen)),
             learned: Arc::new(AtomicBool::new(false)),
             current: Arc::new(AtomicUsize::new(0)),
             picked: Arc::new(AtomicBool::new(false)),
@@ -242,6 +317,92 @@ impl Etcd {
             authed: Arc::new(Mutex::new(HashSet::new())),
             prefix: cfg.prefix.trim_end_matches('/').to_string(),
         })
+    }
+
+    /// Reads the TLS files again (etcd_cacert, etcd_cert, etcd_key: a certificate renewed in
+    /// place). New contents are tried first — a member must accept a connection made with
+    /// them (a handshake and a status request, or an Authenticate with etcd_user) within the
+    /// attempt timeout — and only then replace the clients: every request and stream opened
+    /// from then on uses them, while streams already open (the keepalive, the watch) go on
+    /// over their connection until it ends. Unusable contents leave everything as it is.
+    pub async fn reload_tls(&self) -> TlsReload {
+        let read = match tls_files(&self.cfg) {
+            Ok(None) => return TlsReload::Unchanged,
+            Ok(Some(r)) => r,
+            Err(e) => {
+                // The file as it is (half-written, unreadable): no contents to compare.
+                return self.refuse(Vec::new(), e.to_string());
+            }
+        };
+        let (contents, tls) = read;
+        {
+            let seen = self.tls_seen.lock().unwrap_or_else(|e| e.into_inner());
+            if seen.in_use == contents {
+                return TlsReload::Unchanged;
+            }
+            if seen.refused.as_ref() == Some(&contents) {
+                return TlsReload::StillRefused;
+            }
+        }
+        let opts = self
+            .opts
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .with_tls(tls);
+        let mut fresh = Vec::new();
+        for (endpoint, _) in self.snapshot() {
+            match Client::connect([endpoint.as_str()], Some(opts.clone())).await {
+                Ok(c) => fresh.push((endpoint, c)),
+                Err(e) => return self.refuse(contents, format!("{endpoint}: {}", causes(&e))),
+            }
+        }
+        // One member that accepts them is enough: a race, as pick_live's.
+        let mut race = tokio::task::JoinSet::new();
+        for (i, (_, client)) in fresh.iter().enumerate() {
+            let (mut c, creds) = (client.clone(), self.creds.clone());
+            race.spawn(async move {
+                let answer = match creds {
+                    Some(creds) => c.update_user(Some(creds)).await,
+                    None => c.status().await.map(|_| ()),
+                };
+                (i, answer.map_err(|e| causes(&e)))
+            });
+        }
+        let entrants: Vec<(usize, &str)> = fresh
+            .iter()
+            .enumerate()
+            .map(|(i, (e, _))| (i, e.as_str()))
+            .collect();
+        let i = match first_to_answer(race, &entrants, self.timeout).await {
+            Ok(i) => i,
+            Err(why) => {
+                return self.refuse(contents, format!("no etcd member accepts them: {why}"))
+            }
+        };
+        let mut authed = HashSet::new();
+        if self.creds.is_some() {
+            authed.insert(fresh[i].0.clone());
+        }
+        *self.members.write().unwrap_or_else(|e| e.into_inner()) = fresh;
+        *self.opts.write().unwrap_or_else(|e| e.into_inner()) = opts;
+        *self.authed.lock().unwrap_or_else(|e| e.into_inner()) = authed;
+        self.current.store(i, Ordering::Relaxed);
+        self.picked.store(true, Ordering::Relaxed);
+        let mut seen = self.tls_seen.lock().unwrap_or_else(|e| e.into_inner());
+        seen.in_use = contents;
+        seen.refused = None;
+        TlsReload::Reloaded
+    }
+
+    /// New TLS contents that cannot be used: said the first time, silent after.
+    fn refuse(&self, contents: Vec<u8>, why: String) -> TlsReload {
+        let mut seen = self.tls_seen.lock().unwrap_or_else(|e| e.into_inner());
+        if seen.refused.as_ref() == Some(&contents) {
+            return TlsReload::StillRefused;
+        }
+        seen.refused = Some(contents);
+        TlsReload::Refused(why)
     }
 
     /// The member's client, authenticated first if etcd authentication is configured and it
@@ -386,47 +547,29 @@ impl Etcd {
                         let mut c = me.ready(&endpoint, &client).await?;
                         c.status().await
                     };
-                    (i, status.await.map_err(|e| me.explain("status", &e)))
+                    (
+                        i,
+                        status
+                            .await
+                            .map(|_| ())
+                            .map_err(|e| me.explain("status", &e)),
+                    )
                 });
             }
         }
         if race.is_empty() {
             return Err("no other member to try".into());
         }
-        // What each member that failed said, for the reason when none answers.
-        let mut failed: Vec<(usize, String)> = Vec::new();
-        let winner = tokio::time::timeout(self.timeout, async {
-            while let Some(r) = race.join_next().await {
-                match r {
-                    Ok((i, Ok(_))) => return Some(i),
-                    Ok((i, Err(e))) => failed.push((i, e)),
-                    Err(_) => {}
-                }
-            }
-            None
-        })
-        .await;
-        // Dropping the set aborts the probes still waiting on silent members.
-        drop(race);
-        if let Ok(Some(i)) = winner {
-            self.current.store(i, Ordering::Relaxed);
-            self.picked.store(true, Ordering::Relaxed);
-            return Ok(i);
-        }
-        let mut why: Vec<String> = Vec::new();
-        for (i, (endpoint, _)) in members.iter().enumerate() {
-            if Some(i) == except {
-                continue;
-            }
-            match failed.iter().find(|f| f.0 == i) {
-                Some((_, e)) => why.push(format!("{endpoint}: {e}")),
-                None => why.push(format!(
-                    "{endpoint}: no answer within {} ms",
-                    self.timeout.as_millis()
-                )),
-            }
-        }
-        Err(why.join("; "))
+        let entrants: Vec<(usize, &str)> = members
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| Some(*i) != except)
+            .map(|(i, (e, _))| (i, e.as_str()))
+            .collect();
+        let i = first_to_answer(race, &entrants, self.timeout).await?;
+        self.current.store(i, Ordering::Relaxed);
+        self.picked.store(true, Ordering::Relaxed);
+        Ok(i)
     }
 
     /// The current member failed: the next request races for a live one first, and reads
@@ -487,7 +630,8 @@ impl Etcd {
                 if known.contains(&url) {
                     continue;
                 }
-                if let Ok(c) = Client::connect([url.as_str()], Some(self.opts.clone())).await {
+                let opts = self.opts.read().unwrap_or_else(|e| e.into_inner()).clone();
+                if let Ok(c) = Client::connect([url.as_str()], Some(opts)).await {
                     log::info!(
                         "etcd: learned member {} at {url} from the member list",
                         m.name()

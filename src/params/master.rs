@@ -40,7 +40,10 @@ pub const ETCD_CACERT: Param = Param {
     name: "etcd_cacert",
     shortdesc: "CA certificate for etcd (PEM)",
     longdesc: "Path of the PEM CA certificate that signed the etcd servers' certificates. Needed \
-        for https endpoints.",
+        for https endpoints. While promoted, the guard reads etcd_cacert, etcd_cert and etcd_key \
+        again every 5 s: new contents (a certificate renewed in place) that an etcd member \
+        accepts are used for every connection from then on, without a demote; contents that \
+        cannot be read, parsed or used are logged once and the ones in use kept.",
     ..BASE
 };
 
@@ -221,7 +224,9 @@ pub const HEALTH_COMMAND: Param = Param {
 pub const HEALTH_CACERT: Param = Param {
     name: "health_cacert",
     shortdesc: "CA certificate for health_url (PEM)",
-    longdesc: "PEM CA certificate that signed the service's certificate, for https health URLs.",
+    longdesc: "PEM CA certificate that signed the service's certificate, for https health URLs. \
+        Renewed in place (new contents at the same path), it is used from the next check on; a \
+        file that holds no usable CA is logged once and the CA in use kept.",
     reloadable: true,
     ..BASE
 };

@@ -363,7 +363,11 @@ mod tests {
             for (pair, other, value) in [
                 ("etcd_cert", "etcd_key", "/etc/ssl/client.pem"),
                 ("etcd_key", "etcd_cert", "/etc/ssl/client.pem"),
-                ("etcd_user", "etcd_password_file", "/etc/hamaster/etcd-password"),
+                (
+                    "etcd_user",
+                    "etcd_password_file",
+                    "/etc/hamaster/etcd-password",
+                ),
                 ("etcd_password_file", "etcd_user", "hamaster"),
             ] {
                 if p.name == pair {
