@@ -22,11 +22,19 @@ pub struct Sinks {
     pub debug: bool,
     /// resource-agents' time stamp format for the file (strftime), when set.
     pub datefmt: Option<String>,
+    /// Where a supervised command's output goes under its own identifier: HA_LOGFACILITY's
+    /// facility, `daemon` when it is not set; None when it is `none`.
+    pub service_syslog: Option<Facility>,
 }
 
 impl Sinks {
     pub fn from_env(get: impl Fn(&str) -> Option<String>, on_tty: bool) -> Sinks {
         let facility = get("HA_LOGFACILITY").or_else(|| get("HA_logfacility"));
+        let service_syslog = match facility.as_deref() {
+            Some("none") => None,
+            Some(f) => Some(f.parse::<Facility>().unwrap_or(Facility::LOG_DAEMON)),
+            None => Some(Facility::LOG_DAEMON),
+        };
         let syslog = facility
             .filter(|f| !f.is_empty() && f != "none")
             .and_then(|f| f.parse::<Facility>().ok());
@@ -41,6 +49,7 @@ impl Sinks {
             file,
             debug,
             datefmt: get("HA_DATEFMT").filter(|f| !f.is_empty()),
+            service_syslog,
         }
     }
 }
@@ -168,6 +177,21 @@ fn node_name() -> String {
         .unwrap_or_else(|_| "localhost".into())
 }
 
+/// A syslog connection (/dev/log: journald's, rsyslog's) for a supervised command's output
+/// under its own identifier and pid, as a systemd unit's output is: `journalctl -t api`
+/// shows the service, Pacemaker's log does not. None where HA_LOGFACILITY is `none` or no
+/// syslog socket answers: the output then goes to the guard's own log.
+pub fn service_syslog(identifier: &str, pid: u32) -> Option<Logger<LoggerBackend, Formatter3164>> {
+    let sinks = Sinks::from_env(|k| std::env::var(k).ok(), false);
+    let formatter = Formatter3164 {
+        facility: sinks.service_syslog?,
+        hostname: None,
+        process: identifier.to_string(),
+        pid,
+    };
+    syslog::unix(formatter).ok()
+}
+
 pub fn init(tag: &str) {
     let sinks = Sinks::from_env(|k| std::env::var(k).ok(), std::io::stderr().is_terminal());
     let max = if sinks.debug {
@@ -221,6 +245,21 @@ mod tests {
             sinks(&[("HA_LOGFACILITY", "daemon")], true).stderr,
             "a terminal always sees the lines"
         );
+    }
+
+    #[test]
+    fn the_services_output_goes_to_syslog_unless_the_facility_is_none() {
+        let facility = |vars: &[(&str, &str)]| sinks(vars, false).service_syslog;
+        assert!(matches!(facility(&[]), Some(Facility::LOG_DAEMON)));
+        assert!(matches!(
+            facility(&[("HA_LOGFACILITY", "local3")]),
+            Some(Facility::LOG_LOCAL3)
+        ));
+        assert!(facility(&[("HA_LOGFACILITY", "none")]).is_none());
+        assert!(matches!(
+            facility(&[("HA_LOGFACILITY", "bogus")]),
+            Some(Facility::LOG_DAEMON)
+        ));
     }
 
     #[test]

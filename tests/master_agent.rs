@@ -1188,7 +1188,12 @@ fn run_files_are_private_and_the_service_output_goes_to_the_log() {
     use std::os::unix::fs::PermissionsExt;
     let mut etcd = EtcdCluster::new("mpf");
     let a = Node::new(&mut etcd, "na");
-    let agent = a.agent(&etcd).param("arp_count", "2");
+    // HA_LOGFACILITY=none: no syslog, so the service's output comes to the agent's log
+    // (where syslog answers it goes there: tests/systemd.rs, with a real journald).
+    let agent = a
+        .agent(&etcd)
+        .param("arp_count", "2")
+        .env("HA_LOGFACILITY", "none");
     assert_eq!(agent.run("start").code, 0);
     promoted(agent.run("promote"), &a);
     let (_, _, token) = etcd.get(KEY).unwrap();

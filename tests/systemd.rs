@@ -273,3 +273,59 @@ fn the_takeover_unit_is_ready_once_the_master_serves_and_releases_on_stop() {
     );
     assert!(etcd.get("/hamaster/apiserver/leader").is_none() && !a.holds_vip());
 }
+
+/// command= mode under a real systemd: the command's output (stdout and stderr) is in the
+/// journal under the resource's name and the command's pid (`journalctl -t api`), as a unit's
+/// would be, and not in the agent's log (Pacemaker's log file).
+#[test]
+#[ignore = "boots systemd in a namespace: make check-systemd"]
+fn a_commands_output_goes_to_the_journal_under_the_resources_name() {
+    let (etcd, a) = booted("sdj");
+    let units = units(&a.state);
+    let sd = Systemd::boot(&a.ns, &units, &[&a.state, &a.ns.run_dir()]);
+    let mut agent = sd.agent(a.agent(&etcd).param("command", "/bin/sh").param(
+        "args",
+        "-c 'echo api says hello; echo api warns >&2; exec sleep 100000'",
+    ));
+    for p in ["health_url", "health_cacert", "lease_ttl", "lease_margin"] {
+        agent.params.remove(p);
+    }
+    assert_eq!(agent.run("start").code, 0);
+    let run = agent.run("promote");
+    assert_eq!(run.code, 0, "{}\n{}", run.stderr, a.log());
+    let journal = |format: &str| {
+        let out = sd
+            .command("journalctl")
+            .args(["-t", "api", "--no-pager", "-o", format])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert!(
+        support::wait_for(Duration::from_secs(10), || {
+            let text = journal("cat");
+            text.contains("api says hello") && text.contains("api warns")
+        }),
+        "journalctl -t api: {}\n{}",
+        journal("cat"),
+        a.log()
+    );
+    // Under the service's pid (inside systemd's pid namespace, as the guard sees it).
+    let pidof = sd.command("pidof").arg("sleep").output().unwrap();
+    let pid = String::from_utf8_lossy(&pidof.stdout).trim().to_string();
+    assert!(!pid.is_empty() && !pid.contains(' '), "one sleep: {pid:?}");
+    let entries = journal("json");
+    assert!(
+        entries
+            .lines()
+            .all(|l| l.contains(&format!("\"SYSLOG_PID\":\"{pid}\""))),
+        "{entries}"
+    );
+    assert!(
+        !a.log().contains("api says hello"),
+        "the service's output is not in the agent's log: {}",
+        a.log()
+    );
+    assert_eq!(agent.run("demote").code, 0);
+    assert_eq!(agent.run("stop").code, 0);
+}

@@ -362,7 +362,7 @@ impl Guard {
                     ),
                     ("HAMASTER_RESOURCE".to_string(), self.args.resource.clone()),
                 ];
-                let tag = format!("{} service", self.args.resource);
+                let resource = self.args.resource.clone();
                 let tx = shell.started_tx.clone();
                 tokio::spawn(async move {
                     // An order that waited in the queue may be stale: the start asks right
@@ -371,7 +371,7 @@ impl Guard {
                         let fence = fence.clone();
                         move || fence.wants_service()
                     };
-                    match spec.start(&env, &tag, &wanted).await {
+                    match spec.start(&env, &resource, &wanted).await {
                         Ok(running) => {
                             fence.handle(answers::started(Ok(reference(&running))));
                             let _ = tx.send(running);

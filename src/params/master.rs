@@ -170,7 +170,13 @@ pub const COMMAND: Param = Param {
     shortdesc: "Program of the master service",
     longdesc: "The master service as a program run and supervised by the guard (absolute path). \
         It gets HAMASTER_FENCING_TOKEN and HAMASTER_RESOURCE in its environment and dies with \
-        the guard. Exactly one of service and command must be set.",
+        the guard. Its output (stdout and stderr, line by line) goes to syslog under the \
+        resource's name and its own pid, facility HA_LOGFACILITY (daemon when unset): \
+        `journalctl -t RESOURCE` shows it, Pacemaker's log does not; where no syslog socket \
+        answers, or HA_LOGFACILITY=none, it goes to the agent's log as `RESOURCE service: …`. \
+        journald still counts it against Pacemaker's rate limit (the guard's cgroup): a chatty \
+        service is better run as a unit (service=), with its own. Exactly one of service and \
+        command must be set.",
     ..BASE
 };
 

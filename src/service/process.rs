@@ -74,13 +74,14 @@ const START_LIMIT: Duration = Duration::from_secs(90);
 
 impl ServiceSpec {
     /// Starts the service with `env` added to its environment. A command's output goes to
-    /// the log, each line tagged `{tag}` (a unit's goes to the journal, as systemd does it).
+    /// syslog under the resource's name (service::output; a unit's goes to the journal, as
+    /// systemd does it).
     /// `wanted` is asked right before the fork (or `systemctl start`): a start that is no
     /// longer wanted (the guard lost its key meanwhile) is not made.
     pub async fn start(
         &self,
         env: &[(String, String)],
-        tag: &str,
+        resource: &str,
         wanted: &(dyn Fn() -> bool + Send + Sync),
     ) -> Result<Running, ServiceError> {
         let unwanted = || ServiceError::Failed("not started: the raise was abandoned".into());
@@ -134,9 +135,9 @@ impl ServiceSpec {
                 // The write ends go with the Command: the readers see EOF when the service and
                 // everything it forked have closed them.
                 drop(cmd);
-                super::output::forward(std::fs::File::from(out_r), tag.to_string());
-                super::output::forward(std::fs::File::from(err_r), tag.to_string());
                 let pid = child.id();
+                super::output::forward(std::fs::File::from(out_r), resource.to_string(), pid);
+                super::output::forward(std::fs::File::from(err_r), resource.to_string(), pid);
                 Ok(Running::Command {
                     pid,
                     exit: watch_exit(pid),
