@@ -6,7 +6,6 @@
 //! order waited out each silent one). Every attempt is bounded; errors carry the endpoint and
 //! the full cause chain.
 
-use std::collections::HashSet;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -112,7 +111,7 @@ pub enum KeyEvent {
 #[derive(Clone)]
 pub struct Etcd {
     /// The configured endpoints, then the members learned from etcd's member list.
-    members: Arc<RwLock<Vec<(String, Client)>>>,
+    members: Arc<RwLock<Vec<Member>>>,
     /// The options every member's client is made with (new TLS files: `reload_tls`).
     opts: Arc<RwLock<ConnectOptions>>,
     /// The configuration, for its TLS files.
@@ -126,11 +125,28 @@ pub struct Etcd {
     timeout: Duration,
     /// etcd_user and its password when etcd authentication is on.
     creds: Option<(String, String)>,
-    /// The members whose client has authenticated: etcd-client renews an expired token of
-    /// theirs by itself from then on.
-    authed: Arc<Mutex<HashSet<String>>>,
     /// etcd_prefix, for the reason of a refusal.
     prefix: String,
+}
+
+/// One member's client. Whether it has authenticated (etcd_user) is the client's own: a client
+/// made anew (TLS files renewed) authenticates again, whatever an older client of the same
+/// endpoint did; etcd-client renews an expired token by itself once it has one.
+#[derive(Clone)]
+struct Member {
+    endpoint: String,
+    client: Client,
+    authed: Arc<AtomicBool>,
+}
+
+impl Member {
+    fn new(endpoint: String, client: Client) -> Member {
+        Member {
+            endpoint,
+            client,
+            authed: Arc::new(AtomicBool::new(false)),
+        }
+    }
 }
 
 /// An endpoint as etcd and the configuration may spell it: no trailing slash.
@@ -302,7 +318,7 @@ impl Etcd {
                     op: "connect",
                     detail: format!("{e}: {}", causes(&err)),
                 })?;
-            members.push((normalise(e), client));
+            members.push(Member::new(normalise(e), client));
         }
         Ok(Etcd {
             members: Arc::new(RwLock::new(members)),
@@ -314,7 +330,6 @@ impl Etcd {
             picked: Arc::new(AtomicBool::new(false)),
             timeout,
             creds,
-            authed: Arc::new(Mutex::new(HashSet::new())),
             prefix: cfg.prefix.trim_end_matches('/').to_string(),
         })
     }
@@ -351,16 +366,16 @@ impl Etcd {
             .clone()
             .with_tls(tls);
         let mut fresh = Vec::new();
-        for (endpoint, _) in self.snapshot() {
+        for Member { endpoint, .. } in self.snapshot() {
             match Client::connect([endpoint.as_str()], Some(opts.clone())).await {
-                Ok(c) => fresh.push((endpoint, c)),
+                Ok(c) => fresh.push(Member::new(endpoint, c)),
                 Err(e) => return self.refuse(contents, format!("{endpoint}: {}", causes(&e))),
             }
         }
         // One member that accepts them is enough: a race, as pick_live's.
         let mut race = tokio::task::JoinSet::new();
-        for (i, (_, client)) in fresh.iter().enumerate() {
-            let (mut c, creds) = (client.clone(), self.creds.clone());
+        for (i, m) in fresh.iter().enumerate() {
+            let (mut c, creds) = (m.client.clone(), self.creds.clone());
             race.spawn(async move {
                 let answer = match creds {
                     Some(creds) => c.update_user(Some(creds)).await,
@@ -372,7 +387,7 @@ impl Etcd {
         let entrants: Vec<(usize, &str)> = fresh
             .iter()
             .enumerate()
-            .map(|(i, (e, _))| (i, e.as_str()))
+            .map(|(i, m)| (i, m.endpoint.as_str()))
             .collect();
         let i = match first_to_answer(race, &entrants, self.timeout).await {
             Ok(i) => i,
@@ -380,13 +395,12 @@ impl Etcd {
                 return self.refuse(contents, format!("no etcd member accepts them: {why}"))
             }
         };
-        let mut authed = HashSet::new();
-        if self.creds.is_some() {
-            authed.insert(fresh[i].0.clone());
-        }
+        // The winner authenticated in the race.
+        fresh[i]
+            .authed
+            .store(self.creds.is_some(), Ordering::Relaxed);
         *self.members.write().unwrap_or_else(|e| e.into_inner()) = fresh;
         *self.opts.write().unwrap_or_else(|e| e.into_inner()) = opts;
-        *self.authed.lock().unwrap_or_else(|e| e.into_inner()) = authed;
         self.current.store(i, Ordering::Relaxed);
         self.picked.store(true, Ordering::Relaxed);
         let mut seen = self.tls_seen.lock().unwrap_or_else(|e| e.into_inner());
@@ -407,22 +421,14 @@ impl Etcd {
 
     /// The member's client, authenticated first if etcd authentication is configured and it
     /// has not yet been (one Authenticate request; the client then carries the token).
-    async fn ready(&self, endpoint: &str, client: &Client) -> Result<Client, etcd_client::Error> {
-        let mut client = client.clone();
+    async fn ready(&self, m: &Member) -> Result<Client, etcd_client::Error> {
+        let mut client = m.client.clone();
         let Some(creds) = &self.creds else {
             return Ok(client);
         };
-        let done = |set: &Mutex<HashSet<String>>| {
-            set.lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .contains(endpoint)
-        };
-        if !done(&self.authed) {
+        if !m.authed.load(Ordering::Relaxed) {
             client.update_user(Some(creds.clone())).await?;
-            self.authed
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(endpoint.to_string());
+            m.authed.store(true, Ordering::Relaxed);
         }
         Ok(client)
     }
@@ -499,22 +505,22 @@ impl Etcd {
                 let me = self.clone();
                 tokio::spawn(async move { me.learn_members().await });
             }
-            let (endpoint, client) = self.member();
-            let client =
-                match tokio::time::timeout(self.timeout, self.ready(&endpoint, &client)).await {
-                    Ok(Ok(c)) => c,
-                    Ok(Err(e)) => {
-                        errors.push(format!("{endpoint}: {}", self.explain(op, &e)));
-                        continue;
-                    }
-                    Err(_) => {
-                        errors.push(format!(
-                            "{endpoint}: no answer to Authenticate within {} ms",
-                            self.timeout.as_millis()
-                        ));
-                        continue;
-                    }
-                };
+            let m = self.member();
+            let endpoint = m.endpoint.clone();
+            let client = match tokio::time::timeout(self.timeout, self.ready(&m)).await {
+                Ok(Ok(c)) => c,
+                Ok(Err(e)) => {
+                    errors.push(format!("{endpoint}: {}", self.explain(op, &e)));
+                    continue;
+                }
+                Err(_) => {
+                    errors.push(format!(
+                        "{endpoint}: no answer to Authenticate within {} ms",
+                        self.timeout.as_millis()
+                    ));
+                    continue;
+                }
+            };
             let sent = boottime();
             match tokio::time::timeout(self.timeout, f(client)).await {
                 Ok(Ok(v)) => return Ok((v, sent)),
@@ -539,12 +545,12 @@ impl Etcd {
     pub async fn pick_live(&self, except: Option<usize>) -> Result<usize, String> {
         let members = self.snapshot();
         let mut race = tokio::task::JoinSet::new();
-        for (i, (endpoint, client)) in members.iter().enumerate() {
+        for (i, m) in members.iter().enumerate() {
             if Some(i) != except {
-                let (me, endpoint, client) = (self.clone(), endpoint.clone(), client.clone());
+                let (me, m) = (self.clone(), m.clone());
                 race.spawn(async move {
                     let status = async {
-                        let mut c = me.ready(&endpoint, &client).await?;
+                        let mut c = me.ready(&m).await?;
                         c.status().await
                     };
                     (
@@ -564,7 +570,7 @@ impl Etcd {
             .iter()
             .enumerate()
             .filter(|(i, _)| Some(*i) != except)
-            .map(|(i, (e, _))| (i, e.as_str()))
+            .map(|(i, m)| (i, m.endpoint.as_str()))
             .collect();
         let i = first_to_answer(race, &entrants, self.timeout).await?;
         self.current.store(i, Ordering::Relaxed);
@@ -579,7 +585,7 @@ impl Etcd {
         self.learned.store(false, Ordering::Relaxed);
     }
 
-    fn member(&self) -> (String, Client) {
+    fn member(&self) -> Member {
         let members = self.members.read().unwrap_or_else(|e| e.into_inner());
         members[self.current.load(Ordering::Relaxed) % members.len()].clone()
     }
@@ -588,19 +594,19 @@ impl Etcd {
     /// within the attempt timeout are left out.
     pub async fn versions(&self) -> Vec<(String, String)> {
         let mut out = Vec::new();
-        for (endpoint, client) in self.snapshot() {
+        for m in self.snapshot() {
             let status = async {
-                let mut c = self.ready(&endpoint, &client).await?;
+                let mut c = self.ready(&m).await?;
                 c.status().await
             };
             if let Ok(Ok(r)) = tokio::time::timeout(self.timeout, status).await {
-                out.push((endpoint, r.version().to_string()));
+                out.push((m.endpoint.clone(), r.version().to_string()));
             }
         }
         out
     }
 
-    fn snapshot(&self) -> Vec<(String, Client)> {
+    fn snapshot(&self) -> Vec<Member> {
         self.members
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -615,16 +621,16 @@ impl Etcd {
         if self.learned.swap(true, Ordering::Relaxed) {
             return;
         }
-        let (endpoint, client) = self.member();
+        let m = self.member();
         let list = async {
-            let mut c = self.ready(&endpoint, &client).await?;
+            let mut c = self.ready(&m).await?;
             c.member_list().await
         };
         let listed = match tokio::time::timeout(self.timeout, list).await {
             Ok(Ok(r)) => r,
             _ => return,
         };
-        let known: Vec<String> = self.snapshot().into_iter().map(|(e, _)| e).collect();
+        let known: Vec<String> = self.snapshot().into_iter().map(|m| m.endpoint).collect();
         for m in listed.members().iter().filter(|m| !m.is_learner()) {
             for url in m.client_urls().iter().map(|u| normalise(u)) {
                 if known.contains(&url) {
@@ -639,7 +645,7 @@ impl Etcd {
                     self.members
                         .write()
                         .unwrap_or_else(|e| e.into_inner())
-                        .push((url, c));
+                        .push(Member::new(url, c));
                 }
             }
         }
@@ -711,7 +717,7 @@ impl Etcd {
         let clients = self.snapshot();
         let client_of = |m: &etcd_client::Member| {
             let urls: Vec<String> = m.client_urls().iter().map(|u| normalise(u)).collect();
-            clients.iter().find(|(e, _)| urls.contains(e)).cloned()
+            clients.iter().find(|c| urls.contains(&c.endpoint)).cloned()
         };
         // Only to a member that answers now: while a transfer is pending the leader drops
         // every proposal (our renewals too), for up to an election timeout if the transferee
@@ -722,11 +728,11 @@ impl Etcd {
             .iter()
             .filter(|m| !m.is_learner() && !is_local(m) && !masters.iter().any(|n| n == m.name()))
         {
-            let Some((endpoint, c)) = client_of(m) else {
+            let Some(member) = client_of(m) else {
                 continue;
             };
             let status = async {
-                let mut c = self.ready(&endpoint, &c).await?;
+                let mut c = self.ready(&member).await?;
                 c.status().await
             };
             if let Ok(Ok(_)) = tokio::time::timeout(self.timeout, status).await {
@@ -738,12 +744,13 @@ impl Etcd {
             return Ok(None);
         };
         // MoveLeader must reach the leader itself.
-        let Some((endpoint, client)) = client_of(current) else {
+        let Some(leader_member) = client_of(current) else {
             return Ok(None);
         };
+        let endpoint = leader_member.endpoint.clone();
         let id = target.id();
         let moved = async {
-            let mut c = self.ready(&endpoint, &client).await?;
+            let mut c = self.ready(&leader_member).await?;
             c.move_leader(id).await
         };
         match tokio::time::timeout(self.timeout, moved).await {
@@ -1126,8 +1133,9 @@ impl KeepAlive {
                     .await
                     .map_err(|e| RenewError::Failed(format!("lease keepalive: {e}")))?;
             }
-            let (endpoint, client) = self.etcd.member();
-            let client = self.etcd.ready(&endpoint, &client).await.map_err(|e| {
+            let m = self.etcd.member();
+            let endpoint = m.endpoint.clone();
+            let client = self.etcd.ready(&m).await.map_err(|e| {
                 RenewError::Failed(format!(
                     "{endpoint}: {}",
                     self.etcd.explain("lease keepalive", &e)
@@ -1146,7 +1154,7 @@ impl KeepAlive {
             Ok(Err(e)) => e,
             Err(_) => RenewError::TimedOut(format!(
                 "{}: no answer within {} ms",
-                self.etcd.member().0,
+                self.etcd.member().endpoint,
                 timeout.as_millis()
             )),
         };
