@@ -779,12 +779,26 @@ fn etcd_with_authentication_and_the_documented_role_serves_the_master_and_the_ta
         "{}",
         a.log()
     );
+    // While it leads, etcd's users and roles change (the auth store's revision moves on: the
+    // guard's tokens are refused as old) and its own password is changed in etcd and in the
+    // file: its next requests authenticate again with the new one. The release at demote is
+    // the proof: the key goes with the demote, not 3 s later with the lease.
+    assert!(etcd.etcdctl(&["role", "add", "another"]).status.success());
+    std::fs::write(&password, "hamaster-pw-2\n").unwrap();
+    let mut passwd = etcd.etcdctl_command(&["user", "passwd", "hamaster", "--interactive=false"]);
+    passwd.stdin(std::fs::File::open(&password).unwrap());
+    assert!(passwd.output().unwrap().status.success());
     let agent = a
         .agent(&etcd)
         .param("etcd_user", "hamaster")
         .param("etcd_password_file", pw);
     assert_eq!(agent.run("demote").code, 0);
     assert!(etcd.get(KEY).is_none(), "released\n{}", a.log());
+    assert!(
+        !a.log().contains("releasing the leader key:"),
+        "{}",
+        a.log()
+    );
     assert_eq!(agent.run("stop").code, 0);
 
     // The cold standby's takeover with the same user (its TOML names the same two settings).
@@ -819,18 +833,21 @@ impl Drop for LoopbackEtcd {
 /// authenticates again and sends the request again, instead of failing it.
 #[test]
 fn an_idle_clients_expired_etcd_token_is_renewed_and_the_request_sent_again() {
-    const URL: &str = "http://127.0.0.1:23791";
+    // Ports of this run's own (an etcd another run left behind must not answer for it).
+    let port = 20000 + (std::process::id() % 20000) as u16;
+    let url = format!("http://127.0.0.1:{port}");
+    let peer = format!("http://127.0.0.1:{}", port + 1);
     let dir = std::env::temp_dir().join(format!("hamaster-token-{}", std::process::id()));
     let etcd = LoopbackEtcd {
         child: std::process::Command::new("etcd")
             .args(["--name", "t", "--data-dir"])
             .arg(dir.join("data"))
             .args([
-                &format!("--listen-client-urls={URL}"),
-                &format!("--advertise-client-urls={URL}"),
-                "--listen-peer-urls=http://127.0.0.1:23801",
-                "--initial-advertise-peer-urls=http://127.0.0.1:23801",
-                "--initial-cluster=t=http://127.0.0.1:23801",
+                &format!("--listen-client-urls={url}"),
+                &format!("--advertise-client-urls={url}"),
+                &format!("--listen-peer-urls={peer}"),
+                &format!("--initial-advertise-peer-urls={peer}"),
+                &format!("--initial-cluster=t={peer}"),
                 "--auth-token-ttl=2",
                 "--log-level=error",
             ])
@@ -842,7 +859,7 @@ fn an_idle_clients_expired_etcd_token_is_renewed_and_the_request_sent_again() {
     };
     let etcdctl = |args: &[&str]| {
         std::process::Command::new("etcdctl")
-            .arg(format!("--endpoints={URL}"))
+            .arg(format!("--endpoints={url}"))
             .args(args)
             .output()
             .unwrap()
@@ -851,7 +868,7 @@ fn an_idle_clients_expired_etcd_token_is_renewed_and_the_request_sent_again() {
         support::wait_for(Duration::from_secs(15), || etcdctl(&["endpoint", "health"])
             .status
             .success()),
-        "etcd on {URL}"
+        "etcd on {url}"
     );
     for args in [
         &["user", "add", "root", "--new-user-password", "root-pw"][..],
@@ -865,7 +882,7 @@ fn an_idle_clients_expired_etcd_token_is_renewed_and_the_request_sent_again() {
     let values = hamaster::params::Values::from_toml(
         &hamaster::params::master::MASTER_AGENT,
         &format!(
-            "etcd_endpoints = \"{URL}\"\netcd_user = \"root\"\netcd_password_file = \"{}\"\n",
+            "etcd_endpoints = \"{url}\"\netcd_user = \"root\"\netcd_password_file = \"{}\"\n",
             password.display()
         ),
     )

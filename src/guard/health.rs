@@ -5,7 +5,9 @@
 //! metrics, monitor) and decides what follows (a push to Pacemaker: machine::observe). A
 //! reload (health_url, health_command, health_timeout, health_interval, health_failures) takes
 //! effect at the next check, which it brings forward; a new URL, CA or command is a new check,
-//! which must pass before its failures are forgiven.
+//! which must pass before its failures are forgiven. New contents of the same health_cacert (a
+//! CA renewed in place) are parsed before the next check and, if they hold a CA, used from
+//! it on: the same check, its count kept.
 
 use std::time::Duration;
 

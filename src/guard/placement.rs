@@ -35,6 +35,15 @@ pub async fn keep_leader_elsewhere(etcd: Etcd, resource: String, node: String, p
         // The nodes of every master under this prefix: never a target (see move_leader_off).
         let masters = match etcd.leading_nodes(&prefix).await {
             Ok(nodes) => nodes,
+            Err(e @ LeaseError::Refused { .. }) => {
+                // A role narrower than the prefix: the other masters cannot be seen, and a
+                // move could pass the leadership back and forth between them.
+                log::warn!(
+                    "guard {resource}: etcd_move_leader is on, but the masters under {prefix} \
+                     cannot be listed ({e}); not moving etcd's leader"
+                );
+                return;
+            }
             Err(e) => {
                 log::warn!("guard {resource}: cannot tell where the masters are: {e}");
                 tokio::time::sleep(CHECK_EVERY).await;

@@ -168,6 +168,18 @@ fn url_host(url: &str) -> Option<std::net::IpAddr> {
         .ok()
 }
 
+/// Whether etcd's error says the client's token is no longer good: expired, invalidated by a
+/// change of users or roles (the auth store's revision moved on), or gone.
+fn stale_token(text: &str) -> bool {
+    [
+        "invalid auth token",
+        "revision of auth store is old",
+        "user name is empty",
+    ]
+    .iter()
+    .any(|m| text.contains(m))
+}
+
 /// Whether etcd's error says it refused the request's user: an answer, not an outage.
 fn refusal(text: &str) -> bool {
     [
@@ -375,7 +387,7 @@ impl Etcd {
         // One member that accepts them is enough: a race, as pick_live's.
         let mut race = tokio::task::JoinSet::new();
         for (i, m) in fresh.iter().enumerate() {
-            let (mut c, creds) = (m.client.clone(), self.creds.clone());
+            let (mut c, creds) = (m.client.clone(), self.creds_now());
             race.spawn(async move {
                 let answer = match creds {
                     Some(creds) => c.update_user(Some(creds)).await,
@@ -403,6 +415,8 @@ impl Etcd {
         *self.opts.write().unwrap_or_else(|e| e.into_inner()) = opts;
         self.current.store(i, Ordering::Relaxed);
         self.picked.store(true, Ordering::Relaxed);
+        // Members learned meanwhile were not in the snapshot: the next pick learns them again.
+        self.learned.store(false, Ordering::Relaxed);
         let mut seen = self.tls_seen.lock().unwrap_or_else(|e| e.into_inner());
         seen.in_use = contents;
         seen.refused = None;
@@ -423,14 +437,22 @@ impl Etcd {
     /// has not yet been (one Authenticate request; the client then carries the token).
     async fn ready(&self, m: &Member) -> Result<Client, etcd_client::Error> {
         let mut client = m.client.clone();
-        let Some(creds) = &self.creds else {
+        if self.creds.is_none() || m.authed.load(Ordering::Relaxed) {
             return Ok(client);
-        };
-        if !m.authed.load(Ordering::Relaxed) {
-            client.update_user(Some(creds.clone())).await?;
-            m.authed.store(true, Ordering::Relaxed);
         }
+        client.update_user(self.creds_now()).await?;
+        m.authed.store(true, Ordering::Relaxed);
         Ok(client)
+    }
+
+    /// etcd_user and its password as etcd_password_file holds it now (a password changed in
+    /// etcd and in the file is used from the next authentication on); the one read at start
+    /// when the file cannot be read now.
+    fn creds_now(&self) -> Option<(String, String)> {
+        credentials(&self.cfg)
+            .ok()
+            .flatten()
+            .or_else(|| self.creds.clone())
     }
 
     /// An error of etcd's, with what to do about the ones authentication causes: etcd
@@ -522,13 +544,35 @@ impl Etcd {
                 }
             };
             let sent = boottime();
-            match tokio::time::timeout(self.timeout, f(client)).await {
+            let mut answer = tokio::time::timeout(self.timeout, f(client)).await;
+            if let Ok(Err(e)) = &answer {
+                if self.creds.is_some() && stale_token(&causes(e)) {
+                    // etcd no longer takes this client's token (etcd-client renews only an
+                    // expired one): authenticate again, the password read anew, and send once
+                    // more to the same member.
+                    m.authed.store(false, Ordering::Relaxed);
+                    answer = tokio::time::timeout(self.timeout, async {
+                        let c = self.ready(&m).await?;
+                        f(c).await
+                    })
+                    .await;
+                }
+            }
+            match answer {
                 Ok(Ok(v)) => return Ok((v, sent)),
                 Ok(Err(e)) => errors.push(format!("{endpoint}: {}", self.explain(op, &e))),
                 Err(_) => errors.push(format!(
                     "{endpoint}: no answer within {} ms",
                     self.timeout.as_millis()
                 )),
+            }
+            if errors.last().is_some_and(|e| refusal(e)) {
+                // An answer, not an outage: the member stays the current one, and another
+                // would refuse the same.
+                return Err(LeaseError::Refused {
+                    op,
+                    detail: errors.join("; "),
+                });
             }
         }
         self.unpick();

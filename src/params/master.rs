@@ -43,7 +43,9 @@ pub const ETCD_CACERT: Param = Param {
         for https endpoints. While promoted, the guard reads etcd_cacert, etcd_cert and etcd_key \
         again every 5 s: new contents (a certificate renewed in place) that an etcd member \
         accepts are used for every connection from then on, without a demote; contents that \
-        cannot be read, parsed or used are logged once and the ones in use kept.",
+        cannot be read, parsed or used are logged once and the ones in use kept. When the CA \
+        itself is replaced, make etcd_cacert a bundle of the old and the new CA until every \
+        member serves a certificate of the new one.",
     ..BASE
 };
 
@@ -74,10 +76,11 @@ pub const ETCD_USER: Param = Param {
 pub const ETCD_PASSWORD_FILE: Param = Param {
     name: "etcd_password_file",
     shortdesc: "File holding etcd_user's password",
-    longdesc: "Path of a file (mode 0600, owned by root) whose first line is etcd_user's \
-        password (without white space, as etcdctl reads it). Read by each agent action and by \
-        the guard when it starts; the password is never passed on a command line or kept in the \
-        CIB.",
+    longdesc: "Path of a file (make it mode 0600, owned by root) whose first line is etcd_user's \
+        password, exactly (`etcdctl user add --interactive=false` reads one word: set a password \
+        with white space interactively). Read by each agent action, and by the guard whenever it \
+        authenticates (a password changed in etcd and in the file is used from then on); never \
+        passed on a command line or kept in the CIB.",
     ..BASE
 };
 
@@ -232,7 +235,7 @@ pub const HEALTH_CACERT: Param = Param {
     shortdesc: "CA certificate for health_url (PEM)",
     longdesc: "PEM CA certificate that signed the service's certificate, for https health URLs. \
         Renewed in place (new contents at the same path), it is used from the next check on; a \
-        file that holds no usable CA is logged once and the CA in use kept.",
+        file that holds no CA certificate is logged once and the CA in use kept.",
     reloadable: true,
     ..BASE
 };
