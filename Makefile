@@ -56,6 +56,7 @@ check-etcd-fixed: deps
 	HAMASTER_TEST_ETCD=$$(scripts/fetch-etcd-fixed) $(LAB) $(CARGO) test $(ROOT) --test guard_phases -- --test-threads=1
 	HAMASTER_TEST_ETCD=$$(scripts/fetch-etcd-fixed) $(LAB) $(CARGO) test $(ROOT) --test master_agent -- --test-threads=1 $(ETCD_TESTS)
 	HAMASTER_TEST_ETCD=$$(scripts/fetch-etcd-fixed) $(LAB) $(CARGO) test $(ROOT) --test etcd_restore -- --ignored --nocapture
+	HAMASTER_TEST_ETCD=$$(scripts/fetch-etcd-fixed) $(LAB) $(CARGO) test $(ROOT) --test takeover -- --test-threads=1 etcd_with_authentication an_idle_clients
 
 # Each cluster generation with the RPM's glibc-2.17 binary: Debian roots (scripts/make-root:
 # bullseye = RHEL 8.4's Pacemaker 2.0.5 / pcs 0.10.8, trixie = RHEL 10's 3.0.0 / 0.12.0; cached

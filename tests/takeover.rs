@@ -839,7 +839,7 @@ fn an_idle_clients_expired_etcd_token_is_renewed_and_the_request_sent_again() {
     let peer = format!("http://127.0.0.1:{}", port + 1);
     let dir = std::env::temp_dir().join(format!("hamaster-token-{}", std::process::id()));
     let etcd = LoopbackEtcd {
-        child: std::process::Command::new("etcd")
+        child: std::process::Command::new(support::etcd::etcd_bin())
             .args(["--name", "t", "--data-dir"])
             .arg(dir.join("data"))
             .args([

@@ -546,10 +546,14 @@ impl Etcd {
             let sent = boottime();
             let mut answer = tokio::time::timeout(self.timeout, f(client)).await;
             if let Ok(Err(e)) = &answer {
-                if self.creds.is_some() && stale_token(&causes(e)) {
+                let text = causes(e);
+                if self.creds.is_some()
+                    && (stale_token(&text) || text.contains("authentication failed"))
+                {
                     // etcd no longer takes this client's token (etcd-client renews only an
-                    // expired one): authenticate again, the password read anew, and send once
-                    // more to the same member.
+                    // expired one, and with the password it was given: "authentication failed"
+                    // after a change of password): authenticate again, the password read anew,
+                    // and send once more to the same member.
                     m.authed.store(false, Ordering::Relaxed);
                     answer = tokio::time::timeout(self.timeout, async {
                         let c = self.ready(&m).await?;
