@@ -27,8 +27,8 @@ fn local_addresses() -> Vec<IpAddr> {
 
 /// Checks now and every CHECK_EVERY until aborted. Trouble is logged, never fatal: leader
 /// placement shortens a failover, it does not decide one. etcd refusing the move to our user
-/// (etcd 3.4 and 3.5 allow it to any authenticated user; a stricter etcd may keep it to root):
-/// said once, and no more tries.
+/// (3.4.23 and 3.5.16 let etcd_user make it; another release may keep it to root): said once,
+/// and no more tries.
 pub async fn keep_leader_elsewhere(etcd: Etcd, resource: String, node: String, prefix: String) {
     loop {
         let local = local_addresses();

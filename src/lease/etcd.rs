@@ -125,8 +125,6 @@ pub struct Etcd {
     timeout: Duration,
     /// etcd_user and its password when etcd authentication is on.
     creds: Option<(String, String)>,
-    /// etcd_prefix, for the reason of a refusal.
-    prefix: String,
 }
 
 /// One member's client. Whether it has authenticated (etcd_user) is the client's own: a client
@@ -178,6 +176,18 @@ fn stale_token(text: &str) -> bool {
     ]
     .iter()
     .any(|m| text.contains(m))
+}
+
+/// The errors of a call as a refusal when the last was one: an answer, not an outage — the
+/// member stays the current one, and another would refuse the same.
+fn refused(op: &'static str, errors: &[String]) -> Option<LeaseError> {
+    errors
+        .last()
+        .is_some_and(|e| refusal(e))
+        .then(|| LeaseError::Refused {
+            op,
+            detail: errors.join("; "),
+        })
 }
 
 /// Whether etcd's error says it refused the request's user: an answer, not an outage.
@@ -342,7 +352,6 @@ impl Etcd {
             picked: Arc::new(AtomicBool::new(false)),
             timeout,
             creds,
-            prefix: cfg.prefix.trim_end_matches('/').to_string(),
         })
     }
 
@@ -480,7 +489,7 @@ impl Etcd {
                 format!(
                     "etcd user {user} lacks the permission for {op}: its role needs readwrite on \
                      the key prefix {}/ (docs/etcd-auth.md)",
-                    self.prefix
+                    self.cfg.prefix.trim_end_matches('/')
                 )
             }
         } else {
@@ -533,6 +542,9 @@ impl Etcd {
                 Ok(Ok(c)) => c,
                 Ok(Err(e)) => {
                     errors.push(format!("{endpoint}: {}", self.explain(op, &e)));
+                    if let Some(refused) = refused(op, &errors) {
+                        return Err(refused);
+                    }
                     continue;
                 }
                 Err(_) => {
@@ -570,21 +582,15 @@ impl Etcd {
                     self.timeout.as_millis()
                 )),
             }
-            if errors.last().is_some_and(|e| refusal(e)) {
-                // An answer, not an outage: the member stays the current one, and another
-                // would refuse the same.
-                return Err(LeaseError::Refused {
-                    op,
-                    detail: errors.join("; "),
-                });
+            if let Some(refused) = refused(op, &errors) {
+                return Err(refused);
             }
         }
         self.unpick();
-        let detail = errors.join("; ");
-        if errors.last().is_some_and(|e| refusal(e)) {
-            return Err(LeaseError::Refused { op, detail });
-        }
-        Err(LeaseError::Etcd { op, detail })
+        Err(refused(op, &errors).unwrap_or_else(|| LeaseError::Etcd {
+            op,
+            detail: errors.join("; "),
+        }))
     }
 
     /// Races a status request (which, like every request, requires a leader) on every member
