@@ -19,13 +19,12 @@ pub struct TestCa {
 
 impl TestCa {
     pub fn new(dir: &Path, name: &str, server_ips: &[&str]) -> TestCa {
-        let dir = dir.join(name);
-        fs::create_dir_all(&dir).unwrap();
-        let d = dir.to_str().unwrap();
-        let run = |args: &str| {
-            must("sh", &["-c", &format!("cd {d} && {args}")]);
+        let ca = TestCa {
+            dir: dir.join(name),
         };
-        run("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj /CN=hamaster-test-ca -keyout ca.key -out ca.crt 2>/dev/null");
+        let dir = &ca.dir;
+        fs::create_dir_all(dir).unwrap();
+        ca.run("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj /CN=hamaster-test-ca -keyout ca.key -out ca.crt 2>/dev/null");
         let sans: Vec<String> = server_ips.iter().map(|ip| format!("IP:{ip}")).collect();
         fs::write(
             dir.join("server.ext"),
@@ -45,7 +44,6 @@ impl TestCa {
         .unwrap();
         fs::write(dir.join("index.txt"), "").unwrap();
         fs::write(dir.join("crlnumber"), "01\n").unwrap();
-        let ca = TestCa { dir };
         ca.gen_crl();
         for (who, ext) in [("server", "server.ext"), ("client", "client.ext")] {
             ca.issue(who, ext);

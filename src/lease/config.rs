@@ -42,7 +42,8 @@ pub struct EtcdConfig {
     pub outage: EtcdOutage,
 }
 
-/// etcd_user and the file holding its password (read at each connection, never kept here).
+/// etcd_user and the file holding its password (read at each authentication, never kept
+/// here).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct EtcdAuth {
     pub user: String,
