@@ -240,6 +240,7 @@ struct Live {
     update: &'static str,
     partition_ms: u128,
     failover_ms: u128,
+    reports_ms: u128,
 }
 
 /// The lease's id and granted TTL, from etcd's side.
@@ -333,6 +334,139 @@ fn fail_over(lab: &mut Lab, suite: &str, crash: bool) -> (usize, u128) {
 /// One generation's live cluster: documented create without lease settings (the lease follows
 /// corosync), promote, describe, ocf-tester on both agents, an update of a reloadable
 /// parameter, a partition and a crash of the holder; VIP overlap 0 throughout.
+/// Node `name`'s value of `attribute` in `crm_mon -A1` (every generation prints a node's
+/// attributes under a line naming the node, one `name : value` line each).
+fn attribute_in_crm_mon(lab: &Lab, name: &str, attribute: &str) -> Option<String> {
+    let text = String::from_utf8_lossy(&lab.on(0, &["crm_mon", "-A1"]).stdout).into_owned();
+    let mut node = None;
+    for line in text.lines() {
+        let t = line.trim().trim_start_matches('*').trim();
+        if let Some(rest) = t.strip_prefix("Node") {
+            node = Some(
+                rest.trim_start_matches(':')
+                    .trim()
+                    .trim_end_matches(':')
+                    .to_string(),
+            );
+            continue;
+        }
+        if node.as_deref() == Some(name) {
+            if let Some((n, v)) = t.split_once(':') {
+                if n.trim() == attribute {
+                    return Some(v.trim().to_string());
+                }
+            }
+        }
+    }
+    None
+}
+
+/// A standby reports what a promotion would need, in `crm_mon -A1`: every etcd member
+/// answering, the VIP's interface; one member made silent from it shows there within a
+/// monitor interval (the time it took, returned); all of etcd silent makes it unpromotable:
+/// OCF_DEGRADED where Pacemaker knows it (2.1+), no score anywhere.
+fn standby_reports(lab: &Lab, suite: &str, i: usize) -> Duration {
+    let name = lab.nodes[i].name.clone();
+    let etcd = "hamaster-api-etcd";
+    let wait_value = |limit: u64, want: &dyn Fn(&str) -> bool| {
+        let mut last = None;
+        let ok = support::wait_for(Duration::from_secs(limit), || {
+            last = attribute_in_crm_mon(lab, &name, etcd);
+            last.as_deref().is_some_and(want)
+        });
+        (ok, last)
+    };
+    let (ok, last) = wait_value(30, &|v| v.starts_with("3/3 members, etcd "));
+    assert!(
+        ok,
+        "{suite}: {name} reports every etcd member ({last:?}):\n{}",
+        String::from_utf8_lossy(&lab.on(0, &["crm_mon", "-A1"]).stdout)
+    );
+    let vip = attribute_in_crm_mon(lab, &name, "hamaster-api-vip");
+    assert!(
+        vip.as_deref().is_some_and(|v| !v.starts_with("none")),
+        "{suite}: {name}'s VIP interface: {vip:?}"
+    );
+    let watchdog = attribute_in_crm_mon(lab, &name, "hamaster-api-watchdog");
+    assert!(watchdog.is_some(), "{suite}: {name}'s watchdog attribute");
+    // One member silent from this standby (another node's: its own is local).
+    let endpoints = lab.etcd.endpoints();
+    let member = endpoints
+        .split(',')
+        .map(|e| {
+            e.trim_start_matches("http://")
+                .trim_end_matches(":2379")
+                .to_string()
+        })
+        .find(|ip| !lab.nodes[i].ns.holds(ip))
+        .expect("a member on another node");
+    let cut = Instant::now();
+    lab.cut_from_etcd_at(i, Some(&member));
+    let (ok, last) = wait_value(20, &|v| v.starts_with("2/3 members") && v.contains(&member));
+    let shown = cut.elapsed();
+    lab.reconnect_to_etcd(i);
+    assert!(ok, "{suite}: {name} reports {member} silent: {last:?}");
+    let (ok, last) = wait_value(30, &|v| v.starts_with("3/3 members"));
+    assert!(ok, "{suite}: {name} reports {member} back: {last:?}");
+    // docs/metrics.md's count of promotable standbys (where the root has xmllint; the host's
+    // generation must): both standbys, then one.
+    let doc = std::fs::read_to_string(format!("{MANIFEST}/docs/metrics.md")).unwrap();
+    let snippet = doc
+        .split("<!-- promotable-standbys: run by tests/generations.rs -->\n```sh\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the snippet in docs/metrics.md")
+        .to_string();
+    let has_xmllint = lab.sh(0, "command -v xmllint").status.success();
+    assert!(has_xmllint || suite != "bookworm", "xmllint on the host");
+    let standbys = |want: &str| {
+        let mut last = String::new();
+        let ok = support::wait_for(Duration::from_secs(30), || {
+            last = String::from_utf8_lossy(&lab.sh(0, &snippet).stdout).into_owned();
+            last.trim() == format!("hamaster_promotable_standbys{{resource=\"api\"}} {want}")
+        });
+        assert!(
+            ok,
+            "{suite}: docs/metrics.md's count, {want} wanted: {last}"
+        );
+    };
+    if has_xmllint {
+        standbys("2");
+    }
+    // All of etcd silent: no score, and the monitor says why (degraded on 2.1+).
+    lab.cut_from_etcd(i);
+    let (ok, last) = wait_value(20, &|v| v.starts_with("0/3 members"));
+    if ok && has_xmllint {
+        standbys("1");
+    }
+    // Pacemaker 2.1+ records the monitor's OCF_DEGRADED (190) in the node's history.
+    let recorded = suite == "bullseye"
+        || support::wait_for(Duration::from_secs(15), || {
+            String::from_utf8_lossy(
+                &lab.on(0, &["cibadmin", "--query", "--scope", "status"])
+                    .stdout,
+            )
+            .contains("rc-code=\"190\"")
+        });
+    let mon = String::from_utf8_lossy(&lab.on(0, &["crm_mon", "-A1"]).stdout).into_owned();
+    let log = lab.log_text(i, "pacemaker.log");
+    lab.reconnect_to_etcd(i);
+    assert!(ok, "{suite}: {name} reports etcd silent: {last:?}");
+    assert!(
+        log.contains("this node cannot be promoted: no etcd member answers"),
+        "{suite}: {name}'s monitor says it cannot be promoted"
+    );
+    assert!(
+        recorded,
+        "{suite}: the standby's OCF_DEGRADED in the CIB's status:\n{mon}"
+    );
+    eprintln!("{suite}: crm_mon -A1 while {name} cannot reach etcd:\n{mon}");
+    let (ok, last) = wait_value(30, &|v| v.starts_with("3/3 members"));
+    assert!(ok, "{suite}: {name} reports etcd back: {last:?}");
+    let _ = lab.on(0, &["crm_resource", "--cleanup", "--resource", "api"]);
+    shown
+}
+
 fn live(g: &LiveGeneration, root: Option<&Path>) -> Live {
     let suite = g.suite;
     std::env::set_var("LAB_TOTEM", g.totem);
@@ -411,6 +545,9 @@ fn live(g: &LiveGeneration, root: Option<&Path>) -> Live {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+
+    let reports_ms = standby_reports(&lab, suite, other).as_millis();
+    eprintln!("{suite}: a silent etcd member shown by the standby after {reports_ms} ms");
 
     // A reloadable parameter: Pacemaker 2.1 and later reload it in place (same key, lease and
     // holder, the VIP never down); Pacemaker 2.0 knows no reload-agent and restarts.
@@ -506,6 +643,7 @@ fn live(g: &LiveGeneration, root: Option<&Path>) -> Live {
         update,
         partition_ms,
         failover_ms,
+        reports_ms,
     }
 }
 
@@ -529,8 +667,9 @@ fn each_generation_runs_the_master_live_with_the_rpms_binary() {
     for l in &seen {
         eprintln!(
             "{}: {} — lease {} (from corosync), pcs resource update health_interval: {}, \
-             partition → VIP on another node after {} ms, crash → after {} ms, overlap 0",
-            l.suite, l.versions, l.ttl, l.update, l.partition_ms, l.failover_ms
+             partition → VIP on another node after {} ms, crash → after {} ms, overlap 0; a \
+             silent etcd member in the standby's node attributes after {} ms",
+            l.suite, l.versions, l.ttl, l.update, l.partition_ms, l.failover_ms, l.reports_ms
         );
     }
     let _ = std::fs::remove_dir_all(binary.parent().unwrap().parent().unwrap().parent().unwrap());

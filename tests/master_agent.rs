@@ -1094,7 +1094,8 @@ fn the_guard_reaps_its_announcement_burst() {
 
 /// Stand-ins for Pacemaker's tools in `dir`: `crm_attribute` that refuses `--promotion` when
 /// `old` (as Pacemaker 2.0 and 1.1 do) and `crm_master`; both log their calls to `calls` and
-/// keep the score in `score` (deleted = no file), as attrd would.
+/// keep the score in `score` (deleted = no file), as attrd would, and a named attribute
+/// (`--name N`) in `attr-N`.
 fn pacemaker_stand_ins(dir: &std::path::Path, old: bool) {
     std::fs::create_dir_all(dir).unwrap();
     let d = dir.display();
@@ -1104,7 +1105,7 @@ fn pacemaker_stand_ins(dir: &std::path::Path, old: bool) {
         ""
     };
     let store = format!(
-        r#"while [ $# -gt 0 ]; do case "$1" in -v|--update) echo "$2" > {d}/score; shift;; -D|--delete) rm -f {d}/score;; esac; shift; done"#
+        r#"f={d}/score; while [ $# -gt 0 ]; do case "$1" in -n|--name) f={d}/attr-$2; shift;; -v|--update) echo "$2" > $f; shift;; -D|--delete) rm -f $f;; esac; shift; done"#
     );
     for (name, pre) in [("crm_attribute", refuse), ("crm_master", "")] {
         let script = format!("#!/bin/sh\necho \"{name} $*\" >> {d}/calls\n{pre}\n{store}\n");
@@ -1176,6 +1177,25 @@ fn promotion_scores_follow_the_pacemaker_version_and_come_back_when_pacemaker_lo
             "{feature_set}: promotable again after Pacemaker lost the score"
         );
         assert_eq!(calls(&bin).lines().count(), before + 1);
+        // The node's report, beside the score (the first monitor set it, on every generation).
+        if feature_set == "3.2.0" {
+            let attr =
+                |n: &str| std::fs::read_to_string(bin.join(format!("attr-hamaster-api-{n}")));
+            let etcd_attr = attr("etcd").unwrap_or_default();
+            assert!(
+                etcd_attr.starts_with("3/3 members, etcd "),
+                "{feature_set}: {etcd_attr:?}\n{}",
+                calls(&bin)
+            );
+            assert!(attr("watchdog").is_ok(), "{}", calls(&bin));
+            assert_eq!(agent.run("stop").code, 0);
+            assert!(
+                attr("etcd").is_err() && attr("watchdog").is_err(),
+                "stop deletes the node's report: {}",
+                calls(&bin)
+            );
+            assert_eq!(agent.run("start").code, 0);
+        }
         assert_eq!(agent.run("stop").code, 0);
         assert_eq!(score(&bin), None, "{feature_set}: stop deletes the score");
     }

@@ -757,13 +757,24 @@ impl Lab {
     /// port (2379), its own member's included, is routed into a link that answers nothing
     /// (silent, not refused); etcd's peers (2380) and corosync are untouched.
     pub fn cut_from_etcd(&self, i: usize) {
+        self.cut_from_etcd_at(i, None);
+    }
+
+    /// As cut_from_etcd, for the connections to one address only (`Some(ip)`: one member).
+    pub fn cut_from_etcd_at(&self, i: usize, ip: Option<&str>) {
         let ns = &self.nodes[i].ns.name;
+        let rule = match ip {
+            Some(ip) => {
+                format!("rule add pref 50 iif lo to {ip} ipproto tcp dport 2379 lookup 100")
+            }
+            None => "rule add pref 50 iif lo ipproto tcp dport 2379 lookup 100".to_string(),
+        };
         for cmd in [
             "link add hmblk0 type veth peer name hmblk1",
             "link set hmblk0 up",
             "link set hmblk1 up",
             "route add default dev hmblk0 table 100",
-            "rule add pref 50 iif lo ipproto tcp dport 2379 lookup 100",
+            &rule,
             "rule add pref 100 lookup local",
             "rule del pref 0",
         ] {

@@ -352,6 +352,7 @@ fn stop(ctx: &Ctx) -> Done {
     }
     ctx.dir.unmark(ctx.dir.started());
     set_score(ctx, None, until);
+    super::report::withdraw(ctx.env, &ctx.dir, &ctx.resource, left(until).min(SCORE_SET));
     Ok(Outcome::ok())
 }
 
@@ -375,10 +376,25 @@ fn monitor(ctx: &Ctx) -> Done {
         return Ok(Outcome::new(OcfExit::NotRunning));
     }
     if !is_promoted_here(ctx) {
-        if let Ok(cfg) = MasterConfig::from_values(&ctx.values) {
-            update_score(ctx, &cfg, until);
-        }
-        return Ok(Outcome::ok());
+        let Ok(cfg) = MasterConfig::from_values(&ctx.values) else {
+            return Ok(Outcome::ok());
+        };
+        let members = update_score(ctx, &cfg, until);
+        let readiness = super::report::Readiness::of(&cfg, members);
+        let each = left(until).min(SCORE_SET);
+        super::report::publish(ctx.env, &ctx.dir, &ctx.resource, &readiness, each);
+        return Ok(match readiness.unpromotable() {
+            // Serving as a standby, but not one that can take over: OCF_DEGRADED where
+            // Pacemaker knows it, the reason logged before.
+            Some(why) if super::score::understands_degraded(ctx.env) => {
+                Outcome::with_reason(OcfExit::Degraded, why)
+            }
+            Some(why) => {
+                log::warn!("{why}");
+                Outcome::ok()
+            }
+            None => Outcome::ok(),
+        });
     }
     let st = status::block_on(status::get_status(
         &ctx.dir.socket(),
@@ -457,7 +473,11 @@ pub const CHECK_LEVELS: [(&str, &str); 2] = [
     (
         "0, 10",
         "Unpromoted: the instance's marker, and the promotion score refreshed from etcd's holder \
-         (within the timeout). Promoted: the guard's own verdict, asked over its socket — it \
+         (within the timeout); every etcd member's answer and release, the watchdog the guard \
+         would arm and the VIP's interface, set as node attributes hamaster-RESOURCE-etcd, \
+         -watchdog and -vip (docs/metrics.md); a node that cannot be promoted (no member \
+         answers, watchdog=required without a device, no interface) answers OCF_DEGRADED (190) \
+         on Pacemaker 2.1 and later, 0 with a log line before. Promoted: the guard's own verdict, asked over its socket — it \
          holds the leader key with lease time left, the VIP is on its interface and up, the \
          service runs and is healthy (8); fenced, the key lost, the VIP or the service gone \
          (9, with the guard's reason). etcd out of reach while the lease has time left is no \
@@ -815,16 +835,20 @@ fn cleanup_after_guard(
 
 /// Holder of the key: 100; any node that reaches etcd: 10; a node that cannot: no score, so
 /// it cannot be promoted. The look at etcd and the score's tool both fit in what is left of
-/// the action's budget (`until`); without time for the look, no score.
-fn update_score(ctx: &Ctx, cfg: &MasterConfig, until: Instant) {
+/// the action's budget (`until`); without time for the look, no score. Every etcd member is
+/// asked for its status in the same look: their answers, for the node's report (None when
+/// etcd was not asked).
+type MemberAnswers = Vec<(String, Result<String, String>)>;
+fn update_score(ctx: &Ctx, cfg: &MasterConfig, until: Instant) -> Option<MemberAnswers> {
     if !super::score::in_cluster(ctx.env) {
-        return;
+        return None;
     }
     if cfg.watchdog.mode == crate::resource::config::WatchdogMode::Required {
         if let Err(why) = crate::resource::watchdog::choose(&cfg.watchdog) {
             // Like Patroni's required mode: a node that cannot arm one is never the master.
             log::warn!("no promotion score: {why}");
-            return set_score(ctx, None, until);
+            set_score(ctx, None, until);
+            return None;
         }
     }
     let key = leader_key(&cfg.etcd.prefix, &ctx.resource);
@@ -832,12 +856,26 @@ fn update_score(ctx: &Ctx, cfg: &MasterConfig, until: Instant) {
     let look = left(until)
         .saturating_sub(SCORE_SET.min(left(until) / 2))
         .min(SCORE_LOOK);
+    let mut members = None;
     let holder = status::block_on(async {
         tokio::time::timeout(look, async {
             let etcd = Etcd::connect(&cfg.etcd, Duration::from_secs(1).min(look)).await?;
-            etcd.holder(&key).await
+            let (holder, answers) = tokio::join!(etcd.holder(&key), etcd.member_answers());
+            members = Some(answers);
+            holder
         })
         .await
+    });
+    // The look ran out before the members' answers: none answered in it.
+    let members = members.or_else(|| {
+        let silent = format!("no answer within {} ms", look.as_millis());
+        Some(
+            cfg.etcd
+                .endpoints
+                .iter()
+                .map(|e| (e.clone(), Err(silent.clone())))
+                .collect(),
+        )
     });
     let score = match holder {
         Ok(Ok(Some(h))) if h.node == ctx.node() => Some(SCORE_HOLDER),
@@ -855,6 +893,7 @@ fn update_score(ctx: &Ctx, cfg: &MasterConfig, until: Instant) {
         }
     };
     set_score(ctx, score, until);
+    members
 }
 
 fn set_score(ctx: &Ctx, score: Option<i32>, until: Instant) {

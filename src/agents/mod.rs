@@ -7,6 +7,7 @@
 //! decide it.
 
 pub mod master;
+mod report;
 mod score;
 pub mod vip;
 

@@ -97,12 +97,7 @@ pub fn set(env: &OcfEnv, cache: &Path, score: Option<i32>, limit: Duration) {
         return;
     }
     let text = score.map_or("none".to_string(), |s| s.to_string());
-    let fresh = std::fs::metadata(cache)
-        .and_then(|m| m.modified())
-        .ok()
-        .and_then(|t| SystemTime::now().duration_since(t).ok())
-        .is_some_and(|age| age < REASSERT_AFTER);
-    if fresh && std::fs::read_to_string(cache).is_ok_and(|t| t == text) {
+    if recently_set(cache, &text) {
         return;
     }
     let tool = match tool(env, crm_master_installed) {
@@ -119,16 +114,31 @@ pub fn set(env: &OcfEnv, cache: &Path, score: Option<i32>, limit: Duration) {
         None => args.push("-D"),
     }
     if crate::service::tool_output(limit, program, &args).is_some() {
-        if let Some(dir) = cache.parent() {
-            let _ = crate::runfiles::private_dir(dir);
-        }
-        let _ = crate::runfiles::write_private(cache, text);
+        remember(cache, &text);
     } else {
         log::warn!(
             "{tool:?} score ({text}) failed or did not finish within {} ms",
             limit.as_millis()
         );
     }
+}
+
+/// Whether `text` is what `cache` says was set, less than `REASSERT_AFTER` ago.
+pub fn recently_set(cache: &Path, text: &str) -> bool {
+    let fresh = std::fs::metadata(cache)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| SystemTime::now().duration_since(t).ok())
+        .is_some_and(|age| age < REASSERT_AFTER);
+    fresh && std::fs::read_to_string(cache).is_ok_and(|t| t == text)
+}
+
+/// Records in `cache` that `text` was set now.
+pub fn remember(cache: &Path, text: &str) {
+    if let Some(dir) = cache.parent() {
+        let _ = crate::runfiles::private_dir(dir);
+    }
+    let _ = crate::runfiles::write_private(cache, text);
 }
 
 #[cfg(test)]

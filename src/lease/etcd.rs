@@ -647,17 +647,38 @@ impl Etcd {
     /// The etcd release each member runs, as its status says; members that do not answer
     /// within the attempt timeout are left out.
     pub async fn versions(&self) -> Vec<(String, String)> {
-        let mut out = Vec::new();
-        for m in self.snapshot() {
-            let status = async {
-                let mut c = self.ready(&m).await?;
-                c.status().await
-            };
-            if let Ok(Ok(r)) = tokio::time::timeout(self.timeout, status).await {
-                out.push((m.endpoint.clone(), r.version().to_string()));
-            }
+        self.member_answers()
+            .await
+            .into_iter()
+            .filter_map(|(endpoint, answer)| Some((endpoint, answer.ok()?)))
+            .collect()
+    }
+
+    /// Every member's status asked at once, each within the attempt timeout: its endpoint and
+    /// the release it runs, or why it did not answer ("no answer within N ms", a refusal).
+    pub async fn member_answers(&self) -> Vec<(String, Result<String, String>)> {
+        let mut asks = tokio::task::JoinSet::new();
+        for (i, m) in self.snapshot().into_iter().enumerate() {
+            let etcd = self.clone();
+            asks.spawn(async move {
+                let status = async {
+                    let mut c = etcd.ready(&m).await?;
+                    c.status().await
+                };
+                let answer = match tokio::time::timeout(etcd.timeout, status).await {
+                    Ok(Ok(r)) => Ok(r.version().to_string()),
+                    Ok(Err(e)) => Err(e.to_string()),
+                    Err(_) => Err(format!("no answer within {} ms", etcd.timeout.as_millis())),
+                };
+                (i, m.endpoint, answer)
+            });
         }
-        out
+        let mut answers = Vec::new();
+        while let Some(done) = asks.join_next().await {
+            answers.extend(done.ok());
+        }
+        answers.sort_by_key(|a| a.0);
+        answers.into_iter().map(|(_, e, a)| (e, a)).collect()
     }
 
     fn snapshot(&self) -> Vec<Member> {

@@ -166,6 +166,11 @@ impl ResourceDir {
         self.root.join("score")
     }
 
+    /// Last value of a node attribute (agents::report), to call crm_attribute only on changes.
+    pub fn attribute(&self, suffix: &str) -> PathBuf {
+        self.root.join(format!("attribute-{suffix}"))
+    }
+
     /// Removes what only a running guard needs (socket, pidfile, state, service.env); the
     /// fencing token stays for the record.
     pub fn remove_guard_files(&self) {
