@@ -352,7 +352,7 @@ fn stop(ctx: &Ctx) -> Done {
     }
     ctx.dir.unmark(ctx.dir.started());
     set_score(ctx, None, until);
-    super::report::withdraw(ctx.env, &ctx.dir, &ctx.resource, left(until).min(SCORE_SET));
+    super::report::withdraw(ctx.env, &ctx.dir, &ctx.resource, until, SCORE_SET);
     Ok(Outcome::ok())
 }
 
@@ -381,8 +381,14 @@ fn monitor(ctx: &Ctx) -> Done {
         };
         let members = update_score(ctx, &cfg, until);
         let readiness = super::report::Readiness::of(&cfg, members);
-        let each = left(until).min(SCORE_SET);
-        super::report::publish(ctx.env, &ctx.dir, &ctx.resource, &readiness, each);
+        super::report::publish(
+            ctx.env,
+            &ctx.dir,
+            &ctx.resource,
+            &readiness,
+            until,
+            SCORE_SET,
+        );
         return Ok(match readiness.unpromotable() {
             // Serving as a standby, but not one that can take over: OCF_DEGRADED where
             // Pacemaker knows it, the reason logged before.

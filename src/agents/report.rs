@@ -8,7 +8,7 @@
 //! |---|---|
 //! | `hamaster-RESOURCE-etcd` | `3/3 members, etcd 3.5.16`; `2/3 members, etcd 3.5.16; silent: URL`; `0/3 members: why` |
 //! | `hamaster-RESOURCE-watchdog` | `/dev/watchdog1` (the first the guard would try), `off`, `none: why` |
-//! | `hamaster-RESOURCE-vip` | the interface (`eth0`), `none: why` (only with `ip`) |
+//! | `hamaster-RESOURCE-vip` | the interface (`lan0`), `none: why` (only with `ip`) |
 //!
 //! A node that cannot be promoted (no etcd member answers, `watchdog=required` without a
 //! device, no interface for the VIP) answers OCF_DEGRADED where Pacemaker knows it (2.1 and
@@ -16,7 +16,7 @@
 //! Each value is set only when it changed, or again after `score::REASSERT_AFTER` (Pacemaker
 //! drops transient attributes when a node leaves the membership).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::ocf::OcfEnv;
 use crate::resource::config::MasterConfig;
@@ -139,9 +139,22 @@ pub fn attribute_name(resource: &str, suffix: &str) -> String {
     format!("hamaster-{resource}-{suffix}")
 }
 
+/// What one call of crm_attribute may take: `most`, within what is left before `until`.
+fn call_limit(until: Instant, most: Duration) -> Duration {
+    until.saturating_duration_since(Instant::now()).min(most)
+}
+
 /// Sets each attribute that changed (or was last set REASSERT_AFTER ago), each call within
-/// `limit`; the values last set are kept in `dir` (one file per attribute).
-pub fn publish(env: &OcfEnv, dir: &ResourceDir, resource: &str, r: &Readiness, limit: Duration) {
+/// `most` and all before `until`; the values last set are kept in `dir` (one file per
+/// attribute).
+pub fn publish(
+    env: &OcfEnv,
+    dir: &ResourceDir,
+    resource: &str,
+    r: &Readiness,
+    until: Instant,
+    most: Duration,
+) {
     if !super::score::in_cluster(env) {
         return;
     }
@@ -159,6 +172,7 @@ pub fn publish(env: &OcfEnv, dir: &ResourceDir, resource: &str, r: &Readiness, l
             "--update",
             value.as_str(),
         ];
+        let limit = call_limit(until, most);
         if crate::service::tool_output(limit, "crm_attribute", &args).is_some() {
             super::score::remember(&cache, &value);
         } else {
@@ -175,8 +189,8 @@ pub fn publish(env: &OcfEnv, dir: &ResourceDir, resource: &str, r: &Readiness, l
 const SUFFIXES: [&str; 3] = ["etcd", "watchdog", "vip"];
 
 /// Deletes the attributes this node set (stop: a stopped or deleted resource reports nothing),
-/// each call within `limit`.
-pub fn withdraw(env: &OcfEnv, dir: &ResourceDir, resource: &str, limit: Duration) {
+/// each call within `most` and all before `until`.
+pub fn withdraw(env: &OcfEnv, dir: &ResourceDir, resource: &str, until: Instant, most: Duration) {
     if !super::score::in_cluster(env) {
         return;
     }
@@ -187,7 +201,7 @@ pub fn withdraw(env: &OcfEnv, dir: &ResourceDir, resource: &str, limit: Duration
         }
         let name = attribute_name(resource, suffix);
         let args = ["--lifetime", "reboot", "--name", name.as_str(), "--delete"];
-        if crate::service::tool_output(limit, "crm_attribute", &args).is_some() {
+        if crate::service::tool_output(call_limit(until, most), "crm_attribute", &args).is_some() {
             let _ = std::fs::remove_file(&cache);
         } else {
             log::warn!("node attribute {name} not deleted: crm_attribute failed or timed out");
@@ -217,7 +231,7 @@ mod tests {
         Readiness {
             etcd: Some(members(etcd)),
             watchdog: Ok(Choice::Use(vec![PathBuf::from("/dev/watchdog1")])),
-            vip: Some(Ok("eth0".into())),
+            vip: Some(Ok("lan0".into())),
         }
     }
 
@@ -229,7 +243,7 @@ mod tests {
             vec![
                 ("etcd", "3/3 members, etcd 3.5.16".to_string()),
                 ("watchdog", "/dev/watchdog1".to_string()),
-                ("vip", "eth0".to_string()),
+                ("vip", "lan0".to_string()),
             ]
         );
         assert_eq!(all.unpromotable(), None);
