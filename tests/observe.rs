@@ -432,6 +432,27 @@ fn a_host_outside_the_cluster_claiming_the_vip_is_named_defended_once_and_pushed
         .unwrap_or_else(|| panic!("IPv6 conflict not reported\n{}", a.log()));
     let c = st.vip_conflict.unwrap();
     assert_eq!(c.frame, "neighbor advertisement");
+    // Serving, but claimed: OCF_DEGRADED_PROMOTED where Pacemaker knows it (2.1+), naming the
+    // MAC; 8 on 2.0.
+    let on = |feature_set: &str| {
+        agent6
+            .clone()
+            .env("OCF_RESKEY_crm_feature_set", feature_set)
+            .run("monitor")
+    };
+    let newer = on("3.16.2");
+    assert_eq!(newer.code, 191, "{}", newer.stderr);
+    let reason = newer
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("ocf-exit-reason:"))
+        .unwrap_or_default();
+    assert!(
+        reason.contains(&format!("VIP {v6} claimed by {}", mac_text(out_mac))),
+        "{}",
+        newer.stderr
+    );
+    assert_eq!(on("3.2.0").code, 8);
     let arrived = at_master
         .finish()
         .iter()

@@ -413,10 +413,8 @@ fn monitor(ctx: &Ctx) -> Done {
         return Err(MasterError::Unhealthy(st.trouble()));
     }
     let cfg = MasterConfig::from_values(&ctx.values).ok();
-    let holding = st
-        .failsafe
-        .as_ref()
-        .and_then(|f| f.holding(crate::lease::clock::unix_ms()));
+    let now = crate::lease::clock::unix_ms();
+    let holding = st.failsafe.as_ref().and_then(|f| f.holding(now));
     let mut doubts: Vec<String> = match &holding {
         Some(h) => vec![h.clone()],
         None => cfg
@@ -425,6 +423,7 @@ fn monitor(ctx: &Ctx) -> Done {
             .into_iter()
             .collect(),
     };
+    doubts.extend(st.attention(now));
     if ctx.env.check_level >= 20 {
         match key_in_etcd(ctx, cfg.as_ref(), &st, until) {
             KeyCheck::Agrees => {}
@@ -488,7 +487,9 @@ pub const CHECK_LEVELS: [(&str, &str); 2] = [
          service runs and is healthy (8); fenced, the key lost, the VIP or the service gone \
          (9, with the guard's reason). etcd out of reach while the lease has time left is no \
          failure: after a renewal overdue, OCF_DEGRADED_PROMOTED (191) with the reason on \
-         Pacemaker 2.1 and later, 8 and a log line before.",
+         Pacemaker 2.1 and later, 8 and a log line before; the same for the VIP claimed by \
+         another host in the last 30 s (conflict_action=report keeps serving) and for a \
+         watchdog chosen but not armed (watchdog=auto leads without).",
     ),
     (
         "20",

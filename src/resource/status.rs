@@ -133,6 +133,9 @@ impl FailsafeStatus {
     }
 }
 
+/// How long a claim of the VIP by another host counts against a healthy leader.
+pub const CONFLICT_RECENT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Another host claims the VIP (guard::wire).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VipConflict {
@@ -165,6 +168,34 @@ impl GuardStatus {
             && self.vip_present != Some(false)
             && self.service_running
             && self.service_healthy
+    }
+
+    /// What a healthy leader serves with but needs attention for (the monitor's
+    /// OCF_DEGRADED_PROMOTED on Pacemaker 2.1+): the VIP claimed on the wire by another host
+    /// within the last CONFLICT_RECENT (conflict_action=report keeps serving), a watchdog it
+    /// chose but could not arm (watchdog=auto leads without).
+    pub fn attention(&self, now_unix_ms: u64) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(c) = &self.vip_conflict {
+            let ago = now_unix_ms.saturating_sub(c.last_unix_ms);
+            if ago < CONFLICT_RECENT.as_millis() as u64 {
+                out.push(format!(
+                    "VIP {} claimed by {} ({} frames, the last {:.1} s ago)",
+                    self.vip.as_deref().unwrap_or("?"),
+                    c.mac,
+                    c.frames,
+                    ago as f64 / 1000.0
+                ));
+            }
+        }
+        if let Some(w) = &self.watchdog {
+            if let (Some(device), false, Some(note)) = (&w.device, w.armed, &w.note) {
+                if note != "disarmed" {
+                    out.push(format!("leading without watchdog {device}: {note}"));
+                }
+            }
+        }
+        out
     }
 
     /// Why this is not a healthy leader, for an `ocf-exit-reason:` line.
@@ -344,6 +375,49 @@ mod tests {
                 format!("\"{}\"", role.name())
             );
         }
+    }
+
+    #[test]
+    fn a_recent_claim_of_the_vip_or_a_watchdog_that_did_not_arm_needs_attention() {
+        let mut s = GuardStatus {
+            role: Role::Leader,
+            vip: Some("192.0.2.10".into()),
+            vip_conflict: Some(VipConflict {
+                mac: "02:00:00:00:00:01".into(),
+                frame: "ARP reply".into(),
+                frames: 3,
+                last_unix_ms: 100_000,
+            }),
+            ..GuardStatus::default()
+        };
+        assert_eq!(
+            s.attention(102_500),
+            vec!["VIP 192.0.2.10 claimed by 02:00:00:00:00:01 (3 frames, the last 2.5 s ago)"]
+        );
+        assert!(s.attention(100_000 + 30_000).is_empty(), "an old claim");
+        s.vip_conflict = None;
+        let mut w = WatchdogStatus {
+            device: Some("/dev/watchdog1".into()),
+            armed: true,
+            ..WatchdogStatus::default()
+        };
+        s.watchdog = Some(w.clone());
+        assert!(s.attention(0).is_empty(), "armed");
+        w.armed = false;
+        w.note = Some("disarmed".into());
+        s.watchdog = Some(w.clone());
+        assert!(s.attention(0).is_empty(), "disarmed after leading");
+        w.note = Some("cannot set a timeout: Invalid argument".into());
+        s.watchdog = Some(w.clone());
+        assert_eq!(
+            s.attention(0),
+            vec!["leading without watchdog /dev/watchdog1: cannot set a timeout: Invalid argument"]
+        );
+        // auto without any device: nothing it could have had.
+        w.device = None;
+        w.note = Some("no watchdog device on this node".into());
+        s.watchdog = Some(w);
+        assert!(s.attention(0).is_empty());
     }
 
     #[test]
