@@ -7,7 +7,7 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::lease::{leader_key, Etcd, LeaseId};
+use crate::lease::{leader_key, Etcd, LeaseId, MemberAnswers};
 use crate::ocf::failure::Failed;
 use crate::ocf::metadata::{advertised_timeout, ActionSpec, AgentInfo};
 use crate::ocf::{Action, OcfEnv, OcfExit, Outcome};
@@ -482,14 +482,15 @@ pub const CHECK_LEVELS: [(&str, &str); 2] = [
          would arm and the VIP's interface, set as node attributes hamaster-RESOURCE-etcd, \
          -watchdog and -vip (docs/metrics.md); a node that cannot be promoted (no member \
          answers, watchdog=required without a device, no interface) answers OCF_DEGRADED (190) \
-         on Pacemaker 2.1 and later, 0 with a log line before. Promoted: the guard's own verdict, asked over its socket — it \
-         holds the leader key with lease time left, the VIP is on its interface and up, the \
-         service runs and is healthy (8); fenced, the key lost, the VIP or the service gone \
-         (9, with the guard's reason). etcd out of reach while the lease has time left is no \
-         failure: after a renewal overdue, OCF_DEGRADED_PROMOTED (191) with the reason on \
-         Pacemaker 2.1 and later, 8 and a log line before; the same for the VIP claimed by \
-         another host in the last 30 s (conflict_action=report keeps serving) and for a \
-         watchdog chosen but not armed (watchdog=auto leads without).",
+         on Pacemaker 2.1 and later, 0 with a log line before. Promoted: the guard's own \
+         verdict, asked over its socket — it holds the leader key with lease time left, the \
+         VIP is on its interface and up, the service runs and is healthy (8); fenced, the key \
+         lost, the VIP or the service gone (9, with the guard's reason). etcd out of reach \
+         while the lease has time left is no failure: after a renewal overdue, \
+         OCF_DEGRADED_PROMOTED (191) with the reason on Pacemaker 2.1 and later, 8 and a log \
+         line before; the same for the VIP claimed by another host in the last 30 s \
+         (conflict_action=report keeps serving) and for a watchdog chosen but not armed \
+         (watchdog=auto leads without).",
     ),
     (
         "20",
@@ -845,7 +846,6 @@ fn cleanup_after_guard(
 /// the action's budget (`until`); without time for the look, no score. Every etcd member is
 /// asked for its status in the same look: their answers, for the node's report (None when
 /// etcd was not asked).
-type MemberAnswers = Vec<(String, Result<String, String>)>;
 fn update_score(ctx: &Ctx, cfg: &MasterConfig, until: Instant) -> Option<MemberAnswers> {
     if !super::score::in_cluster(ctx.env) {
         return None;
@@ -874,15 +874,13 @@ fn update_score(ctx: &Ctx, cfg: &MasterConfig, until: Instant) -> Option<MemberA
         .await
     });
     // The look ran out before the members' answers: none answered in it.
-    let members = members.or_else(|| {
+    let members = members.unwrap_or_else(|| {
         let silent = format!("no answer within {} ms", look.as_millis());
-        Some(
-            cfg.etcd
-                .endpoints
-                .iter()
-                .map(|e| (e.clone(), Err(silent.clone())))
-                .collect(),
-        )
+        cfg.etcd
+            .endpoints
+            .iter()
+            .map(|e| (e.clone(), Err(silent.clone())))
+            .collect()
     });
     let score = match holder {
         Ok(Ok(Some(h))) if h.node == ctx.node() => Some(SCORE_HOLDER),
@@ -900,7 +898,7 @@ fn update_score(ctx: &Ctx, cfg: &MasterConfig, until: Instant) -> Option<MemberA
         }
     };
     set_score(ctx, score, until);
-    members
+    Some(members)
 }
 
 fn set_score(ctx: &Ctx, score: Option<i32>, until: Instant) {

@@ -18,6 +18,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::lease::MemberAnswers;
 use crate::ocf::OcfEnv;
 use crate::resource::config::MasterConfig;
 use crate::resource::dir::ResourceDir;
@@ -27,8 +28,8 @@ use crate::resource::watchdog::{self, Choice};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Readiness {
     /// Each etcd member's endpoint and release, or why it did not answer; None: etcd was not
-    /// asked (no time left).
-    pub etcd: Option<Vec<(String, Result<String, String>)>>,
+    /// asked (outside a cluster, or watchdog=required without a device: no score either).
+    pub etcd: Option<MemberAnswers>,
     pub watchdog: Result<Choice, String>,
     /// The VIP's interface, or why there is none; None without a VIP.
     pub vip: Option<Result<String, String>>,
@@ -37,7 +38,7 @@ pub struct Readiness {
 impl Readiness {
     /// The watchdog and the VIP's interface, as the guard would find them now; `etcd` as the
     /// members answered.
-    pub fn of(cfg: &MasterConfig, etcd: Option<Vec<(String, Result<String, String>)>>) -> Self {
+    pub fn of(cfg: &MasterConfig, etcd: Option<MemberAnswers>) -> Self {
         let vip = cfg.vip.clone().map(|v| {
             crate::vip::Vip::new(v)
                 .and_then(|mut vip| vip.resolve())
@@ -214,7 +215,7 @@ mod tests {
     use super::*;
     use std::path::PathBuf;
 
-    fn members(answers: &[Result<&str, &str>]) -> Vec<(String, Result<String, String>)> {
+    fn members(answers: &[Result<&str, &str>]) -> MemberAnswers {
         answers
             .iter()
             .enumerate()

@@ -108,6 +108,9 @@ pub enum KeyEvent {
     },
 }
 
+/// Each etcd member's endpoint and the release it runs, or why it did not answer.
+pub type MemberAnswers = Vec<(String, Result<String, String>)>;
+
 #[derive(Clone)]
 pub struct Etcd {
     /// The configured endpoints, then the members learned from etcd's member list.
@@ -656,7 +659,7 @@ impl Etcd {
 
     /// Every member's status asked at once, each within the attempt timeout: its endpoint and
     /// the release it runs, or why it did not answer ("no answer within N ms", a refusal).
-    pub async fn member_answers(&self) -> Vec<(String, Result<String, String>)> {
+    pub async fn member_answers(&self) -> MemberAnswers {
         let mut asks = tokio::task::JoinSet::new();
         for (i, m) in self.snapshot().into_iter().enumerate() {
             let etcd = self.clone();
