@@ -130,6 +130,102 @@ fn keeps_the_key(lab: &Lab, p2: &str, token2: i64) {
     );
 }
 
+/// `hamaster switchover api` run on a standby of master `p`: its refusals (the master
+/// itself, a node that is not there, a move/ban constraint left in place) change nothing;
+/// `--to` a standby, then without `--to`, each returns once the new master holds the key
+/// and its VIP, with no constraint left and the scores where a later transition keeps it.
+/// Returns when the `--to` switchover was asked, and the last master.
+fn switchovers(lab: &Lab, obs: &VipObserver, client: &HealthClient, p: &str) -> (Instant, String) {
+    let bin = support::OcfDir::get().root.join("hamaster");
+    let bin = bin.to_str().unwrap();
+    let pi = lab.index(p);
+    let (to, from_node) = ((pi + 1) % 3, (pi + 2) % 3);
+    let to_name = lab.nodes[to].name.clone();
+    let (_, token) = lab.leader_key(KEY).expect("leader key");
+    let switch = |args: &[&str]| {
+        let mut full = vec![bin, "switchover", "api"];
+        full.extend_from_slice(args);
+        let out = lab.on(from_node, &full);
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.code(), text)
+    };
+    let constraints = || {
+        let q = lab.on(0, &["cibadmin", "--query", "--scope", "constraints"]);
+        String::from_utf8_lossy(&q.stdout).into_owned()
+    };
+    for (args, says) in [
+        (vec!["--to", p], "is the master already"),
+        (vec!["--to", "nosuch"], "nosuch is not a cluster member"),
+    ] {
+        let (code, text) = switch(&args);
+        assert!(
+            code == Some(1) && text.contains(says),
+            "switchover {args:?}: {text}"
+        );
+    }
+    let ban = lab.pcs(0, &["resource", "ban", "api-clone", &to_name, "--promoted"]);
+    assert!(ban.status.success(), "{ban:?}");
+    let (code, text) = switch(&["--to", &to_name]);
+    assert!(
+        code == Some(1) && text.contains(&format!("cli-ban-api-clone-on-{to_name}")),
+        "switchover with a ban in place: {text}"
+    );
+    let _ = lab.pcs(0, &["resource", "clear", "api-clone"]);
+    assert_eq!(
+        lab.leader_key(KEY),
+        Some((p.to_string(), token)),
+        "the refused switchovers changed nothing"
+    );
+    assert!(client.wait_ok(Duration::from_secs(10)));
+
+    let t_switch = Instant::now();
+    let (code, text) = switch(&["--to", &to_name]);
+    let took = t_switch.elapsed();
+    assert!(
+        code == Some(0) && text.contains(&format!("{to_name} is the master")),
+        "switchover --to {to_name}: {text}\n{}",
+        lab.crm_mon_text()
+    );
+    eprintln!("switchover --to {to_name}: returned after {took:?}: {text}");
+    let check = |new: &str, old: &str| {
+        let (holder, new_token) = lab.leader_key(KEY).expect("leader key after a switchover");
+        assert_eq!(holder, new, "etcd names the new master");
+        assert!(new_token > token, "a new fencing token");
+        assert!(
+            obs.wait_state(lab.index(new), true, Duration::from_secs(5)),
+            "the VIP on {new} once switchover returned"
+        );
+        assert!(
+            !lab.nodes[lab.index(old)].ns.holds(VIP),
+            "the VIP left {old}"
+        );
+        let left = constraints();
+        assert!(!left.contains("cli-"), "constraints left: {left}");
+        assert!(
+            client.wait_ok(Duration::from_secs(30)),
+            "served after the switchover"
+        );
+        // No transition moves it back once the constraint is gone.
+        std::thread::sleep(Duration::from_secs(3));
+        assert_eq!(lab.promoted_seen_from(0, "api"), [new.to_string()]);
+    };
+    check(&to_name, p);
+
+    let (code, text) = switch(&[]);
+    let chosen = lab.leader_key(KEY).map(|k| k.0).unwrap_or_default();
+    assert!(
+        code == Some(0) && chosen != to_name && text.contains(&format!("{chosen} is the master")),
+        "switchover without --to: {text}\n{}",
+        lab.crm_mon_text()
+    );
+    check(&chosen, &to_name);
+    (t_switch, chosen)
+}
+
 #[test]
 #[ignore = "cluster scenario: run by make check-cluster"]
 fn three_nodes_master_with_vip_crash_partition_etcd_loss_and_ban() {
@@ -383,6 +479,11 @@ fn three_nodes_master_with_vip_crash_partition_etcd_loss_and_ban() {
     assert!(client.wait_ok(Duration::from_secs(30)));
     let _ = lab.pcs(0, &["resource", "clear", "api-clone"]);
 
+    // `hamaster switchover`: refusals change nothing; a switchover --to a standby, then one
+    // to where Pacemaker chooses: each ends with the new master holding the key, its VIP,
+    // and no move/ban constraint left.
+    let (t_switch, p5) = switchovers(&lab, &obs, &client, &p5);
+
     // The service dies on the promoted node: its guard tells Pacemaker at once
     // (push_failures: crm_resource --fail, which Pacemaker records as a failed "asyncmon"),
     // and a master serves again without waiting for a monitor.
@@ -437,15 +538,22 @@ fn three_nodes_master_with_vip_crash_partition_etcd_loss_and_ban() {
         "etcd quorum loss for 3 TTLs, then back (fencing on: held)",
         "master-with-vip",
         overlap,
-        outage(&samples, t_etcd),
+        Some(longest_outage(&samples, t_etcd, t_ban)),
         None,
     );
     record(
         "pcs resource ban --promoted",
         "master-with-vip",
         overlap,
-        outage(&samples, t_ban),
+        Some(longest_outage(&samples, t_ban, t_switch)),
         Some(promote_ban),
+    );
+    record(
+        "hamaster switchover --to, then without (planned; the longer gap)",
+        "master-with-vip",
+        overlap,
+        Some(longest_outage(&samples, t_switch, t_kill)),
+        None,
     );
     record(
         "service killed on the promoted node",

@@ -241,6 +241,7 @@ struct Live {
     partition_ms: u128,
     failover_ms: u128,
     reports_ms: u128,
+    switch_ms: u128,
 }
 
 /// The lease's id and granted TTL, from etcd's side.
@@ -262,7 +263,62 @@ fn lease_of_key(lab: &Lab) -> (String, String) {
     (id, granted)
 }
 
-/// One generation live: what runs there, and the corosync token its lab is given.
+/// `hamaster switchover api --to` a standby, run on a third node: returns the time it took.
+fn switchover(lab: &Lab, suite: &str, in_root: bool) -> u128 {
+    let bin = if in_root {
+        PathBuf::from("/usr/sbin/hamaster")
+    } else {
+        support::OcfDir::get().root.join("hamaster")
+    };
+    let h = lab
+        .vip_holder(Duration::from_secs(30), None)
+        .unwrap_or_else(|| panic!("{suite}: nobody holds the VIP:\n{}", lab.crm_mon_text()));
+    let (to, from) = ((h + 1) % 3, (h + 2) % 3);
+    let to_name = lab.nodes[to].name.clone();
+    let t = Instant::now();
+    let out = lab.on(
+        from,
+        &[bin.to_str().unwrap(), "switchover", "api", "--to", &to_name],
+    );
+    let took = t.elapsed().as_millis();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let flag = if suite == "bullseye" {
+        "--master"
+    } else {
+        "--promoted"
+    };
+    assert!(
+        out.status.success()
+            && text.contains(&format!("--node {to_name} {flag}"))
+            && text.contains(&format!("{to_name} is the master")),
+        "{suite}: switchover --to {to_name}: {text}\n{}",
+        lab.crm_mon_text()
+    );
+    assert_eq!(
+        lab.leader_key(KEY).map(|k| k.0),
+        Some(to_name.clone()),
+        "{suite}: etcd names the new master"
+    );
+    assert!(
+        support::wait_for(Duration::from_secs(5), || lab.nodes[to].ns.holds(VIP))
+            && !lab.nodes[h].ns.holds(VIP),
+        "{suite}: the VIP moved to {to_name}"
+    );
+    let constraints = lab.on(0, &["cibadmin", "--query", "--scope", "constraints"]);
+    let constraints = String::from_utf8_lossy(&constraints.stdout);
+    assert!(
+        !constraints.contains("cli-"),
+        "{suite}: constraints left: {constraints}"
+    );
+    eprintln!("{suite}: switchover --to {to_name} returned after {took} ms: {text}");
+    took
+}
+
+/// One generation live: what runs there/// One generation live: what runs there, and the corosync token its lab is given.
 struct LiveGeneration {
     suite: &'static str,
     /// `pacemakerd --version`, `pcs --version` and `corosync -v` must name these.
@@ -611,6 +667,11 @@ fn live(g: &LiveGeneration, root: Option<&Path>) -> Live {
 
     let reloaded_at = Instant::now();
 
+    // A planned switchover with this generation's crm_resource (--master on 2.0, --promoted
+    // from 2.1 on): the new master holds the key and the VIP when it returns, and no
+    // constraint is left.
+    let switch_ms = switchover(&lab, suite, root.is_some());
+
     // A partition of the holder, then a crash of the next: another node serves each time,
     // with the key, and never two at once (the cut-off node keeps running: it must fence
     // itself before its lease ends).
@@ -644,6 +705,7 @@ fn live(g: &LiveGeneration, root: Option<&Path>) -> Live {
         partition_ms,
         failover_ms,
         reports_ms,
+        switch_ms,
     }
 }
 
@@ -667,9 +729,17 @@ fn each_generation_runs_the_master_live_with_the_rpms_binary() {
     for l in &seen {
         eprintln!(
             "{}: {} — lease {} (from corosync), pcs resource update health_interval: {}, \
-             partition → VIP on another node after {} ms, crash → after {} ms, overlap 0; a \
-             silent etcd member in the standby's node attributes after {} ms",
-            l.suite, l.versions, l.ttl, l.update, l.partition_ms, l.failover_ms, l.reports_ms
+             hamaster switchover returned after {} ms, partition → VIP on another node after {} \
+             ms, crash → after {} ms, overlap 0; a silent etcd member in the standby's node \
+             attributes after {} ms",
+            l.suite,
+            l.versions,
+            l.ttl,
+            l.update,
+            l.switch_ms,
+            l.partition_ms,
+            l.failover_ms,
+            l.reports_ms
         );
     }
     let _ = std::fs::remove_dir_all(binary.parent().unwrap().parent().unwrap().parent().unwrap());

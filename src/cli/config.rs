@@ -34,22 +34,34 @@ fn load(path: &Path, resource: Option<&str>) -> Result<ConfigFile, CliError> {
 /// The bound of one cibadmin run.
 const CIB_LOOK: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// This node's CIB's resources section (`cibadmin --query --scope resources`).
+pub fn cib_resources() -> Result<String, CliError> {
+    crate::service::tool_output(CIB_LOOK, "cibadmin", &["--query", "--scope", "resources"])
+        .ok_or_else(|| {
+            CliError::CibUnreadable(
+                "`cibadmin --query` did not answer: no cluster runs on this node (for the cold \
+                 standby, name its file with --config)"
+                    .into(),
+            )
+        })
+}
+
 /// The parameters of the `ocf:hamaster:master` primitive `resource` from this node's CIB
 /// (`cibadmin --query --scope resources`), read as the command's configuration.
 pub fn from_cib<T, E: std::fmt::Display>(
     resource: &str,
     parse: impl FnOnce(&Values) -> Result<T, E>,
 ) -> Result<T, CliError> {
-    let xml =
-        crate::service::tool_output(CIB_LOOK, "cibadmin", &["--query", "--scope", "resources"])
-            .ok_or_else(|| {
-                CliError::CibUnreadable(
-                "`cibadmin --query` did not answer: no cluster runs on this node (for the cold \
-                 standby, name its file with --config)"
-                    .into(),
-            )
-            })?;
-    let pairs = master_params_in(&xml, resource).ok_or_else(|| CliError::NotInCib {
+    from_resources(&cib_resources()?, resource, parse)
+}
+
+/// As from_cib, from a resources section already read.
+pub fn from_resources<T, E: std::fmt::Display>(
+    xml: &str,
+    resource: &str,
+    parse: impl FnOnce(&Values) -> Result<T, E>,
+) -> Result<T, CliError> {
+    let pairs = master_params_in(xml, resource).ok_or_else(|| CliError::NotInCib {
         resource: resource.to_string(),
     })?;
     parse(&Values::from_cib(&MASTER_AGENT, pairs)).map_err(|e| CliError::CibValue {

@@ -1,5 +1,5 @@
 //! The operator side: clap commands, each its args struct with `exec()` (Verb): `status`,
-//! `takeover`, `release` (the runbook's), `guard` (spawned by promote), `announce` (also the
+//! `takeover`, `release` (the runbook's), `switchover`, `guard` (spawned by promote), `announce` (also the
 //! detached half of a start burst), `ocf AGENT ACTION` (the spelled-out form of an agent
 //! call) and `docs`. A failure is a CliError (its exit code: ocf::failure).
 
@@ -7,6 +7,7 @@ pub mod announce;
 pub mod config;
 pub mod guard;
 pub mod status;
+pub mod switchover;
 pub mod takeover;
 
 use std::path::PathBuf;
@@ -102,6 +103,9 @@ pub enum Command {
     Takeover(takeover::TakeoverArgs),
     /// Tell a `takeover` guard to step down cleanly.
     Release(takeover::ReleaseArgs),
+    /// Planned move of the master to another node (or the one Pacemaker chooses), asked of
+    /// Pacemaker; waits for the new master, then removes the constraint it made.
+    Switchover(switchover::SwitchoverArgs),
     /// Print generated documentation: reference (docs/reference.md), hamaster.8,
     /// ocf_hamaster_vip.7, ocf_hamaster_master.7.
     #[command(hide = true)]
@@ -118,6 +122,7 @@ impl Command {
             Command::Status(a) => (a, "status"),
             Command::Takeover(a) => (a, "takeover"),
             Command::Release(a) => (a, "release"),
+            Command::Switchover(a) => (a, "switchover"),
             Command::Docs(a) => (a, "docs"),
         }
     }
