@@ -275,6 +275,12 @@ fn run(a: &SwitchoverArgs) -> Result<OcfExit, CliError> {
         })?;
     let from = holder.node.clone();
     let members = nodes()?;
+    if !members.iter().any(|(n, up)| *n == from && *up) {
+        return Err(CliError::Refused(format!(
+            "{from} holds {key} but is not a cluster member that is up (a cold-standby \
+             takeover?): Pacemaker cannot move what it does not run"
+        )));
+    }
     let promotable = |n: &str| score(resource, n).is_some_and(|s| s > 0);
     let standbys: Vec<&str> = members
         .iter()
