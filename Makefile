@@ -7,7 +7,7 @@ ROOT := --features root-tests
 # Tests, benchmarks and the demo never see this host's own watchdog (see the script).
 LAB := scripts/without-host-watchdog
 
-.PHONY: all build deps ocf docs golden check lint test check-etcd-fixed check-generations check-systemd check-guard check-watchdog check-sbd check-cluster demo bench bench-guard bench-phases bench-failover bench-watchdog bench-observe bench-outage rpm check-rpm clean
+.PHONY: all build deps ocf docs golden check lint test check-etcd-fixed check-generations check-systemd check-guard check-watchdog check-sbd check-cluster demo bench bench-guard bench-phases bench-failover bench-watchdog bench-observe bench-outage bench-switchover rpm check-rpm clean
 
 all: build
 
@@ -143,6 +143,12 @@ bench-failover: deps
 # An etcd outage on fenced clusters: hamaster (auto, fence) and the IPaddr2 group side by side.
 bench-outage: deps
 	$(LAB) $(CARGO) bench --bench outage
+
+# Planned switchover (about 15 minutes): pcs node standby, pcs resource move and hamaster
+# switchover, hamaster (cold) and the IPaddr2 group side by side, the service listening at once
+# and after 3 s.
+bench-switchover: deps
+	$(LAB) $(CARGO) bench --bench switchover
 
 # Binary and source RPM into target/rpm/ (vendored crates, offline build).
 rpm: deps

@@ -17,27 +17,11 @@ use hamaster_lab::bench as common;
 
 use std::time::{Duration, Instant};
 
-use support::cluster::{
-    create_topology_with, longest_outage, outage, Etcd, HealthClient, Lab, VIP,
-};
+use support::cluster::{longest_outage, outage, HealthClient, Lab};
 
 const MARK_START: &str = "<!-- bench:outage:start -->";
 const MARK_END: &str = "<!-- bench:outage:end -->";
 const QUORUM_LOSS: Duration = Duration::from_secs(40);
-
-/// A fenced lab with `script` (a cib/ topology) and `extra` settings, and its VIP holder.
-fn lab(tag: &str, script: &str, extra: &str) -> (Lab, HealthClient) {
-    let mut lab = Lab::new(tag, 3, Etcd::OnNodes);
-    lab.enable_fencing();
-    create_topology_with(&lab, script, false, extra);
-    let client = HealthClient::start(&lab, VIP, 8443);
-    assert!(
-        client.wait_ok(Duration::from_secs(90)),
-        "served:\n{}",
-        lab.crm_mon_text()
-    );
-    (lab, client)
-}
 
 fn holder(lab: &Lab) -> usize {
     lab.vip_holder(Duration::from_secs(60), None)
@@ -247,7 +231,7 @@ fn main() {
         .unwrap_or(5);
 
     // hamaster at its defaults: etcd_outage=auto holds (fencing is on).
-    let (mut ham, ham_client) = lab("bo", "master-with-vip", "");
+    let (mut ham, ham_client) = common::served_lab("bo", "master-with-vip", "");
     let (ham_gap, cpu) = quorum_loss(&mut ham, &ham_client, true);
     let (ham_crash, ham_cut, cleared) = failovers(&mut ham, &ham_client, n);
     let mut gone = Vec::new();
@@ -261,14 +245,15 @@ fn main() {
     drop(ham);
 
     // hamaster with the lease alone (the behaviour before the failsafe).
-    let (mut fence, fence_client) = lab("bf", "master-with-vip", "ETCD_OUTAGE=fence");
+    let (mut fence, fence_client) =
+        common::served_lab("bf", "master-with-vip", "ETCD_OUTAGE=fence");
     let (fence_gap, _) = quorum_loss(&mut fence, &fence_client, false);
     let (fence_crash, fence_cut, _) = failovers(&mut fence, &fence_client, n);
     drop(fence_client);
     drop(fence);
 
     // The IPaddr2 group: no etcd at all.
-    let (mut base, base_client) = lab("bb", "ipaddr2-group-baseline", "");
+    let (mut base, base_client) = common::served_lab("bb", "ipaddr2-group-baseline", "");
     let (base_gap, _) = quorum_loss(&mut base, &base_client, false);
     let (base_crash, base_cut, _) = failovers(&mut base, &base_client, n);
     drop(base_client);

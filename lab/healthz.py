@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A small master service for tests: serves GET /healthz over HTTPS (or HTTP) with its own
 test certificate. 200 while STATE_DIR/unhealthy does not exist, 503 while it does; one slow
-answer after STATE_DIR/slow-once appears. Records the
+answer after STATE_DIR/slow-once appears; listens only after the seconds STATE_DIR/start-delay
+names, where it exists. Records the
 fencing token it was started with in STATE_DIR/token (one line per start), and each connection
 it accepts in STATE_DIR/connections."""
 import http.server
@@ -43,6 +44,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
+
+# STATE_DIR/start-delay (seconds): a service that needs that long before it listens.
+try:
+    with open(os.path.join(state, "start-delay")) as f:
+        time.sleep(float(f.read().strip() or 0))
+except FileNotFoundError:
+    pass
 
 # One line on each stream: tests find them in the guard's log.
 print("healthz: listening on port %d" % port, flush=True)

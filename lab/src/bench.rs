@@ -63,3 +63,23 @@ pub fn rss_kib(pid: u32) -> u64 {
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
         .unwrap()
 }
+
+/// A fenced 3-node lab with `script` (a cib/ topology) and `extra` settings for it, served
+/// through the VIP: the lab and its client.
+pub fn served_lab(
+    tag: &str,
+    script: &str,
+    extra: &str,
+) -> (crate::cluster::Lab, crate::cluster::HealthClient) {
+    use crate::cluster::{create_topology_with, Etcd, HealthClient, Lab, VIP};
+    let mut lab = Lab::new(tag, 3, Etcd::OnNodes);
+    lab.enable_fencing();
+    create_topology_with(&lab, script, false, extra);
+    let client = HealthClient::start(&lab, VIP, 8443);
+    assert!(
+        client.wait_ok(std::time::Duration::from_secs(90)),
+        "served:\n{}",
+        lab.crm_mon_text()
+    );
+    (lab, client)
+}
