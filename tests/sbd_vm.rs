@@ -13,8 +13,9 @@
 //!   deadline) — or, where the VM's corosync still said quorate with every node at that
 //!   deadline (etcd_outage=auto with fencing on holds then), before the survivors take the VM
 //!   for fenced — and disarms its own watchdog once they are down;
-//! - sbd, its node out of quorum, stops feeding its watchdog: the VM is reset (QMP WATCHDOG)
-//!   by sbd's device, within sbd's own bound;
+//! - sbd, its node out of quorum, stops feeding its watchdog: the VM is reset within sbd's
+//!   own bound, by its device (QMP WATCHDOG) or by sbd itself first (SBD_TIMEOUT_ACTION's
+//!   reboot: "sysrq: Resetting" on the console), whichever sbd's race gives;
 //! - the survivors wait stonith-watchdog-timeout, take the VM for fenced, and promote one of
 //!   theirs: its guard takes the key after the VM's VIP and service were gone — never two
 //!   holders. (Whether the reset comes before that promotion is sbd's timing, printed, not
@@ -80,6 +81,26 @@ fn host_clock_of(vm: &Vm) -> impl Fn(&str) -> f64 {
 }
 
 /// The last "HM:STATE" line before `t`.
+/// When sbd reset the VM, and how, waiting up to `limit`: its watchdog ran out (qemu's QMP
+/// WATCHDOG), or sbd reset the node itself first (SBD_TIMEOUT_ACTION's reboot: the kernel's
+/// "sysrq: Resetting" on the console; nothing else in the VM asks sysrq for a reset —
+/// tests/vm/cluster-node powers off with 'o'). Which comes first is a race inside sbd.
+fn sbd_reset(vm: &Vm, limit: Duration) -> Option<(f64, &'static str)> {
+    let until = std::time::Instant::now() + limit;
+    loop {
+        if let Some(t) = vm.event("WATCHDOG", Duration::ZERO) {
+            return Some((t, "its watchdog ran out"));
+        }
+        if let Some((t, _)) = vm.first_line(Duration::ZERO, |_, l| l.contains("sysrq: Resetting")) {
+            return Some((t, "its own reboot through sysrq"));
+        }
+        if std::time::Instant::now() >= until {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn state_before(vm: &Vm, t: f64) -> String {
     vm.console
         .lock()
@@ -228,9 +249,8 @@ fn cut_off_master(watchdogs: u32) {
             .map_or(f64::NAN, |(t, _)| t)
     };
     let (vip_seen, service_seen) = (seen_on_host(&vip_gone), seen_on_host(&service_gone));
-    let reset = vm
-        .event("WATCHDOG", Duration::from_secs(90))
-        .unwrap_or_else(|| panic!("no watchdog reset of the VM:\n{}", vm_logs(&vm)));
+    let (reset, reset_by) = sbd_reset(&vm, Duration::from_secs(90))
+        .unwrap_or_else(|| panic!("no reset of the VM by sbd:\n{}", vm_logs(&vm)));
     let deleted = watch
         .first(Duration::from_secs(60), |e| {
             e.kind == "DELETE" && e.wall >= cut
@@ -263,8 +283,8 @@ fn cut_off_master(watchdogs: u32) {
         "sbd + hamaster, {watchdogs} watchdog(s) (stonith-watchdog-timeout {STONITH_WATCHDOG_TIMEOUT_S} s, \
          SBD_WATCHDOG_TIMEOUT {SBD_TIMEOUT_S} s, lease defaults), from the cut: VIP gone in the VM {} \
          (its console read {}); service gone {} (read {}); key deleted by etcd {}; survivors take \
-         vm1 for fenced {}; VM reset by sbd's watchdog {}; key taken by {new_master} {}; VIP up \
-         there {}\n\
+         vm1 for fenced {}; VM reset by sbd ({reset_by}) {}; key taken by {new_master} {}; VIP \
+         up there {}\n\
          last state before the reset: {before_reset}\n{history}",
         since(vip_gone),
         since(vip_seen),
