@@ -271,12 +271,18 @@ fn the_takeover_unit_is_ready_once_the_master_serves_and_releases_on_stop() {
         sd.property("hamaster-takeover@apiserver.service", "ActiveState"),
         "failed"
     );
-    assert!(etcd.get("/hamaster/apiserver/leader").is_none() && !a.holds_vip());
+    assert!(
+        etcd.get(&support::API_KEY.replace("/api/", "/apiserver/"))
+            .is_none()
+            && !a.holds_vip()
+    );
 }
 
 /// command= mode under a real systemd: the command's output (stdout and stderr) is in the
 /// journal under the resource's name and the command's pid (`journalctl -t api`), as a unit's
-/// would be, and not in the agent's log (Pacemaker's log file).
+/// would be, and not in the agent's log (Pacemaker's log file). A flood of output is cut at
+/// the output's own rate limit (service::output::BURST lines per WINDOW) and what was dropped
+/// is said in the service's stream when the next window's first line comes.
 #[test]
 #[ignore = "boots systemd in a namespace: make check-systemd"]
 fn a_commands_output_goes_to_the_journal_under_the_resources_name() {
@@ -285,7 +291,8 @@ fn a_commands_output_goes_to_the_journal_under_the_resources_name() {
     let sd = Systemd::boot(&a.ns, &units, &[&a.state, &a.ns.run_dir()]);
     let mut agent = sd.agent(a.agent(&etcd).param("command", "/bin/sh").param(
         "args",
-        "-c 'echo api says hello; echo api warns >&2; exec sleep 100000'",
+        "-c 'echo api says hello; echo api warns >&2; seq -f \"flood %g\" 2500; sleep 11; \
+         echo api later; exec sleep 100000'",
     ));
     for p in ["health_url", "health_cacert", "lease_ttl", "lease_margin"] {
         agent.params.remove(p);
@@ -310,21 +317,47 @@ fn a_commands_output_goes_to_the_journal_under_the_resources_name() {
         journal("cat"),
         a.log()
     );
-    // Under the service's pid (inside systemd's pid namespace, as the guard sees it).
-    let pidof = sd.command("pidof").arg("sleep").output().unwrap();
-    let pid = String::from_utf8_lossy(&pidof.stdout).trim().to_string();
-    assert!(!pid.is_empty() && !pid.contains(' '), "one sleep: {pid:?}");
-    let entries = journal("json");
+    // 2 + 2500 lines at once: the first window takes hamaster's BURST (1000) of them.
+    assert_eq!(hamaster::service::output::BURST, 1000);
     assert!(
-        entries
-            .lines()
-            .all(|l| l.contains(&format!("\"SYSLOG_PID\":\"{pid}\""))),
-        "{entries}"
+        support::wait_for(Duration::from_secs(25), || journal("cat")
+            .contains("api later")),
+        "{}",
+        journal("cat")
+    );
+    // Under the service's pid (inside systemd's pid namespace, as the guard sees it): the
+    // shell's, which execs sleep after its last line.
+    let mut pid = String::new();
+    let one_sleep = support::wait_for(Duration::from_secs(5), || {
+        let pidof = sd.command("pidof").arg("sleep").output().unwrap();
+        pid = String::from_utf8_lossy(&pidof.stdout).trim().to_string();
+        !pid.is_empty() && !pid.contains(' ')
+    });
+    assert!(one_sleep, "one sleep: {pid:?}");
+    let entries = journal("json");
+    let others: Vec<&str> = entries
+        .lines()
+        .filter(|l| !l.contains(&format!("\"SYSLOG_PID\":\"{pid}\"")))
+        .collect();
+    assert!(
+        others.is_empty(),
+        "{} entries under another pid: {:?}",
+        others.len(),
+        others.first()
     );
     assert!(
         !a.log().contains("api says hello"),
         "the service's output is not in the agent's log: {}",
         a.log()
+    );
+    let text = journal("cat");
+    let floods = text.lines().filter(|l| l.starts_with("flood ")).count();
+    assert!(
+        floods == 998
+            && text.contains("hamaster suppressed 1502 lines of this service's output")
+            && text.find("suppressed") < text.find("api later"),
+        "{floods} flood lines: {}",
+        text.lines().rev().take(5).collect::<Vec<_>>().join("\n")
     );
     assert_eq!(agent.run("demote").code, 0);
     assert_eq!(agent.run("stop").code, 0);

@@ -177,9 +177,12 @@ pub const COMMAND: Param = Param {
         resource's name and its own pid, facility HA_LOGFACILITY (daemon when unset): \
         `journalctl -t RESOURCE` shows it, Pacemaker's log does not; where no syslog socket \
         answers, or HA_LOGFACILITY=none, it goes to the agent's log as `RESOURCE service: …`. \
-        journald still counts it against Pacemaker's rate limit (the guard's cgroup): a chatty \
-        service is better run as a unit (service=), with its own. Exactly one of service and \
-        command must be set.",
+        journald counts it against Pacemaker's rate limit (the guard's cgroup), so it has a \
+        limit of its own, under a third of journald's default: at most 1000 lines per 10 s; \
+        the lines beyond are dropped and counted, and the count is said in its stream (`hamaster \
+        suppressed N lines…`) with the next window's first line. A service that must never \
+        lose a line is better run as a unit (service=), with a journal and a rate limit of its \
+        own. Exactly one of service and command must be set.",
     ..BASE
 };
 

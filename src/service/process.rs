@@ -136,8 +136,11 @@ impl ServiceSpec {
                 // everything it forked have closed them.
                 drop(cmd);
                 let pid = child.id();
-                super::output::forward(std::fs::File::from(out_r), resource.to_string(), pid);
-                super::output::forward(std::fs::File::from(err_r), resource.to_string(), pid);
+                let limit = super::output::limiter();
+                for read in [out_r, err_r] {
+                    let source = std::fs::File::from(read);
+                    super::output::forward(source, resource.to_string(), pid, limit.clone());
+                }
                 Ok(Running::Command {
                     pid,
                     exit: watch_exit(pid),
