@@ -20,7 +20,7 @@ const MARK_START: &str = "<!-- bench:master:start -->";
 const MARK_END: &str = "<!-- bench:master:end -->";
 const SILENT_START: &str = "<!-- bench:silent:start -->";
 const SILENT_END: &str = "<!-- bench:silent:end -->";
-const KEY: &str = "/hamaster/api/leader";
+const KEY: &str = support::API_KEY;
 
 /// The agent command without `ip netns exec` (this process is inside the namespace already),
 /// so that its cost is not counted.

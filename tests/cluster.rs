@@ -14,7 +14,7 @@ use support::cluster::{
 };
 use support::master::VipObserver;
 
-const KEY: &str = "/hamaster/api/leader";
+const KEY: &str = support::API_KEY;
 /// The lab's lease, as its agents and pcs scripts are given it.
 const TTL_MS: u64 = support::LEASE_TTL_S * 1000;
 

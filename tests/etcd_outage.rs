@@ -13,7 +13,7 @@ use support::cluster::{
     create_topology_with, longest_outage, outage, record, Etcd, HealthClient, Lab, VIP,
 };
 
-const KEY: &str = "/hamaster/api/leader";
+const KEY: &str = support::API_KEY;
 /// How long each outage lasts: the 40 s for the quorum loss, 20 s for the others
 /// (far beyond every timer of the guard: lease_ttl 3, its deadline 2, a proof's life 3).
 const QUORUM_LOSS: Duration = Duration::from_secs(40);

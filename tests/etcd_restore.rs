@@ -46,13 +46,18 @@ fn restore_flags(text: &str) -> Vec<String> {
     flags
 }
 
-/// The runbook's `$ etcdctl del …` lines, as etcdctl arguments.
+/// The runbook's `$ etcdctl del …` lines, as etcdctl arguments, its cluster (`prod`) the lab's.
 fn cleanup(text: &str) -> Vec<Vec<String>> {
+    let lab = format!("/hamaster/{}/", support::CLUSTER_NAME);
     text.lines()
         .filter_map(|l| l.trim().strip_prefix("$ etcdctl del "))
         .map(|l| {
+            assert!(
+                l.starts_with("/hamaster/prod/"),
+                "the runbook's cluster: {l}"
+            );
             let mut args = vec!["del".to_string()];
-            args.extend(shell_words::split(l).unwrap());
+            args.extend(shell_words::split(&l.replace("/hamaster/prod/", &lab)).unwrap());
             args
         })
         .collect()

@@ -230,7 +230,7 @@ fn each_generations_pcs_creates_the_master_and_its_schema_accepts_it() {
 }
 
 /// The leader key of the lab's master resource `api`.
-const KEY: &str = "/hamaster/api/leader";
+const KEY: &str = support::API_KEY;
 
 /// What one live generation showed, for the summary line.
 struct Live {

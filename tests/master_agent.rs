@@ -11,7 +11,7 @@ use support::etcd::EtcdCluster;
 use support::master::{Node, VipObserver, VIP};
 use support::Run;
 
-const KEY: &str = "/hamaster/api/leader";
+const KEY: &str = support::API_KEY;
 
 /// Parameters to set (Some) or remove (None) from a working configuration.
 type Changes = Vec<(&'static str, Option<&'static str>)>;
@@ -356,19 +356,7 @@ fn a_leader_key_deleted_or_taken_over_in_etcd_fences_at_once() {
 
     // Overwritten under another lease: the key is someone else's now.
     promoted(agent.run("promote"), &a);
-    let granted = etcd.etcdctl(&["lease", "grant", "60"]);
-    let text = String::from_utf8_lossy(&granted.stdout).into_owned();
-    let other = text
-        .split_whitespace()
-        .nth(1)
-        .expect("lease id from etcdctl")
-        .to_string();
-    let put = etcd.etcdctl(&["put", KEY, "intruder", &format!("--lease={other}")]);
-    assert!(
-        put.status.success(),
-        "{}",
-        String::from_utf8_lossy(&put.stderr)
-    );
+    let other = etcd.put_leased(KEY, "intruder", 60);
     assert!(
         support::wait_for(Duration::from_secs(2), || !a.holds_vip()
             && a.service_pids().is_empty()),
@@ -1432,6 +1420,36 @@ fn promote_moves_etcds_leader_off_the_masters_node() {
 /// each moves etcd's leader off its own node to the third member, never to the other master's
 /// (the first other member in the list, which a move to "the first that answers" would pick,
 /// and which would move it straight back).
+/// A master of a hamaster from before the cluster's name was in the key holds the legacy key
+/// `{etcd_prefix}/{resource}/leader` (mid-upgrade): a new master never takes its own key
+/// beside it — promote fails, saying why, and takes nothing — and takes it once the old
+/// master's lease is gone.
+#[test]
+fn a_master_under_the_legacy_key_keeps_a_new_one_from_promoting() {
+    let mut etcd = EtcdCluster::new("mlg");
+    let a = Node::new(&mut etcd, "na");
+    let agent = a.agent(&etcd).env("OCF_RESKEY_CRM_meta_timeout", "8000");
+    assert_eq!(agent.run("start").code, 0);
+    let prefix = hamaster::params::master::ETCD_PREFIX.default.unwrap();
+    let legacy = hamaster::lease::legacy_leader_key(prefix, support::RESOURCE);
+    assert_ne!(legacy, KEY);
+    let old = etcd.put_leased(&legacy, "nb", 120);
+
+    agent.run("promote").expect(
+        1,
+        &format!("{legacy} is held by nb (lease 0x{old}): a master of a hamaster from before"),
+    );
+    assert!(
+        etcd.get(KEY).is_none() && !a.holds_vip() && a.service_pids().is_empty(),
+        "nothing taken beside the old master"
+    );
+    assert!(etcd.etcdctl(&["lease", "revoke", &old]).status.success());
+    promoted(agent.run("promote"), &a);
+    assert_eq!(etcd.get(KEY).map(|k| k.0), Some("na".to_string()));
+    assert_eq!(agent.run("demote").code, 0);
+    assert_eq!(agent.run("stop").code, 0);
+}
+
 #[test]
 fn two_masters_never_pass_etcds_leader_back_and_forth() {
     let mut etcd = EtcdCluster::new("mlf");
@@ -1443,13 +1461,23 @@ fn two_masters_never_pass_etcds_leader_back_and_forth() {
         Node::new(&mut etcd, &name(order[1])),
     );
     let free = order[2];
+    // Two clusters share this etcd, each with a master named api: their keys are apart, and
+    // each master's placement knows the other's node.
     let api = a.agent(&etcd);
-    let db = b.agent(&etcd).instance("db").param("ip", "198.51.100.101");
+    let db = b
+        .agent(&etcd)
+        .param("cluster_name", "prod-b")
+        .param("ip", "198.51.100.101");
     for (agent, node) in [(&db, &b), (&api, &a)] {
         assert_eq!(agent.run("start").code, 0);
         let run = agent.run("promote");
         assert_eq!(run.code, 0, "{}\n{}", run.stderr, node.log());
     }
+    assert_eq!(etcd.get(KEY).map(|k| k.0), Some(a.name.clone()));
+    assert_eq!(
+        etcd.get("/hamaster/prod-b/api/leader").map(|k| k.0),
+        Some(b.name.clone())
+    );
     // Each time etcd elects a member on a master's node, the leadership goes to the free member
     // and stays there: sampled for two check periods after each move.
     for here in [order[0], order[1], order[0]] {
@@ -2027,15 +2055,7 @@ fn a_deep_monitor_fails_when_etcd_says_the_key_is_anothers() {
     assert_eq!(agent.run("start").code, 0);
     promoted(agent.run("promote"), &a);
     assert_eq!(agent.run("monitor").code, 8, "etcd agrees with the guard");
-    let granted =
-        String::from_utf8_lossy(&etcd.etcdctl(&["lease", "grant", "60"]).stdout).to_string();
-    let other = granted
-        .split_whitespace()
-        .nth(1)
-        .expect("lease id")
-        .to_string();
-    let put = etcd.etcdctl(&["put", KEY, "nb", &format!("--lease={other}")]);
-    assert!(put.status.success(), "{put:?}");
+    let other = etcd.put_leased(KEY, "nb", 60);
     let r = agent.run("monitor");
     eprintln!("key under lease {other}: {} {:?}", r.code, r.reasons());
     r.expect(9, &format!("0x{other}"));

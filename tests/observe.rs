@@ -15,7 +15,7 @@ use support::master::{CrmStandIn, Node, VIP};
 use support::prometheus::Prometheus;
 use support::{http_get, Capture, Run};
 
-const KEY: &str = "/hamaster/api/leader";
+const KEY: &str = support::API_KEY;
 const METRICS: &str = "127.0.0.1:9405";
 
 fn promoted(run: Run, node: &Node) {

@@ -96,9 +96,12 @@ fn the_runbook_commands_take_over_and_hand_back() {
         drill
             .stdout
             .contains("a takeover of api could go ahead here (nothing was taken)")
-            && drill.stdout.contains(
-                "ok      known        its leader key /hamaster/api/leader is held by nb now"
-            )
+            && drill.stdout.contains(&format!(
+                "ok      known        its leader key {KEY} is held by nb now"
+            ))
+            && drill
+                .stdout
+                .contains(&format!("ok      cluster      the leader key is {KEY}"))
             && drill
                 .stdout
                 .contains(&format!("ok      vip          {VIP}/24 would go on lan0")),
@@ -144,7 +147,9 @@ fn the_runbook_commands_take_over_and_hand_back() {
         "it showed who held the key: {err}"
     );
     assert!(
-        err.contains("api is known to etcd: its leader key /hamaster/api/leader is held by nb now"),
+        err.contains(&format!(
+            "api is known to etcd: its leader key {KEY} is held by nb now"
+        )),
         "{err}"
     );
     assert!(
@@ -512,9 +517,13 @@ fn takeover_waits_while_a_failsafe_record_names_a_master_it_cannot_prove_down() 
 }
 
 /// The seen mark of `resource`, as a guard writes it when it takes the key: that resource
-/// has had a master in this etcd.
+/// has had a master in this etcd (in the lab's cluster).
 fn mark_seen(etcd: &EtcdCluster, resource: &str) {
-    let prefix = hamaster::params::master::ETCD_PREFIX.default.unwrap();
+    mark_seen_in(etcd, support::CLUSTER_NAME, resource)
+}
+
+/// The seen mark of `resource` of the cluster named `cluster`.
+fn mark_seen_in(etcd: &EtcdCluster, cluster: &str, resource: &str) {
     let seen = hamaster::lease::Seen {
         node: "nb".into(),
         at_unix_ms: hamaster::lease::clock::unix_ms(),
@@ -522,7 +531,7 @@ fn mark_seen(etcd: &EtcdCluster, resource: &str) {
     };
     let put = etcd.etcdctl(&[
         "put",
-        &hamaster::lease::seen_key(prefix, resource),
+        &hamaster::lease::seen_key(&scope_of(cluster), resource),
         &seen.to_json(),
     ]);
     assert!(
@@ -530,6 +539,12 @@ fn mark_seen(etcd: &EtcdCluster, resource: &str) {
         "{}",
         String::from_utf8_lossy(&put.stderr)
     );
+}
+
+/// `{etcd_prefix}/{cluster}` at the default prefix.
+fn scope_of(cluster: &str) -> String {
+    let prefix = hamaster::params::master::ETCD_PREFIX.default.unwrap();
+    format!("{prefix}/{cluster}")
 }
 
 /// A standby whose file names the resource unlike the cluster (`apiserver.toml` for the
@@ -545,15 +560,50 @@ fn takeover_refuses_a_resource_this_etcd_has_never_seen_unless_forced() {
     let agent = a.agent(&etcd);
     let config = a.config_file(&agent);
     let config = config.to_str().unwrap();
+    // A file that does not name the cluster, on a host without corosync: there is no key to
+    // take. Exit 6, the parameter named; nothing taken.
+    let unnamed = config.replace(".toml", "-unnamed.toml");
+    let text = std::fs::read_to_string(config).unwrap();
+    let named = format!("cluster_name = \"{}\"\n", support::CLUSTER_NAME);
+    assert!(text.contains(&named), "{text}");
+    std::fs::write(&unnamed, text.replace(&named, "")).unwrap();
+    for args in [&["takeover", "--force"][..], &["takeover", "--check"]] {
+        let mut args = args.to_vec();
+        args.extend(["--config", &unnamed, "--resource", "api"]);
+        let run = support::run_command(a.cli(&agent, &args));
+        let out = format!("{}{}", run.stdout, run.stderr);
+        assert!(
+            out.contains("cluster_name is not set and corosync-cmapctl does not answer")
+                && run.code == if args[1] == "--check" { 1 } else { 6 },
+            "{args:?}: exit {}: {out}",
+            run.code
+        );
+    }
+    assert!(etcd.get(KEY).is_none() && !a.holds_vip(), "nothing taken");
+
+    // Refused with exit 1; the reason.
+    let refusal = || {
+        let r = support::run_command(a.cli(&agent, &["takeover", "--config", config]));
+        assert_eq!(r.code, 1, "{}", r.stderr);
+        r.stderr
+    };
     mark_seen(&etcd, "apiserver");
-    let refused = support::run_command(a.cli(&agent, &["takeover", "--config", config]));
-    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    let why = refusal();
     assert!(
-        refused.stderr.contains(
-            "no master named api has ever held a key under /hamaster in this etcd (neither /hamaster/api/leader nor /hamaster/api/seen); resources seen there: apiserver"
-        ) && refused.stderr.contains("--force"),
-        "{}",
-        refused.stderr
+        why.contains(
+            "no master named api of cluster \"hamaster-lab\" has ever held a key under /hamaster in this etcd (neither /hamaster/hamaster-lab/api/leader nor /hamaster/hamaster-lab/api/seen); seen there: hamaster-lab/apiserver"
+        ) && why.contains("--force"),
+        "{why}"
+    );
+    // The resource seen under another cluster's name (two clusters share this etcd): refused,
+    // the other cluster named.
+    mark_seen_in(&etcd, "prod-b", "api");
+    let why = refusal();
+    assert!(
+        why.contains(
+            "api was seen in this etcd under cluster prod-b and not under cluster_name=\"hamaster-lab\""
+        ) && why.contains("seen there: hamaster-lab/apiserver, prod-b/api"),
+        "{why}"
     );
     assert!(etcd.get(KEY).is_none() && !a.holds_vip(), "nothing taken");
     let drill = support::run_command(a.cli(&agent, &["takeover", "--config", config, "--check"]));
@@ -580,7 +630,11 @@ fn takeover_refuses_a_resource_this_etcd_has_never_seen_unless_forced() {
         .unwrap();
     assert!(support::wait_for(Duration::from_secs(20), || a.holds_vip()
         && etcd.get(KEY).is_some()));
-    let mark = etcd.etcdctl(&["get", "--print-value-only", "/hamaster/api/seen"]);
+    let mark = etcd.etcdctl(&[
+        "get",
+        "--print-value-only",
+        &hamaster::lease::seen_key(&scope_of(support::CLUSTER_NAME), "api"),
+    ]);
     let seen =
         hamaster::lease::Seen::from_json(String::from_utf8_lossy(&mark.stdout).trim().as_bytes())
             .expect("the seen mark written with the key");
@@ -640,8 +694,7 @@ fn takeover_refuses_a_resource_this_etcd_has_never_seen_unless_forced() {
 
 /// The lab master's fail-safe record key, as the library writes it.
 fn record_key() -> String {
-    let prefix = hamaster::params::master::ETCD_PREFIX.default.unwrap();
-    hamaster::failsafe::record_key(prefix, support::RESOURCE)
+    hamaster::failsafe::record_key(&scope_of(support::CLUSTER_NAME), support::RESOURCE)
 }
 
 /// The `$ etcdctl …` lines of docs/etcd-auth.md, in order: (arguments, the file its standard

@@ -75,10 +75,11 @@ fn corosync_conf(names: &[(String, String)], two_node: bool) -> String {
     // "token: 3000" (corosync 3's default) or "token: 500\n  token_coefficient: 0".
     let totem = std::env::var("LAB_TOTEM").unwrap_or_else(|_| "token: 1000".into());
     format!(
-        "totem {{\n  version: 2\n  cluster_name: hamaster-lab\n  crypto_cipher: none\n  crypto_hash: none\n  {totem}\n}}\n\
+        "totem {{\n  version: 2\n  cluster_name: {}\n  crypto_cipher: none\n  crypto_hash: none\n  {totem}\n}}\n\
          nodelist {{\n{nodes}}}\n\
          quorum {{\n  provider: corosync_votequorum\n{}}}\n\
          logging {{\n  to_logfile: yes\n  logfile: /var/log/pacemaker/corosync.log\n  to_syslog: no\n  to_stderr: no\n}}\n",
+        crate::CLUSTER_NAME,
         if two_node { "  two_node: 1\n" } else { "" }
     )
 }

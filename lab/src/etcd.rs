@@ -574,6 +574,25 @@ impl EtcdCluster {
         })
     }
 
+    /// Puts `key` = `value` under a new lease of `ttl_s` seconds (another holder, as etcd
+    /// sees it); the lease's id in hex, as etcdctl prints it.
+    pub fn put_leased(&self, key: &str, value: &str, ttl_s: u64) -> String {
+        let granted = self.etcdctl(&["lease", "grant", &ttl_s.to_string()]);
+        let text = String::from_utf8_lossy(&granted.stdout).into_owned();
+        let lease = text
+            .split_whitespace()
+            .nth(1)
+            .unwrap_or_else(|| panic!("lease id from etcdctl: {text:?}"))
+            .to_string();
+        let put = self.etcdctl(&["put", key, value, &format!("--lease={lease}")]);
+        assert!(
+            put.status.success(),
+            "etcdctl put {key}: {}",
+            String::from_utf8_lossy(&put.stderr)
+        );
+        lease
+    }
+
     /// Value, lease (hex, as etcdctl prints it) and create revision of a key, from etcdctl.
     pub fn get(&self, key: &str) -> Option<(String, String, i64)> {
         let out = self.etcdctl(&["get", key, "-w", "fields"]);

@@ -38,9 +38,13 @@ pub const RESOURCE: &str = "api";
 pub const LEASE_TTL_S: u64 = 3;
 pub const LEASE_MARGIN_S: u64 = 1;
 
+/// The name of every lab cluster (corosync's totem.cluster_name), which the agents run
+/// outside a cluster and the cold standby's files are given as cluster_name.
+pub const CLUSTER_NAME: &str = "hamaster-lab";
+
 /// Its leader key at the default etcd_prefix, as the library writes it (a test holds the two
 /// together): what tests and benchmarks watch from etcd's side.
-pub const API_KEY: &str = "/hamaster/api/leader";
+pub const API_KEY: &str = "/hamaster/hamaster-lab/api/leader";
 
 #[cfg(test)]
 mod tests {
@@ -50,7 +54,8 @@ mod tests {
     #[test]
     fn the_labs_leader_key_is_the_librarys() {
         let prefix = hamaster::params::master::ETCD_PREFIX.default.unwrap();
-        assert_eq!(API_KEY, hamaster::lease::leader_key(prefix, RESOURCE));
+        let scope = format!("{prefix}/{CLUSTER_NAME}");
+        assert_eq!(API_KEY, hamaster::lease::leader_key(&scope, RESOURCE));
     }
 
     #[test]

@@ -47,6 +47,8 @@ impl Node {
         let mut a = Agent::new(&self.ns, "master", &[])
             .instance(RESOURCE)
             .param("etcd_endpoints", &cluster.endpoints())
+            // No corosync to ask outside a cluster.
+            .param("cluster_name", crate::CLUSTER_NAME)
             .param("lease_ttl", &crate::LEASE_TTL_S.to_string())
             .param("lease_margin", &crate::LEASE_MARGIN_S.to_string())
             .param("command", "/usr/bin/python3")

@@ -514,6 +514,17 @@ enum KeyCheck {
     CannotTell(String),
 }
 
+/// This resource's leader key: the one the guard took (its recorded state), else the one the
+/// parameters name on this node now (Err: why there is none: the cluster's name not known).
+fn the_key(ctx: &Ctx, cfg: &MasterConfig) -> Result<String, String> {
+    if let Some(taken) = ctx.dir.load().map(|s| s.key).filter(|k| !k.is_empty()) {
+        return Ok(taken);
+    }
+    cfg.etcd
+        .scope()
+        .map(|scope| leader_key(&scope, &ctx.resource))
+}
+
 /// OCF_CHECK_LEVEL=20: read the leader key from etcd ourselves, not through the guard, within
 /// what is left of the monitor's budget. Only etcd's own answer can disagree.
 fn key_in_etcd(
@@ -525,7 +536,10 @@ fn key_in_etcd(
     let Some(cfg) = cfg else {
         return KeyCheck::CannotTell("the parameters do not parse".into());
     };
-    let key = leader_key(&cfg.etcd.prefix, &ctx.resource);
+    let key = match the_key(ctx, cfg) {
+        Ok(key) => key,
+        Err(why) => return KeyCheck::CannotTell(why),
+    };
     // What is left of the monitor, at most a few seconds: a deep check that waits out every
     // etcd hiccup would only make the monitor slow.
     let limit = left(until).min(KEY_LOOK);
@@ -587,6 +601,9 @@ fn promote(ctx: &Ctx) -> Done {
             _ => demote_steps(ctx, Some(&cfg), poll_until)?,
         }
     }
+    // The key names the cluster: without its name (no corosync answers here) there is no key
+    // to take.
+    cfg.etcd.scope().map_err(MasterError::NotPromoted)?;
     ctx.dir.create().map_err(|source| MasterError::Write {
         what: "create",
         path: ctx.dir.root.clone(),
@@ -812,13 +829,14 @@ fn cleanup_after_guard(
         // Something may still serve: the lease is not shortened, it runs out by itself.
         return Err(MasterError::Cleanup(failures));
     }
-    if let (Some(c), Some(lease)) = (cfg, state.as_ref().and_then(|s| s.lease_id)) {
-        let key = leader_key(&c.etcd.prefix, &ctx.resource);
-        let record_key = crate::failsafe::record_key(&c.etcd.prefix, &ctx.resource);
-        let record = state
-            .as_ref()
-            .and_then(|s| s.record_revision)
-            .map(|rev| (record_key.as_str(), rev));
+    if let (Some(c), Some((lease, s))) = (cfg, state.as_ref().and_then(|s| Some((s.lease_id?, s))))
+    {
+        // The key and record the guard took, as it recorded them.
+        let key = s.key.clone();
+        let record_key = crate::lease::scope_of(&key, &ctx.resource)
+            .map(|scope| crate::failsafe::record_key(scope, &ctx.resource))
+            .unwrap_or_default();
+        let record = s.record_revision.map(|rev| (record_key.as_str(), rev));
         let limit = left(until).min(Duration::from_secs(4));
         let released = status::block_on(async {
             tokio::time::timeout(limit, async {
@@ -858,7 +876,15 @@ fn update_score(ctx: &Ctx, cfg: &MasterConfig, until: Instant) -> Option<MemberA
             return None;
         }
     }
-    let key = leader_key(&cfg.etcd.prefix, &ctx.resource);
+    let key = match cfg.etcd.scope() {
+        Ok(scope) => leader_key(&scope, &ctx.resource),
+        Err(why) => {
+            // Without the cluster's name this node cannot even name the key it would take.
+            log::warn!("no promotion score: {why}");
+            set_score(ctx, None, until);
+            return None;
+        }
+    };
     // Kept back: the score's own call.
     let look = left(until)
         .saturating_sub(SCORE_SET.min(left(until) / 2))

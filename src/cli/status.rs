@@ -116,11 +116,23 @@ fn run(a: &StatusArgs) -> Result<OcfExit, CliError> {
 }
 
 fn gather(cfg: &EtcdConfig, resource: &str, parameters: Parameters) -> Report {
-    let key = leader_key(&cfg.prefix, resource);
-    let holder = status::block_on(async {
-        let etcd = Etcd::connect(cfg, Duration::from_secs(2)).await?;
-        etcd.holder(&key).await
-    });
+    // Without the cluster's name there is no key to read: said as etcd's error, the key shown
+    // as far as it is known.
+    let (key, holder) = match cfg.scope() {
+        Ok(scope) => {
+            let key = leader_key(&scope, resource);
+            let holder = status::block_on(async {
+                let etcd = Etcd::connect(cfg, Duration::from_secs(2)).await?;
+                etcd.holder(&key).await
+            })
+            .map_err(|e| e.to_string());
+            (key, holder)
+        }
+        Err(why) => (
+            leader_key(&format!("{}/?", cfg.prefix.trim_end_matches('/')), resource),
+            Err(why),
+        ),
+    };
     let etcd = match holder {
         Ok(h) => EtcdView {
             holder: h.as_ref().map(|h| h.node.clone()),
@@ -134,7 +146,7 @@ fn gather(cfg: &EtcdConfig, resource: &str, parameters: Parameters) -> Report {
             lease_id: None,
             ttl_left_s: None,
             fencing_token: None,
-            error: Some(e.to_string()),
+            error: Some(e),
         },
     };
     let dir = ResourceDir::new(&crate::runfiles::root(), resource);

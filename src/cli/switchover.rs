@@ -255,7 +255,11 @@ fn run(a: &SwitchoverArgs) -> Result<OcfExit, CliError> {
     })?;
 
     // Who leads now: etcd's word (Pacemaker promotes, the key decides).
-    let key = leader_key(&cfg.prefix, resource);
+    let key = leader_key(
+        &cfg.scope()
+            .map_err(|why| CliError::Etcd(format!("cannot tell who leads: {why}")))?,
+        resource,
+    );
     // One runtime for every question: the client's connections live in it.
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

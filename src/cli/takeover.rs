@@ -134,14 +134,17 @@ impl super::Verb for ReleaseArgs {
     }
 }
 
-/// Whether this etcd has ever seen a master named `resource` under the configured prefix: its
-/// leader key or its seen mark (`crate::lease::seen_key`). Ok: what was seen; Err: why a
-/// takeover must not assume it replaces the cluster's master (etcd unreachable included:
-/// cannot tell is no answer).
+/// Whether this etcd has ever seen a master named `resource` of the configured cluster
+/// (cluster_name) under the configured prefix: its leader key, failsafe record or seen mark
+/// (`crate::lease::seen_key`). Ok: what was seen; Err: why a takeover must not assume it
+/// replaces the cluster's master (etcd unreachable included: cannot tell is no answer; the
+/// resource seen only under another cluster's name or only under a legacy key).
 fn seen_here(cfg: &EtcdConfig, resource: &str) -> Result<String, String> {
     let prefix = cfg.prefix.trim_end_matches('/').to_string();
-    let key = leader_key(&cfg.prefix, resource);
-    let mark = crate::lease::seen_key(&cfg.prefix, resource);
+    let scope = cfg.scope()?;
+    let cluster = cfg.cluster.clone().unwrap_or_default();
+    let key = leader_key(&scope, resource);
+    let mark = crate::lease::seen_key(&scope, resource);
     let cannot = |e: &dyn std::fmt::Display| {
         format!(
             "cannot tell whether this etcd has seen a master named {resource}: etcd: {e} \
@@ -155,7 +158,7 @@ fn seen_here(cfg: &EtcdConfig, resource: &str) -> Result<String, String> {
         if let Some(h) = etcd.holder(&key).await.map_err(|e| cannot(&e))? {
             return Ok(format!("its leader key {key} is held by {} now", h.node));
         }
-        let record = crate::failsafe::record_key(&cfg.prefix, resource);
+        let record = crate::failsafe::record_key(&scope, resource);
         let held = etcd.read_record(&record).await.map_err(|e| cannot(&e))?;
         if held.value.is_some() {
             return Ok(format!("its failsafe record {record} is there"));
@@ -181,17 +184,36 @@ fn seen_here(cfg: &EtcdConfig, resource: &str) -> Result<String, String> {
             .collect();
         others.sort();
         others.dedup();
+        // The same resource under another cluster's name, or under the legacy key.
+        let elsewhere: Vec<&str> = others
+            .iter()
+            .filter_map(|o| match o.split_once('/') {
+                Some((c, r)) if r == resource => Some(c),
+                None if o == resource => Some("(none: the legacy key, before the cluster's name)"),
+                _ => None,
+            })
+            .collect();
+        let hint = if elsewhere.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; {resource} was seen in this etcd under cluster {} and not under \
+                 cluster_name={cluster:?}: the config file must name the cluster as its \
+                 corosync does (totem.cluster_name)",
+                elsewhere.join(", ")
+            )
+        };
         Err(format!(
-            "no master named {resource} has ever held a key under {prefix} in this etcd \
-             (neither {key} nor {mark}){}: a takeover would lead beside the cluster's master, \
-             not instead of it. The resource name (--resource, else the config file's name) \
-             must be the Pacemaker resource's id, and etcd_prefix the cluster's. On a new \
-             installation, or where every master ran a hamaster that wrote no seen marks, say \
-             --force",
+            "no master named {resource} of cluster {cluster:?} has ever held a key under \
+             {prefix} in this etcd (neither {key} nor {mark}){hint}{}: a takeover would lead \
+             beside the cluster's master, not instead of it. The resource name (--resource, \
+             else the config file's name) must be the Pacemaker resource's id, cluster_name the \
+             cluster's name and etcd_prefix the cluster's. On a new installation, or where \
+             every master ran a hamaster that wrote no seen marks, say --force",
             if others.is_empty() {
                 String::new()
             } else {
-                format!("; resources seen there: {}", others.join(", "))
+                format!("; seen there: {}", others.join(", "))
             }
         ))
     })
@@ -205,6 +227,11 @@ fn takeover(a: &TakeoverArgs) -> Result<OcfExit, CliError> {
         return Ok(drill(a, &config, &resource));
     }
     config.check_installed()?;
+    // The key names the cluster: a cold standby has no corosync to ask, its file names it.
+    let scope = config.etcd.scope().map_err(|why| CliError::Config {
+        path: a.config.clone(),
+        detail: why,
+    })?;
     if let Some(why) = pacemaker_manages(&resource) {
         return Err(CliError::Refused(why));
     }
@@ -230,7 +257,7 @@ fn takeover(a: &TakeoverArgs) -> Result<OcfExit, CliError> {
     eprintln!(
         "hamaster takeover: {resource} as {node}: waiting up to {} s for the leader key {}; `hamaster release --resource {resource}` or Ctrl-C steps down",
         a.wait,
-        leader_key(&config.etcd.prefix, &resource)
+        leader_key(&scope, &resource)
     );
     g::run(GuardArgs {
         resource,
@@ -315,6 +342,13 @@ fn drill(a: &TakeoverArgs, config: &MasterConfig, resource: &str) -> OcfExit {
     say(
         "config",
         Ok(format!("{} as resource {resource}", a.config.display())),
+    );
+    say(
+        "cluster",
+        config
+            .etcd
+            .scope()
+            .map(|scope| format!("the leader key is {}", leader_key(&scope, resource))),
     );
     say(
         "installed",

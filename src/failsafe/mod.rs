@@ -27,9 +27,10 @@ pub const ASK_LIMIT: Duration = Duration::from_secs(1);
 /// all set to end before it (guard::machine::Leadership::cover).
 pub const FENCE_BOUND: Duration = Duration::from_secs(1);
 
-/// The failsafe record's key, next to the leader key: `{prefix}/{resource}/failsafe`.
-pub fn record_key(prefix: &str, resource: &str) -> String {
-    format!("{}/{resource}/failsafe", prefix.trim_end_matches('/'))
+/// The failsafe record's key, next to the leader key: `{scope}/{resource}/failsafe`
+/// (`EtcdConfig::scope`).
+pub fn record_key(scope: &str, resource: &str) -> String {
+    format!("{}/{resource}/failsafe", scope.trim_end_matches('/'))
 }
 
 /// What a master leaves in etcd, without a lease, while it leads: that it may hold through an

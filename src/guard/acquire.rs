@@ -139,7 +139,7 @@ impl Guard {
     /// The failsafe record, this node's corosync and Pacemaker's word on the record's node:
     /// what the takeover rule says now.
     async fn look_at_record(&self, etcd: &Etcd, outside: &mut Outside) -> Result<Found, String> {
-        let key = fs::record_key(&self.args.config.etcd.prefix, &self.args.resource);
+        let key = fs::record_key(&self.scope, &self.args.resource);
         let outage = self.args.config.etcd.outage;
         // The record, this node's corosync and the cluster's fencing (whatever the policy: the
         // takeover rule weighs it too), side by side.
@@ -293,15 +293,16 @@ impl Guard {
             .into(),
         };
         let take = RecordTake {
-            key: fs::record_key(&self.args.config.etcd.prefix, &self.args.resource),
+            key: fs::record_key(&self.scope, &self.args.resource),
             seen: found.seen,
             ours,
             mark: (
-                crate::lease::seen_key(&self.args.config.etcd.prefix, &self.args.resource),
+                crate::lease::seen_key(&self.scope, &self.args.resource),
                 mark.to_json(),
             ),
         };
-        let outcome = etcd.try_acquire(key, node, lease, &take).await;
+        let legacy = self.legacy_key();
+        let outcome = etcd.try_acquire(key, &legacy, node, lease, &take).await;
         match outcome {
             Ok(Acquire::Won { token }) => {
                 // Re-check key and lease before acting on them.
@@ -325,6 +326,18 @@ impl Guard {
                 let _ = etcd.revoke(lease).await;
                 Ok(Err(Busy::Held(h, names_other)))
             }
+            Ok(Acquire::LegacyHeld(h)) => {
+                let _ = etcd.revoke(lease).await;
+                // Not watched (the watch is on our key): looked at again after a pause.
+                Ok(Err(Busy::NotClear(
+                    format!(
+                        "{legacy} is held by {} (lease {}): a master of a hamaster from before \
+                         the cluster's name was in the leader key; waiting for it to go",
+                        h.node, h.lease
+                    ),
+                    LEGACY_POLL,
+                )))
+            }
             Ok(Acquire::RecordChanged) => {
                 let _ = etcd.revoke(lease).await;
                 Ok(Err(Busy::RecordChanged))
@@ -336,6 +349,9 @@ impl Guard {
         }
     }
 }
+
+/// How often a key of the legacy layout held by an older master is looked at again.
+const LEGACY_POLL: Duration = Duration::from_secs(1);
 
 /// Why an attempt did not take the key.
 enum Busy {

@@ -81,7 +81,7 @@ impl Guard {
         let lease = a.grant.lease;
         let record = a.record.map(|rev| {
             (
-                crate::failsafe::record_key(&self.args.config.etcd.prefix, &self.args.resource),
+                crate::failsafe::record_key(&self.scope, &self.args.resource),
                 rev,
             )
         });
@@ -414,9 +414,11 @@ impl Guard {
                 };
                 let (etcd, key, node) =
                     (shell.etcd.clone(), self.key.clone(), self.args.node.clone());
+                let legacy = self.legacy_key();
                 let (ttl, tx) = (self.clock.ttl, shell.retaken_tx.clone());
                 tokio::spawn(async move {
-                    let r = retake(&etcd, &key, &node, ttl, &record_key, revision).await;
+                    let keys = (key.as_str(), legacy.as_str());
+                    let r = retake(&etcd, keys, &node, ttl, &record_key, revision).await;
                     match r {
                         Ok(won) => {
                             let _ = tx.send(won);
@@ -573,7 +575,7 @@ async fn warn_of_old_etcd(etcd: Etcd, resource: String) {
 /// key could not be had.
 async fn retake(
     etcd: &Etcd,
-    key: &str,
+    (key, legacy): (&str, &str),
     node: &str,
     ttl: Duration,
     record_key: &str,
@@ -585,7 +587,7 @@ async fn retake(
         .await
         .map_err(|e| RetakeError::Failed(e.to_string()))?;
     let outcome = etcd
-        .retake(key, node, grant.lease, record_key, revision)
+        .retake(key, legacy, node, grant.lease, record_key, revision)
         .await;
     let refused = match outcome {
         Ok(Retake::Won { token }) => return Ok((grant, token)),

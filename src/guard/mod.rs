@@ -127,7 +127,17 @@ pub fn run(args: GuardArgs) -> Result<(), GuardError> {
             return Err(e);
         }
     };
-    rt.block_on(Guard::new(args).run())
+    // The agent checked that the cluster's name is known before it spawned this guard; a
+    // cold standby's TOML names it.
+    let scope = match args.config.etcd.scope() {
+        Ok(s) => s,
+        Err(why) => {
+            let e = GuardError::Config(why);
+            log::error!("guard {}: {e}", args.resource);
+            return Err(e);
+        }
+    };
+    rt.block_on(Guard::new(args, scope).run())
 }
 
 struct Acquired {
@@ -148,6 +158,8 @@ enum Interrupt {
 struct Guard {
     args: GuardArgs,
     dir: ResourceDir,
+    /// `{etcd_prefix}/{cluster_name}`: where the key, the seen mark and the record sit.
+    scope: String,
     key: String,
     clock: LeaseClock,
     shared: Shared,
@@ -162,9 +174,15 @@ struct Guard {
 }
 
 impl Guard {
-    fn new(args: GuardArgs) -> Guard {
+    /// The leader key of hamaster releases before the cluster's name was in it: taken only
+    /// while it is absent.
+    fn legacy_key(&self) -> String {
+        crate::lease::legacy_leader_key(&self.args.config.etcd.prefix, &self.args.resource)
+    }
+
+    fn new(args: GuardArgs, scope: String) -> Guard {
         let dir = ResourceDir::new(&args.run_dir, &args.resource);
-        let key = leader_key(&args.config.etcd.prefix, &args.resource);
+        let key = leader_key(&scope, &args.resource);
         let clock = args.config.etcd.clock();
         let fence: Arc<OnceLock<Fence>> = Arc::new(OnceLock::new());
         let initial = GuardStatus {
@@ -205,6 +223,7 @@ impl Guard {
         Guard {
             args,
             dir,
+            scope,
             key,
             clock,
             shared,

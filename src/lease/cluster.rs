@@ -66,6 +66,26 @@ pub fn corosync_membership_time() -> Option<Duration> {
     Some(detection_from(&listing)? + Duration::from_millis(join))
 }
 
+/// corosync's totem.cluster_name (one call of at most a second): Ok(None) when corosync
+/// answers and has none, Err when no corosync answers.
+pub fn corosync_cluster_name() -> Result<Option<String>, String> {
+    let listing = crate::service::tool_output(
+        std::time::Duration::from_secs(1),
+        "corosync-cmapctl",
+        &["totem."],
+    )
+    .ok_or("corosync-cmapctl does not answer (no corosync runs here)")?;
+    Ok(text_of(&listing, "totem.cluster_name"))
+}
+
+/// One string from `corosync-cmapctl` lines such as `totem.cluster_name (str) = lab`.
+fn text_of(listing: &str, key: &str) -> Option<String> {
+    listing.lines().find_map(|l| {
+        let (name, value) = l.split_once(" = ")?;
+        (name.split_whitespace().next()? == key).then(|| value.to_string())
+    })
+}
+
 /// Where no corosync answers: a membership time long enough for any sane totem setting.
 pub const FALLBACK_MEMBERSHIP_TIME: Duration = Duration::from_secs(30);
 
@@ -90,6 +110,22 @@ mod tests {
             None
         );
         assert_eq!(detection_from(""), None);
+    }
+
+    #[test]
+    fn corosyncs_cluster_name_is_read_from_its_listing() {
+        let listing = "totem.cluster_name (str) = hamaster-lab\n\
+                       totem.crypto_cipher (str) = none\n\
+                       totem.token (u32) = 1000\n";
+        assert_eq!(
+            text_of(listing, "totem.cluster_name").as_deref(),
+            Some("hamaster-lab")
+        );
+        assert_eq!(
+            text_of("totem.token (u32) = 1000\n", "totem.cluster_name"),
+            None
+        );
+        assert_eq!(text_of("", "totem.cluster_name"), None);
     }
 
     #[test]

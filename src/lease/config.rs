@@ -19,7 +19,11 @@ const MAX_TTL_SECS: u64 = TTL_RANGE.1;
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct EtcdConfig {
     pub endpoints: Vec<String>,
+    /// etcd_prefix as set: the root under which every cluster's keys sit.
     pub prefix: String,
+    /// The cluster's name in the leader key (cluster_name, else corosync's); Err: why it is
+    /// not known here (no corosync answered). See `scope`.
+    pub cluster: Result<String, String>,
     pub tls: bool,
     pub cacert: Option<PathBuf>,
     pub cert: Option<PathBuf>,
@@ -199,6 +203,7 @@ impl EtcdConfig {
         Ok(EtcdConfig {
             endpoints,
             prefix: v.required(&p::ETCD_PREFIX)?.to_string(),
+            cluster: cluster_name(v)?,
             tls,
             cacert,
             cert,
@@ -213,12 +218,60 @@ impl EtcdConfig {
         })
     }
 
+    /// `{etcd_prefix}/{cluster_name}`: where this cluster's leader key, seen mark and
+    /// failsafe record sit. Err: the cluster's name is not known on this node.
+    pub fn scope(&self) -> Result<String, String> {
+        self.cluster
+            .as_ref()
+            .map(|c| format!("{}/{c}", self.prefix.trim_end_matches('/')))
+            .map_err(Clone::clone)
+    }
+
     pub fn clock(&self) -> LeaseClock {
         LeaseClock {
             ttl: self.ttl,
             margin: self.margin,
         }
     }
+}
+
+/// cluster_name as set, else corosync's totem.cluster_name: Ok(Err) when no corosync answers
+/// (outside a cluster, or its stack is down: the actions that need the key say so); a name
+/// that cannot sit in a key, or a corosync without one, is a configuration error.
+fn cluster_name(v: &Values) -> Result<Result<String, String>, ConfigError> {
+    if let Some(set) = v.get(&p::CLUSTER_NAME).filter(|c| !c.is_empty()) {
+        return check_cluster_name(set)
+            .map(|()| Ok(set.to_string()))
+            .map_err(|why| ConfigError::invalid(&p::CLUSTER_NAME, set, why));
+    }
+    match super::cluster::corosync_cluster_name() {
+        Err(why) => Ok(Err(format!(
+            "cluster_name is not set and {why}: set cluster_name to the cluster's name \
+             (corosync.conf's totem.cluster_name)"
+        ))),
+        Ok(None) => Err(ConfigError::invalid(
+            &p::CLUSTER_NAME,
+            "",
+            "is not set and corosync has no totem.cluster_name: name the cluster in one of them",
+        )),
+        Ok(Some(name)) => check_cluster_name(&name)
+            .map(|()| Ok(name.clone()))
+            .map_err(|why| {
+                ConfigError::invalid(
+                    &p::CLUSTER_NAME,
+                    "",
+                    format!("is not set and corosync's totem.cluster_name {name:?} {why}: set it"),
+                )
+            }),
+    }
+}
+
+/// A name that sits in the leader key as one part of its path.
+fn check_cluster_name(name: &str) -> Result<(), String> {
+    if name.contains('/') || name.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err("must not contain '/', white space or control characters".into());
+    }
+    Ok(())
 }
 
 /// Returns the scheme of `http(s)://host:port`.
@@ -247,6 +300,22 @@ mod tests {
 
     fn config(vars: &[(&str, &str)]) -> Result<EtcdConfig, ConfigError> {
         EtcdConfig::from_values(&Values::from_reskeys(&MASTER_AGENT, vars))
+    }
+
+    #[test]
+    fn the_cluster_name_is_one_part_of_the_keys_path() {
+        let ep = ("etcd_endpoints", "http://192.0.2.1:2379");
+        let c = config(&[ep, ("cluster_name", "lab-1"), ("etcd_prefix", "/hm/")]).unwrap();
+        assert_eq!(c.scope().as_deref(), Ok("/hm/lab-1"));
+        for bad in ["a/b", "a b", "x\ty"] {
+            let e = config(&[ep, ("cluster_name", bad)])
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("cluster_name") && e.contains("must not contain"),
+                "{e}"
+            );
+        }
     }
 
     #[test]

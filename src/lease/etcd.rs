@@ -65,6 +65,9 @@ pub enum Acquire {
         token: i64,
     },
     Held(Holder),
+    /// Our key is free, but the legacy key (`super::legacy_leader_key`) is held: a master of
+    /// a hamaster from before the cluster's name was in the key.
+    LegacyHeld(Holder),
     /// The key is free, but the failsafe record changed since it was read: read it again.
     RecordChanged,
 }
@@ -867,11 +870,13 @@ impl Etcd {
         })
     }
 
-    /// Creates the key under our lease if nobody holds it, in one transaction; else reads the
-    /// holder. Safe to retry: a retried transaction that finds our own lease on the key won.
+    /// Creates the key under our lease if nobody holds it nor the `legacy` key, in one
+    /// transaction; else reads the holder. Safe to retry: a retried transaction that finds our
+    /// own lease on the key won.
     pub async fn try_acquire(
         &self,
         key: &str,
+        legacy: &str,
         node: &str,
         lease: LeaseId,
         record: &RecordTake,
@@ -884,6 +889,7 @@ impl Etcd {
         let txn = Txn::new()
             .when([
                 Compare::create_revision(key, CompareOp::Equal, 0),
+                Compare::create_revision(legacy, CompareOp::Equal, 0),
                 Compare::mod_revision(record.key.as_str(), CompareOp::Equal, record.seen),
             ])
             .and_then([
@@ -891,7 +897,7 @@ impl Etcd {
                 with_record,
                 TxnOp::put(record.mark.0.as_str(), record.mark.1.as_str(), None),
             ])
-            .or_else([TxnOp::get(key, None)]);
+            .or_else([TxnOp::get(key, None), TxnOp::get(legacy, None)]);
         let r = self
             .call("acquire transaction", |mut c| {
                 let t = txn.clone();
@@ -902,27 +908,31 @@ impl Etcd {
         if r.succeeded() {
             return Ok(Acquire::Won { token: revision });
         }
-        let kv = r.op_responses().into_iter().find_map(|op| match op {
+        // Our key's, then the legacy key's.
+        let mut reads = r.op_responses().into_iter().map(|op| match op {
             TxnOpResponse::Get(g) => g.kvs().first().cloned(),
             _ => None,
         });
-        match kv {
-            Some(kv) if kv.lease() == lease.0 => Ok(Acquire::Won {
+        let (ours, old) = (reads.next().flatten(), reads.next().flatten());
+        let holder = |kv: etcd_client::KeyValue| async move {
+            let holder_lease = LeaseId(kv.lease());
+            let ttl_left = self.ttl_left(holder_lease).await.ok().flatten();
+            Holder {
+                node: String::from_utf8_lossy(kv.value()).into_owned(),
+                lease: holder_lease,
+                token: kv.create_revision(),
+                ttl_left,
+                revision,
+            }
+        };
+        match (ours, old) {
+            (Some(kv), _) if kv.lease() == lease.0 => Ok(Acquire::Won {
                 token: kv.create_revision(),
             }),
-            Some(kv) => {
-                let holder_lease = LeaseId(kv.lease());
-                let ttl_left = self.ttl_left(holder_lease).await.ok().flatten();
-                Ok(Acquire::Held(Holder {
-                    node: String::from_utf8_lossy(kv.value()).into_owned(),
-                    lease: holder_lease,
-                    token: kv.create_revision(),
-                    ttl_left,
-                    revision,
-                }))
-            }
-            // The key is free: the record was what changed.
-            None => Ok(Acquire::RecordChanged),
+            (Some(kv), _) => Ok(Acquire::Held(holder(kv).await)),
+            (None, Some(kv)) => Ok(Acquire::LegacyHeld(holder(kv).await)),
+            // The keys are free: the record was what changed.
+            (None, None) => Ok(Acquire::RecordChanged),
         }
     }
 
@@ -952,6 +962,7 @@ impl Etcd {
     pub async fn retake(
         &self,
         key: &str,
+        legacy: &str,
         node: &str,
         lease: LeaseId,
         record_key: &str,
@@ -960,6 +971,7 @@ impl Etcd {
         let txn = Txn::new()
             .when([
                 Compare::create_revision(key, CompareOp::Equal, 0),
+                Compare::create_revision(legacy, CompareOp::Equal, 0),
                 Compare::mod_revision(record_key, CompareOp::Equal, record_revision),
             ])
             .and_then([TxnOp::put(
@@ -967,7 +979,7 @@ impl Etcd {
                 node,
                 Some(PutOptions::new().with_lease(lease.0)),
             )])
-            .or_else([TxnOp::get(key, None)]);
+            .or_else([TxnOp::get(key, None), TxnOp::get(legacy, None)]);
         let r = self
             .call("retake transaction", |mut c| {
                 let t = txn.clone();

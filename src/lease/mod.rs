@@ -27,29 +27,47 @@ impl std::fmt::Display for LeaseId {
 /// The leader key's last part.
 const LEADER_SUFFIX: &str = "/leader";
 
-/// `{prefix}/{resource}/leader`, with exactly one slash between parts.
-pub fn leader_key(prefix: &str, resource: &str) -> String {
-    format!("{}/{resource}{LEADER_SUFFIX}", prefix.trim_end_matches('/'))
+/// `{scope}/{resource}/leader`, with exactly one slash between parts. The scope is
+/// `{etcd_prefix}/{cluster_name}` (`EtcdConfig::scope`); with the bare etcd_prefix it is the
+/// key of hamaster releases before the cluster's name was part of it (`legacy_leader_key`).
+pub fn leader_key(scope: &str, resource: &str) -> String {
+    format!("{}/{resource}{LEADER_SUFFIX}", scope.trim_end_matches('/'))
 }
 
-/// `{prefix}/{resource}/seen`: written (without a lease) with every taking of the leader key,
+/// The scope of a leader key of `resource` (what `leader_key` joined it from).
+pub fn scope_of<'k>(key: &'k str, resource: &str) -> Option<&'k str> {
+    key.strip_suffix(LEADER_SUFFIX)?
+        .strip_suffix(resource)?
+        .strip_suffix('/')
+}
+
+/// `{etcd_prefix}/{resource}/leader`: where hamaster releases before the cluster's name was
+/// part of the key put it. A master mid-upgrade may hold it: the acquire transaction takes
+/// our key only while this one is absent too.
+pub fn legacy_leader_key(prefix: &str, resource: &str) -> String {
+    leader_key(prefix, resource)
+}
+
+/// `{scope}/{resource}/seen`: written (without a lease) with every taking of the leader key,
 /// so that the key's name is known to this etcd after the key itself has gone. The cold
 /// standby's takeover refuses a resource that has no such mark and no key (a TOML named
-/// unlike the cluster's resource, another etcd_prefix): it would lead beside the cluster's
-/// master under a key that master never looks at.
-pub fn seen_key(prefix: &str, resource: &str) -> String {
-    format!("{}/{}/seen", prefix.trim_end_matches('/'), resource)
+/// unlike the cluster's resource, another etcd_prefix or cluster_name): it would lead beside
+/// the cluster's master under a key that master never looks at.
+pub fn seen_key(scope: &str, resource: &str) -> String {
+    format!("{}/{}/seen", scope.trim_end_matches('/'), resource)
 }
 
-/// The resource whose leader key or seen mark `key` is, under `prefix`; None for other keys.
+/// What a leader key or seen mark under `prefix` names: `cluster/resource`, or `resource` for
+/// a key of the legacy layout; None for other keys.
 pub fn resource_of<'k>(prefix: &str, key: &'k str) -> Option<&'k str> {
     let rest = key
         .strip_prefix(prefix.trim_end_matches('/'))?
         .strip_prefix('/')?;
-    let resource = rest
+    let named = rest
         .strip_suffix(LEADER_SUFFIX)
         .or_else(|| rest.strip_suffix("/seen"))?;
-    (!resource.is_empty() && !resource.contains('/')).then_some(resource)
+    let parts: Vec<&str> = named.split('/').collect();
+    (parts.len() <= 2 && parts.iter().all(|p| !p.is_empty())).then_some(named)
 }
 
 /// The value of the seen mark: who took the key last, when, and as what.
@@ -89,10 +107,27 @@ mod tests {
             resource_of("/hamaster", &leader_key("/hamasterx", "db")),
             None
         );
+        // The cluster's name in the key: named as cluster/resource.
         assert_eq!(
-            resource_of("/hamaster", &leader_key("/hamaster/a", "b")),
+            resource_of("/hamaster", &leader_key("/hamaster/lab", "api")),
+            Some("lab/api")
+        );
+        assert_eq!(
+            resource_of("/hamaster", &seen_key("/hamaster/lab", "api")),
+            Some("lab/api")
+        );
+        assert_eq!(
+            resource_of("/hamaster", &leader_key("/hamaster/a/b", "c")),
             None
         );
+        assert_eq!(resource_of("/hamaster", "/hamaster//api/leader"), None);
+        assert_eq!(
+            legacy_leader_key("/hamaster/", "api"),
+            "/hamaster/api/leader"
+        );
+        let key = leader_key("/hamaster/lab", "api");
+        assert_eq!(scope_of(&key, "api"), Some("/hamaster/lab"));
+        assert_eq!(scope_of(&key, "db"), None);
         let seen = Seen {
             node: "n1".into(),
             at_unix_ms: 5,

@@ -30,9 +30,24 @@ pub const ETCD_PREFIX: Param = Param {
     name: "etcd_prefix",
     default: Some("/hamaster"),
     shortdesc: "Key prefix in etcd",
-    longdesc: "The leader key is {etcd_prefix}/{resource}/leader, where resource is the resource \
-        name without a clone suffix. Its value is the holder's node name; its create revision is \
-        the fencing token.",
+    longdesc: "The leader key is {etcd_prefix}/{cluster_name}/{resource}/leader, where resource \
+        is the resource name without a clone suffix. Its value is the holder's node name; its \
+        create revision is the fencing token. Several clusters may share one etcd and one \
+        etcd_prefix: the cluster's name keeps their keys apart. A master also refuses to take \
+        its key while {etcd_prefix}/{resource}/leader, the key of hamaster releases before the \
+        cluster's name was part of it, is held (an old master mid-upgrade).",
+    ..BASE
+};
+
+pub const CLUSTER_NAME: Param = Param {
+    name: "cluster_name",
+    shortdesc: "The cluster's name in the leader key",
+    longdesc: "The name that keeps this cluster's leader key apart from other clusters' in a \
+        shared etcd ({etcd_prefix}/{cluster_name}/{resource}/leader). Default: corosync's \
+        totem.cluster_name (pcs cluster setup NAME), read by every action that needs the key; \
+        where corosync does not answer, promote fails on this node. The cold standby's TOML \
+        (hamaster takeover, status) must name it: there is no corosync to ask. It must not \
+        contain '/', white space or control characters.",
     ..BASE
 };
 
@@ -352,9 +367,10 @@ pub const CONFLICT_ACTION: Param = Param {
 };
 
 /// The master's own parameters, without the VIP.
-pub const OWN: [Param; 27] = [
+pub const OWN: [Param; 28] = [
     ETCD_ENDPOINTS,
     ETCD_PREFIX,
+    CLUSTER_NAME,
     ETCD_CACERT,
     ETCD_CERT,
     ETCD_KEY,

@@ -309,6 +309,7 @@ mod tests {
             let (value, drop) = match p.name {
                 "etcd_endpoints" => ("https://192.0.2.2:2379", ""),
                 "etcd_prefix" => ("/other", ""),
+                "cluster_name" => ("other", ""),
                 "etcd_cacert" => ("/etc/ssl/other.pem", ""),
                 "health_cacert" => ("/etc/ssl/ca.pem", ""),
                 // Each needs the other: the pair is the change.
