@@ -507,6 +507,22 @@ fn one_slow_health_check_is_tolerated_a_failing_or_dead_service_is_not() {
 
 /// reload-agent: the running guard takes new health settings at once and keeps its lease,
 /// VIP and service; a change that needs a restart is refused with a reason and changes nothing.
+/// One HTTP/1.1 POST to the guard's socket, as a client of another release would send it: the
+/// whole answer (bounded by a 5 s read timeout).
+fn raw_post(socket: &std::path::Path, uri: &str, body: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::os::unix::net::UnixStream::connect(socket).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let request = format!(
+        "POST {uri} HTTP/1.1\r\nHost: guard\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(request.as_bytes()).unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
+
 #[test]
 fn reload_agent_changes_health_settings_without_a_restart_and_refuses_the_rest() {
     let mut etcd = EtcdCluster::new("mr");
@@ -554,6 +570,31 @@ fn reload_agent_changes_health_settings_without_a_restart_and_refuses_the_rest()
     refused.expect(
         1,
         "the etcd and lease settings changed: that needs a restart",
+    );
+    agent
+        .run("monitor")
+        .expect(9, &format!("service unhealthy: {other} answered 503"));
+
+    // A reload from a binary of another protocol (a package update since the guard started):
+    // the guard refuses it itself — 409, the way onto the new binary named — nothing changes.
+    let answer = raw_post(
+        &agent.run_dir.join(support::RESOURCE).join("guard.sock"),
+        "/reload?protocol=0",
+        "{}",
+    );
+    assert!(
+        answer.starts_with("HTTP/1.1 409")
+            && answer.contains("the reload came with protocol 0")
+            && answer.contains("hamaster switchover"),
+        "{answer}"
+    );
+    let running = a.guard_status(&agent).unwrap();
+    assert_eq!(
+        (running.protocol, running.release.as_str()),
+        (
+            hamaster::resource::status::PROTOCOL,
+            env!("CARGO_PKG_VERSION")
+        )
     );
     agent
         .run("monitor")

@@ -176,6 +176,24 @@ fn gather(cfg: &EtcdConfig, resource: &str, parameters: Parameters) -> Report {
     }
 }
 
+/// The guard binary row: the release and protocol the running guard was started from, and
+/// what to do when that is not this binary's (a package update since its promote).
+fn guard_binary(g: &GuardStatus) -> String {
+    use crate::resource::status::{PROTOCOL, RELEASE};
+    let running = match g.release.as_str() {
+        "" => format!("an older hamaster (protocol {})", g.protocol),
+        r => format!("hamaster {r} (protocol {})", g.protocol),
+    };
+    if g.release == RELEASE && g.protocol == PROTOCOL {
+        running
+    } else {
+        format!(
+            "{running}; this binary is hamaster {RELEASE} (protocol {PROTOCOL}): `hamaster \
+             switchover` moves the master onto an updated node (docs/upgrading.md)"
+        )
+    }
+}
+
 /// The watchdog row: device, armed or not, timeout, last ping; or why there is none.
 fn watchdog_line(w: &crate::resource::status::WatchdogStatus) -> String {
     let Some(device) = &w.device else {
@@ -245,6 +263,7 @@ fn table(r: &Report) -> String {
                     ))
                 ),
             );
+            row("guard binary", guard_binary(g));
             if let Some(vip) = &g.vip {
                 row(
                     "VIP",
@@ -326,7 +345,7 @@ mod tests {
         Report {
             resource: "api".into(),
             parameters,
-            key: "/hamaster/api/leader".into(),
+            key: "/hamaster/prod/api/leader".into(),
             etcd: EtcdView {
                 holder: None,
                 lease_id: None,
@@ -350,5 +369,30 @@ mod tests {
         assert!(table(&file).contains("parameters      from cib\n"));
         let json: serde_json::Value = serde_json::to_value(&file).unwrap();
         assert_eq!(json["parameters"]["file"], "cib");
+    }
+
+    /// A guard started from another binary (a package update since its promote) is named as
+    /// such, with the way onto the new one; this binary's guard is shown plainly.
+    #[test]
+    fn a_guard_of_another_release_is_pointed_out() {
+        let mut r = report(Parameters::Cib);
+        r.guard = Some(GuardStatus {
+            protocol: status::PROTOCOL,
+            release: status::RELEASE.into(),
+            ..GuardStatus::default()
+        });
+        let ours = format!(
+            "guard binary    hamaster {} (protocol {})\n",
+            status::RELEASE,
+            status::PROTOCOL
+        );
+        assert!(table(&r).contains(&ours), "{}", table(&r));
+        r.guard = Some(GuardStatus::default());
+        let text = table(&r);
+        assert!(
+            text.contains("guard binary    an older hamaster (protocol 0); this binary is")
+                && text.contains("`hamaster switchover`"),
+            "{text}"
+        );
     }
 }

@@ -186,6 +186,8 @@ impl Guard {
         let clock = args.config.etcd.clock();
         let fence: Arc<OnceLock<Fence>> = Arc::new(OnceLock::new());
         let initial = GuardStatus {
+            protocol: crate::resource::status::PROTOCOL,
+            release: crate::resource::status::RELEASE.into(),
             resource: args.resource.clone(),
             node: args.node.clone(),
             pid: std::process::id(),

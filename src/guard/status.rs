@@ -15,7 +15,7 @@ use tokio::net::UnixListener;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::resource::config::MasterConfig;
-use crate::resource::status::{GuardStatus, Role};
+use crate::resource::status::{GuardStatus, Role, PROTOCOL, RELEASE};
 
 /// The largest reload request body taken (a configuration is a few KiB).
 const MAX_RELOAD_BODY: usize = 1 << 20;
@@ -110,6 +110,15 @@ async fn reload_from(req: Request<Incoming>, shared: &Shared) -> (StatusCode, Gu
         st.problem = Some(why);
         (code, st)
     };
+    // The agent's protocol, in the query: a reload needs the same on both sides.
+    let theirs = req
+        .uri()
+        .query()
+        .unwrap_or_default()
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("protocol="))
+        .and_then(|v| v.parse::<u32>().ok())
+        .unwrap_or(0);
     let body = match http_body_util::Limited::new(req.into_body(), MAX_RELOAD_BODY)
         .collect()
         .await
@@ -117,6 +126,17 @@ async fn reload_from(req: Request<Incoming>, shared: &Shared) -> (StatusCode, Gu
         Ok(b) => b.to_bytes(),
         Err(e) => return refused(StatusCode::BAD_REQUEST, format!("reload body: {e}")),
     };
+    // Refused only once the body is read: a client still writing it would see a broken pipe.
+    if theirs != PROTOCOL {
+        return refused(
+            StatusCode::CONFLICT,
+            format!(
+                "this guard speaks protocol {PROTOCOL} (hamaster {RELEASE}), the reload came \
+                 with protocol {theirs}: a reload across versions is refused. Move the master \
+                 onto the new binary with `hamaster switchover` (docs/upgrading.md)"
+            ),
+        );
+    }
     let new = match MasterConfig::from_json(&String::from_utf8_lossy(&body)) {
         Ok(c) => c,
         Err(why) => return refused(StatusCode::BAD_REQUEST, why),

@@ -57,8 +57,26 @@ impl Role {
     }
 }
 
+/// The agent ↔ guard protocol's version (GET /status's JSON, POST /stepdown, POST /reload),
+/// raised by any change that an agent or guard of the version before could misread. Between
+/// raises, fields are only added (each with a default: the whole status is `serde(default)`,
+/// and unknown fields are ignored) and never removed or given another meaning, and endpoints
+/// are never removed: an agent of protocol N reads a guard of N−1 or N+1 (a `dnf update` on a
+/// promoted node leaves the running guard, the old binary, to the new agent's monitors).
+/// Reload alone needs the same protocol on both sides: a guard that does not know a
+/// parameter would ignore it and answer 200 (docs/upgrading.md).
+pub const PROTOCOL: u32 = 1;
+
+/// The hamaster release of this binary, as guards report it.
+pub const RELEASE: &str = env!("CARGO_PKG_VERSION");
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct GuardStatus {
+    /// PROTOCOL of the guard's binary; 0 for a guard from before it was numbered.
+    pub protocol: u32,
+    /// RELEASE of the guard's binary ("" before the protocol was numbered).
+    pub release: String,
     pub resource: String,
     pub node: String,
     pub pid: u32,
@@ -334,18 +352,43 @@ pub async fn reload(
     config: &MasterConfig,
     timeout: Duration,
 ) -> Result<GuardStatus, ClientError> {
-    let (code, st) = tokio::time::timeout(
-        timeout,
-        request(path, Method::POST, "/reload", config.to_json()),
-    )
-    .await
-    .map_err(|_| ClientError::Timeout(timeout.as_millis()))??;
+    let asked = async {
+        // A guard of another protocol is not asked at all: one from before the protocol was
+        // numbered would not refuse by itself.
+        let (_, running) = request(path, Method::GET, "/status", String::new()).await?;
+        if let Some(why) = reload_refusal(&running) {
+            return Err(ClientError::Refused(why));
+        }
+        let uri = format!("/reload?protocol={PROTOCOL}");
+        request(path, Method::POST, &uri, config.to_json()).await
+    };
+    let (code, st) = tokio::time::timeout(timeout, asked)
+        .await
+        .map_err(|_| ClientError::Timeout(timeout.as_millis()))??;
     match code {
         StatusCode::OK => Ok(st),
         _ => Err(ClientError::Refused(
             st.problem.unwrap_or_else(|| format!("answered {code}")),
         )),
     }
+}
+
+/// Why a guard that answered `running` cannot take a reload from this binary: it speaks
+/// another protocol (an upgrade or downgrade since it started). None: the same protocol.
+pub fn reload_refusal(running: &GuardStatus) -> Option<String> {
+    (running.protocol != PROTOCOL).then(|| {
+        let release = match running.release.as_str() {
+            "" => "an older hamaster".to_string(),
+            r => format!("hamaster {r}"),
+        };
+        format!(
+            "the running guard is {release} (protocol {}), this binary hamaster {RELEASE} \
+             (protocol {PROTOCOL}): a reload across versions is refused, as a guard may ignore \
+             parameters it does not know. Move the master onto the new binary with `hamaster \
+             switchover` (docs/upgrading.md); the parameters apply from the next promote",
+            running.protocol
+        )
+    })
 }
 
 /// A single-threaded runtime for the agent's short calls.
@@ -375,6 +418,44 @@ mod tests {
                 format!("\"{}\"", role.name())
             );
         }
+    }
+
+    /// The protocol's window: a guard from before the protocol was numbered (its status as
+    /// it answered it, field for field), one of a later release with fields this binary does
+    /// not know, and one that leaves fields out, are all read; a reload is refused to every
+    /// guard of another protocol, with the way onto the new binary named.
+    #[test]
+    fn guards_of_the_protocol_before_and_after_are_read_and_refused_a_reload() {
+        let unnumbered = r#"{"resource":"api","node":"n1","pid":4242,"role":"leader",
+            "holder":"n1","lease_id":"0x1f","lease_ttl_left_ms":7000,"fencing_token":57,
+            "vip":"192.0.2.10","vip_present":true,"service_running":true,
+            "service_healthy":true,"service_detail":"pid 4250","last_renewal_unix_ms":1,
+            "leader_since_unix_ms":1,"fenced_at_unix_ms":null,"problem":null,
+            "health_interval_ms":2000}"#;
+        let old: GuardStatus = serde_json::from_str(unnumbered).unwrap();
+        assert!(old.is_healthy_leader(), "{old:?}");
+        assert_eq!((old.protocol, old.release.as_str()), (0, ""));
+        let why = reload_refusal(&old).expect("refused");
+        assert!(
+            why.contains("an older hamaster (protocol 0)") && why.contains("hamaster switchover"),
+            "{why}"
+        );
+        let newer = r#"{"protocol":2,"release":"9.0.0","role":"leader","pid":7,
+            "vip_present":true,"service_running":true,"service_healthy":true,
+            "a_field_of_protocol_2":{"x":1}}"#;
+        let new: GuardStatus = serde_json::from_str(newer).unwrap();
+        assert_eq!((new.protocol, new.role), (2, Role::Leader));
+        assert!(reload_refusal(&new)
+            .unwrap()
+            .contains("hamaster 9.0.0 (protocol 2)"));
+        let ours = GuardStatus {
+            protocol: PROTOCOL,
+            ..GuardStatus::default()
+        };
+        assert_eq!(reload_refusal(&ours), None);
+        let back: GuardStatus =
+            serde_json::from_str(&serde_json::to_string(&ours).unwrap()).unwrap();
+        assert_eq!(back, ours);
     }
 
     #[test]
