@@ -276,44 +276,23 @@ fn switchover(lab: &Lab, suite: &str, in_root: bool) -> u128 {
     let (to, from) = ((h + 1) % 3, (h + 2) % 3);
     let to_name = lab.nodes[to].name.clone();
     let t = Instant::now();
-    let out = lab.on(
-        from,
-        &[bin.to_str().unwrap(), "switchover", "api", "--to", &to_name],
-    );
+    let (code, text) = lab.switchover(&bin, from, &["--to", &to_name]);
     let took = t.elapsed().as_millis();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
     let flag = if suite == "bullseye" {
         "--master"
     } else {
         "--promoted"
     };
     assert!(
-        out.status.success()
+        code == Some(0)
             && text.contains(&format!("--node {to_name} {flag}"))
             && text.contains(&format!("{to_name} is the master")),
         "{suite}: switchover --to {to_name}: {text}\n{}",
         lab.crm_mon_text()
     );
-    assert_eq!(
-        lab.leader_key(KEY).map(|k| k.0),
-        Some(to_name.clone()),
-        "{suite}: etcd names the new master"
-    );
-    assert!(
-        support::wait_for(Duration::from_secs(5), || lab.nodes[to].ns.holds(VIP))
-            && !lab.nodes[h].ns.holds(VIP),
-        "{suite}: the VIP moved to {to_name}"
-    );
-    let constraints = lab.on(0, &["cibadmin", "--query", "--scope", "constraints"]);
-    let constraints = String::from_utf8_lossy(&constraints.stdout);
-    assert!(
-        !constraints.contains("cli-"),
-        "{suite}: constraints left: {constraints}"
-    );
+    if let Err(why) = lab.switched_over(to, h) {
+        panic!("{suite}: switchover to {to_name}: {why}");
+    }
     eprintln!("{suite}: switchover --to {to_name} returned after {took} ms: {text}");
     took
 }

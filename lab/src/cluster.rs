@@ -586,6 +586,47 @@ impl Lab {
         (attr(line, "present")? == "true").then(|| attr(line, "name"))?
     }
 
+    /// `BIN switchover api ARGS…` run on node `on`: its exit code and its whole output.
+    pub fn switchover(&self, bin: &Path, on: usize, args: &[&str]) -> (Option<i32>, String) {
+        let mut full = vec![bin.to_str().unwrap(), "switchover", crate::RESOURCE];
+        full.extend_from_slice(args);
+        let out = self.on(on, &full);
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.code(), text)
+    }
+
+    /// The constraints section of the CIB, as node 0 sees it.
+    pub fn constraints(&self) -> String {
+        let q = self.on(0, &["cibadmin", "--query", "--scope", "constraints"]);
+        String::from_utf8_lossy(&q.stdout).into_owned()
+    }
+
+    /// What a switchover from node `old` to node `new` must leave, seen from etcd, the nodes
+    /// and the CIB: etcd names `new` the master of the lab's key, the VIP is on `new` (within
+    /// 5 s) and not on `old`, and no `cli-` constraint is left. Err: what is not so.
+    pub fn switched_over(&self, new: usize, old: usize) -> Result<(), String> {
+        let name = &self.nodes[new].name;
+        let holder = self.leader_key(crate::API_KEY).map(|k| k.0);
+        if holder.as_deref() != Some(name.as_str()) {
+            return Err(format!("etcd names {holder:?} the master, not {name}"));
+        }
+        if !crate::wait_for(Duration::from_secs(5), || self.nodes[new].ns.holds(VIP)) {
+            return Err(format!("the VIP is not on {name}"));
+        }
+        if self.nodes[old].ns.holds(VIP) {
+            return Err(format!("the VIP is still on {}", self.nodes[old].name));
+        }
+        let left = self.constraints();
+        if left.contains("cli-") {
+            return Err(format!("constraints left: {left}"));
+        }
+        Ok(())
+    }
+
     pub fn crm_mon_text(&self) -> String {
         let i = self.first_up();
         String::from_utf8_lossy(&self.on(i, &["crm_mon", "-1", "-r"]).stdout).into_owned()

@@ -147,26 +147,8 @@ pub fn promoted_flag(version: &str) -> Option<&'static str> {
     })
 }
 
-/// A Pacemaker tool's run within TOOL: Ok(stdout) or Err(what it said).
 fn tool(program: &str, args: &[&str]) -> Result<String, String> {
-    let out = std::process::Command::new("timeout")
-        .arg(TOOL.as_secs().to_string())
-        .arg(program)
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .map_err(|e| format!("{program}: {e}"))?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        let said = String::from_utf8_lossy(&out.stderr);
-        Err(format!(
-            "`{program} {}` failed ({}): {}",
-            args.join(" "),
-            out.status,
-            said.trim()
-        ))
-    }
+    crate::service::tool_run(TOOL, program, args)
 }
 
 /// Node `node`'s transient attribute `name` (`crm_attribute --lifetime reboot --query`).

@@ -262,21 +262,37 @@ fn is_executable(path: &Path) -> bool {
 /// input and its standard error dropped: its standard output when it exits 0, else None
 /// (missing, failed, timed out, or no time left to run it at all).
 pub fn tool_output(limit: std::time::Duration, program: &str, args: &[&str]) -> Option<String> {
+    tool_run(limit, program, args).ok()
+}
+
+/// `tool_output`, saying why it failed: the command line, its exit status and its standard
+/// error (for an operator's command, where the tool's own words are the best reason).
+pub fn tool_run(
+    limit: std::time::Duration,
+    program: &str,
+    args: &[&str],
+) -> Result<String, String> {
     // timeout(1) takes fractions of a second; 0 would mean no limit at all.
     if limit < std::time::Duration::from_millis(1) {
-        return None;
+        return Err(format!("no time left to run {program}"));
     }
     let out = std::process::Command::new("timeout")
         .arg(format!("{:.3}", limit.as_secs_f64()))
         .arg(program)
         .args(args)
         .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
         .output()
-        .ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+        .map_err(|e| format!("{program}: {e}"))?;
+    if out.status.success() {
+        return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
+    }
+    let said = String::from_utf8_lossy(&out.stderr);
+    Err(format!(
+        "`{program} {}` failed ({}): {}",
+        args.join(" "),
+        out.status,
+        said.trim()
+    ))
 }
 
 pub fn find_in_path(name: &str) -> Option<PathBuf> {
