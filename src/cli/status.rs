@@ -180,10 +180,7 @@ fn gather(cfg: &EtcdConfig, resource: &str, parameters: Parameters) -> Report {
 /// what to do when that is not this binary's (a package update since its promote).
 fn guard_binary(g: &GuardStatus) -> String {
     use crate::resource::status::{PROTOCOL, RELEASE};
-    let running = match g.release.as_str() {
-        "" => format!("an older hamaster (protocol {})", g.protocol),
-        r => format!("hamaster {r} (protocol {})", g.protocol),
-    };
+    let running = g.binary();
     if g.release == RELEASE && g.protocol == PROTOCOL {
         running
     } else {

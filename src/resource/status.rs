@@ -180,6 +180,15 @@ pub struct WatchdogStatus {
 }
 
 impl GuardStatus {
+    /// The binary this guard runs, as it says: `hamaster 0.2.0 (protocol 1)`, or `an older
+    /// hamaster (protocol 0)` for a guard from before the protocol was numbered.
+    pub fn binary(&self) -> String {
+        match self.release.as_str() {
+            "" => format!("an older hamaster (protocol {})", self.protocol),
+            r => format!("hamaster {r} (protocol {})", self.protocol),
+        }
+    }
+
     /// All is well: the key is ours, the VIP (if any) is up and the service is healthy.
     pub fn is_healthy_leader(&self) -> bool {
         self.role == Role::Leader
@@ -377,16 +386,12 @@ pub async fn reload(
 /// another protocol (an upgrade or downgrade since it started). None: the same protocol.
 pub fn reload_refusal(running: &GuardStatus) -> Option<String> {
     (running.protocol != PROTOCOL).then(|| {
-        let release = match running.release.as_str() {
-            "" => "an older hamaster".to_string(),
-            r => format!("hamaster {r}"),
-        };
         format!(
-            "the running guard is {release} (protocol {}), this binary hamaster {RELEASE} \
-             (protocol {PROTOCOL}): a reload across versions is refused, as a guard may ignore \
-             parameters it does not know. Move the master onto the new binary with `hamaster \
-             switchover` (docs/upgrading.md); the parameters apply from the next promote",
-            running.protocol
+            "the running guard is {}, this binary hamaster {RELEASE} (protocol {PROTOCOL}): a \
+             reload across versions is refused, as a guard may ignore parameters it does not \
+             know. Move the master onto the new binary with `hamaster switchover` \
+             (docs/upgrading.md); the parameters apply from the next promote",
+            running.binary()
         )
     })
 }
