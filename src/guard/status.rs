@@ -51,13 +51,17 @@ pub struct StepDown {
     pub reply: oneshot::Sender<(bool, GuardStatus)>,
 }
 
-/// The budget a step-down request names in its query (`?budget_ms=N`).
-fn budget_of(query: Option<&str>) -> Option<Duration> {
+/// The number a request's query names as `name` (`?budget_ms=N`, `?protocol=N`).
+fn query_number(query: Option<&str>, name: &str) -> Option<u64> {
     query?
         .split('&')
-        .find_map(|kv| kv.strip_prefix("budget_ms="))
+        .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
         .and_then(|v| v.parse::<u64>().ok())
-        .map(Duration::from_millis)
+}
+
+/// The budget a step-down request names in its query (`?budget_ms=N`).
+fn budget_of(query: Option<&str>) -> Option<Duration> {
+    query_number(query, "budget_ms").map(Duration::from_millis)
 }
 
 fn json(status: StatusCode, body: &GuardStatus) -> Response<Full<Bytes>> {
@@ -111,14 +115,7 @@ async fn reload_from(req: Request<Incoming>, shared: &Shared) -> (StatusCode, Gu
         (code, st)
     };
     // The agent's protocol, in the query: a reload needs the same on both sides.
-    let theirs = req
-        .uri()
-        .query()
-        .unwrap_or_default()
-        .split('&')
-        .find_map(|kv| kv.strip_prefix("protocol="))
-        .and_then(|v| v.parse::<u32>().ok())
-        .unwrap_or(0);
+    let theirs = query_number(req.uri().query(), "protocol").unwrap_or(0);
     let body = match http_body_util::Limited::new(req.into_body(), MAX_RELOAD_BODY)
         .collect()
         .await
@@ -127,7 +124,7 @@ async fn reload_from(req: Request<Incoming>, shared: &Shared) -> (StatusCode, Gu
         Err(e) => return refused(StatusCode::BAD_REQUEST, format!("reload body: {e}")),
     };
     // Refused only once the body is read: a client still writing it would see a broken pipe.
-    if theirs != PROTOCOL {
+    if theirs != u64::from(PROTOCOL) {
         return refused(
             StatusCode::CONFLICT,
             format!(
@@ -347,5 +344,21 @@ pub async fn serve(
                 .serve_connection(TokioIo::new(stream), svc)
                 .await;
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_query_names_its_numbers_exactly() {
+        let q = Some("budget_ms=2500&protocol=1");
+        assert_eq!(budget_of(q), Some(Duration::from_millis(2500)));
+        assert_eq!(query_number(q, "protocol"), Some(1));
+        // A longer name that starts with the one asked for is another name.
+        assert_eq!(query_number(Some("protocols=2"), "protocol"), None);
+        assert_eq!(query_number(Some("protocol=x"), "protocol"), None);
+        assert_eq!(query_number(None, "protocol"), None);
     }
 }
