@@ -399,6 +399,7 @@ fn qmp_events(path: &Path, sink: Lines) {
 /// One freeze trial at the default lease settings: the master taken in the VM, its guard
 /// SIGSTOPped `delay` after it leads; when the watchdog powered the VM off, when etcd deleted the key.
 pub struct Freeze {
+    /// The watchdog timeout in force when the guard froze.
     pub timeout_s: u32,
     pub frozen: f64,
     pub watchdog: f64,
@@ -410,10 +411,17 @@ pub fn freeze_trial(tag: &str, delay: Duration) -> Freeze {
     let watch = KeyWatch::start(&etcd, KEY, || ());
     let args = format!("hm.scenario=freeze hm.delay={:.1}", delay.as_secs_f64());
     let mut vm = Vm::boot(&mut etcd, tag, &args);
-    let timeout_s = vm.wait_leader();
-    let (frozen, _) = vm
+    vm.wait_leader();
+    let (frozen, line) = vm
         .wait_line("HM:FROZEN", Duration::from_secs(20))
         .unwrap_or_else(|| panic!("not frozen:\n{}", vm.transcript()));
+    // The timeout the reset counts down from: the one in force when the guard froze (it is set
+    // anew at every ping, shorter as the lease's end nears; the leader line's is an earlier one).
+    let timeout_s = line
+        .rsplit("timeout=")
+        .next()
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no timeout in {line}"));
     let exit = vm.wait_exit(Duration::from_secs(30));
     let watchdog = vm
         .event("WATCHDOG", Duration::from_secs(5))
