@@ -96,6 +96,7 @@ check-cluster: deps
 	rm -f target/cluster-timings.md
 	$(LAB) $(CARGO) test $(ROOT) --test cluster -- --ignored --test-threads=1
 	$(LAB) $(CARGO) test $(ROOT) --test etcd_outage -- --ignored --test-threads=1
+	$(LAB) $(CARGO) test $(ROOT) --test upgrade -- --ignored --test-threads=1
 	@echo; echo "Cluster scenario timings:"; cat target/cluster-timings.md
 
 # The main job: a 3-node Pacemaker cluster in namespaces, the master created with pcs, its node

@@ -97,6 +97,38 @@ impl OcfDir {
     pub fn agent(&self, name: &str) -> PathBuf {
         self.provider().join(name)
     }
+
+    /// Puts `bin` in place of the binary the master agent's link points at, as a package
+    /// update does: written beside it, then renamed over it, so that a running guard keeps the
+    /// file it was started from and the next action on any node (they all mount this
+    /// directory) runs `bin`.
+    pub fn install(&self, bin: &Path) {
+        let target = self.root.join("hamaster");
+        let new = self.root.join(".hamaster.new");
+        fs::copy(bin, &new).unwrap_or_else(|e| panic!("{}: {e}", bin.display()));
+        must("chmod", &["0755", new.to_str().unwrap()]);
+        fs::rename(&new, &target).unwrap();
+    }
+}
+
+/// The previous release's hamaster (scripts/build-previous-release: built from its tag and
+/// cached under /var/tmp), and its tag.
+pub fn previous_release() -> (String, PathBuf) {
+    let script = Path::new(repo()).join("scripts/build-previous-release");
+    let out = Command::new(&script)
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e}", script.display()));
+    assert!(out.status.success(), "{} failed", script.display());
+    let bin = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    let tag = bin
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_prefix("hamaster-"))
+        .and_then(|n| n.rsplit_once('-'))
+        .map(|(tag, _)| tag.to_string())
+        .unwrap_or_else(|| panic!("{}: not a previous release", bin.display()));
+    (tag, bin)
 }
 
 /// A test process cannot clean up after its last test, so each one removes the copies left

@@ -605,6 +605,34 @@ impl Lab {
         String::from_utf8_lossy(&q.stdout).into_owned()
     }
 
+    /// Pacemaker's history of `resource` as the CIB's status section on node 0 records it: for
+    /// each node, the operation records (`RESOURCE_last_0`, the last non-recurring action;
+    /// `RESOURCE_last_failure_0`; one per recurring monitor) as (node, record id, operation,
+    /// call-id, rc-code), in the CIB's order.
+    pub fn operations(&self, resource: &str) -> Vec<(String, String, String, String, String)> {
+        let q = self.on(0, &["cibadmin", "--query", "--scope", "status"]);
+        let xml = String::from_utf8_lossy(&q.stdout);
+        let (mut node, mut ops) = (String::new(), Vec::new());
+        let mut in_resource = false;
+        for line in xml.lines() {
+            if line.contains("<node_state ") {
+                node = attr(line, "uname").unwrap_or_default();
+            } else if line.contains("<lrm_resource ") {
+                in_resource = attr(line, "id").as_deref() == Some(resource);
+            } else if in_resource && line.contains("<lrm_rsc_op ") {
+                let get = |name: &str| attr(line, name).unwrap_or_default();
+                ops.push((
+                    node.clone(),
+                    get("id"),
+                    get("operation"),
+                    get("call-id"),
+                    get("rc-code"),
+                ));
+            }
+        }
+        ops
+    }
+
     /// What a switchover from node `old` to node `new` must leave, seen from etcd, the nodes
     /// and the CIB: etcd names `new` the master of the lab's key, the VIP is on `new` (within
     /// 5 s) and not on `old`, and no `cli-` constraint is left. Err: what is not so.

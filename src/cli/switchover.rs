@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use clap::Args;
 
 use super::CliError;
-use crate::lease::{leader_key, Etcd, EtcdConfig};
+use crate::lease::{leader_key, legacy_leader_key, Etcd, EtcdConfig, Holder, LeaseError};
 use crate::ocf::failure::Failed;
 use crate::ocf::OcfExit;
 
@@ -250,13 +250,23 @@ fn run(a: &SwitchoverArgs) -> Result<OcfExit, CliError> {
     let etcd = rt
         .block_on(Etcd::connect(&cfg, Duration::from_secs(2)))
         .map_err(|e| CliError::Etcd(format!("cannot tell who leads: {e}")))?;
-    let holder = rt
-        .block_on(etcd.holder(&key))
+    // A master of a release before the cluster's name was in the key (mid-upgrade, or the
+    // target of a downgrade) holds the legacy key: ours first, then that one.
+    let legacy = legacy_leader_key(&cfg.prefix, resource);
+    let leader = || -> Result<Option<(&str, Holder)>, LeaseError> {
+        for k in [key.as_str(), legacy.as_str()] {
+            if let Some(h) = rt.block_on(etcd.holder(k))? {
+                return Ok(Some((k, h)));
+            }
+        }
+        Ok(None)
+    };
+    let (key, holder) = leader()
         .map_err(|e| CliError::Etcd(format!("cannot tell who leads: {e}")))?
         .ok_or_else(|| {
             CliError::Refused(format!(
-                "nobody holds {key}: there is no master to switch over from (Pacemaker \
-                 promotes one by itself)"
+                "nobody holds {key} (nor {legacy}): there is no master to switch over from \
+                 (Pacemaker promotes one by itself)"
             ))
         })?;
     let from = holder.node.clone();
@@ -342,7 +352,7 @@ fn run(a: &SwitchoverArgs) -> Result<OcfExit, CliError> {
         if Instant::now() >= until {
             break None;
         }
-        match rt.block_on(etcd.holder(&key)) {
+        match leader().map(|l| l.map(|(_, h)| h)) {
             Ok(Some(h)) if h.node != from && a.to.as_ref().is_none_or(|t| *t == h.node) => {
                 let new = score(resource, &h.node);
                 let old = score(resource, &from);
