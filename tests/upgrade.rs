@@ -1,6 +1,6 @@
 //! The upgrade docs/upgrading.md describes, on a live 3-node cluster with fencing on (`make
 //! check-cluster`; ignored by a plain `cargo test`): the cluster runs the previous release
-//! (its tag built by scripts/build-previous-release), the package is replaced under the
+//! (its commit in RELEASES built by scripts/build-previous-release), the package is replaced under the
 //! running master, the master moves onto the new binary by `hamaster switchover`, and the
 //! reverse. A client polls the master's /healthz through the VIP throughout; Pacemaker's
 //! history (the CIB's status section), etcd's keys and the guard's socket say what happened.

@@ -111,8 +111,8 @@ impl OcfDir {
     }
 }
 
-/// The previous release's hamaster (scripts/build-previous-release: built from its tag and
-/// cached under /var/tmp), and its tag.
+/// The previous release's hamaster (scripts/build-previous-release: built from its commit in
+/// RELEASES and cached under /var/tmp), and its tag.
 pub fn previous_release() -> (String, PathBuf) {
     let script = Path::new(repo()).join("scripts/build-previous-release");
     let out = Command::new(&script)
