@@ -82,6 +82,7 @@ fn rpm_builds_installs_the_right_files_and_its_unpacked_agents_pass_ocf_tester_a
     for path in [
         "/usr/lib/tmpfiles.d/hamaster.conf",
         "/usr/lib/systemd/system/hamaster-takeover@.service",
+        "/usr/lib/systemd/system/hamaster-campaign@.service",
         "/LICENSE",
         "/runbook.md",
         "/reference.md",
@@ -93,6 +94,7 @@ fn rpm_builds_installs_the_right_files_and_its_unpacked_agents_pass_ocf_tester_a
         "/metrics.md",
         "/haproxy.md",
         "/pacemaker-generations.md",
+        "/campaign.md",
     ] {
         assert!(line(path).starts_with("-rw-r--r--"), "{}", line(path));
     }

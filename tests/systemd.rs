@@ -36,6 +36,23 @@ fn units(dir: &Path) -> std::path::PathBuf {
     units
 }
 
+/// The packaged unit `name` among `units`, its paths pointed at the test's binary and the
+/// node's files, nothing else changed.
+fn install_packaged(units: &Path, a: &Node, name: &str) {
+    let shipped = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("packaging")
+            .join(name),
+    )
+    .unwrap();
+    let bin = support::OcfDir::get().root().join("hamaster");
+    let unit = shipped
+        .replace("/usr/sbin/hamaster", &bin.display().to_string())
+        .replace("/etc/hamaster/", &format!("{}/", a.state.display()));
+    assert_ne!(unit, shipped);
+    std::fs::write(units.join(name), unit).unwrap();
+}
+
 /// The agent for `unit`, at the default lease settings, inside the node's systemd.
 fn agent<'a>(a: &'a Node, etcd: &EtcdCluster, sd: &Systemd, unit: &str) -> Agent<'a> {
     let mut agent = sd.agent(a.agent(etcd).param("service", unit));
@@ -190,24 +207,7 @@ fn a_unit_that_fails_to_start_fails_promote_and_leaves_nothing_up() {
 fn the_takeover_unit_is_ready_once_the_master_serves_and_releases_on_stop() {
     let (etcd, a) = booted("sdt");
     let units = units(&a.state);
-    let shipped = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/packaging/hamaster-takeover@.service"
-    ))
-    .unwrap();
-    let state = a.state.display().to_string();
-    let unit = shipped
-        .replace(
-            "/usr/sbin/hamaster",
-            &support::OcfDir::get()
-                .root()
-                .join("hamaster")
-                .display()
-                .to_string(),
-        )
-        .replace("/etc/hamaster/", &format!("{state}/"));
-    assert_ne!(unit, shipped);
-    std::fs::write(units.join("hamaster-takeover@.service"), unit).unwrap();
+    install_packaged(&units, &a, "hamaster-takeover@.service");
     // A resource new to this etcd (--force), and the node's name as the lab's.
     std::fs::write(
         a.state.join("api.takeover.env"),
@@ -273,6 +273,91 @@ fn the_takeover_unit_is_ready_once_the_master_serves_and_releases_on_stop() {
     );
     assert!(
         etcd.get(&support::API_KEY.replace("/api/", "/apiserver/"))
+            .is_none()
+            && !a.holds_vip()
+    );
+}
+
+/// The packaged hamaster-campaign@.service (its paths pointed at the test's binary and
+/// files, nothing else changed) under a real systemd: it can be enabled; once started, the
+/// campaign takes the free key and the master serves (key as etcd shows it, VIP, service
+/// active); `systemctl stop` steps it down — service, VIP, key — and the unit ends inactive,
+/// not failed; a configuration the campaign refuses (etcd_outage=hold) fails the unit once,
+/// never restarted, with nothing taken.
+#[test]
+#[ignore = "boots systemd in a namespace: make check-systemd"]
+fn the_campaign_unit_leads_once_started_and_steps_down_on_stop() {
+    let (etcd, a) = booted("sdc");
+    let units = units(&a.state);
+    install_packaged(&units, &a, "hamaster-campaign@.service");
+    std::fs::write(
+        a.state.join("api.campaign.env"),
+        "CAMPAIGN_ARGS=--node na\n",
+    )
+    .unwrap();
+    let sd = Systemd::boot(&a.ns, &units, &[&a.state, &a.ns.run_dir()]);
+    let agent = agent(&a, &etcd, &sd, "api.service");
+    a.config_file(&agent);
+
+    let enable = sd.systemctl(&["enable", "hamaster-campaign@api.service"]);
+    assert!(enable.status.success(), "{enable:?}");
+    assert_eq!(
+        sd.property("hamaster-campaign@api.service", "UnitFileState"),
+        "enabled"
+    );
+    let start = sd.systemctl(&["start", "hamaster-campaign@api.service"]);
+    assert!(start.status.success(), "{start:?}");
+    assert!(
+        support::wait_for(Duration::from_secs(20), || etcd
+            .get(KEY)
+            .is_some_and(|k| k.0 == "na")
+            && a.holds_vip()
+            && sd.property("api.service", "ActiveState") == "active"),
+        "the campaign leads: key {:?}, VIP {}, service {}",
+        etcd.get(KEY),
+        a.holds_vip(),
+        sd.property("api.service", "ActiveState")
+    );
+
+    let stop = sd.systemctl(&["stop", "hamaster-campaign@api.service"]);
+    assert!(stop.status.success(), "{stop:?}");
+    assert!(etcd.get(KEY).is_none(), "the key given back");
+    assert!(!a.holds_vip());
+    assert_eq!(sd.property("api.service", "ActiveState"), "inactive");
+    assert_eq!(
+        sd.property("hamaster-campaign@api.service", "ActiveState"),
+        "inactive",
+        "stopped, not failed"
+    );
+
+    // etcd_outage=hold: refused (exit 6), the unit failed and not restarted.
+    let toml = std::fs::read_to_string(a.state.join("api.toml")).unwrap();
+    let held: String = toml
+        .lines()
+        .filter(|l| !l.starts_with("etcd_outage"))
+        .chain(["etcd_outage = \"hold\""])
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(a.state.join("apihold.toml"), held).unwrap();
+    let _ = sd.systemctl(&["start", "hamaster-campaign@apihold.service"]);
+    assert!(
+        support::wait_for(Duration::from_secs(10), || sd
+            .property("hamaster-campaign@apihold.service", "ActiveState")
+            == "failed"),
+        "the refusal fails the unit"
+    );
+    std::thread::sleep(Duration::from_secs(6));
+    assert_eq!(
+        sd.property("hamaster-campaign@apihold.service", "NRestarts"),
+        "0",
+        "a configuration a restart cannot mend is not retried"
+    );
+    assert_eq!(
+        sd.property("hamaster-campaign@apihold.service", "ExecMainStatus"),
+        "6"
+    );
+    assert!(
+        etcd.get(&support::API_KEY.replace("/api/", "/apihold/"))
             .is_none()
             && !a.holds_vip()
     );

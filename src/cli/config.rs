@@ -3,11 +3,58 @@
 //! its config file (`/etc/hamaster/RESOURCE.toml`): the master agent's parameters in TOML,
 //! unknown keys refused; the file name names the resource.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::CliError;
 use crate::params::master::MASTER_AGENT;
 use crate::params::Values;
+
+/// The cold standby's resource file and names, as `hamaster takeover` and `hamaster campaign`
+/// take them.
+#[derive(Debug, clap::Args)]
+pub struct ResourceFile {
+    /// Resource configuration (TOML: the master agent's parameters; unknown keys are errors).
+    #[arg(long)]
+    pub config: PathBuf,
+    /// Resource name; default: the config file's name without extension.
+    #[arg(long)]
+    pub resource: Option<String>,
+    /// Node name written into the leader key; default: this host's name.
+    #[arg(long)]
+    pub node: Option<String>,
+}
+
+impl ResourceFile {
+    /// The resource's name as the file is read with it (for log lines before it is read).
+    pub fn name(&self) -> String {
+        resource_name(&self.config, self.resource.as_deref())
+    }
+
+    /// The node's name for the leader key: given, or this host's name.
+    pub fn node(&self) -> String {
+        self.node.clone().unwrap_or_else(|| {
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|h| h.trim().to_string())
+                .unwrap_or_else(|_| "localhost".into())
+        })
+    }
+
+    /// The file read and parsed by `parse`, and the resource's name.
+    pub fn load_as<T, E: std::fmt::Display>(
+        &self,
+        parse: impl FnOnce(&Values) -> Result<T, E>,
+    ) -> Result<(T, String), CliError> {
+        load_as(&self.config, self.resource.as_deref(), parse)
+    }
+}
+
+/// A resource's name: given, or the config file's name without extension.
+fn resource_name(path: &Path, resource: Option<&str>) -> String {
+    resource
+        .map(String::from)
+        .or_else(|| path.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .unwrap_or_default()
+}
 
 struct ConfigFile {
     values: Values,
@@ -24,10 +71,7 @@ fn load(path: &Path, resource: Option<&str>) -> Result<ConfigFile, CliError> {
         path: path.to_path_buf(),
         detail: e.to_string(),
     })?;
-    let resource = resource
-        .map(String::from)
-        .or_else(|| path.file_stem().map(|s| s.to_string_lossy().into_owned()))
-        .unwrap_or_default();
+    let resource = resource_name(path, resource);
     Ok(ConfigFile { values, resource })
 }
 

@@ -4,6 +4,7 @@
 //! call) and `docs`. A failure is a CliError (its exit code: ocf::failure).
 
 pub mod announce;
+pub mod campaign;
 pub mod config;
 pub mod guard;
 pub mod status;
@@ -101,8 +102,11 @@ pub enum Command {
     /// Cold standby, cluster stack down: take the leader key, raise the VIP, start the
     /// service and guard them in the foreground until `release` or a signal.
     Takeover(takeover::TakeoverArgs),
-    /// Tell a `takeover` guard to step down cleanly.
+    /// Tell a `takeover` or `campaign` guard to step down cleanly.
     Release(takeover::ReleaseArgs),
+    /// Without Pacemaker: a candidate for the leader key on every node; the holder leads
+    /// (VIP, service, the guard's rules) until its leadership ends, then stands again.
+    Campaign(campaign::CampaignArgs),
     /// Planned move of the master to another node (or the one Pacemaker chooses), asked of
     /// Pacemaker; waits for the new master, then removes the constraint it made.
     Switchover(switchover::SwitchoverArgs),
@@ -122,6 +126,7 @@ impl Command {
             Command::Status(a) => (a, "status"),
             Command::Takeover(a) => (a, "takeover"),
             Command::Release(a) => (a, "release"),
+            Command::Campaign(a) => (a, "campaign"),
             Command::Switchover(a) => (a, "switchover"),
             Command::Docs(a) => (a, "docs"),
         }

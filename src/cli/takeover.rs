@@ -3,11 +3,11 @@
 //! waits for the old holder's key to go, takes the lease, raises the VIP, starts the service
 //! and guards them until `hamaster release` or a signal, then steps down cleanly.
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use clap::Args;
 
+use super::config::ResourceFile;
 use super::CliError;
 use crate::guard::{self as g, GuardArgs};
 use crate::lease::leader_key;
@@ -21,15 +21,8 @@ use crate::service::ServiceSpec;
 
 #[derive(Debug, Args)]
 pub struct TakeoverArgs {
-    /// Resource configuration (TOML: the master agent's parameters; unknown keys are errors).
-    #[arg(long)]
-    pub config: PathBuf,
-    /// Resource name; default: the config file's name without extension.
-    #[arg(long)]
-    pub resource: Option<String>,
-    /// Node name written into the leader key; default: this host's name.
-    #[arg(long)]
-    pub node: Option<String>,
+    #[command(flatten)]
+    pub file: ResourceFile,
     /// Seconds to wait for the current holder's key to go before giving up (at most a day).
     #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(0..=MAX_WAIT))]
     pub wait: u64,
@@ -56,7 +49,7 @@ pub struct TakeoverArgs {
 }
 
 /// Where Pacemaker keeps its configuration on a cluster node, whether it runs or not.
-const CIB_ON_DISK: &str = "/var/lib/pacemaker/cib/cib.xml";
+pub(super) const CIB_ON_DISK: &str = "/var/lib/pacemaker/cib/cib.xml";
 
 /// The longest `--wait` accepted: a day. Beyond it a deadline computed from it could overflow.
 const MAX_WAIT: u64 = 86_400;
@@ -71,22 +64,25 @@ pub struct ReleaseArgs {
     pub wait: u64,
 }
 
-fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .unwrap_or_else(|_| "localhost".into())
+/// Whether this host's CIB on disk names `resource` (or its clone), whether Pacemaker runs or
+/// not.
+pub(super) fn cib_on_disk_names(resource: &str) -> bool {
+    let Ok(cib) = std::fs::read_to_string(CIB_ON_DISK) else {
+        return false;
+    };
+    [
+        format!("id=\"{resource}\""),
+        format!("id=\"{resource}-clone\""),
+    ]
+    .iter()
+    .any(|n| cib.contains(n.as_str()))
 }
 
 /// Why takeover must not assume the cluster is gone, when this host's CIB names the resource
 /// while Pacemaker is not running here: the stack may be starting, stopped here only, or
 /// about to be restarted, and would then manage the resource beside us.
 fn cluster_configured_with(resource: &str) -> Option<String> {
-    let cib = std::fs::read_to_string(CIB_ON_DISK).ok()?;
-    let named = [
-        format!("id=\"{resource}\""),
-        format!("id=\"{resource}-clone\""),
-    ];
-    named.iter().any(|n| cib.contains(n.as_str())).then(|| {
+    cib_on_disk_names(resource).then(|| {
         format!(
             "the cluster configured on this host ({CIB_ON_DISK}) manages {resource}, though \
              Pacemaker is not running here. If the cluster stack is down on purpose on every \
@@ -97,7 +93,7 @@ fn cluster_configured_with(resource: &str) -> Option<String> {
 
 /// Why Pacemaker on this host must keep this resource, if it manages it: two managers of
 /// one master is exactly what hamaster exists to prevent.
-fn pacemaker_manages(resource: &str) -> Option<String> {
+pub(super) fn pacemaker_manages(resource: &str) -> Option<String> {
     let out = crate::service::tool_output(
         std::time::Duration::from_secs(10),
         "crm_resource",
@@ -115,10 +111,7 @@ fn pacemaker_manages(resource: &str) -> Option<String> {
 
 impl super::Verb for TakeoverArgs {
     fn exec(&self) -> Result<OcfExit, Failed> {
-        crate::logging::init(&format!(
-            "hamaster-takeover({})",
-            self.resource.clone().unwrap_or_default()
-        ));
+        crate::logging::init(&format!("hamaster-takeover({})", self.file.name()));
         // A guard that ran has logged why it ended; a refusal is said here.
         takeover(self).map_err(|e| match e {
             CliError::Guard(_) => Failed::from(e).logged(),
@@ -220,8 +213,7 @@ fn seen_here(cfg: &EtcdConfig, resource: &str) -> Result<String, String> {
 }
 
 fn takeover(a: &TakeoverArgs) -> Result<OcfExit, CliError> {
-    let (config, resource) =
-        super::config::load_as(&a.config, a.resource.as_deref(), MasterConfig::from_values)?;
+    let (config, resource) = a.file.load_as(MasterConfig::from_values)?;
     ResourceDir::check(&crate::runfiles::root(), &resource).map_err(CliError::BadName)?;
     if a.check {
         return Ok(drill(a, &config, &resource));
@@ -229,7 +221,7 @@ fn takeover(a: &TakeoverArgs) -> Result<OcfExit, CliError> {
     config.check_installed()?;
     // The key names the cluster: a cold standby has no corosync to ask, its file names it.
     let scope = config.etcd.scope().map_err(|why| CliError::Config {
-        path: a.config.clone(),
+        path: a.file.config.clone(),
         detail: why,
     })?;
     if let Some(why) = pacemaker_manages(&resource) {
@@ -249,7 +241,7 @@ fn takeover(a: &TakeoverArgs) -> Result<OcfExit, CliError> {
     let _lock = dir
         .lock(Duration::from_secs(2), "hamaster takeover")
         .map_err(|e| CliError::Refused(e.to_string()))?;
-    let node = a.node.clone().unwrap_or_else(hostname);
+    let node = a.file.node();
     if let Some(socket) = std::env::var_os("NOTIFY_SOCKET") {
         let (status_socket, limit) = (dir.socket(), Duration::from_secs(a.wait) + READY_SLACK);
         std::thread::spawn(move || notify_when_serving(&socket, &status_socket, limit));
@@ -267,6 +259,7 @@ fn takeover(a: &TakeoverArgs) -> Result<OcfExit, CliError> {
         run_dir: crate::runfiles::root(),
         pacemaker_resource: None,
         holder_down: a.holder_down.clone(),
+        campaign: false,
     })?;
     Ok(OcfExit::Success)
 }
@@ -341,7 +334,10 @@ fn drill(a: &TakeoverArgs, config: &MasterConfig, resource: &str) -> OcfExit {
     };
     say(
         "config",
-        Ok(format!("{} as resource {resource}", a.config.display())),
+        Ok(format!(
+            "{} as resource {resource}",
+            a.file.config.display()
+        )),
     );
     say(
         "cluster",

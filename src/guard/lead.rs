@@ -17,7 +17,7 @@ use super::machine::{
 };
 use super::status::StepDown;
 use super::watchdog::{DevPath, Dog, Opener};
-use super::{answers, health, keepalive, Acquired, Guard, GuardError, StopSignals};
+use super::{answers, health, keepalive, Acquired, Ended, Guard, GuardError, StopSignals};
 use crate::lease::clock::boottime;
 use crate::lease::Etcd;
 use crate::resource::config::WatchdogMode;
@@ -70,6 +70,9 @@ struct Shell {
     reporter: Option<super::push::Reporter>,
 }
 
+/// How often a campaign's guard looks whether its machine has fenced itself.
+const CAMPAIGN_LOOK: Duration = Duration::from_millis(100);
+
 impl Guard {
     /// Raises VIP and service under the key, then guards them until the machine is done.
     pub(super) async fn lead(
@@ -77,7 +80,7 @@ impl Guard {
         a: Acquired,
         stepdown: &mut mpsc::Receiver<StepDown>,
         signals: &mut StopSignals,
-    ) -> Result<(), GuardError> {
+    ) -> Result<Ended, GuardError> {
         let lease = a.grant.lease;
         let record = a.record.map(|rev| {
             (
@@ -173,6 +176,12 @@ impl Guard {
         )));
         let mut health_started = false;
         let mut service_exited = false;
+        // Whether the end was asked for (a request or a signal), or came by itself.
+        let mut asked = false;
+        // A campaign's guard looks at its machine for a fence it must end by itself.
+        let mut look = tokio::time::interval(CAMPAIGN_LOOK);
+        look.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut ending = false;
         loop {
             if !health_started && fence.view().phase.is_leading() {
                 health_started = true;
@@ -181,20 +190,36 @@ impl Guard {
             let service = self.service.as_mut();
             tokio::select! {
                 Some(order) = orders.recv() => {
+                    if let Order::Push { why, .. } = &order {
+                        if self.args.campaign && !ending {
+                            ending = true;
+                            log::error!("campaign {}: {why}: stepping down", self.args.resource);
+                            fence.handle(Input::StepDown { by: boottime() + DEFAULT_STEP_DOWN });
+                        }
+                    }
                     if let Some(raise_failed) = self.perform(&mut shell, order).await {
                         shell.helpers.stop();
                         shell.lease_helpers.stop();
                         fence.stop();
-                        return self.finish(raise_failed, &mut shell, stepdown).await;
+                        return self.finish(raise_failed, asked, &mut shell, stepdown).await;
                     }
                 }
                 Some(request) = stepdown.recv() => {
+                    asked = true;
                     shell.waiting.push(request.reply);
                     let budget = request.budget.unwrap_or(DEFAULT_STEP_DOWN);
                     fence.handle(Input::StepDown { by: boottime() + budget });
                 }
                 _ = signals.recv() => {
+                    asked = true;
                     fence.handle(Input::StepDown { by: boottime() + DEFAULT_STEP_DOWN });
+                }
+                _ = look.tick(), if self.args.campaign && !ending => {
+                    if let Some((_, cause)) = fence.view().fenced.clone() {
+                        ending = true;
+                        log::warn!("campaign {}: fenced ({cause}): ending this leadership", self.args.resource);
+                        fence.handle(Input::StepDown { by: boottime() + DEFAULT_STEP_DOWN });
+                    }
                 }
                 Some(running) = started_rx.recv() => self.service_started(running),
                 Some((grant, token)) = retaken_rx.recv() => self.retaken(&mut shell, grant, token),
@@ -470,9 +495,10 @@ impl Guard {
     async fn finish(
         &mut self,
         raise_failed: bool,
+        asked: bool,
         shell: &mut Shell,
         stepdown: &mut mpsc::Receiver<StepDown>,
-    ) -> Result<(), GuardError> {
+    ) -> Result<Ended, GuardError> {
         self.persist_machine(&shell.fence);
         let st = self.shared.snapshot();
         for w in shell.waiting.drain(..) {
@@ -492,7 +518,7 @@ impl Guard {
                 .unwrap_or_else(|| "the raise failed".into());
             return self.give_up(GuardError::Raise(why), stepdown).await;
         }
-        Ok(())
+        Ok(if asked { Ended::Asked } else { Ended::Lost })
     }
 
     fn persisted_lease(&self) -> crate::lease::LeaseId {

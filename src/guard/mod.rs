@@ -45,6 +45,7 @@ use status::{Shared, StepDown};
 /// How long a guard that gave up keeps answering, so promote can read why.
 const FAILED_LINGER: Duration = Duration::from_secs(3);
 
+#[derive(Clone)]
 pub struct GuardArgs {
     pub resource: String,
     pub node: String,
@@ -58,6 +59,9 @@ pub struct GuardArgs {
     /// The node the operator confirmed down (`hamaster takeover --holder-down`): its failsafe
     /// record no longer holds this guard back.
     pub holder_down: Option<String>,
+    /// A campaign's guard (`hamaster campaign`): with no Pacemaker to recover it, it steps
+    /// down by itself once fenced or when it has a failure to tell, and its round ends.
+    pub campaign: bool,
 }
 
 use crate::lease::clock::{unix_ms, unix_ms_at};
@@ -108,8 +112,18 @@ pub enum GuardError {
     Raise(String),
 }
 
-/// Runs a guard to its end.
-pub fn run(args: GuardArgs) -> Result<(), GuardError> {
+/// How a guard's round ended, when it ended without an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// It was asked to (a step-down request or a signal), leading or not.
+    Asked,
+    /// Its leadership ended by itself: fenced (the key lost), or stepped down because a
+    /// campaign's guard had a failure to tell and no Pacemaker to tell it to.
+    Lost,
+}
+
+/// The runtime and the key's scope of a guard, or why there can be none (logged).
+fn prepare(args: &GuardArgs) -> Result<(tokio::runtime::Runtime, String), GuardError> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let resource = args.resource.clone();
     std::panic::set_hook(Box::new(move |info| {
@@ -129,15 +143,79 @@ pub fn run(args: GuardArgs) -> Result<(), GuardError> {
     };
     // The agent checked that the cluster's name is known before it spawned this guard; a
     // cold standby's TOML names it.
-    let scope = match args.config.etcd.scope() {
-        Ok(s) => s,
+    match args.config.etcd.scope() {
+        Ok(scope) => Ok((rt, scope)),
         Err(why) => {
             let e = GuardError::Config(why);
             log::error!("guard {}: {e}", args.resource);
-            return Err(e);
+            Err(e)
         }
-    };
-    rt.block_on(Guard::new(args, scope).run())
+    }
+}
+
+/// The signals a guard takes as "step down", installed once for the process: a signal that
+/// comes between a campaign's rounds waits for the next one.
+fn stop_signals(resource: &str) -> Result<StopSignals, GuardError> {
+    StopSignals::new().ok_or_else(|| {
+        log::error!("guard {resource}: {}", GuardError::Signals);
+        GuardError::Signals
+    })
+}
+
+/// Runs a guard to its end.
+pub fn run(args: GuardArgs) -> Result<(), GuardError> {
+    let (rt, scope) = prepare(&args)?;
+    rt.block_on(async {
+        let mut signals = stop_signals(&args.resource)?;
+        Guard::new(args, scope).run(&mut signals).await.map(|_| ())
+    })
+}
+
+/// After a lost leadership, the pause before a campaign stands again: the other candidates,
+/// watching the key, take it first.
+const CAMPAIGN_PAUSE: Duration = Duration::from_secs(1);
+/// After a round that failed (etcd unreachable, a raise that failed), the pause before the
+/// next one.
+const CAMPAIGN_RETRY: Duration = Duration::from_secs(5);
+
+/// `hamaster campaign`: guards in rounds until a signal or a step-down request ends one. Each
+/// round waits for the key (a watch), leads with the same machine and rules as a promoted
+/// guard, and ends when its leadership does; the next round stands again. A failure that
+/// another round would meet the same way (the configuration, this node's files, the metrics
+/// address, a required watchdog) ends the campaign.
+pub fn campaign(args: GuardArgs) -> Result<(), GuardError> {
+    let (rt, scope) = prepare(&args)?;
+    let rsc = args.resource.clone();
+    rt.block_on(async move {
+        let mut signals = stop_signals(&rsc)?;
+        loop {
+            let pause = match Guard::new(args.clone(), scope.clone())
+                .run(&mut signals)
+                .await
+            {
+                Ok(Ended::Asked) => return Ok(()),
+                Ok(Ended::Lost) => {
+                    log::warn!(
+                        "campaign {rsc}: leadership over; a candidate again in {} s",
+                        CAMPAIGN_PAUSE.as_secs()
+                    );
+                    CAMPAIGN_PAUSE
+                }
+                Err(e) if e.ends_a_campaign() => return Err(e),
+                Err(e) => {
+                    log::warn!(
+                        "campaign {rsc}: {e}; a candidate again in {} s",
+                        CAMPAIGN_RETRY.as_secs()
+                    );
+                    CAMPAIGN_RETRY
+                }
+            };
+            tokio::select! {
+                _ = tokio::time::sleep(pause) => {}
+                _ = signals.recv() => return Ok(()),
+            }
+        }
+    })
 }
 
 struct Acquired {
@@ -244,12 +322,12 @@ impl Guard {
     }
 
     /// A failure before the guard serves its status: logged, and the end.
-    fn early(&self, e: GuardError) -> Result<(), GuardError> {
+    fn early(&self, e: GuardError) -> Result<Ended, GuardError> {
         log::error!("guard {}: {e}", self.args.resource);
         Err(e)
     }
 
-    async fn run(mut self) -> Result<(), GuardError> {
+    async fn run(mut self, sigterm: &mut StopSignals) -> Result<Ended, GuardError> {
         if let Err(source) = self.dir.create() {
             let path = self.dir.root.clone();
             return self.early(GuardError::RunDir { path, source });
@@ -291,9 +369,6 @@ impl Guard {
             stepdown_tx,
             open.clone(),
         ));
-        let Some(mut sigterm) = StopSignals::new() else {
-            return self.early(GuardError::Signals);
-        };
         // Before the key: a metrics_address that cannot be bound, or watchdog=required with
         // no device, never takes it.
         let public = match self.listen_public().await {
@@ -324,14 +399,14 @@ impl Guard {
             return ended;
         }
 
-        let ended = match self.acquire(&mut stepdown_rx, &mut sigterm).await {
-            Ok(acquired) => self.lead(acquired, &mut stepdown_rx, &mut sigterm).await,
+        let ended = match self.acquire(&mut stepdown_rx, sigterm).await {
+            Ok(acquired) => self.lead(acquired, &mut stepdown_rx, sigterm).await,
             Err(Interrupt::StepDown(request)) => {
                 self.shared.update(|s| s.role = Role::SteppingDown);
                 let _ = request.reply.send((true, self.shared.snapshot()));
-                Ok(())
+                Ok(Ended::Asked)
             }
-            Err(Interrupt::Signal) => Ok(()),
+            Err(Interrupt::Signal) => Ok(Ended::Asked),
             Err(Interrupt::Failed(why)) => self.give_up(why, &mut stepdown_rx).await,
         };
         self.dir.remove_guard_files();
@@ -406,7 +481,7 @@ impl Guard {
         &mut self,
         why: GuardError,
         stepdown: &mut mpsc::Receiver<StepDown>,
-    ) -> Result<(), GuardError> {
+    ) -> Result<Ended, GuardError> {
         log::error!("guard {}: {why}", self.args.resource);
         self.problem(Role::Failed, why.to_string());
         tokio::select! {
@@ -537,6 +612,30 @@ impl StopSignals {
             _ = self.usr1.recv() => {}
             _ = self.usr2.recv() => {}
             _ = self.alrm.recv() => {}
+        }
+    }
+}
+
+impl GuardError {
+    /// Whether the next round of a campaign would meet this failure the same way: the
+    /// configuration, this node's run directory or sockets, another guard, the signals, the
+    /// metrics address, a required watchdog. The others (etcd, the key not taken, a raise
+    /// that failed) may pass.
+    fn ends_a_campaign(&self) -> bool {
+        match self {
+            GuardError::Config(_)
+            | GuardError::Runtime(_)
+            | GuardError::RunDir { .. }
+            | GuardError::Taken { .. }
+            | GuardError::Bind { .. }
+            | GuardError::Signals
+            | GuardError::Metrics { .. }
+            | GuardError::Watchdog(_) => true,
+            GuardError::Etcd(_)
+            | GuardError::NotLeader { .. }
+            | GuardError::Vip(_)
+            | GuardError::Fencing(_)
+            | GuardError::Raise(_) => false,
         }
     }
 }
