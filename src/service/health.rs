@@ -14,7 +14,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
-use super::process::{credentials, Credentials};
+use super::process::Credentials;
 use super::{HealthSpec, ServiceError};
 use crate::causes::causes;
 use crate::params::master::HEALTH_CACERT;
@@ -96,13 +96,8 @@ impl HealthProbe {
         let check = match (&spec.command, &spec.url) {
             (Some(text), _) => Check::Command {
                 text: text.clone(),
-                ids: spec
-                    .user
-                    .as_deref()
-                    .map(credentials)
-                    .transpose()
-                    .map_err(ServiceError::NotInstalled)?,
-                workdir: command_workdir(spec)?,
+                ids: spec.run_as.check_installed("health_command")?,
+                workdir: spec.run_as.workdir.clone(),
             },
             (None, Some(url)) if url.scheme_str() == Some("tcp") => Check::Tcp {
                 host: url
@@ -180,17 +175,6 @@ impl HealthProbe {
             }
         }
     }
-}
-
-/// health_command's working directory (the service's workdir), which must exist here.
-fn command_workdir(spec: &HealthSpec) -> Result<std::path::PathBuf, ServiceError> {
-    if !spec.workdir.is_dir() {
-        return Err(ServiceError::NotInstalled(format!(
-            "parameter workdir=\"{}\" is not a directory on this node (health_command runs there)",
-            spec.workdir.display()
-        )));
-    }
-    Ok(spec.workdir.clone())
 }
 
 /// The HTTP(S) client of an http:// or https:// health_url, trusting health_cacert, else

@@ -15,15 +15,16 @@ use crate::params::master as p;
 use crate::params::{ConfigError, Values};
 
 pub use health::{HealthCount, HealthProbe};
-pub use process::Running;
+pub use process::{Credentials, Running};
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ServiceSpec {
     Command {
         program: PathBuf,
         args: Vec<String>,
-        workdir: PathBuf,
-        user: Option<String>,
+        /// Flattened: the fields `workdir` and `user`, as before it was one value.
+        #[serde(flatten)]
+        run_as: RunAs,
     },
     Systemd {
         unit: String,
@@ -43,7 +44,15 @@ pub struct HealthSpec {
     /// health_command: run by /bin/sh -c; exit status 0 is a passed check.
     #[serde(default)]
     pub command: Option<String>,
-    /// The user (and working directory) health_command runs as: the service's.
+    /// The user and working directory health_command runs as: the service's.
+    #[serde(flatten)]
+    pub run_as: RunAs,
+}
+
+/// The user (`user=`) and working directory (`workdir=`) a supervised command and
+/// health_command run as: read and checked once for both.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RunAs {
     #[serde(default)]
     pub user: Option<String>,
     #[serde(default = "root_dir")]
@@ -52,6 +61,39 @@ pub struct HealthSpec {
 
 fn root_dir() -> PathBuf {
     PathBuf::from("/")
+}
+
+impl RunAs {
+    pub fn from_values(v: &Values) -> Result<RunAs, ConfigError> {
+        let workdir = PathBuf::from(v.get(&p::WORKDIR).unwrap_or("/"));
+        if !workdir.is_absolute() {
+            return Err(ConfigError::invalid(
+                &p::WORKDIR,
+                &workdir.display().to_string(),
+                "is not an absolute path",
+            ));
+        }
+        Ok(RunAs {
+            user: v.get(&p::USER).map(String::from),
+            workdir,
+        })
+    }
+
+    /// What must exist on this node to run as this: the directory, and the user (looked up
+    /// once: its ids and groups, None for the agent's own). `what` names who runs there.
+    pub fn check_installed(&self, what: &str) -> Result<Option<Credentials>, ServiceError> {
+        if !self.workdir.is_dir() {
+            return Err(ServiceError::NotInstalled(format!(
+                "parameter workdir=\"{}\" is not a directory on this node ({what} runs there)",
+                self.workdir.display()
+            )));
+        }
+        self.user
+            .as_deref()
+            .map(process::credentials)
+            .transpose()
+            .map_err(ServiceError::NotInstalled)
+    }
 }
 
 /// A running service as the guard's fencing side and the agent's clean-up address it.
@@ -123,19 +165,10 @@ impl ServiceSpec {
                         )
                     })?,
                 };
-                let workdir = PathBuf::from(v.get(&p::WORKDIR).unwrap_or("/"));
-                if !workdir.is_absolute() {
-                    return Err(ConfigError::invalid(
-                        &p::WORKDIR,
-                        &workdir.display().to_string(),
-                        "is not an absolute path",
-                    ));
-                }
                 Ok(ServiceSpec::Command {
                     program: PathBuf::from(cmd),
                     args,
-                    workdir,
-                    user: v.get(&p::USER).map(String::from),
+                    run_as: RunAs::from_values(v)?,
                 })
             }
         }
@@ -145,10 +178,7 @@ impl ServiceSpec {
     pub fn check_installed(&self) -> Result<(), ServiceError> {
         match self {
             ServiceSpec::Command {
-                program,
-                workdir,
-                user,
-                ..
+                program, run_as, ..
             } => {
                 if !is_executable(program) {
                     return Err(ServiceError::NotInstalled(format!(
@@ -156,16 +186,7 @@ impl ServiceSpec {
                         program.display()
                     )));
                 }
-                if !workdir.is_dir() {
-                    return Err(ServiceError::NotInstalled(format!(
-                        "parameter workdir=\"{}\" is not a directory on this node",
-                        workdir.display()
-                    )));
-                }
-                if let Some(u) = user {
-                    process::lookup_user(u).map_err(ServiceError::NotInstalled)?;
-                }
-                Ok(())
+                run_as.check_installed("the command").map(|_| ())
             }
             ServiceSpec::Systemd { .. } => {
                 if find_in_path("systemctl").is_none() {
@@ -230,8 +251,7 @@ impl HealthSpec {
             interval,
             failures,
             command,
-            user: v.get(&p::USER).map(String::from),
-            workdir: PathBuf::from(v.get(&p::WORKDIR).unwrap_or("/")),
+            run_as: RunAs::from_values(v)?,
         })
     }
 }
@@ -401,7 +421,7 @@ mod tests {
             c.command.as_deref(),
             Some("curl -fsS http://127.0.0.1/healthz")
         );
-        assert_eq!(c.user.as_deref(), Some("nobody"));
+        assert_eq!(c.run_as.user.as_deref(), Some("nobody"));
         let both = HealthSpec::from_values(&values(&[
             ("health_command", "true"),
             ("health_url", "http://127.0.0.1/h"),
@@ -416,5 +436,51 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(empty.contains("health_command=\"  \" is empty"), "{empty}");
+    }
+
+    #[test]
+    fn run_as_needs_its_directory_and_its_user_on_this_node() {
+        let relative = RunAs::from_values(&values(&[("workdir", "srv/api")]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            relative.contains("workdir=\"srv/api\" is not an absolute path"),
+            "{relative}"
+        );
+        let missing = RunAs::from_values(&values(&[("workdir", "/nonexistent/hamaster")]))
+            .unwrap()
+            .check_installed("health_command")
+            .unwrap_err();
+        assert!(matches!(missing, ServiceError::NotInstalled(_)));
+        assert!(
+            missing.to_string().contains(
+                "workdir=\"/nonexistent/hamaster\" is not a directory on this node \
+                 (health_command runs there)"
+            ),
+            "{missing}"
+        );
+        let nobody = RunAs::from_values(&values(&[("user", "hamaster-no-such-user")]))
+            .unwrap()
+            .check_installed("the command")
+            .unwrap_err();
+        assert!(
+            nobody
+                .to_string()
+                .contains("user=\"hamaster-no-such-user\" is not a user on this node"),
+            "{nobody}"
+        );
+        let root = RunAs::from_values(&values(&[("user", "root")])).unwrap();
+        let (uid, _, _) = root.check_installed("the command").unwrap().unwrap();
+        assert_eq!(uid.as_raw(), 0);
+        // The configuration the guard reads keeps its fields where they were.
+        let spec = ServiceSpec::Command {
+            program: "/bin/true".into(),
+            args: vec![],
+            run_as: root,
+        };
+        let json = serde_json::to_value(&spec).unwrap();
+        assert_eq!(json["Command"]["user"], "root");
+        assert_eq!(json["Command"]["workdir"], "/");
+        assert_eq!(serde_json::from_value::<ServiceSpec>(json).unwrap(), spec);
     }
 }

@@ -29,12 +29,6 @@ pub enum Running {
     },
 }
 
-/// uid and gid of a user, from the passwd database.
-pub fn lookup_user(name: &str) -> Result<(u32, u32), String> {
-    let (uid, gid, _) = credentials(name)?;
-    Ok((uid.as_raw(), gid.as_raw()))
-}
-
 /// A user's uid, primary gid and all its groups.
 pub type Credentials = (Uid, Gid, Vec<Gid>);
 
@@ -101,19 +95,14 @@ impl ServiceSpec {
             ServiceSpec::Command {
                 program,
                 args,
-                workdir,
-                user,
+                run_as,
             } => {
                 // Everything that reads files or allocates happens here, before the fork: the
                 // child may only make plain system calls until it execs.
-                let ids = user
-                    .as_deref()
-                    .map(credentials)
-                    .transpose()
-                    .map_err(ServiceError::NotInstalled)?;
+                let ids = run_as.check_installed("the command")?;
                 let mut cmd = std::process::Command::new(program);
                 cmd.args(args)
-                    .current_dir(workdir)
+                    .current_dir(&run_as.workdir)
                     .envs(env.iter().map(|(k, v)| (k, v)));
                 cmd.stdin(std::process::Stdio::null());
                 let pipe = || {
