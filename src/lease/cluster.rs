@@ -66,16 +66,24 @@ pub fn corosync_membership_time() -> Option<Duration> {
     Some(detection_from(&listing)? + Duration::from_millis(join))
 }
 
-/// corosync's totem.cluster_name (one call of at most a second): Ok(None) when corosync
-/// answers and has none, Err when no corosync answers.
+/// corosync's totem.cluster_name (one call of at most a second, the first time it answers in
+/// this process: the name changes only with a restart of the cluster stack, and an agent
+/// action reads its parameters more than once): Ok(None) when corosync answers and has none,
+/// Err when no corosync answers (asked again next time).
 pub fn corosync_cluster_name() -> Result<Option<String>, String> {
+    static ANSWER: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    if let Some(name) = ANSWER.get() {
+        return Ok(name.clone());
+    }
     let listing = crate::service::tool_output(
         std::time::Duration::from_secs(1),
         "corosync-cmapctl",
         &["totem."],
     )
     .ok_or("corosync-cmapctl does not answer (no corosync runs here)")?;
-    Ok(text_of(&listing, "totem.cluster_name"))
+    Ok(ANSWER
+        .get_or_init(|| text_of(&listing, "totem.cluster_name"))
+        .clone())
 }
 
 /// One string from `corosync-cmapctl` lines such as `totem.cluster_name (str) = lab`.
