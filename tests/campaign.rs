@@ -40,6 +40,21 @@ fn campaign_log(node: &Node) -> String {
     read("campaign.err") + &read("campaign.log")
 }
 
+/// Whether the campaign ends (bounded: 20 s, a step-down's time) with exit code 0.
+fn ends_well(campaign: &mut Child) -> bool {
+    support::wait_for(Duration::from_secs(20), || {
+        matches!(campaign.try_wait(), Ok(Some(_)))
+    }) && campaign.wait().is_ok_and(|s| s.success())
+}
+
+/// Every node's campaign output and log, for a failed assertion.
+fn all_logs(nodes: &[Node]) -> String {
+    nodes
+        .iter()
+        .map(|n| format!("--- {}:\n{}", n.name, campaign_log(n)))
+        .collect()
+}
+
 /// CPU time (clock ticks, user + system) process `pid` has used.
 fn cpu_ticks(pid: u32) -> u64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
@@ -87,12 +102,7 @@ fn three_candidates_one_holder_through_crash_and_silence_then_sigterm_steps_down
         .zip(&agents)
         .map(|(n, a)| spawn_campaign(n, a))
         .collect();
-    let logs = || {
-        nodes
-            .iter()
-            .map(|n| format!("--- {}:\n{}", n.name, campaign_log(n)))
-            .collect::<String>()
-    };
+    let logs = || all_logs(&nodes);
 
     // One holder; the others wait as candidates.
     let first = one_master(&etcd, &refs, Duration::from_secs(30)).unwrap_or_else(|| {
@@ -205,15 +215,10 @@ fn three_candidates_one_holder_through_crash_and_silence_then_sigterm_steps_down
     // SIGTERM: the holder steps down (service, VIP, then the key) and the campaign ends.
     support::must("kill", &["-TERM", &campaigns[second].id().to_string()]);
     assert!(
-        support::wait_for(Duration::from_secs(20), || matches!(
-            campaigns[second].try_wait(),
-            Ok(Some(_))
-        )),
-        "the campaign ended after SIGTERM: {}",
+        ends_well(&mut campaigns[second]),
+        "after SIGTERM: {}",
         logs()
     );
-    let status = campaigns[second].wait().unwrap();
-    assert!(status.success(), "{status}: {}", logs());
     assert_eq!(holder(&etcd), None, "the key released");
     assert!(!nodes[second].holds_vip() && nodes[second].service_pids().is_empty());
 
@@ -234,6 +239,72 @@ fn three_candidates_one_holder_through_crash_and_silence_then_sigterm_steps_down
         vip_gone.1 < deleted,
         "the VIP went before etcd deleted the key"
     );
+    assert_eq!(seen.overlap(), Duration::ZERO, "never two VIP holders");
+}
+
+#[test]
+fn a_failed_service_steps_down_by_itself_and_release_ends_the_campaign() {
+    let mut etcd = EtcdCluster::new("cr");
+    let nodes: Vec<Node> = ["ke", "kf"]
+        .iter()
+        .map(|n| Node::new(&mut etcd, n))
+        .collect();
+    let agents: Vec<support::Agent> = nodes.iter().map(|n| n.agent(&etcd)).collect();
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let observer = VipObserver::start(&refs);
+    let mut campaigns: Vec<Child> = nodes
+        .iter()
+        .zip(&agents)
+        .map(|(n, a)| spawn_campaign(n, a))
+        .collect();
+    let logs = || all_logs(&nodes);
+    let h = one_master(&etcd, &refs, Duration::from_secs(30))
+        .unwrap_or_else(|| panic!("one master: {}", logs()));
+    let o = 1 - h;
+
+    // The holder's service dies: with no Pacemaker to tell, its guard steps down by itself,
+    // the other node takes over, and the node stands again.
+    for pid in nodes[h].service_pids() {
+        support::must("kill", &["-KILL", &pid.to_string()]);
+    }
+    assert_eq!(
+        one_master(&etcd, &refs, Duration::from_secs(20)),
+        Some(o),
+        "{}",
+        logs()
+    );
+    assert!(
+        support::wait_for(Duration::from_secs(10), || campaign_log(&nodes[h])
+            .contains("a candidate again")),
+        "{}",
+        logs()
+    );
+    assert!(campaign_log(&nodes[h]).contains("stepping down"));
+    assert!(campaigns[h].try_wait().unwrap().is_none(), "{}", logs());
+
+    // `hamaster release` on the new holder steps it down and ends its campaign; the node that
+    // stood again takes over.
+    let release = support::run_command(nodes[o].cli(
+        &agents[o],
+        &["release", "--resource", support::master::RESOURCE],
+    ));
+    assert_eq!(release.code, 0, "{}{}", release.stderr, logs());
+    assert!(ends_well(&mut campaigns[o]), "after release: {}", logs());
+    assert_eq!(
+        one_master(&etcd, &refs, Duration::from_secs(20)),
+        Some(h),
+        "{}",
+        logs()
+    );
+    assert!(!nodes[o].holds_vip() && nodes[o].service_pids().is_empty());
+
+    support::must("kill", &["-TERM", &campaigns[h].id().to_string()]);
+    for c in &mut campaigns {
+        assert!(ends_well(c), "after SIGTERM: {}", logs());
+    }
+    assert_eq!(holder(&etcd), None, "the key released");
+    let seen = observer.finish();
+    seen.assert_complete();
     assert_eq!(seen.overlap(), Duration::ZERO, "never two VIP holders");
 }
 

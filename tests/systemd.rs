@@ -281,7 +281,8 @@ fn the_takeover_unit_is_ready_once_the_master_serves_and_releases_on_stop() {
 /// The packaged hamaster-campaign@.service (its paths pointed at the test's binary and
 /// files, nothing else changed) under a real systemd: it can be enabled; once started, the
 /// campaign takes the free key and the master serves (key as etcd shows it, VIP, service
-/// active); `systemctl stop` steps it down — service, VIP, key — and the unit ends inactive,
+/// active); killed outright, it is restarted and stops the unit the dead one left before it
+/// leads again; `systemctl stop` steps it down — service, VIP, key — and the unit ends inactive,
 /// not failed; a configuration the campaign refuses (etcd_outage=hold) fails the unit once,
 /// never restarted, with nothing taken.
 #[test]
@@ -317,6 +318,37 @@ fn the_campaign_unit_leads_once_started_and_steps_down_on_stop() {
         etcd.get(KEY),
         a.holds_vip(),
         sd.property("api.service", "ActiveState")
+    );
+
+    // The campaign killed outright while it leads: the unit it started runs on (it is not in
+    // the campaign's cgroup). systemd starts the campaign again, which stops that unit before
+    // it stands: the service runs again later under a new invocation, never beside the old.
+    let invocation = sd.property("api.service", "InvocationID");
+    let kill = sd.systemctl(&[
+        "kill",
+        "--kill-whom=main",
+        "--signal=KILL",
+        "hamaster-campaign@api.service",
+    ]);
+    assert!(kill.status.success(), "{kill:?}");
+    assert!(
+        support::wait_for(Duration::from_secs(30), || sd
+            .property("hamaster-campaign@api.service", "NRestarts")
+            == "1"),
+        "restarted by systemd"
+    );
+    assert!(
+        support::wait_for(Duration::from_secs(60), || etcd
+            .get(KEY)
+            .is_some_and(|k| k.0 == "na")
+            && a.holds_vip()
+            && sd.property("api.service", "ActiveState") == "active"
+            && sd.property("api.service", "InvocationID") != invocation),
+        "leads again with the service started anew: key {:?}, VIP {}, service {} ({})",
+        etcd.get(KEY),
+        a.holds_vip(),
+        sd.property("api.service", "ActiveState"),
+        sd.property("api.service", "InvocationID")
     );
 
     let stop = sd.systemctl(&["stop", "hamaster-campaign@api.service"]);

@@ -26,6 +26,9 @@ pub struct CampaignArgs {
     pub file: ResourceFile,
 }
 
+/// The budget of the clean-up after an earlier campaign, before the first round.
+const CLEANUP: Duration = Duration::from_secs(60);
+
 /// How long one round waits for the key before it stands anew: a day (the wait is a watch).
 const ROUND: Duration = Duration::from_secs(86_400);
 
@@ -61,11 +64,12 @@ fn campaign(a: &CampaignArgs) -> Result<OcfExit, CliError> {
     }
     config.check_installed()?;
     let scope = config.etcd.scope().map_err(refuse_config)?;
+    // One manager per master: a restart cannot mend this, so it is the configuration's (6).
     if let Some(why) = pacemaker_manages(&resource) {
-        return Err(CliError::Refused(why));
+        return Err(refuse_config(why));
     }
     if cib_on_disk_names(&resource) {
-        return Err(CliError::Refused(format!(
+        return Err(refuse_config(format!(
             "the cluster configured on this host ({CIB_ON_DISK}) manages {resource}: a \
              campaign is for hosts where no cluster does (one manager per master)"
         )));
@@ -76,6 +80,18 @@ fn campaign(a: &CampaignArgs) -> Result<OcfExit, CliError> {
     let _lock = dir
         .lock(Duration::from_secs(2), "hamaster campaign")
         .map_err(|e| CliError::Refused(e.to_string()))?;
+    // An earlier campaign here may have died leading (killed, crashed): what it recorded, and
+    // the unit the file names, are stopped before this one stands. Something that may still
+    // serve keeps it from standing (the lease runs out; systemd tries again).
+    let until = std::time::Instant::now() + CLEANUP;
+    crate::resource::cleanup::after_guard(&dir, &resource, Some(&config), None, until).map_err(
+        |left| {
+            CliError::Refused(format!(
+                "an earlier guard of {resource} on this node left something running: {}",
+                left.join("; ")
+            ))
+        },
+    )?;
     let node = a.file.node();
     eprintln!(
         "hamaster campaign: {resource} as {node}: a candidate for the leader key {}; SIGTERM \

@@ -285,10 +285,10 @@ impl Guard {
         let mark = crate::lease::Seen {
             node: node.clone(),
             at_unix_ms: unix_ms(),
-            by: if self.args.pacemaker_resource.is_some() {
-                "pacemaker"
-            } else {
-                "takeover"
+            by: match (&self.args.pacemaker_resource, self.args.campaign) {
+                (Some(_), _) => "pacemaker",
+                (None, true) => "campaign",
+                (None, false) => "takeover",
             }
             .into(),
         };

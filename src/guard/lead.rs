@@ -70,8 +70,8 @@ struct Shell {
     reporter: Option<super::push::Reporter>,
 }
 
-/// How often a campaign's guard looks whether its machine has fenced itself.
-const CAMPAIGN_LOOK: Duration = Duration::from_millis(100);
+/// How often a campaign's guard looks whether its leadership must end (fenced, or not serving).
+const CAMPAIGN_LOOK: Duration = Duration::from_millis(250);
 
 impl Guard {
     /// Raises VIP and service under the key, then guards them until the machine is done.
@@ -182,6 +182,8 @@ impl Guard {
         let mut look = tokio::time::interval(CAMPAIGN_LOOK);
         look.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut ending = false;
+        // Whether it has served (a healthy leader) in this leadership, and since when it leads.
+        let (mut served, led_at) = (false, std::time::Instant::now());
         loop {
             if !health_started && fence.view().phase.is_leading() {
                 health_started = true;
@@ -206,6 +208,7 @@ impl Guard {
                 }
                 Some(request) = stepdown.recv() => {
                     asked = true;
+                    self.asked = true;
                     shell.waiting.push(request.reply);
                     let budget = request.budget.unwrap_or(DEFAULT_STEP_DOWN);
                     fence.handle(Input::StepDown { by: boottime() + budget });
@@ -215,9 +218,9 @@ impl Guard {
                     fence.handle(Input::StepDown { by: boottime() + DEFAULT_STEP_DOWN });
                 }
                 _ = look.tick(), if self.args.campaign && !ending => {
-                    if let Some((_, cause)) = fence.view().fenced.clone() {
+                    if let Some(why) = self.campaign_verdict(&fence, &mut served, led_at) {
                         ending = true;
-                        log::warn!("campaign {}: fenced ({cause}): ending this leadership", self.args.resource);
+                        log::warn!("campaign {}: {why}: stepping down", self.args.resource);
                         fence.handle(Input::StepDown { by: boottime() + DEFAULT_STEP_DOWN });
                     }
                 }
@@ -229,6 +232,35 @@ impl Guard {
                 }
             }
         }
+    }
+
+    /// A campaign's guard plays Pacemaker's part for itself: why its leadership must end now,
+    /// by the promoted monitor's rule (GuardStatus::is_healthy_leader) once it has served, or
+    /// promote's (serving within promote's default timeout) until then; fenced in any case.
+    fn campaign_verdict(
+        &self,
+        fence: &Fence,
+        served: &mut bool,
+        led_at: std::time::Instant,
+    ) -> Option<String> {
+        if let Some((_, cause)) = fence.view().fenced.clone() {
+            return Some(format!("fenced ({cause})"));
+        }
+        let st = self.shared.snapshot();
+        if st.is_healthy_leader() {
+            *served = true;
+            return None;
+        }
+        if *served {
+            return Some(format!("no longer serving: {}", st.trouble()));
+        }
+        (led_at.elapsed() >= crate::agents::master::DEFAULT_PROMOTE_TIMEOUT).then(|| {
+            format!(
+                "not serving {} s after taking the key: {}",
+                crate::agents::master::DEFAULT_PROMOTE_TIMEOUT.as_secs(),
+                st.trouble()
+            )
+        })
     }
 
     /// The keepalives (one per send time the machine orders) and the watch on the key, for
@@ -506,6 +538,7 @@ impl Guard {
         }
         // Requests that came in while the machine finished: it is done, they are answered.
         while let Ok(request) = stepdown.try_recv() {
+            self.asked = true;
             let _ = request.reply.send((!raise_failed, st.clone()));
         }
         self.service = None;
@@ -518,7 +551,11 @@ impl Guard {
                 .unwrap_or_else(|| "the raise failed".into());
             return self.give_up(GuardError::Raise(why), stepdown).await;
         }
-        Ok(if asked { Ended::Asked } else { Ended::Lost })
+        Ok(if asked || self.asked {
+            Ended::Asked
+        } else {
+            Ended::Lost
+        })
     }
 
     fn persisted_lease(&self) -> crate::lease::LeaseId {

@@ -189,11 +189,13 @@ pub fn campaign(args: GuardArgs) -> Result<(), GuardError> {
     rt.block_on(async move {
         let mut signals = stop_signals(&rsc)?;
         loop {
-            let pause = match Guard::new(args.clone(), scope.clone())
+            let ended = Guard::new(args.clone(), scope.clone())
                 .run(&mut signals)
-                .await
-            {
+                .await;
+            let pause = match ended {
                 Ok(Ended::Asked) => return Ok(()),
+                // A signal or a step-down request answered in a round that ended otherwise.
+                Ok(Ended::Lost) | Err(_) if signals.asked => return Ok(()),
                 Ok(Ended::Lost) => {
                     log::warn!(
                         "campaign {rsc}: leadership over; a candidate again in {} s",
@@ -249,6 +251,8 @@ struct Guard {
     watchdog: Choice,
     /// What /metrics reports that is counted as it happens.
     metrics: Arc<metrics::Metrics>,
+    /// A step-down request was answered: the end was asked for, however it came.
+    asked: bool,
 }
 
 impl Guard {
@@ -312,6 +316,7 @@ impl Guard {
             service: None,
             watchdog: Choice::Off,
             metrics: Arc::default(),
+            asked: false,
         }
     }
 
@@ -412,8 +417,17 @@ impl Guard {
         self.dir.remove_guard_files();
         server.abort();
         identity_server.abort();
-        public.inspect(|p| p.abort());
+        if let Some(p) = &public {
+            p.abort();
+        }
+        // Their listeners closed before the next round binds the same names.
+        let _ = server.await;
+        let _ = identity_server.await;
+        if let Some(p) = public {
+            let _ = p.await;
+        }
         open.drain(Duration::from_millis(500)).await;
+        sigterm.asked |= self.asked;
         ended
     }
 
@@ -486,7 +500,10 @@ impl Guard {
         self.problem(Role::Failed, why.to_string());
         tokio::select! {
             _ = tokio::time::sleep(FAILED_LINGER) => {}
-            Some(request) = stepdown.recv() => { let _ = request.reply.send((true, self.shared.snapshot())); }
+            Some(request) = stepdown.recv() => {
+                self.asked = true;
+                let _ = request.reply.send((true, self.shared.snapshot()));
+            }
         }
         Err(why)
     }
@@ -581,6 +598,9 @@ fn hold_in_memory_and_priority() -> Vec<String> {
 /// guard that died of any of them would leave its service running and its VIP up until the
 /// kernel's lifetime ran out.
 struct StopSignals {
+    /// Whether a stop was asked: a signal came, or the guard answered a step-down request (a
+    /// campaign then stands no more, whatever its round's end).
+    asked: bool,
     term: tokio::signal::unix::Signal,
     int: tokio::signal::unix::Signal,
     hup: tokio::signal::unix::Signal,
@@ -593,6 +613,7 @@ struct StopSignals {
 impl StopSignals {
     fn new() -> Option<StopSignals> {
         Some(StopSignals {
+            asked: false,
             term: signal(SignalKind::terminate()).ok()?,
             int: signal(SignalKind::interrupt()).ok()?,
             hup: signal(SignalKind::hangup()).ok()?,
@@ -613,6 +634,7 @@ impl StopSignals {
             _ = self.usr2.recv() => {}
             _ = self.alrm.recv() => {}
         }
+        self.asked = true;
     }
 }
 

@@ -4,6 +4,7 @@
 //! directory with the files in it (dir), the guard's status protocol with its client
 //! (status), and which watchdog device this node can arm (watchdog).
 
+pub mod cleanup;
 pub mod config;
 pub mod dir;
 pub mod status;

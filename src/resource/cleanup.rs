@@ -1,0 +1,112 @@
+//! The guard's step-down done by someone else, after the guard is gone (killed, crashed): the
+//! master agent's demote and stop, and a campaign that starts where an earlier one died. What
+//! the guard recorded in the resource directory (state.json) says what may still run.
+
+use std::time::{Duration, Instant};
+
+use crate::lease::{Etcd, LeaseId};
+use crate::presence::Presence;
+use crate::resource::config::MasterConfig;
+use crate::resource::dir::ResourceDir;
+use crate::resource::status;
+use crate::service::process::stop_orphan;
+use crate::service::stop::stop_and_confirm;
+use crate::service::{ServiceRef, ServiceSpec};
+use crate::vip::{up, VipConfig};
+
+fn left(until: Instant) -> Duration {
+    until.saturating_duration_since(Instant::now())
+}
+
+/// The guard's step-down done by another process (the agent, a campaign starting), within the
+/// budget: VIP, service, then — only when both are confirmed down — key and lease. Every step is tried; only what is proven still up
+/// at the end is a failure. Nothing running (no state, a unit that is not loaded) is success.
+pub fn after_guard(
+    dir: &ResourceDir,
+    resource: &str,
+    cfg: Option<&MasterConfig>,
+    fallback_vip: Option<VipConfig>,
+    until: Instant,
+) -> Result<(), Vec<String>> {
+    let state = dir.load();
+    log::info!(
+        "cleaning up after the guard of {} (recorded state: {state:?})",
+        resource
+    );
+    let mut failures = Vec::new();
+    // The VIP first, as the guard does it.
+    let vip = cfg.and_then(|c| c.vip.clone()).or(fallback_vip);
+    if let Some(v) = vip {
+        if let Err(e) = up::take_down(v, &crate::runfiles::root()) {
+            failures.push(format!("removing the VIP: {e}"));
+        }
+    }
+    // The unit the configuration names, or (no usable configuration) the one the guard
+    // recorded: a unit that may run is never left behind for want of parameters.
+    let unit = match cfg.map(|c| &c.service) {
+        Some(ServiceSpec::Systemd { unit }) => Some(unit.clone()),
+        Some(ServiceSpec::Command { .. }) => None,
+        None => state.as_ref().and_then(|s| s.unit.clone()),
+    };
+    // The one way to stop a service, by the machine's grace; a command only when its
+    // recorded leader proves the group ours (stop_orphan).
+    let left_now = left(until);
+    let grace = crate::service::stop::grace(left_now);
+    let limit = left_now.saturating_sub(Duration::from_millis(500));
+    let stopped = match (unit, state.as_ref().and_then(|s| s.service_pid)) {
+        (Some(unit), _) if crate::service::find_in_path("systemctl").is_none() => {
+            // No systemd tooling here: no unit of ours can be running.
+            log::info!("no systemctl on this node: {unit} cannot be running");
+            None
+        }
+        (Some(unit), _) => {
+            let service = ServiceRef::Unit(unit.clone());
+            let end = status::block_on(stop_and_confirm(&service, grace, limit));
+            Some((unit, end))
+        }
+        (None, Some(pid)) => {
+            let start = state.as_ref().and_then(|s| s.service_start);
+            let end = status::block_on(stop_orphan(pid, start, grace, limit));
+            Some((format!("the service (pid {pid})"), end))
+        }
+        (None, None) => None,
+    };
+    match stopped {
+        Some((what, Presence::Present)) => failures.push(format!("{what} is still running")),
+        Some((what, Presence::CannotTell(why))) => {
+            failures.push(format!("cannot tell whether {what} stopped: {why}"))
+        }
+        Some((_, Presence::Absent)) | None => {}
+    }
+    if !failures.is_empty() {
+        // Something may still serve: the lease is not shortened, it runs out by itself.
+        return Err(failures);
+    }
+    if let (Some(c), Some((lease, s))) = (cfg, state.as_ref().and_then(|s| Some((s.lease_id?, s))))
+    {
+        // The key and record the guard took, as it recorded them.
+        let key = s.key.clone();
+        let record_key = crate::lease::scope_of(&key, resource)
+            .map(|scope| crate::failsafe::record_key(scope, resource))
+            .unwrap_or_default();
+        let record = s.record_revision.map(|rev| (record_key.as_str(), rev));
+        let limit = left(until).min(Duration::from_secs(4));
+        let released = status::block_on(async {
+            tokio::time::timeout(limit, async {
+                let etcd = Etcd::connect(&c.etcd, Duration::from_secs(2).min(limit)).await?;
+                etcd.release(&key, LeaseId(lease), record).await
+            })
+            .await
+        });
+        if !matches!(released, Ok(Ok(_))) {
+            // VIP and service are down: an unreleased key only delays the next leader until
+            // the lease expires.
+            log::warn!(
+                "could not release {key} ({released:?}); it expires with lease {}",
+                LeaseId(lease)
+            );
+        }
+    }
+    dir.remove_guard_files();
+    Ok(())
+}
