@@ -242,6 +242,7 @@ struct Live {
     failover_ms: u128,
     reports_ms: u128,
     switch_ms: u128,
+    move_ms: u128,
 }
 
 /// The lease's id and granted TTL, from etcd's side.
@@ -294,6 +295,73 @@ fn switchover(lab: &Lab, suite: &str, in_root: bool) -> u128 {
         panic!("{suite}: switchover to {to_name}: {why}");
     }
     eprintln!("{suite}: switchover --to {to_name} returned after {took} ms: {text}");
+    took
+}
+
+/// `pcs resource move` of the promoted role off the master, with this generation's pcs:
+/// `--master` on pcs 0.10 (RHEL 8.4), which leaves its ban behind (`pcs resource clear`, as
+/// its documentation says), `--promoted` from 0.11 on, which waits for the move and removes
+/// its constraint itself. Another node holds the key and the VIP, no `cli-` constraint is
+/// left, and the master stays there. Returns how long the move took (pcs's return on 0.11+,
+/// the new master seen on 0.10).
+fn pcs_move(lab: &Lab, suite: &str) -> u128 {
+    let h = lab
+        .vip_holder(Duration::from_secs(30), None)
+        .unwrap_or_else(|| panic!("{suite}: nobody holds the VIP:\n{}", lab.crm_mon_text()));
+    let old = lab.nodes[h].name.clone();
+    let (flag, leaves_its_ban) = match suite {
+        "bullseye" => ("--master", true),
+        _ => ("--promoted", false),
+    };
+    let t = Instant::now();
+    let out = lab.pcs(0, &["resource", "move", "api-clone", flag]);
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "{suite}: pcs resource move api-clone {flag}: {said}\n{}",
+        lab.crm_mon_text()
+    );
+    let mut new = None;
+    assert!(
+        support::wait_for(Duration::from_secs(60), || {
+            new = lab
+                .vip_holder(Duration::from_millis(10), Some(h))
+                .filter(|&n| {
+                    lab.leader_key(KEY)
+                        .is_some_and(|(k, _)| k == lab.nodes[n].name)
+                });
+            new.is_some()
+        }),
+        "{suite}: the master moved off {old}: {said}\n{}",
+        lab.crm_mon_text()
+    );
+    let took = t.elapsed().as_millis();
+    let new = new.unwrap();
+    if leaves_its_ban {
+        assert!(
+            lab.constraints().contains("cli-ban-api-clone"),
+            "{suite}: pcs 0.10's move bans {old}: {}",
+            lab.constraints()
+        );
+        let clear = lab.pcs(0, &["resource", "clear", "api-clone"]);
+        assert!(
+            clear.status.success(),
+            "{suite}: pcs resource clear: {clear:?}"
+        );
+    }
+    // The constraint gone, the master stays where it went (its promotion score is the higher).
+    std::thread::sleep(Duration::from_secs(5));
+    if let Err(why) = lab.switched_over(new, h) {
+        panic!("{suite}: pcs resource move {flag}: {why}");
+    }
+    eprintln!(
+        "{suite}: pcs resource move api-clone {flag}: {} is the master after {took} ms",
+        lab.nodes[new].name
+    );
     took
 }
 
@@ -650,6 +718,7 @@ fn live(g: &LiveGeneration, root: Option<&Path>) -> Live {
     // from 2.1 on): the new master holds the key and the VIP when it returns, and no
     // constraint is left.
     let switch_ms = switchover(&lab, suite, root.is_some());
+    let move_ms = pcs_move(&lab, suite);
 
     // A partition of the holder, then a crash of the next: another node serves each time,
     // with the key, and never two at once (the cut-off node keeps running: it must fence
@@ -685,6 +754,7 @@ fn live(g: &LiveGeneration, root: Option<&Path>) -> Live {
         failover_ms,
         reports_ms,
         switch_ms,
+        move_ms,
     }
 }
 
@@ -708,14 +778,15 @@ fn each_generation_runs_the_master_live_with_the_rpms_binary() {
     for l in &seen {
         eprintln!(
             "{}: {} — lease {} (from corosync), pcs resource update health_interval: {}, \
-             hamaster switchover returned after {} ms, partition → VIP on another node after {} \
-             ms, crash → after {} ms, overlap 0; a silent etcd member in the standby's node \
-             attributes after {} ms",
+             hamaster switchover returned after {} ms, pcs resource move after {} ms, partition → \
+             VIP on another node after {} ms, crash → after {} ms, overlap 0; a silent etcd \
+             member in the standby's node attributes after {} ms",
             l.suite,
             l.versions,
             l.ttl,
             l.update,
             l.switch_ms,
+            l.move_ms,
             l.partition_ms,
             l.failover_ms,
             l.reports_ms
