@@ -176,9 +176,7 @@ impl Guard {
         )));
         let mut health_started = false;
         let mut service_exited = false;
-        // Whether the end was asked for (a request or a signal), or came by itself.
-        let mut asked = false;
-        // A campaign's guard looks at its machine for a fence it must end by itself.
+        // A campaign's guard looks whether its leadership must end (campaign_verdict).
         let mut look = tokio::time::interval(CAMPAIGN_LOOK);
         look.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut ending = false;
@@ -203,18 +201,17 @@ impl Guard {
                         shell.helpers.stop();
                         shell.lease_helpers.stop();
                         fence.stop();
-                        return self.finish(raise_failed, asked, &mut shell, stepdown).await;
+                        return self.finish(raise_failed, &mut shell, stepdown).await;
                     }
                 }
                 Some(request) = stepdown.recv() => {
-                    asked = true;
                     self.asked = true;
                     shell.waiting.push(request.reply);
                     let budget = request.budget.unwrap_or(DEFAULT_STEP_DOWN);
                     fence.handle(Input::StepDown { by: boottime() + budget });
                 }
                 _ = signals.recv() => {
-                    asked = true;
+                    self.asked = true;
                     fence.handle(Input::StepDown { by: boottime() + DEFAULT_STEP_DOWN });
                 }
                 _ = look.tick(), if self.args.campaign && !ending => {
@@ -527,7 +524,6 @@ impl Guard {
     async fn finish(
         &mut self,
         raise_failed: bool,
-        asked: bool,
         shell: &mut Shell,
         stepdown: &mut mpsc::Receiver<StepDown>,
     ) -> Result<Ended, GuardError> {
@@ -551,7 +547,7 @@ impl Guard {
                 .unwrap_or_else(|| "the raise failed".into());
             return self.give_up(GuardError::Raise(why), stepdown).await;
         }
-        Ok(if asked || self.asked {
+        Ok(if self.asked {
             Ended::Asked
         } else {
             Ended::Lost

@@ -60,7 +60,8 @@ pub struct GuardArgs {
     /// record no longer holds this guard back.
     pub holder_down: Option<String>,
     /// A campaign's guard (`hamaster campaign`): with no Pacemaker to recover it, it steps
-    /// down by itself once fenced or when it has a failure to tell, and its round ends.
+    /// down by itself once fenced, no longer serving, or with a failure to tell, and its
+    /// round ends.
     pub campaign: bool,
 }
 
@@ -251,7 +252,8 @@ struct Guard {
     watchdog: Choice,
     /// What /metrics reports that is counted as it happens.
     metrics: Arc<metrics::Metrics>,
-    /// A step-down request was answered: the end was asked for, however it came.
+    /// A signal came or a step-down request was answered: the end was asked for, however it
+    /// came.
     asked: bool,
 }
 
