@@ -106,7 +106,8 @@ fn campaign(a: &CampaignArgs) -> Result<OcfExit, CliError> {
         run_dir: crate::runfiles::root(),
         pacemaker_resource: None,
         holder_down: None,
-        campaign: true,
+        // It serves within what promote would give it, or steps down.
+        campaign: Some(crate::agents::master::DEFAULT_PROMOTE_TIMEOUT),
     })?;
     Ok(OcfExit::Success)
 }

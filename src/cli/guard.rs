@@ -65,6 +65,6 @@ fn run(cmd: &GuardCmd) -> Result<(), GuardError> {
             .ok()
             .filter(|r| !r.is_empty()),
         holder_down: None,
-        campaign: false,
+        campaign: None,
     })
 }

@@ -259,7 +259,7 @@ fn takeover(a: &TakeoverArgs) -> Result<OcfExit, CliError> {
         run_dir: crate::runfiles::root(),
         pacemaker_resource: None,
         holder_down: a.holder_down.clone(),
-        campaign: false,
+        campaign: None,
     })?;
     Ok(OcfExit::Success)
 }

@@ -285,7 +285,7 @@ impl Guard {
         let mark = crate::lease::Seen {
             node: node.clone(),
             at_unix_ms: unix_ms(),
-            by: match (&self.args.pacemaker_resource, self.args.campaign) {
+            by: match (&self.args.pacemaker_resource, self.args.campaign.is_some()) {
                 (Some(_), _) => "pacemaker",
                 (None, true) => "campaign",
                 (None, false) => "takeover",

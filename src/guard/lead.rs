@@ -191,7 +191,7 @@ impl Guard {
             tokio::select! {
                 Some(order) = orders.recv() => {
                     if let Order::Push { why, .. } = &order {
-                        if self.args.campaign && !ending {
+                        if self.args.campaign.is_some() && !ending {
                             ending = true;
                             log::error!("campaign {}: {why}: stepping down", self.args.resource);
                             fence.handle(Input::StepDown { by: boottime() + DEFAULT_STEP_DOWN });
@@ -214,7 +214,7 @@ impl Guard {
                     self.asked = true;
                     fence.handle(Input::StepDown { by: boottime() + DEFAULT_STEP_DOWN });
                 }
-                _ = look.tick(), if self.args.campaign && !ending => {
+                _ = look.tick(), if self.args.campaign.is_some() && !ending => {
                     if let Some(why) = self.campaign_verdict(&fence, &mut served, led_at) {
                         ending = true;
                         log::warn!("campaign {}: {why}: stepping down", self.args.resource);
@@ -233,7 +233,8 @@ impl Guard {
 
     /// A campaign's guard plays Pacemaker's part for itself: why its leadership must end now,
     /// by the promoted monitor's rule (GuardStatus::is_healthy_leader) once it has served, or
-    /// promote's (serving within promote's default timeout) until then; fenced in any case.
+    /// promote's (serving within its budget, GuardArgs::campaign) until then; fenced in any
+    /// case.
     fn campaign_verdict(
         &self,
         fence: &Fence,
@@ -251,10 +252,11 @@ impl Guard {
         if *served {
             return Some(format!("no longer serving: {}", st.trouble()));
         }
-        (led_at.elapsed() >= crate::agents::master::DEFAULT_PROMOTE_TIMEOUT).then(|| {
+        let within = self.args.campaign.unwrap_or_default();
+        (led_at.elapsed() >= within).then(|| {
             format!(
                 "not serving {} s after taking the key: {}",
-                crate::agents::master::DEFAULT_PROMOTE_TIMEOUT.as_secs(),
+                within.as_secs(),
                 st.trouble()
             )
         })

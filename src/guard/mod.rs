@@ -59,10 +59,11 @@ pub struct GuardArgs {
     /// The node the operator confirmed down (`hamaster takeover --holder-down`): its failsafe
     /// record no longer holds this guard back.
     pub holder_down: Option<String>,
-    /// A campaign's guard (`hamaster campaign`): with no Pacemaker to recover it, it steps
+    /// A campaign's guard (`hamaster campaign`), and how long it may take to serve after it
+    /// took the key (promote's default timeout): with no Pacemaker to recover it, it steps
     /// down by itself once fenced, no longer serving, or with a failure to tell, and its
     /// round ends.
-    pub campaign: bool,
+    pub campaign: Option<Duration>,
 }
 
 use crate::lease::clock::{unix_ms, unix_ms_at};
