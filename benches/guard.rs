@@ -225,7 +225,7 @@ fn fence_latency_in(node: &str, peer: &str, n: usize) -> Vec<f64> {
             plan,
             sent,
             FENCE_CLOCK.ttl,
-            Host::new(Some(new), None).expect("host"),
+            Host::new(vec![new], None).expect("host"),
         );
         let deadline = machine.deadline();
         // Subscribed before the raise: the deletion is an event, timed where it arrives.

@@ -10,6 +10,8 @@
 #   MONITOR_INTERVAL, UNPROMOTED_INTERVAL (default 2s and 3s), PUSH_FAILURES (default true)
 #   ETCD_MOVE_LEADER (default true), ETCD_OUTAGE (auto, hold or fence; unset: the agent's default)
 #   METRICS_ADDRESS (unset: none), e.g. 0.0.0.0:9405 for /metrics and /leader (docs/metrics.md)
+#   EXTRA_VIPS      (unset: none) more addresses under the same lease, e.g. on the external
+#                   network: "ip=2001:db8:2::10 cidr_netmask=64 nic=eth1" (';' between several)
 #   DISABLED        set (to anything): the resource is created stopped; `pcs resource enable
 #                   api-clone` starts it (docs/migrating-from-ipaddr2.md)
 # Operation timeouts are the agent's meta-data's, which pcs copies: start 20 s, promote 60 s,
@@ -28,6 +30,7 @@ pcs resource create api ocf:hamaster:master \
     push_failures="${PUSH_FAILURES:-true}" etcd_move_leader="${ETCD_MOVE_LEADER:-true}" \
     ${ETCD_OUTAGE:+etcd_outage="$ETCD_OUTAGE"} \
     ${METRICS_ADDRESS:+metrics_address="$METRICS_ADDRESS"} \
+    ${EXTRA_VIPS:+extra_vips="$EXTRA_VIPS"} \
     ip="$VIP" cidr_netmask=24 \
     op monitor interval="${MONITOR_INTERVAL:-2s}" role="$PROMOTED" \
     op monitor interval="${UNPROMOTED_INTERVAL:-3s}" role="$UNPROMOTED" \

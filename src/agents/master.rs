@@ -769,7 +769,10 @@ fn cleanup_after_guard(
     cfg: Option<&MasterConfig>,
     until: Instant,
 ) -> Result<(), MasterError> {
-    let fallback = VipConfig::for_cleanup(&ctx.values);
+    let mut fallback: Vec<VipConfig> = VipConfig::for_cleanup(&ctx.values).into_iter().collect();
+    if let Some(text) = ctx.values.get(&crate::params::master::EXTRA_VIPS) {
+        fallback.extend(VipConfig::list_for_cleanup(text));
+    }
     crate::resource::cleanup::after_guard(&ctx.dir, &ctx.resource, cfg, fallback, until)
         .map_err(MasterError::Cleanup)?;
     ctx.dir.unmark(ctx.dir.promoted());

@@ -39,11 +39,23 @@ impl Readiness {
     /// The watchdog and the VIP's interface, as the guard would find them now; `etcd` as the
     /// members answered.
     pub fn of(cfg: &MasterConfig, etcd: Option<MemberAnswers>) -> Self {
-        let vip = cfg.vip.clone().map(|v| {
-            crate::vip::Vip::new(v)
-                .and_then(|mut vip| vip.resolve())
-                .map(|r| r.nic)
-                .map_err(|e| e.to_string())
+        // Each VIP's interface (extra_vips' after ip's), or why the first without one has none.
+        let vip = cfg.vip.is_some().then(|| {
+            let mut nics: Vec<String> = Vec::new();
+            for v in cfg.vips() {
+                let ip = v.ip;
+                let nic = crate::vip::Vip::new(v.clone())
+                    .and_then(|mut vip| vip.resolve())
+                    .map(|r| r.nic)
+                    .map_err(|e| match cfg.extra_vips.is_empty() {
+                        true => e.to_string(),
+                        false => format!("{ip}: {e}"),
+                    })?;
+                if !nics.contains(&nic) {
+                    nics.push(nic);
+                }
+            }
+            Ok(nics.join(","))
         });
         Readiness {
             etcd,

@@ -84,14 +84,13 @@ fn campaign(a: &CampaignArgs) -> Result<OcfExit, CliError> {
     // the unit the file names, are stopped before this one stands. Something that may still
     // serve keeps it from standing (the lease runs out; systemd tries again).
     let until = std::time::Instant::now() + CLEANUP;
-    crate::resource::cleanup::after_guard(&dir, &resource, Some(&config), None, until).map_err(
-        |left| {
+    crate::resource::cleanup::after_guard(&dir, &resource, Some(&config), Vec::new(), until)
+        .map_err(|left| {
             CliError::Refused(format!(
                 "an earlier guard of {resource} on this node left something running: {}",
                 left.join("; ")
             ))
-        },
-    )?;
+        })?;
     let node = a.file.node();
     eprintln!(
         "hamaster campaign: {resource} as {node}: a candidate for the leader key {}; SIGTERM \

@@ -261,18 +261,18 @@ fn table(r: &Report) -> String {
                 ),
             );
             row("guard binary", guard_binary(g));
-            if let Some(vip) = &g.vip {
-                row(
-                    "VIP",
-                    format!(
-                        "{vip} {}",
-                        if g.vip_present == Some(true) {
-                            "present"
-                        } else {
-                            "ABSENT"
-                        }
-                    ),
-                );
+            let word = |present: Option<bool>| match present {
+                Some(true) => "present",
+                _ => "ABSENT",
+            };
+            if g.vips.is_empty() {
+                // A guard from before extra_vips: its one VIP.
+                if let Some(vip) = &g.vip {
+                    row("VIP", format!("{vip} {}", word(g.vip_present)));
+                }
+            }
+            for v in &g.vips {
+                row("VIP", format!("{} {}", v.address, word(v.present)));
             }
             row(
                 "service",

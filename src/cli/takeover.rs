@@ -401,7 +401,7 @@ fn drill(a: &TakeoverArgs, config: &MasterConfig, resource: &str) -> OcfExit {
             (false, Err(why)) => Err(why),
         },
     );
-    if let Some(vip) = &config.vip {
+    for vip in config.vips() {
         let placed = crate::vip::Vip::new(vip.clone()).and_then(|mut v| {
             let target = v.target()?;
             let here = v.copies()?;

@@ -35,8 +35,8 @@ use crate::vip::netlink::{NewAddr, Rtnl};
 /// by signal (a process group) or by `systemctl` (a unit).
 pub struct Host {
     rtnl: Option<Rtnl>,
-    /// The VIP as it is added: interface, prefix, flags; lifetimes are set per call.
-    vip: Option<NewAddr>,
+    /// The VIPs as they are added: interface, prefix, flags; lifetimes are set per call.
+    vips: Vec<NewAddr>,
     /// The watchdog device chosen before the key was taken (guard::watchdog).
     dog: Option<Dog>,
     /// Whether the machine still stands by what it raised (Kernel::lowering clears it).
@@ -46,14 +46,14 @@ pub struct Host {
 impl Host {
     /// Opens the netlink socket now, in the guard's network namespace, so that fencing never
     /// has to open one.
-    pub fn new(vip: Option<NewAddr>, dog: Option<Dog>) -> Result<Host, Fault> {
-        let rtnl = match vip {
-            Some(_) => Some(Rtnl::open().map_err(netlink)?),
-            None => None,
+    pub fn new(vips: Vec<NewAddr>, dog: Option<Dog>) -> Result<Host, Fault> {
+        let rtnl = match vips.is_empty() {
+            false => Some(Rtnl::open().map_err(netlink)?),
+            true => None,
         };
         Ok(Host {
             rtnl,
-            vip,
+            vips,
             dog,
             standing: Arc::new(AtomicBool::new(true)),
         })
@@ -64,12 +64,13 @@ impl Host {
         self.dog.as_ref().map(Dog::path)
     }
 
-    fn with_lifetime(&self, secs: u32) -> Option<NewAddr> {
-        self.vip.clone().map(|mut a| {
+    fn with_lifetime(&self, secs: u32) -> Vec<NewAddr> {
+        let mut vips = self.vips.clone();
+        for a in &mut vips {
             a.valid_lft = Some(secs);
             a.preferred_lft = Some(a.preferred_lft.map_or(secs, |p| p.min(secs)));
-            a
-        })
+        }
+        vips
     }
 }
 
@@ -83,37 +84,57 @@ impl Kernel for Host {
         boottime()
     }
 
+    /// Every address, in order; the first failure fails the add (the machine removes them
+    /// all).
     fn add_vip(&mut self, secs: u32) -> Result<(), Fault> {
-        let Some(new) = self.with_lifetime(secs) else {
-            return Ok(());
-        };
+        let vips = self.with_lifetime(secs);
         let Some(rtnl) = self.rtnl.as_mut() else {
             return Ok(());
         };
-        match rtnl.add_address(&new) {
-            Ok(true) => Ok(()),
-            // Already ours (checked when the VIP was prepared): give it the lifetime.
-            Ok(false) => rtnl.replace_lifetimes(&new).map_err(netlink),
-            Err(e) => Err(netlink(e)),
+        for new in &vips {
+            match rtnl.add_address(new) {
+                Ok(true) => {}
+                // Already ours (checked when the VIP was prepared): give it the lifetime.
+                Ok(false) => rtnl.replace_lifetimes(new).map_err(netlink)?,
+                Err(e) => return Err(netlink(e)),
+            }
         }
+        Ok(())
     }
 
+    /// Every address is given the lifetime, even after one failed (the others' lifetimes
+    /// must not fall behind); the first failure is told.
     fn extend_vip(&mut self, secs: u32) -> Result<(), Fault> {
         // No look first (a dump under the fence's clock, slow beside many addresses): the
-        // machine asks only while the address surely is there, and hears of a deletion by
+        // machine asks only while the addresses surely are there, and hears of a deletion by
         // another program from the wire watch.
-        match (self.with_lifetime(secs), self.rtnl.as_mut()) {
-            (Some(new), Some(rtnl)) => rtnl.replace_lifetimes(&new).map_err(netlink),
-            _ => Ok(()),
-        }
-    }
-
-    fn remove_vip(&mut self) -> Result<(), Fault> {
-        let (Some(rtnl), Some(vip)) = (self.rtnl.as_mut(), &self.vip) else {
+        let vips = self.with_lifetime(secs);
+        let Some(rtnl) = self.rtnl.as_mut() else {
             return Ok(());
         };
-        // Gone already (the kernel's lifetime, or by hand) counts as removed.
-        rtnl.del_address(&vip.addr()).map(drop).map_err(netlink)
+        let mut first = Ok(());
+        for new in &vips {
+            if let Err(e) = rtnl.replace_lifetimes(new) {
+                first = first.and(Err(netlink(e)));
+            }
+        }
+        first
+    }
+
+    /// Every address is tried, even after one failed: a fence takes down all it can at once.
+    /// Confirmed only when every one is gone.
+    fn remove_vip(&mut self) -> Result<(), Fault> {
+        let Some(rtnl) = self.rtnl.as_mut() else {
+            return Ok(());
+        };
+        let mut first = Ok(());
+        for vip in &self.vips {
+            // Gone already (the kernel's lifetime, or by hand) counts as removed.
+            if let Err(e) = rtnl.del_address(&vip.addr()) {
+                first = first.and(Err(netlink(e)));
+            }
+        }
+        first
     }
 
     fn arm_watchdog(&mut self, timeout_s: u32) -> Result<u32, ArmError> {

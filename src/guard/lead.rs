@@ -50,10 +50,10 @@ struct Shell {
     fence: Fence,
     etcd: Etcd,
     token: i64,
-    /// The prepared VIP, until the machine orders it settled.
-    ready: Option<up::Ready>,
-    /// The VIP's interface and address, for the watch on wire and kernel while leading.
-    wire: Option<(crate::vip::netlink::Link, std::net::IpAddr)>,
+    /// The prepared VIPs, until the machine orders them settled.
+    ready: Vec<up::Ready>,
+    /// Each VIP's interface and address, for the watch on wire and kernel while leading.
+    wire: Vec<(crate::vip::netlink::Link, std::net::IpAddr)>,
     run_dir: PathBuf,
     renew_tx: mpsc::UnboundedSender<Duration>,
     started_tx: mpsc::UnboundedSender<Running>,
@@ -92,8 +92,12 @@ impl Guard {
         // Resolved and checked before the machine exists: route dumps and an ARP probe are no
         // work for the fencing lock.
         // The configuration in force now (a reload may have changed the announcements).
-        let vip = self.shared.config.borrow().vip.clone();
-        let ready = match vip.map(up::prepare).transpose() {
+        let vips: Vec<_> = self.shared.config.borrow().vips().cloned().collect();
+        let ready = match vips
+            .into_iter()
+            .map(up::prepare)
+            .collect::<Result<Vec<_>, _>>()
+        {
             Ok(r) => r,
             Err(e) => {
                 let _ = a.etcd.release(&self.key, lease, record_ref).await;
@@ -115,10 +119,13 @@ impl Guard {
             ),
             _ => (None, WatchdogPlan::Off),
         };
-        let host = Host::new(ready.as_ref().map(|r| r.vip.new_addr(&r.target)), dog);
+        let host = Host::new(
+            ready.iter().map(|r| r.vip.new_addr(&r.target)).collect(),
+            dog,
+        );
         let plan = Plan {
             clock: self.clock,
-            vip: ready.is_some(),
+            vip: !ready.is_empty(),
             watchdog,
             unit: match &self.args.config.service {
                 ServiceSpec::Systemd { unit } => Some(unit.clone()),
@@ -149,8 +156,9 @@ impl Guard {
             etcd: a.etcd.clone(),
             token: a.token,
             wire: ready
-                .as_ref()
-                .map(|r| (r.target.link.clone(), r.vip.config.ip)),
+                .iter()
+                .map(|r| (r.target.link.clone(), r.vip.config.ip))
+                .collect(),
             ready,
             run_dir: crate::runfiles::root(),
             renew_tx,
@@ -320,7 +328,7 @@ impl Guard {
     }
 
     fn start_leading_helpers(&mut self, shell: &mut Shell, etcd: &Etcd) {
-        if let Some((link, ip)) = shell.wire.clone() {
+        for (link, ip) in shell.wire.clone() {
             shell
                 .helpers
                 .add(tokio::spawn(super::wire::watch(super::wire::WireWatch {
@@ -381,27 +389,27 @@ impl Guard {
                 ));
             }
             Order::Settle { dad_wait } => {
-                let Some(mut ready) = shell.ready.take() else {
-                    fence.handle(Input::Settled(Ok(())));
-                    return None;
-                };
+                let mut ready = std::mem::take(&mut shell.ready);
                 let run_dir = shell.run_dir.clone();
                 let resource = self.args.resource.clone();
                 tokio::task::spawn_blocking(move || {
                     let keep = || fence.may_announce();
-                    let r = up::settle(&mut ready, dad_wait, &run_dir, &keep);
-                    if r.is_ok() {
+                    // One after the other, in the order configured: the first failure is the
+                    // raise's (the machine removes them all).
+                    let r = ready.iter_mut().try_for_each(|ready| {
+                        up::settle(ready, dad_wait, &run_dir, &keep)?;
                         log::info!(
                             "guard {resource}: VIP {} up on {}",
                             ready.vip.config.ip,
                             ready.target.link.name
                         );
-                    }
+                        Ok::<(), crate::vip::VipError>(())
+                    });
                     fence.handle(Input::Settled(r.map_err(|e| Fault::Settle(e.to_string()))));
                 });
             }
             Order::CancelAnnouncements => {
-                if let Some(vip) = &self.args.config.vip {
+                for vip in self.args.config.vips() {
                     burst::cancel(&shell.run_dir, vip.ip);
                 }
             }
@@ -510,10 +518,18 @@ impl Guard {
                 }
             }
             Order::Defend => {
-                if let Some((link, ip)) = shell.wire.clone() {
+                // Every address: a conflict on one is a reason to remind the network of all.
+                for (link, ip) in shell.wire.clone() {
                     // The arp_mode in force (a reload may have changed it).
-                    let mode = self.shared.config.borrow().vip.as_ref().map(|v| v.arp_mode);
-                    super::wire::defend(link, ip, mode, fence, self.args.resource.clone());
+                    let mode = self
+                        .shared
+                        .config
+                        .borrow()
+                        .vips()
+                        .find(|v| v.ip == ip)
+                        .map(|v| v.arp_mode);
+                    let rsc = self.args.resource.clone();
+                    super::wire::defend(link, ip, mode, fence.clone(), rsc);
                 }
             }
             Order::Exit { raise_failed } => return Some(raise_failed),

@@ -182,14 +182,35 @@ impl Metrics {
         gauge(
             o,
             "hamaster_vip_present",
-            "1 while the VIP is on its interface here (0 without a VIP).",
+            "1 while every VIP is on its interface here (0 without a VIP).",
             flag(s.vip_present == Some(true)),
+        );
+        let address = |v: &crate::resource::status::VipSeen| {
+            format!("{{address=\"{}\"}}", escape(&v.address))
+        };
+        family(
+            o,
+            "hamaster_vip_address_present",
+            GAUGE,
+            "1 while this VIP (ip or one of extra_vips) is on its interface here.",
+            s.vips
+                .iter()
+                .map(|v| (address(v), flag(v.present == Some(true)))),
+        );
+        family(
+            o,
+            "hamaster_vip_address_conflicts_total",
+            COUNTER,
+            "Frames that claimed this VIP for another MAC address.",
+            s.vips
+                .iter()
+                .map(|v| (address(v), v.conflict_frames as f64)),
         );
         family(
             o,
             "hamaster_vip_conflicts_total",
             COUNTER,
-            "Frames that claimed the VIP for another MAC address.",
+            "Frames that claimed any of the VIPs for another MAC address.",
             [(
                 String::new(),
                 s.vip_conflict.as_ref().map_or(0, |c| c.frames) as f64,

@@ -35,7 +35,9 @@ use crate::lease::{leader_key, Etcd, Grant, LeaseClock};
 use crate::presence::Presence;
 use crate::resource::config::MasterConfig;
 use crate::resource::dir::{Persisted, ResourceDir};
-use crate::resource::status::{FailsafeStatus, GuardStatus, Role, VipConflict, WatchdogStatus};
+use crate::resource::status::{
+    all_present, FailsafeStatus, GuardStatus, Role, VipConflict, VipSeen, WatchdogStatus,
+};
 use crate::resource::watchdog::{choose, Choice};
 use crate::service::Running;
 use crate::vip::Vip;
@@ -277,20 +279,31 @@ impl Guard {
             node: args.node.clone(),
             pid: std::process::id(),
             vip: args.config.vip.as_ref().map(|v| v.ip.to_string()),
+            vips: args
+                .config
+                .vips()
+                .map(|v| VipSeen {
+                    address: v.ip.to_string(),
+                    ..VipSeen::default()
+                })
+                .collect(),
             service_detail: "not started".into(),
             health_interval_ms: Some(args.config.health.interval.as_millis() as u64),
             ..GuardStatus::default()
         };
-        let vip_config = args.config.vip.clone();
+        let vip_configs: Vec<_> = args.config.vips().cloned().collect();
         let live_fence = fence.clone();
         let live = move |s: &mut GuardStatus| {
-            if let Some(cfg) = &vip_config {
-                // Present means usable: an IPv4 address stays on a link that was set down.
-                s.vip_present = match Vip::new(cfg.clone()).map(|mut v| v.usable()) {
-                    Ok(Presence::Present) => Some(true),
-                    Ok(Presence::Absent) => Some(false),
-                    Ok(Presence::CannotTell(_)) | Err(_) => None,
-                };
+            if !vip_configs.is_empty() {
+                for (seen, cfg) in s.vips.iter_mut().zip(&vip_configs) {
+                    // Present means usable: an IPv4 address stays on a link that was set down.
+                    seen.present = match Vip::new(cfg.clone()).map(|mut v| v.usable()) {
+                        Ok(Presence::Present) => Some(true),
+                        Ok(Presence::Absent) => Some(false),
+                        Ok(Presence::CannotTell(_)) | Err(_) => None,
+                    };
+                }
+                s.vip_present = all_present(s.vips.iter().map(|v| v.present));
             }
             if let Some(f) = live_fence.get() {
                 from_machine(s, &f.view(), f.watchdog_device(), clock);
@@ -537,7 +550,16 @@ fn from_machine(
         s.service_detail = "started".into();
     }
     s.vip_lost = m.observed.lost.clone();
+    for v in &mut s.vips {
+        v.conflict_frames = m
+            .observed
+            .conflicts_by_address
+            .get(&v.address)
+            .copied()
+            .unwrap_or(0);
+    }
     s.vip_conflict = m.observed.conflict.as_ref().map(|c| VipConflict {
+        address: Some(c.address.clone()),
         mac: c.mac.clone(),
         frame: c.frame.clone(),
         frames: c.frames,

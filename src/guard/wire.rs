@@ -167,6 +167,7 @@ impl State {
         );
         let push = w.config.borrow().conflict_action == ConflictAction::Push;
         w.fence.handle(Input::VipClaimed(machine::Claim {
+            address: w.ip.to_string(),
             mac,
             frame: c.kind.name().into(),
             what,

@@ -366,6 +366,23 @@ pub const CONFLICT_ACTION: Param = Param {
     ..BASE
 };
 
+pub const EXTRA_VIPS: Param = Param {
+    name: "extra_vips",
+    shortdesc: "Further VIPs under the same lease",
+    longdesc: "More addresses the master owns besides ip, each with settings of its own: \
+        entries separated by ';', each a list of the VIP's parameters as name=value separated \
+        by white space, for example \"ip=198.51.100.10 cidr_netmask=24 nic=eth1; \
+        ip=2001:db8:2::10 cidr_netmask=64 nic=eth2\". Every entry needs ip; what it leaves out \
+        takes the parameter's default (not the value of the first VIP). Every address is \
+        raised after the key, carries the kernel lifetime, is removed first by a fence and \
+        confirmed absent before a release, and is watched for conflicts and loss; monitor, \
+        status, metrics and /leader cover each. Needs ip; at most 8 entries, no address twice.",
+    ..BASE
+};
+
+/// The most addresses extra_vips may name.
+pub const EXTRA_VIPS_MAX: usize = 8;
+
 /// The master's own parameters, without the VIP.
 pub const OWN: [Param; 28] = [
     ETCD_ENDPOINTS,
@@ -401,9 +418,9 @@ pub const OWN: [Param; 28] = [
 const N_VIP: usize = super::vip::ALL.len();
 
 /// `ocf:hamaster:master`'s table: its own parameters, then the VIP's (all optional: without
-/// `ip` no VIP is managed).
-pub static MASTER_AGENT: [Param; OWN.len() + N_VIP] = {
-    let mut table = [BASE; OWN.len() + N_VIP];
+/// `ip` no VIP is managed), then extra_vips.
+pub static MASTER_AGENT: [Param; OWN.len() + N_VIP + 1] = {
+    let mut table = [EXTRA_VIPS; OWN.len() + N_VIP + 1];
     let mut i = 0;
     while i < OWN.len() {
         table[i] = OWN[i];

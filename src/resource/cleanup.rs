@@ -25,7 +25,7 @@ pub fn after_guard(
     dir: &ResourceDir,
     resource: &str,
     cfg: Option<&MasterConfig>,
-    fallback_vip: Option<VipConfig>,
+    fallback_vips: Vec<VipConfig>,
     until: Instant,
 ) -> Result<(), Vec<String>> {
     let state = dir.load();
@@ -34,11 +34,15 @@ pub fn after_guard(
         resource
     );
     let mut failures = Vec::new();
-    // The VIP first, as the guard does it.
-    let vip = cfg.and_then(|c| c.vip.clone()).or(fallback_vip);
-    if let Some(v) = vip {
+    // The VIPs first, as the guard does it: every one tried.
+    let vips = match cfg {
+        Some(c) => c.vips().cloned().collect(),
+        None => fallback_vips,
+    };
+    for v in vips {
+        let ip = v.ip;
         if let Err(e) = up::take_down(v, &crate::runfiles::root()) {
-            failures.push(format!("removing the VIP: {e}"));
+            failures.push(format!("removing the VIP {ip}: {e}"));
         }
     }
     // The unit the configuration names, or (no usable configuration) the one the guard

@@ -16,6 +16,9 @@ pub struct MasterConfig {
     pub service: ServiceSpec,
     pub health: HealthSpec,
     pub vip: Option<VipConfig>,
+    /// The further VIPs under the same lease (extra_vips); only with `vip`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extra_vips: Vec<VipConfig>,
     /// Tell Pacemaker at once when the service fails (push_failures).
     pub push_failures: bool,
     pub watchdog: WatchdogConfig,
@@ -45,6 +48,36 @@ impl ConflictAction {
             other => Err(ConfigError::invalid(p, other, "must be report or push")),
         }
     }
+}
+
+/// extra_vips: further addresses beside `ip`, none of them twice (an address is one VIP,
+/// whatever its prefix or interface).
+fn extra_vips(v: &Values, first: Option<&VipConfig>) -> Result<Vec<VipConfig>, ConfigError> {
+    let p = &mp::EXTRA_VIPS;
+    let text = v.get(p).unwrap_or_default();
+    let extra = VipConfig::list_from(p, text, mp::EXTRA_VIPS_MAX)?;
+    if extra.is_empty() {
+        return Ok(extra);
+    }
+    let Some(first) = first else {
+        return Err(ConfigError::invalid(
+            p,
+            text,
+            "needs ip: the first VIP is given by ip, cidr_netmask, nic…",
+        ));
+    };
+    let mut seen = vec![first.ip];
+    for x in &extra {
+        if seen.contains(&x.ip) {
+            return Err(ConfigError::invalid(
+                p,
+                text,
+                format!("names {} twice (ip and extra_vips count together)", x.ip),
+            ));
+        }
+        seen.push(x.ip);
+    }
+    Ok(extra)
 }
 
 /// metrics_address: a TCP address with a port, as `host:port` or `[v6]:port`.
@@ -83,16 +116,23 @@ impl MasterConfig {
         } else {
             None
         };
+        let extra_vips = extra_vips(v, vip.as_ref())?;
         Ok(MasterConfig {
             etcd,
             service,
             health,
             vip,
+            extra_vips,
             push_failures: v.boolean(&crate::params::master::PUSH_FAILURES)?,
             watchdog: WatchdogConfig::from_values(v)?,
             metrics: metrics_address(v)?,
             conflict_action: ConflictAction::from_values(v)?,
         })
+    }
+
+    /// Every VIP the master owns: `vip`, then extra_vips.
+    pub fn vips(&self) -> impl Iterator<Item = &VipConfig> + Clone {
+        self.vip.iter().chain(self.extra_vips.iter())
     }
 
     /// The configuration as the agent hands it to its guard.
@@ -123,6 +163,11 @@ impl MasterConfig {
         kept.conflict_action = self.conflict_action;
         if let (Some(k), Some(old)) = (&mut kept.vip, &self.vip) {
             k.take_announcements_of(old);
+        }
+        if kept.extra_vips.len() == self.extra_vips.len() {
+            for (k, old) in kept.extra_vips.iter_mut().zip(&self.extra_vips) {
+                k.take_announcements_of(old);
+            }
         }
         let what = if kept == *self {
             return None;
@@ -276,6 +321,95 @@ mod tests {
             .contains("not a guard configuration"));
     }
 
+    #[test]
+    fn extra_vips_are_each_a_vip_of_their_own_and_refused_clearly() {
+        let base = [
+            ("etcd_endpoints", "http://192.0.2.1:2379"),
+            ("command", "/usr/bin/api"),
+            ("ip", "192.0.2.10"),
+            ("cidr_netmask", "24"),
+            ("arp_count", "7"),
+        ];
+        let with = |extra: &str| {
+            let mut vars = base.to_vec();
+            vars.push(("extra_vips", extra));
+            MasterConfig::from_values(&Values::from_reskeys(&MASTER_AGENT, &vars))
+        };
+        let cfg = with(
+            " ip=198.51.100.10 cidr_netmask=24 nic=eth1 ;\n ip=2001:db8:2::10 cidr_netmask=64 \
+             nic=eth2 arp_count=3; ",
+        )
+        .unwrap();
+        let ips: Vec<String> = cfg.vips().map(|v| v.ip.to_string()).collect();
+        assert_eq!(ips, ["192.0.2.10", "198.51.100.10", "2001:db8:2::10"]);
+        let (b, c) = (&cfg.extra_vips[0], &cfg.extra_vips[1]);
+        assert_eq!((b.prefix, b.nic.as_deref()), (Some(24), Some("eth1")));
+        // What an entry leaves out is the parameter's default, not the first VIP's value.
+        assert_eq!((b.arp_count, c.arp_count), (5, 3));
+        assert_eq!(cfg.vip.as_ref().unwrap().arp_count, 7);
+        let back = MasterConfig::from_json(&cfg.to_json()).unwrap();
+        assert_eq!(back, cfg);
+        // An old guard's configuration (no extra_vips) still reads.
+        let plain = with("").unwrap();
+        assert!(plain.extra_vips.is_empty() && !plain.to_json().contains("extra_vips"));
+        for (text, says) in [
+            ("ip=192.0.2.10", "names 192.0.2.10 twice"),
+            ("ip=198.51.100.10; ip=198.51.100.10/24", "is not an IPv4"),
+            (
+                "ip=198.51.100.10; ip=198.51.100.10",
+                "names 198.51.100.10 twice",
+            ),
+            ("cidr_netmask=24", "has no ip="),
+            ("ip=198.51.100.10 cidr_netmask=33", "cidr_netmask=\"33\""),
+            (
+                "ip=198.51.100.10 lvs_support=true",
+                "not a VIP parameter here",
+            ),
+            ("ip=198.51.100.10 nic", "'nic', which is not name=value"),
+            ("ip=198.51.100.10 nic=a nic=b", "sets nic twice"),
+            ("ip=2001:db8::1 broadcast=+", "IPv4 only"),
+            (&"ip=198.51.100.1;".repeat(9), "at most 8"),
+        ] {
+            let e = with(text).unwrap_err().to_string();
+            assert!(
+                e.starts_with("parameter extra_vips=") && e.contains(says),
+                "{text}: {e}"
+            );
+        }
+        let mut no_ip = base.to_vec();
+        no_ip.retain(|(k, _)| *k != "ip");
+        no_ip.push(("extra_vips", "ip=198.51.100.10"));
+        let e = MasterConfig::from_values(&Values::from_reskeys(&MASTER_AGENT, &no_ip))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("extra_vips") && e.contains("needs ip"), "{e}");
+        // What stop needs of a list it cannot use: the entries that name an address.
+        let left = VipConfig::list_for_cleanup("ip=198.51.100.10 cidr_netmask=99; nic=x; junk");
+        assert_eq!(left.len(), 1);
+        assert_eq!(left[0].ip.to_string(), "198.51.100.10");
+    }
+
+    #[test]
+    fn a_change_of_extra_vips_is_no_reload_but_their_announcements_are() {
+        let vars = |extra: &'static str| {
+            vec![
+                ("etcd_endpoints", "http://192.0.2.1:2379"),
+                ("command", "/usr/bin/api"),
+                ("ip", "192.0.2.10"),
+                ("extra_vips", extra),
+            ]
+        };
+        let old = parse(&vars("ip=198.51.100.10 arp_count=3"));
+        assert_eq!(
+            old.reload_refusal(&parse(&vars("ip=198.51.100.10 arp_count=9"))),
+            None
+        );
+        assert!(old
+            .reload_refusal(&parse(&vars("ip=198.51.100.11 arp_count=3")))
+            .is_some());
+        assert!(old.reload_refusal(&parse(&vars(""))).is_some());
+    }
+
     fn parse(vars: &[(&str, &str)]) -> MasterConfig {
         MasterConfig::from_values(&Values::from_reskeys(&MASTER_AGENT, vars))
             .unwrap_or_else(|e| panic!("{vars:?}: {e}"))
@@ -344,6 +478,7 @@ mod tests {
                 "watchdog_device" => ("/dev/watchdog1", ""),
                 "metrics_address" => ("127.0.0.1:9405", ""),
                 "conflict_action" => ("push", ""),
+                "extra_vips" => ("ip=198.51.100.10", ""),
                 "etcd_outage" => ("fence", ""),
                 _ if p.kind == crate::params::Kind::Boolean => (
                     if p.default == Some("true") {

@@ -87,8 +87,13 @@ pub struct GuardStatus {
     /// Lease time left as this guard reckons it (deadline + margin − now).
     pub lease_ttl_left_ms: Option<u64>,
     pub fencing_token: Option<i64>,
+    /// The first VIP (ip).
     pub vip: Option<String>,
+    /// Every VIP up here (true), one missing (false), or cannot tell (None).
     pub vip_present: Option<bool>,
+    /// Each VIP, ip's and then extra_vips' (empty from guards before extra_vips).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vips: Vec<VipSeen>,
     pub service_running: bool,
     pub service_healthy: bool,
     pub service_detail: String,
@@ -157,6 +162,9 @@ pub const CONFLICT_RECENT: std::time::Duration = std::time::Duration::from_secs(
 /// Another host claims the VIP (guard::wire).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VipConflict {
+    /// The address claimed (absent from guards before extra_vips: their one VIP).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
     /// The MAC address that claimed it.
     pub mac: String,
     /// The kind of frame: "ARP reply", "ARP request", "neighbor advertisement".
@@ -164,6 +172,30 @@ pub struct VipConflict {
     /// Frames seen claiming it so far.
     pub frames: u64,
     pub last_unix_ms: u64,
+}
+
+/// Several VIPs' presence as one: all present, one missing (false), or cannot tell.
+pub fn all_present(each: impl Iterator<Item = Option<bool>>) -> Option<bool> {
+    let mut all = Some(true);
+    for p in each {
+        match p {
+            Some(false) => return Some(false),
+            None => all = None,
+            Some(true) => {}
+        }
+    }
+    all
+}
+
+/// One of the master's VIPs as the guard sees it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct VipSeen {
+    pub address: String,
+    /// On its interface and usable here; None: cannot tell.
+    pub present: Option<bool>,
+    /// Frames that claimed it for another MAC address in this leadership.
+    #[serde(default)]
+    pub conflict_frames: u64,
 }
 
 /// The watchdog as the guard has it, for `hamaster status`.
@@ -208,7 +240,7 @@ impl GuardStatus {
             if ago < CONFLICT_RECENT.as_millis() as u64 {
                 out.push(format!(
                     "VIP {} claimed by {} ({} frames, the last {:.1} s ago)",
-                    self.vip.as_deref().unwrap_or("?"),
+                    c.address.as_deref().or(self.vip.as_deref()).unwrap_or("?"),
                     c.mac,
                     c.frames,
                     ago as f64 / 1000.0
@@ -225,6 +257,20 @@ impl GuardStatus {
         out
     }
 
+    /// The VIPs seen missing, for a reason line ("?" where nothing says which).
+    fn missing_vips(&self) -> String {
+        let missing: Vec<&str> = self
+            .vips
+            .iter()
+            .filter(|v| v.present == Some(false))
+            .map(|v| v.address.as_str())
+            .collect();
+        match missing.is_empty() {
+            true => self.vip.clone().unwrap_or_else(|| "?".into()),
+            false => missing.join(", "),
+        }
+    }
+
     /// Why this is not a healthy leader, for an `ocf-exit-reason:` line.
     pub fn trouble(&self) -> String {
         if let Some(p) = &self.problem {
@@ -234,7 +280,7 @@ impl GuardStatus {
             Role::Leader if self.vip_present == Some(false) => {
                 format!(
                     "VIP {} is missing from this node{}",
-                    self.vip.as_deref().unwrap_or("?"),
+                    self.missing_vips(),
                     self.vip_lost
                         .as_deref()
                         .map_or(String::new(), |w| format!(" ({w})"))
@@ -469,6 +515,7 @@ mod tests {
             role: Role::Leader,
             vip: Some("192.0.2.10".into()),
             vip_conflict: Some(VipConflict {
+                address: None,
                 mac: "02:00:00:00:00:01".into(),
                 frame: "ARP reply".into(),
                 frames: 3,
@@ -480,6 +527,11 @@ mod tests {
             s.attention(102_500),
             vec!["VIP 192.0.2.10 claimed by 02:00:00:00:00:01 (3 frames, the last 2.5 s ago)"]
         );
+        // With several VIPs, the one claimed is named.
+        if let Some(c) = s.vip_conflict.as_mut() {
+            c.address = Some("2001:db8:2::10".into());
+        }
+        assert!(s.attention(102_500)[0].starts_with("VIP 2001:db8:2::10 claimed"));
         assert!(s.attention(100_000 + 30_000).is_empty(), "an old claim");
         s.vip_conflict = None;
         let mut w = WatchdogStatus {
@@ -523,5 +575,22 @@ mod tests {
             "VIP 192.0.2.10 is missing from this node (link lan0 was set down)"
         );
         assert!(!s.is_healthy_leader());
+        // Several VIPs: the missing ones are named.
+        let seen = |a: &str, present| VipSeen {
+            address: a.into(),
+            present,
+            conflict_frames: 0,
+        };
+        s.vips = vec![
+            seen("192.0.2.10", Some(true)),
+            seen("2001:db8:2::10", Some(false)),
+        ];
+        assert!(s.trouble().starts_with("VIP 2001:db8:2::10 is missing"));
+        assert_eq!(all_present(s.vips.iter().map(|v| v.present)), Some(false));
+        assert_eq!(all_present([Some(true), None].into_iter()), None);
+        assert_eq!(
+            all_present([Some(true), Some(true)].into_iter()),
+            Some(true)
+        );
     }
 }

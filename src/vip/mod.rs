@@ -199,6 +199,75 @@ impl VipConfig {
     }
 }
 
+/// The parameters an entry of a list of further VIPs may set: the VIP's own (src/params/vip.rs).
+static ENTRY_PARAMS: [crate::params::Param; p::ALL.len()] = p::ALL;
+
+impl VipConfig {
+    /// Further VIPs given in one parameter (`list`, the master's extra_vips): entries
+    /// separated by ';', each the VIP's parameters as `name=value` separated by white space,
+    /// parsed and checked as the VIP's own parameters are. Every error names `list`, the
+    /// entry, and what is wrong with it. An empty text is no VIP.
+    pub fn list_from(
+        list: &crate::params::Param,
+        text: &str,
+        max: usize,
+    ) -> Result<Vec<VipConfig>, ConfigError> {
+        let entries: Vec<&str> = text
+            .split(';')
+            .map(str::trim)
+            .filter(|e| !e.is_empty())
+            .collect();
+        if entries.len() > max {
+            return Err(ConfigError::invalid(
+                list,
+                text,
+                format!("names {} addresses: at most {max}", entries.len()),
+            ));
+        }
+        let mut vips = Vec::new();
+        for entry in entries {
+            let bad = |problem: String| ConfigError::invalid(list, entry, problem);
+            let values = entry_values(entry).map_err(bad)?;
+            vips.push(VipConfig::from_values(&values).map_err(|e| bad(format!("is wrong: {e}")))?);
+        }
+        Ok(vips)
+    }
+
+    /// The least of each entry of a list of further VIPs needed to find and remove it (see
+    /// `for_cleanup`): entries that do not say even that are left out.
+    pub fn list_for_cleanup(text: &str) -> Vec<VipConfig> {
+        text.split(';')
+            .filter_map(|e| entry_values(e.trim()).ok())
+            .filter_map(|v| VipConfig::for_cleanup(&v))
+            .collect()
+    }
+}
+
+/// One entry of a list of further VIPs as the VIP's parameters, or what is wrong with it.
+fn entry_values(entry: &str) -> Result<Values, String> {
+    let mut pairs: Vec<(String, String)> = Vec::new();
+    for word in entry.split_whitespace() {
+        let Some((name, value)) = word.split_once('=') else {
+            return Err(format!("has '{word}', which is not name=value"));
+        };
+        if !ENTRY_PARAMS.iter().any(|q| q.name == name) {
+            let known: Vec<&str> = ENTRY_PARAMS.iter().map(|q| q.name).collect();
+            return Err(format!(
+                "names {name}, which is not a VIP parameter here (known: {})",
+                known.join(", ")
+            ));
+        }
+        if pairs.iter().any(|(n, _)| n == name) {
+            return Err(format!("sets {name} twice"));
+        }
+        pairs.push((name.to_string(), value.to_string()));
+    }
+    if !pairs.iter().any(|(n, _)| n == p::IP.name) {
+        return Err("has no ip=".into());
+    }
+    Ok(Values::from_cib(&ENTRY_PARAMS, pairs))
+}
+
 /// The parameters only `ocf:hamaster:vip` has (LVS, CLUSTERIP, namespace): what it does with
 /// them, and a clear refusal of IPaddr2's CLUSTERIP mode.
 fn ipaddr2_only(

@@ -353,7 +353,8 @@ impl Rtnl {
     }
 
     /// Deletes the address: true when deleted, false when it was gone already
-    /// (`EADDRNOTAVAIL`: the kernel's lifetime, or someone else).
+    /// (`EADDRNOTAVAIL`: the kernel's lifetime, or someone else; `ENODEV`: its interface was
+    /// deleted, and the address with it — interface indexes are not reused).
     pub fn del_address(&mut self, addr: &Addr) -> Result<bool, NetlinkError> {
         let msg = address_message(addr.index, addr.ip, addr.prefix);
         match self.exchange(
@@ -362,7 +363,7 @@ impl Rtnl {
             NLM_F_ACK,
         ) {
             Ok(_) => Ok(true),
-            Err(e) if e.errno() == Some(libc::EADDRNOTAVAIL) => Ok(false),
+            Err(e) if matches!(e.errno(), Some(libc::EADDRNOTAVAIL | libc::ENODEV)) => Ok(false),
             Err(e) => Err(e),
         }
     }

@@ -63,6 +63,8 @@ impl Loss {
 /// Another host claiming the VIP on the wire.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Conflict {
+    /// The address claimed last (one of the master's VIPs).
+    pub address: String,
     /// The MAC address that claimed it.
     pub mac: String,
     /// The kind of frame: "ARP reply", "ARP request", "neighbor advertisement".
@@ -76,6 +78,8 @@ pub struct Conflict {
 /// A frame from another host claiming the VIP, as the wire watch read it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Claim {
+    /// The VIP claimed (one of the master's addresses).
+    pub address: String,
     pub mac: String,
     pub frame: String,
     /// In words, for the log and Pacemaker.
@@ -90,6 +94,8 @@ pub struct Observed {
     /// The health watch's last verdict (None: none yet).
     pub health: Option<HealthReport>,
     pub conflict: Option<Conflict>,
+    /// Frames that claimed each address (the master's VIPs), for status and metrics.
+    pub conflicts_by_address: std::collections::BTreeMap<String, u64>,
     /// How the VIP was lost, in words (the first loss of the leadership).
     pub lost: Option<String>,
     /// Losses counted, by `Loss`.
@@ -123,7 +129,7 @@ impl<K: Kernel> Machine<K> {
         }
     }
 
-    /// The VIP gone from under the guard: never extended again; unless the guard took it down
+    /// The VIP (one of its addresses) gone from under the guard: never extended again; unless the guard took it down
     /// itself, recorded once, counted, and told to Pacemaker at once.
     pub(super) fn vip_gone(&mut self, now: Duration, how: Gone, detail: String) {
         // Leading with the VIP up: the change is not the guard's own doing.
@@ -133,8 +139,10 @@ impl<K: Kernel> Machine<K> {
             Gone::Deleted { .. } if now >= self.vip_floor => Loss::Expired,
             Gone::Deleted { .. } => Loss::Deleted,
         };
+        // One address deleted: never extended again (a replace would add it anew). Others of
+        // the master's VIPs (extra_vips) may still be up: the next lowering removes them all.
         if matches!(how, Gone::Deleted { .. }) && self.vip == VipState::Up {
-            self.vip = VipState::Absent;
+            self.vip = VipState::MaybeUp;
             self.out(Order::Persist);
         }
         if !ours || self.observed.lost.is_some() {
@@ -167,6 +175,7 @@ impl<K: Kernel> Machine<K> {
             return;
         }
         let Claim {
+            address,
             mac,
             frame,
             what,
@@ -196,7 +205,13 @@ impl<K: Kernel> Machine<K> {
                 regardless: true,
             });
         }
+        *self
+            .observed
+            .conflicts_by_address
+            .entry(address.clone())
+            .or_default() += 1;
         self.observed.conflict = Some(Conflict {
+            address,
             mac,
             frame,
             frames,

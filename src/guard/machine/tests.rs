@@ -304,7 +304,11 @@ fn a_vip_deleted_while_leading_is_counted_told_once_and_never_extended() {
         detail: "VIP deleted by another program".into(),
     };
     m.handle(t(100), gone(false));
-    assert_eq!(m.vip(), VipState::Absent, "never extended again");
+    assert_eq!(
+        m.vip(),
+        VipState::MaybeUp,
+        "never extended again, removed when lowered"
+    );
     assert_eq!(
         pushes(&drain(&mut m)),
         [("VIP deleted by another program".to_string(), false)]
@@ -317,6 +321,9 @@ fn a_vip_deleted_while_leading_is_counted_told_once_and_never_extended() {
         v.observed.lost.as_deref(),
         Some("VIP deleted by another program")
     );
+    // The master's other addresses (extra_vips) are taken down by the lowering.
+    m.handle(t(300), Input::StepDown { by: t(5000) });
+    assert_eq!(m.vip(), VipState::Absent);
 }
 
 #[test]
@@ -377,6 +384,7 @@ fn a_claim_is_defended_at_most_every_defend_interval_and_pushed_when_asked() {
     let mut m = leading(10, 2);
     let claim = |push| {
         Input::VipClaimed(Claim {
+            address: "192.0.2.10".into(),
             mac: "02:00:00:00:00:09".into(),
             frame: "ARP reply".into(),
             what: "VIP conflict".into(),
