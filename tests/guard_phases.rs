@@ -550,3 +550,86 @@ fn with_two_etcd_members_silent_and_a_slow_unit_every_action_ends_in_its_timeout
         .code
         == 0));
 }
+
+/// The fencing side's kernel effects on several VIPs (extra_vips), with real netlink in a
+/// namespace: every address added with the lifetime, extended, and removed in one step; an
+/// address gone with its interface counts as removed.
+#[test]
+fn the_fencing_side_adds_extends_and_removes_every_vip_together() {
+    use hamaster::guard::fence::Host;
+    use hamaster::guard::machine::Kernel;
+    let ns = support::Netns::new("hx");
+    for (dev, peer) in [("lan0", "lan0p"), ("lan1", "lan1p")] {
+        ns.ip(&["link", "add", dev, "type", "veth", "peer", "name", peer]);
+        ns.ip(&["link", "set", peer, "up"]);
+        ns.ip(&["link", "set", dev, "up"]);
+    }
+    let (v4, v6) = ("192.0.2.10", "2001:db8:71::10");
+    let name = ns.name.clone();
+    let lifetimes = move || {
+        [("lan0", v4), ("lan1", v6)].map(|(dev, ip)| {
+            let out = std::process::Command::new("ip")
+                .args(["-n", &name, "-o", "addr", "show", "dev", dev])
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            text.lines()
+                .find(|l| l.contains(&format!(" {ip}/")))
+                .and_then(|l| l.split("valid_lft ").nth(1))
+                .and_then(|l| l.split("sec").next())
+                .and_then(|s| s.trim().parse::<u32>().ok())
+        })
+    };
+    let text = format!(
+        "ip={v4} cidr_netmask=24 nic=lan0 nodad=true; ip={v6} cidr_netmask=64 nic=lan1 nodad=true"
+    );
+    let name = ns.name.clone();
+    let lifetimes2 = lifetimes.clone();
+    let ns_ip = move |args: &[&str]| {
+        let mut full = vec!["-n", name.as_str()];
+        full.extend_from_slice(args);
+        std::process::Command::new("ip")
+            .args(&full)
+            .status()
+            .unwrap()
+    };
+    let ns_name = ns.name.clone();
+    std::thread::spawn(move || {
+        support::enter_netns(&ns_name);
+        let configs =
+            hamaster::vip::VipConfig::list_from(&hamaster::params::master::EXTRA_VIPS, &text, 8)
+                .unwrap();
+        let addrs = configs
+            .into_iter()
+            .map(|c| {
+                let r = hamaster::vip::up::prepare(c).unwrap();
+                r.vip.new_addr(&r.target)
+            })
+            .collect();
+        let mut host = Host::new(addrs, None).unwrap();
+        host.add_vip(5).unwrap();
+        assert_eq!(
+            lifetimes2(),
+            [Some(5), Some(5)],
+            "both added with the lifetime"
+        );
+        host.extend_vip(3).unwrap();
+        assert_eq!(lifetimes2(), [Some(3), Some(3)], "both extended");
+        host.remove_vip().unwrap();
+        assert_eq!(lifetimes2(), [None, None], "both removed");
+        // One already gone counts as removed.
+        host.add_vip(5).unwrap();
+        assert!(ns_ip(&["addr", "del", &format!("{v6}/64"), "dev", "lan1"]).success());
+        host.remove_vip().unwrap();
+        assert_eq!(lifetimes2(), [None, None]);
+        // The first address's interface deleted, and the address with it: gone counts as
+        // removed (ENODEV), never as a removal to try again forever; the second is removed.
+        host.add_vip(5).unwrap();
+        assert!(ns_ip(&["link", "del", "lan0"]).success());
+        host.remove_vip().unwrap();
+        assert_eq!(lifetimes2()[1], None, "the second removed");
+    })
+    .join()
+    .unwrap();
+    drop(lifetimes);
+}

@@ -2103,3 +2103,146 @@ fn a_deep_monitor_fails_when_etcd_says_the_key_is_anothers() {
     assert!(!a.holds_vip(), "the VIP went");
     assert_eq!(agent.run("demote").code, 0);
 }
+
+/// The master's second VIP (extra_vips): IPv6, on a second interface of its own.
+const VIP6: &str = "2001:db8:71::100";
+
+/// The valid lifetime the kernel gives `ip` on `dev` in `ns`, in seconds (None: forever or
+/// absent).
+fn valid_lft(ns: &support::Netns, dev: &str, ip: &str) -> Option<u64> {
+    let text = ns.address_lines(dev);
+    let line = text.lines().find(|l| l.contains(&format!(" {ip}/")))?;
+    let secs = line.split("valid_lft ").nth(1)?.split("sec").next()?;
+    secs.trim().parse().ok()
+}
+
+#[test]
+fn extra_vips_go_up_with_the_key_carry_its_lifetime_and_go_first_when_it_is_lost() {
+    let mut etcd = EtcdCluster::new("mx");
+    let a = Node::new(&mut etcd, "na");
+    // The second network: an interface of its own (a veth whose peer stays in the node).
+    a.ns.ip(&[
+        "link", "add", "lan1", "type", "veth", "peer", "name", "lan1p",
+    ]);
+    a.ns.ip(&["link", "set", "lan1p", "up"]);
+    a.ns.ip(&["link", "set", "lan1", "up"]);
+    let extra = format!("ip={VIP6} cidr_netmask=64 nic=lan1 arp_count=1");
+    // A lease of 6 s with a margin of 2: the VIPs' kernel lifetime then ends at least a
+    // second after the guard's deadline, so that the fence, not the lifetime, is seen below.
+    let agent = a
+        .agent(&etcd)
+        .param("extra_vips", &extra)
+        .param("metrics_address", "127.0.0.1:9406")
+        .param("lease_ttl", "6")
+        .param("lease_margin", "2");
+    // Refusals: the clear reason, exit 6, nothing taken.
+    for (bad, says) in [
+        (format!("ip={VIP}"), "names 198.51.100.100 twice"),
+        (
+            format!("ip={VIP6} cidr_netmask=129"),
+            "cidr_netmask=\"129\"",
+        ),
+        ("nic=lan1".to_string(), "has no ip="),
+    ] {
+        let wrong = a.agent(&etcd).param("extra_vips", &bad);
+        wrong.run("validate-all").expect(6, "extra_vips=");
+        wrong.run("validate-all").expect(6, says);
+    }
+    assert!(etcd.get(KEY).is_none());
+
+    assert_eq!(agent.run("start").code, 0);
+    assert!(!a.ns.holds(VIP6), "an unpromoted instance holds no VIP");
+    promoted(agent.run("promote"), &a);
+    assert!(
+        a.holds_vip() && a.ns.holds(VIP6),
+        "both VIPs up with the key"
+    );
+    // Both carry the kernel lifetime, within the lease.
+    for (dev, ip) in [("lan0", VIP), ("lan1", VIP6)] {
+        let lft = valid_lft(&a.ns, dev, ip);
+        assert!(
+            lft.is_some_and(|s| s <= 6),
+            "{ip}: valid_lft {lft:?}\n{}",
+            a.ns.address_lines(dev)
+        );
+    }
+    assert_eq!(agent.run("monitor").code, 8);
+    let table = a.status_cli(&agent, false).stdout;
+    assert!(
+        table.contains(&format!("VIP             {VIP} present"))
+            && table.contains(&format!("VIP             {VIP6} present")),
+        "{table}"
+    );
+    let metrics = support::http_get(&a.ns.name, "127.0.0.1:9406", "/metrics")
+        .expect("/metrics")
+        .1;
+    for ip in [VIP, VIP6] {
+        assert!(
+            metrics.contains(&format!(
+                "hamaster_vip_address_present{{address=\"{ip}\"}} 1"
+            )),
+            "{metrics}"
+        );
+    }
+    assert_eq!(
+        support::http_get(&a.ns.name, "127.0.0.1:9406", "/leader").map(|r| r.0),
+        Some(200)
+    );
+
+    // One of them deleted by hand: monitor names it, /leader says 503, and the next lowering
+    // takes the other one down too.
+    a.ns.ip(&["addr", "del", &format!("{VIP6}/64"), "dev", "lan1"]);
+    agent
+        .run("monitor")
+        .expect(9, &format!("VIP {VIP6} is missing"));
+    // (Its answers may be 100 ms old.)
+    assert!(support::wait_for(Duration::from_secs(2), || {
+        support::http_get(&a.ns.name, "127.0.0.1:9406", "/leader").map(|r| r.0) == Some(503)
+    }));
+    assert_eq!(agent.run("demote").code, 0);
+    assert!(!a.holds_vip() && !a.ns.holds(VIP6));
+    assert!(etcd.get(KEY).is_none(), "key released");
+
+    // The node's link to etcd silent (its switch port off the bridge): both VIPs go before
+    // etcd deletes the key, seen from etcd's side.
+    promoted(agent.run("promote"), &a);
+    let deletion = support::deadline::KeyDeletion::watch(&etcd, &a);
+    let obs4 = VipObserver::start_ns(std::slice::from_ref(&a.ns.name), VIP);
+    let obs6 = VipObserver::start_ns(std::slice::from_ref(&a.ns.name), VIP6);
+    assert!(obs4.wait_state(0, true, Duration::from_secs(2)));
+    assert!(obs6.wait_state(0, true, Duration::from_secs(2)));
+    etcd.silence(&a.ns);
+    let (deleted, service_alive) = deletion
+        .wait(Duration::from_secs(15))
+        .expect("etcd deleted the key");
+    assert!(
+        !service_alive,
+        "the service was stopped before etcd deleted the key"
+    );
+    let (seen4, seen6) = (obs4.finish(), obs6.finish());
+    for seen in [&seen4, &seen6] {
+        seen.assert_complete();
+        let gone = seen.first_loss(0).expect("VIP seen going");
+        assert!(
+            gone < deleted,
+            "a VIP gone {:?} after etcd deleted the key",
+            gone - deleted
+        );
+        eprintln!(
+            "extra_vips: a VIP gone {} ms before etcd deleted the key",
+            (deleted - gone).as_millis()
+        );
+    }
+    // Taken down together by the fence, not one by the fence and one by its kernel lifetime.
+    let (g4, g6) = (seen4.first_loss(0).unwrap(), seen6.first_loss(0).unwrap());
+    let apart = g4.max(g6) - g4.min(g6);
+    assert!(
+        apart < Duration::from_millis(250),
+        "the VIPs went {apart:?} apart"
+    );
+    etcd.unsilence(&a.ns);
+    assert!(etcd.wait_healthy(Duration::from_secs(30)));
+    assert_eq!(agent.run("demote").code, 0);
+    assert_eq!(agent.run("stop").code, 0);
+    assert!(!a.holds_vip() && !a.ns.holds(VIP6));
+}

@@ -355,6 +355,12 @@ fn a_host_outside_the_cluster_claiming_the_vip_is_named_defended_once_and_pushed
         sample(&text, "hamaster_vip_conflicts_total").is_some_and(|n| n >= 1.0),
         "{text}"
     );
+    // Counted for the address claimed, too (several VIPs: extra_vips).
+    let per_address = format!("hamaster_vip_address_conflicts_total{{address=\"{VIP}\"}}");
+    assert!(
+        sample(&text, &per_address).is_some_and(|n| n >= 1.0),
+        "{text}"
+    );
     // A second claim 2 s later: counted, but not defended again within 10 s.
     std::thread::sleep(Duration::from_secs(2));
     let _ = claim_vip(&outsider.name, 2);
