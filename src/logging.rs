@@ -100,7 +100,7 @@ impl Log for HaLogger {
                     f,
                     "{} {} {}[{}]: {line}",
                     timestamp(self.sinks.datefmt.as_deref(), now_unix()),
-                    self.node.get_or_init(node_name),
+                    self.node.get_or_init(host_name),
                     self.tag,
                     std::process::id()
                 );
@@ -169,9 +169,10 @@ fn timestamp(datefmt: Option<&str>, at: std::time::Duration) -> String {
     }
 }
 
-/// Installs the logger once for this process. `tag` names the program in syslog, e.g.
-/// `hamaster-vip(api-vip)`.
-fn node_name() -> String {
+/// The kernel's host name (this UTS namespace's), "localhost" when it cannot be read: the
+/// node's name where no cluster names it (the log's lines, the cold standby, a node outside
+/// Pacemaker).
+pub fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .unwrap_or_else(|_| "localhost".into())
@@ -192,6 +193,8 @@ pub fn service_syslog(identifier: &str, pid: u32) -> Option<Logger<LoggerBackend
     syslog::unix(formatter).ok()
 }
 
+/// Installs the logger once for this process. `tag` names the program in syslog, e.g.
+/// `hamaster-vip(api-vip)`.
 pub fn init(tag: &str) {
     let sinks = Sinks::from_env(|k| std::env::var(k).ok(), std::io::stderr().is_terminal());
     let max = if sinks.debug {

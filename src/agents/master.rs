@@ -229,12 +229,7 @@ pub fn node_name(env: &OcfEnv) -> String {
         .get("on_node")
         .cloned()
         .or_else(cluster_node_name)
-        .or_else(|| {
-            std::fs::read_to_string("/proc/sys/kernel/hostname")
-                .ok()
-                .map(|h| h.trim().to_string())
-        })
-        .unwrap_or_else(|| "localhost".into())
+        .unwrap_or_else(crate::logging::host_name)
 }
 
 fn cluster_node_name() -> Option<String> {

@@ -32,11 +32,7 @@ impl ResourceFile {
 
     /// The node's name for the leader key: given, or this host's name.
     pub fn node(&self) -> String {
-        self.node.clone().unwrap_or_else(|| {
-            std::fs::read_to_string("/proc/sys/kernel/hostname")
-                .map(|h| h.trim().to_string())
-                .unwrap_or_else(|_| "localhost".into())
-        })
+        self.node.clone().unwrap_or_else(crate::logging::host_name)
     }
 
     /// The file read and parsed by `parse`, and the resource's name.

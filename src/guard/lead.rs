@@ -184,7 +184,8 @@ impl Guard {
         )));
         let mut health_started = false;
         let mut service_exited = false;
-        // A campaign's guard looks whether its leadership must end (campaign_verdict).
+        // A campaign's guard looks whether its leadership must end (campaign_verdict); other
+        // guards never poll it (the branch's condition).
         let mut look = tokio::time::interval(CAMPAIGN_LOOK);
         look.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut ending = false;
@@ -223,7 +224,13 @@ impl Guard {
                     fence.handle(Input::StepDown { by: boottime() + DEFAULT_STEP_DOWN });
                 }
                 _ = look.tick(), if self.args.campaign.is_some() && !ending => {
-                    if let Some(why) = self.campaign_verdict(&fence, &mut served, led_at) {
+                    // The status's VIP lookups (netlink) off the runtime thread, which the
+                    // keepalives share.
+                    let shared = self.shared.clone();
+                    let Ok(st) = tokio::task::spawn_blocking(move || shared.snapshot()).await else {
+                        continue;
+                    };
+                    if let Some(why) = self.campaign_verdict(&fence, &st, &mut served, led_at) {
                         ending = true;
                         log::warn!("campaign {}: {why}: stepping down", self.args.resource);
                         fence.handle(Input::StepDown { by: boottime() + DEFAULT_STEP_DOWN });
@@ -246,13 +253,13 @@ impl Guard {
     fn campaign_verdict(
         &self,
         fence: &Fence,
+        st: &GuardStatus,
         served: &mut bool,
         led_at: std::time::Instant,
     ) -> Option<String> {
         if let Some((_, cause)) = fence.view().fenced.clone() {
             return Some(format!("fenced ({cause})"));
         }
-        let st = self.shared.snapshot();
         if st.is_healthy_leader() {
             *served = true;
             return None;
