@@ -93,17 +93,25 @@ impl Guard {
         // work for the fencing lock.
         // The configuration in force now (a reload may have changed the announcements).
         let vips: Vec<_> = self.shared.config.borrow().vips().cloned().collect();
-        let ready = match vips
+        // All at once, off the runtime thread: no renewal runs yet, and each may probe for a
+        // duplicate (run_arping) for 600 ms.
+        let preparing: Vec<_> = vips
             .into_iter()
-            .map(up::prepare)
-            .collect::<Result<Vec<_>, _>>()
-        {
-            Ok(r) => r,
-            Err(e) => {
-                let _ = a.etcd.release(&self.key, lease, record_ref).await;
-                return self.give_up(GuardError::Vip(e), stepdown).await;
+            .map(|v| tokio::task::spawn_blocking(move || up::prepare(v)))
+            .collect();
+        let mut ready = Vec::new();
+        let mut failed = None;
+        for p in preparing {
+            match p.await {
+                Ok(Ok(r)) => ready.push(r),
+                Ok(Err(e)) => failed = failed.or(Some(GuardError::Vip(e))),
+                Err(e) => failed = failed.or(Some(GuardError::Fencing(e.to_string()))),
             }
-        };
+        }
+        if let Some(e) = failed {
+            let _ = a.etcd.release(&self.key, lease, record_ref).await;
+            return self.give_up(e, stepdown).await;
+        }
         let (dog, watchdog) = match &self.watchdog {
             Choice::Use(paths) => (
                 Some(Dog::new(
@@ -119,10 +127,18 @@ impl Guard {
             ),
             _ => (None, WatchdogPlan::Off),
         };
-        let host = Host::new(
-            ready.iter().map(|r| r.vip.new_addr(&r.target)).collect(),
-            dog,
-        );
+        let addrs: Vec<_> = ready.iter().map(|r| r.vip.new_addr(&r.target)).collect();
+        // Recorded before any is added (with the leadership, below): clean-up after a dead
+        // guard removes exactly these.
+        self.persisted.vips = addrs
+            .iter()
+            .map(|a| crate::resource::dir::RecordedVip {
+                index: a.index,
+                ip: a.ip,
+                prefix: a.prefix,
+            })
+            .collect();
+        let host = Host::new(addrs, dog);
         let plan = Plan {
             clock: self.clock,
             vip: !ready.is_empty(),

@@ -193,6 +193,9 @@ struct World {
     expiries: u32,
     remove_fault: Option<RemoveFault>,
     removals: u32,
+    /// Adds and extensions that take effect and still fail (several VIPs: one address
+    /// failed, the others took it), half of them.
+    partial_faults: bool,
     service: bool,
     ignores_term: bool,
     unkillable: bool,
@@ -263,6 +266,18 @@ impl World {
 
     /// When the kernel lets an address go that was given `secs` now: its lifetime counts on
     /// this node's clock, its expiry work comes a little late (or up to HZ/50 early).
+    /// The effect took place, and fails all the same (partial_faults, half the time).
+    fn partial_fault(&mut self, what: &str) -> Result<(), Fault> {
+        let fails = self.partial_faults && self.rng.as_mut().is_some_and(|r| r.chance(0.5));
+        if !fails {
+            return Ok(());
+        }
+        self.note(format!(
+            "VIP {what} took effect, and failed for another address"
+        ));
+        Err(Fault::Netlink("ENOBUFS (simulated)".into()))
+    }
+
     fn kernel_end(&self, secs: u32) -> Duration {
         let end = self.now + Duration::from_secs(secs.into()).div_f64(self.node_rate);
         let slack = Duration::from_millis(self.kernel_slack_ms.unsigned_abs());
@@ -359,7 +374,7 @@ impl Kernel for World {
         self.scheduled.push((self.vip_kernel_end, Ev::KernelExpiry));
         self.note(format!("VIP added, lifetime {secs} s"));
         self.take(self.effect_max);
-        Ok(())
+        self.partial_fault("add")
     }
     fn extend_vip(&mut self, secs: u32) -> Result<(), Fault> {
         self.take(self.effect_max);
@@ -372,7 +387,7 @@ impl Kernel for World {
         self.vip_kernel_end = self.kernel_end(secs);
         self.scheduled.push((self.vip_kernel_end, Ev::KernelExpiry));
         self.take(self.effect_max);
-        Ok(())
+        self.partial_fault("extension")
     }
     fn remove_vip(&mut self) -> Result<(), Fault> {
         self.take(self.effect_max);
@@ -879,6 +894,10 @@ impl Sim {
                 Duration::from_micros(200)
             },
             kernel_slack_ms: (rng.next() % 369) as i64 - 18,
+            // Drawn apart from the schedule's generator: the other draws stay as they were.
+            partial_faults: SplitMix64(seed ^ 0x5041_5254_4941_4c21)
+                .next_u64()
+                .is_multiple_of(7),
             remove_fault: Some(match rng.next() % 10 {
                 0 => RemoveFault::Always,
                 1 | 2 => RemoveFault::Once,
@@ -1007,7 +1026,8 @@ impl Sim {
         format!(
             "seed {seed}: {what}\nsetting ttl {:?} margin {:?} unit {}; clocks: node {:.4}, etcd \
              {:.4}; effects up to {:?} (pings {:?}); faults {:?}; stalls {:?}; freeze {:?}; \
-             step-down {:?}; lost {:?}; remove {:?}; looks that cannot tell {}\nfailsafe: {:?}\n\
+             step-down {:?}; lost {:?}; remove {:?}; partial faults {}; looks that cannot tell \
+             {}\nfailsafe: {:?}\n\
              trace:\n{}",
             self.s.clock.ttl,
             self.s.clock.margin,
@@ -1022,6 +1042,7 @@ impl Sim {
             self.s.step_down,
             self.s.ownership_lost,
             self.m.kernel.remove_fault,
+            self.m.kernel.partial_faults,
             self.s.check_fails,
             self.s.hold,
             self.m.kernel.trace.join("\n")
@@ -2316,6 +2337,8 @@ fn a_key_deleted_one_second_into_a_five_second_raise_takes_the_vip_at_once() {
     // The bug seen: the VIP stayed up until the announcement burst had finished.
     for seed in 0..50u64 {
         let mut sim = Sim::shaped(seed, Rules::default(), |s, w| {
+            // A scenario of its own: no effect that fails halfway.
+            w.partial_faults = false;
             s.hold = None;
             quiet(s, w);
             s.clock = DEFAULTS;
@@ -2411,6 +2434,8 @@ fn a_frozen_guard_is_reset_before_its_lease_ends_and_a_step_down_disarms() {
         // Frozen for good at 5 s, at the default settings: the reset takes VIP and service
         // before etcd could let the key go.
         let mut sim = Sim::shaped(seed, Rules::default(), |s, w| {
+            // A scenario of its own: no effect that fails halfway.
+            w.partial_faults = false;
             s.hold = None;
             with_watchdog(s, w);
             s.clock = DEFAULTS;
@@ -2536,6 +2561,8 @@ fn a_quorum_loss_in_a_whole_cluster_costs_the_master_nothing() {
     // never fences.
     for seed in MUTATION_SEEDS {
         let mut sim = Sim::shaped(seed, Rules::default(), |s, w| {
+            // A scenario of its own: no effect that fails halfway.
+            w.partial_faults = false;
             quiet_hold(s, w, 3);
             let h = s.hold.as_mut().unwrap();
             h.quorum_loss = Some((Duration::from_secs(10), Duration::from_secs(50)));

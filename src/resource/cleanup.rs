@@ -34,15 +34,34 @@ pub fn after_guard(
         resource
     );
     let mut failures = Vec::new();
-    // The VIPs first, as the guard does it: every one tried.
-    let vips = match cfg {
+    // The VIPs first, as the guard does it: every one tried, those the parameters name and
+    // those the guard recorded as it added them (the parameters may have changed since).
+    let vips: Vec<VipConfig> = match cfg {
         Some(c) => c.vips().cloned().collect(),
         None => fallback_vips,
+    };
+    let recorded = match &state {
+        Some(s) if s.vip_added => s.vips.clone(),
+        _ => Vec::new(),
     };
     for v in vips {
         let ip = v.ip;
         if let Err(e) = up::take_down(v, &crate::runfiles::root()) {
             failures.push(format!("removing the VIP {ip}: {e}"));
+        }
+    }
+    if !recorded.is_empty() {
+        match crate::vip::netlink::Rtnl::open() {
+            Ok(mut rtnl) => {
+                for r in recorded {
+                    let addr = crate::vip::netlink::Addr::on(r.index, r.ip, r.prefix);
+                    // Gone already (removed above, or by its lifetime) counts as removed.
+                    if let Err(e) = rtnl.del_address(&addr) {
+                        failures.push(format!("removing the VIP {}: {e}", r.ip));
+                    }
+                }
+            }
+            Err(e) => failures.push(format!("removing the recorded VIPs: {e}")),
         }
     }
     // The unit the configuration names, or (no usable configuration) the one the guard

@@ -61,6 +61,18 @@ pub struct Persisted {
     /// the key at the release, only while it is as written.
     #[serde(default)]
     pub record_revision: Option<i64>,
+    /// Every VIP as the guard adds it (interface index, address, prefix): clean-up removes
+    /// exactly these too, whatever the parameters say now (extra_vips edited since).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vips: Vec<RecordedVip>,
+}
+
+/// One VIP as a guard added it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordedVip {
+    pub index: u32,
+    pub ip: std::net::IpAddr,
+    pub prefix: u8,
 }
 
 impl ResourceDir {

@@ -220,15 +220,25 @@ impl VipConfig {
         if entries.len() > max {
             return Err(ConfigError::invalid(
                 list,
-                text,
+                &brief(text),
                 format!("names {} addresses: at most {max}", entries.len()),
             ));
         }
         let mut vips = Vec::new();
         for entry in entries {
-            let bad = |problem: String| ConfigError::invalid(list, entry, problem);
-            let values = entry_values(entry).map_err(bad)?;
-            vips.push(VipConfig::from_values(&values).map_err(|e| bad(format!("is wrong: {e}")))?);
+            let bad = |problem: String| ConfigError::invalid(list, &brief(entry), problem);
+            let values =
+                entry_values(entry).map_err(|(at, why)| ConfigError::invalid(list, &at, why))?;
+            // The entry's own setting named (Pacemaker keeps 128 characters of a reason).
+            let config = VipConfig::from_values(&values).map_err(|e| match e {
+                ConfigError::Invalid {
+                    param,
+                    value,
+                    problem,
+                } => ConfigError::invalid(list, &format!("{param}={value}"), problem),
+                other => bad(format!("is wrong: {other}")),
+            })?;
+            vips.push(config);
         }
         Ok(vips)
     }
@@ -243,27 +253,35 @@ impl VipConfig {
     }
 }
 
-/// One entry of a list of further VIPs as the VIP's parameters, or what is wrong with it.
-fn entry_values(entry: &str) -> Result<Values, String> {
+/// A long value cut for a reason line (Pacemaker keeps 128 characters of it).
+pub fn brief(text: &str) -> String {
+    match text.char_indices().nth(32) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_string(),
+    }
+}
+
+/// One entry of a list of further VIPs as the VIP's parameters, or what is wrong with it: the
+/// words at fault and why.
+fn entry_values(entry: &str) -> Result<Values, (String, String)> {
     let mut pairs: Vec<(String, String)> = Vec::new();
     for word in entry.split_whitespace() {
         let Some((name, value)) = word.split_once('=') else {
-            return Err(format!("has '{word}', which is not name=value"));
+            return Err((word.into(), "is not name=value".into()));
         };
         if !ENTRY_PARAMS.iter().any(|q| q.name == name) {
-            let known: Vec<&str> = ENTRY_PARAMS.iter().map(|q| q.name).collect();
-            return Err(format!(
-                "names {name}, which is not a VIP parameter here (known: {})",
-                known.join(", ")
+            return Err((
+                word.into(),
+                "is not one of the VIP's parameters (ocf:hamaster:vip's, without LVS)".into(),
             ));
         }
         if pairs.iter().any(|(n, _)| n == name) {
-            return Err(format!("sets {name} twice"));
+            return Err((word.into(), format!("sets {name} twice in one entry")));
         }
         pairs.push((name.to_string(), value.to_string()));
     }
     if !pairs.iter().any(|(n, _)| n == p::IP.name) {
-        return Err("has no ip=".into());
+        return Err((brief(entry), "has no ip=".into()));
     }
     Ok(Values::from_cib(&ENTRY_PARAMS, pairs))
 }

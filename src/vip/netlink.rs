@@ -118,6 +118,20 @@ pub struct Addr {
     pub broadcast: Option<Ipv4Addr>,
 }
 
+impl Addr {
+    /// The address `ip/prefix` on interface `index`, as a deletion names it.
+    pub fn on(index: u32, ip: IpAddr, prefix: u8) -> Addr {
+        Addr {
+            index,
+            ip,
+            prefix,
+            flags: AddressFlags::empty(),
+            label: None,
+            broadcast: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Route {
     pub dst: IpAddr,
@@ -153,14 +167,7 @@ pub struct NewAddr {
 impl NewAddr {
     /// The address as a delete names it (interface, address, prefix).
     pub fn addr(&self) -> Addr {
-        Addr {
-            index: self.index,
-            ip: self.ip,
-            prefix: self.prefix,
-            flags: AddressFlags::empty(),
-            label: None,
-            broadcast: None,
-        }
+        Addr::on(self.index, self.ip, self.prefix)
     }
 
     /// IFA_CACHEINFO for the lifetimes, when either is limited (preferred never above valid).
@@ -803,14 +810,7 @@ mod tests {
     #[test]
     fn one_rule_says_which_copies_of_an_address_count() {
         let ip: IpAddr = "192.0.2.7".parse().unwrap();
-        let at = |index, prefix| Addr {
-            index,
-            ip,
-            prefix,
-            flags: AddressFlags::empty(),
-            label: None,
-            broadcast: None,
-        };
+        let at = |index, prefix| Addr::on(index, ip, prefix);
         let anywhere = AddrMatch::anywhere(ip);
         assert!(anywhere.matches(&at(3, 24)) && anywhere.matches(&at(9, 32)));
         let on = AddrMatch::on(ip, 3);

@@ -344,7 +344,7 @@ impl<K: Kernel> Machine<K> {
     fn still_up(&self) -> String {
         let mut up = Vec::new();
         if self.vip.may_be_up() {
-            up.push("the VIP may still be up (its removal failed)".to_string());
+            up.push("the VIP may still be up (not confirmed removed)".to_string());
         }
         if self.service.may_run() {
             up.push(match &self.doubt {

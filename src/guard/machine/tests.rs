@@ -19,6 +19,10 @@ pub(crate) struct Late {
     pub step: u32,
     pub arm_fails: bool,
     pub disarm_fails: bool,
+    /// Extending the VIP's lifetime fails (for one of several addresses: the others may have
+    /// taken it), after taking this long.
+    pub extend_fails: bool,
+    pub extend_takes: Duration,
 }
 
 impl Late {
@@ -33,7 +37,11 @@ impl Kernel for Late {
         Ok(())
     }
     fn extend_vip(&mut self, _: u32) -> Result<(), Fault> {
-        Ok(())
+        self.now += self.extend_takes;
+        match self.extend_fails {
+            true => Err(Fault::Netlink("ENOBUFS (test)".into())),
+            false => Ok(()),
+        }
     }
     fn remove_vip(&mut self) -> Result<(), Fault> {
         match self.removal_fails {
@@ -324,6 +332,34 @@ fn a_vip_deleted_while_leading_is_counted_told_once_and_never_extended() {
     // The master's other addresses (extra_vips) are taken down by the lowering.
     m.handle(t(300), Input::StepDown { by: t(5000) });
     assert_eq!(m.vip(), VipState::Absent);
+}
+
+/// An extension that failed (for one of several VIPs the others may have taken the new
+/// lifetime): the floor stays the old lifetime's; a call that ended past it gives the VIPs up.
+#[test]
+fn a_failed_extension_keeps_the_old_floor_and_a_late_one_gives_the_vips_up() {
+    let t = Duration::from_millis;
+    for (takes, up) in [(t(5), true), (t(60_000), false)] {
+        let mut m = leading(10, 2);
+        let floor = m.view().vip_floor;
+        m.kernel.extend_fails = true;
+        m.kernel.extend_takes = takes;
+        m.kernel.now = t(3350);
+        m.handle(
+            t(3350),
+            Input::Renewed {
+                sent: t(3330),
+                ttl: Duration::from_secs(10),
+            },
+        );
+        match up {
+            true => {
+                assert_eq!(m.vip(), VipState::Up);
+                assert_eq!(m.view().vip_floor, floor, "the old floor kept");
+            }
+            false => assert_ne!(m.vip(), VipState::Up, "given up after a late call"),
+        }
+    }
 }
 
 #[test]

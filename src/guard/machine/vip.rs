@@ -89,8 +89,21 @@ impl<K: Kernel> Machine<K> {
                 self.vip_floor = floor(now, secs);
                 self.fit_vip(secs);
             }
-            // The old, shorter lifetime stays: safe.
-            Err(e) => self.log(Level::Warn, format!("extending the VIP's lifetime: {e}")),
+            // The address that failed keeps its old, shorter lifetime, and with it the floor;
+            // others (extra_vips) may have taken the new one, and are checked as after a
+            // success: a call that ended too late gives them up, a lifetime that now outlasts
+            // the lease is set again shorter.
+            Err(e) => {
+                self.log(Level::Warn, format!("extending the VIP's lifetime: {e}"));
+                let now = self.time();
+                if now >= kept_until {
+                    return self.vip_given_up(
+                        now,
+                        "the VIP's lifetime was set again only as it could run out",
+                    );
+                }
+                self.fit_vip(secs);
+            }
         }
     }
 
