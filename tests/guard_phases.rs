@@ -566,20 +566,8 @@ fn the_fencing_side_adds_extends_and_removes_every_vip_together() {
     }
     let (v4, v6) = ("192.0.2.10", "2001:db8:71::10");
     let name = ns.name.clone();
-    let lifetimes = move || {
-        [("lan0", v4), ("lan1", v6)].map(|(dev, ip)| {
-            let out = std::process::Command::new("ip")
-                .args(["-n", &name, "-o", "addr", "show", "dev", dev])
-                .output()
-                .unwrap();
-            let text = String::from_utf8_lossy(&out.stdout).into_owned();
-            text.lines()
-                .find(|l| l.contains(&format!(" {ip}/")))
-                .and_then(|l| l.split("valid_lft ").nth(1))
-                .and_then(|l| l.split("sec").next())
-                .and_then(|s| s.trim().parse::<u32>().ok())
-        })
-    };
+    let lifetimes =
+        move || [("lan0", v4), ("lan1", v6)].map(|(dev, ip)| support::valid_lft_in(&name, dev, ip));
     let text = format!(
         "ip={v4} cidr_netmask=24 nic=lan0 nodad=true; ip={v6} cidr_netmask=64 nic=lan1 nodad=true"
     );

@@ -2107,15 +2107,6 @@ fn a_deep_monitor_fails_when_etcd_says_the_key_is_anothers() {
 /// The master's second VIP (extra_vips): IPv6, on a second interface of its own.
 const VIP6: &str = "2001:db8:71::100";
 
-/// The valid lifetime the kernel gives `ip` on `dev` in `ns`, in seconds (None: forever or
-/// absent).
-fn valid_lft(ns: &support::Netns, dev: &str, ip: &str) -> Option<u64> {
-    let text = ns.address_lines(dev);
-    let line = text.lines().find(|l| l.contains(&format!(" {ip}/")))?;
-    let secs = line.split("valid_lft ").nth(1)?.split("sec").next()?;
-    secs.trim().parse().ok()
-}
-
 #[test]
 fn extra_vips_go_up_with_the_key_carry_its_lifetime_and_go_first_when_it_is_lost() {
     let mut etcd = EtcdCluster::new("mx");
@@ -2159,7 +2150,7 @@ fn extra_vips_go_up_with_the_key_carry_its_lifetime_and_go_first_when_it_is_lost
     );
     // Both carry the kernel lifetime, within the lease.
     for (dev, ip) in [("lan0", VIP), ("lan1", VIP6)] {
-        let lft = valid_lft(&a.ns, dev, ip);
+        let lft = a.ns.valid_lft(dev, ip);
         assert!(
             lft.is_some_and(|s| s <= 6),
             "{ip}: valid_lft {lft:?}\n{}",

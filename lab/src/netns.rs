@@ -81,6 +81,11 @@ impl Netns {
         self.ip(&["-o", "addr", "show", "dev", dev])
     }
 
+    /// The valid lifetime the kernel gives `ip` on `dev` (valid_lft_in).
+    pub fn valid_lft(&self, dev: &str, ip: &str) -> Option<u32> {
+        valid_lft_in(&self.name, dev, ip)
+    }
+
     pub fn mac(&self, dev: &str) -> [u8; 6] {
         let out = self.ip(&["-o", "link", "show", "dev", dev]);
         let hex = out
@@ -106,6 +111,18 @@ impl Netns {
 }
 
 /// The pids of every process in network namespace `ns` (named).
+/// The valid lifetime the kernel gives `ip` on `dev` in namespace `ns`, in whole seconds
+/// (None: forever, or no such address).
+pub fn valid_lft_in(ns: &str, dev: &str, ip: &str) -> Option<u32> {
+    let out = sh("ip", &["-n", ns, "-o", "addr", "show", "dev", dev]);
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find(|l| l.contains(&format!(" {ip}/")))
+        .and_then(|l| l.split("valid_lft ").nth(1))
+        .and_then(|l| l.split("sec").next())
+        .and_then(|s| s.trim().parse().ok())
+}
+
 pub fn pids_in(ns: &str) -> Vec<String> {
     let out = sh("ip", &["netns", "pids", ns]);
     String::from_utf8_lossy(&out.stdout)
