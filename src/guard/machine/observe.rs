@@ -129,8 +129,9 @@ impl<K: Kernel> Machine<K> {
         }
     }
 
-    /// The VIP (one of its addresses) gone from under the guard: never extended again; unless the guard took it down
-    /// itself, recorded once, counted, and told to Pacemaker at once.
+    /// The VIP (one of its addresses) gone from under the guard: never extended again;
+    /// unless the guard took it down itself, recorded once, counted, and told to Pacemaker at
+    /// once.
     pub(super) fn vip_gone(&mut self, now: Duration, how: Gone, detail: String) {
         // Leading with the VIP up: the change is not the guard's own doing.
         let ours = self.phase.is_leading() && self.vip == VipState::Up;
