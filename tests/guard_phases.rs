@@ -601,6 +601,38 @@ fn the_fencing_side_adds_extends_and_removes_every_vip_together() {
             [Some(5), Some(5)],
             "both added with the lifetime"
         );
+        // The status's look at every VIP at once: usable means on a link that is up, as
+        // configured (interface, prefix); a missing interface or another prefix is absent.
+        use hamaster::presence::Presence;
+        let look = |extra: &str| {
+            let list = |t: &str| {
+                hamaster::vip::VipConfig::list_from(&hamaster::params::master::EXTRA_VIPS, t, 8)
+                    .unwrap()
+            };
+            let mut c = list(&text);
+            c.extend(list(extra));
+            hamaster::vip::usable_all(&c)
+        };
+        let others = "ip=192.0.2.10 cidr_netmask=25 nic=lan0; ip=2001:db8:71::10 nic=lan9";
+        let both = [Presence::Present, Presence::Present];
+        let absent = Presence::Absent;
+        assert_eq!(
+            look(others),
+            [
+                both[0].clone(),
+                both[1].clone(),
+                absent.clone(),
+                absent.clone()
+            ]
+        );
+        assert!(ns_ip(&["link", "set", "lan0", "down"]).success());
+        assert_eq!(
+            look(others)[..2],
+            [absent.clone(), Presence::Present],
+            "an IPv4 address on a downed link is not usable"
+        );
+        assert!(ns_ip(&["link", "set", "lan0", "up"]).success());
+        assert_eq!(look(others)[..2], both);
         host.extend_vip(3).unwrap();
         assert_eq!(lifetimes2(), [Some(3), Some(3)], "both extended");
         host.remove_vip().unwrap();

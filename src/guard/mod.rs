@@ -40,7 +40,6 @@ use crate::resource::status::{
 };
 use crate::resource::watchdog::{choose, Choice};
 use crate::service::Running;
-use crate::vip::Vip;
 use fence::Fence;
 use status::{Shared, StepDown};
 
@@ -295,12 +294,13 @@ impl Guard {
         let live_fence = fence.clone();
         let live = move |s: &mut GuardStatus| {
             if !vip_configs.is_empty() {
-                for (seen, cfg) in s.vips.iter_mut().zip(&vip_configs) {
-                    // Present means usable: an IPv4 address stays on a link that was set down.
-                    seen.present = match Vip::new(cfg.clone()).map(|mut v| v.usable()) {
-                        Ok(Presence::Present) => Some(true),
-                        Ok(Presence::Absent) => Some(false),
-                        Ok(Presence::CannotTell(_)) | Err(_) => None,
+                // Present means usable: an IPv4 address stays on a link that was set down.
+                let looks = crate::vip::usable_all(&vip_configs);
+                for (seen, look) in s.vips.iter_mut().zip(looks) {
+                    seen.present = match look {
+                        Presence::Present => Some(true),
+                        Presence::Absent => Some(false),
+                        Presence::CannotTell(_) => None,
                     };
                 }
                 s.vip_present = all_present(s.vips.iter().map(|v| v.present));

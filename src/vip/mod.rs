@@ -705,20 +705,6 @@ impl Vip {
         }
     }
 
-    /// Whether our address is here and usable (on a link that is administratively up: an
-    /// IPv4 address stays on a link that was set down); a look that failed cannot tell.
-    pub fn usable(&mut self) -> Presence {
-        let look = self.find().and_then(|found| match found {
-            Some(a) => Ok(self.link(a.index)?.is_some_and(|l| l.admin_up)),
-            None => Ok(false),
-        });
-        match look {
-            Ok(true) => Presence::Present,
-            Ok(false) => Presence::Absent,
-            Err(e) => Presence::CannotTell(e.to_string()),
-        }
-    }
-
     /// Every copy of the VIP, on any interface with any prefix.
     pub fn copies(&mut self) -> Result<Vec<Addr>, VipError> {
         Ok(self.rtnl.matching(&AddrMatch::anywhere(self.config.ip))?)
@@ -848,6 +834,64 @@ impl crate::ocf::failure::Failure for VipError {
             }
             _ => self.to_string(),
         }
+    }
+}
+
+/// Whether each of these VIPs is here and usable (`Vip::usable`'s rule), from one look at the
+/// host: one netlink socket and at most one dump of addresses per family, however many VIPs
+/// (the guard's status answers this for every VIP on every request).
+pub fn usable_all(configs: &[VipConfig]) -> Vec<Presence> {
+    match Rtnl::open() {
+        Ok(mut rtnl) => {
+            let mut dumps = Dumps::default();
+            configs
+                .iter()
+                .map(|c| usable_in(&mut rtnl, &mut dumps, c))
+                .collect()
+        }
+        Err(e) => vec![Presence::CannotTell(e.to_string()); configs.len()],
+    }
+}
+
+/// The addresses of each family, dumped once per look.
+#[derive(Default)]
+struct Dumps {
+    v4: Option<Result<Vec<Addr>, String>>,
+    v6: Option<Result<Vec<Addr>, String>>,
+}
+
+impl Dumps {
+    fn of(&mut self, rtnl: &mut Rtnl, ipv6: bool) -> &Result<Vec<Addr>, String> {
+        let slot = if ipv6 { &mut self.v6 } else { &mut self.v4 };
+        slot.get_or_insert_with(|| rtnl.addresses(ipv6).map_err(|e| e.to_string()))
+    }
+}
+
+/// The one rule of "usable": the address as `config` names it (on `nic` when given, with
+/// `cidr_netmask` when given), on a link that is administratively up.
+fn usable_in(rtnl: &mut Rtnl, dumps: &mut Dumps, config: &VipConfig) -> Presence {
+    let index = match &config.nic {
+        Some(nic) => match rtnl.link_by_name(nic) {
+            Ok(Some(link)) => Some(link.index),
+            Ok(None) => return Presence::Absent,
+            Err(e) => return Presence::CannotTell(e.to_string()),
+        },
+        None => None,
+    };
+    let m = AddrMatch {
+        ip: config.ip,
+        index,
+        prefix: config.prefix,
+    };
+    let found = match dumps.of(rtnl, config.ip.is_ipv6()) {
+        Ok(all) => all.iter().find(|a| m.matches(a)).map(|a| a.index),
+        Err(e) => return Presence::CannotTell(e.clone()),
+    };
+    match found.map(|i| rtnl.link_by_index(i)) {
+        None => Presence::Absent,
+        Some(Ok(link)) if link.as_ref().is_some_and(|l| l.admin_up) => Presence::Present,
+        Some(Ok(_)) => Presence::Absent,
+        Some(Err(e)) => Presence::CannotTell(e.to_string()),
     }
 }
 
