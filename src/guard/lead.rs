@@ -540,9 +540,12 @@ impl Guard {
                     }
                 }
             }
-            Order::Defend => {
-                // Every address: a conflict on one is a reason to remind the network of all.
-                for (link, ip) in shell.wire.clone() {
+            Order::Defend { address } => {
+                let claimed = shell
+                    .wire
+                    .iter()
+                    .filter(|(_, ip)| ip.to_string() == address);
+                for (link, ip) in claimed.cloned().collect::<Vec<_>>() {
                     // The arp_mode in force (a reload may have changed it).
                     let mode = self
                         .shared

@@ -562,7 +562,7 @@ fn from_machine(
         address: Some(c.address.clone()),
         mac: c.mac.clone(),
         frame: c.frame.clone(),
-        frames: c.frames,
+        frames: m.observed.conflict_frames(),
         last_unix_ms: unix_ms_at(c.last),
     });
     s.failsafe = m.hold.enabled.then(|| FailsafeStatus {

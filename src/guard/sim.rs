@@ -1369,7 +1369,7 @@ impl Sim {
             }
             Order::Exit { .. } => self.exited = true,
             // Pacemaker and the wire are outside the simulated world.
-            Order::Push { .. } | Order::Defend => {}
+            Order::Push { .. } | Order::Defend { .. } => {}
             Order::AskMembership { asked } => self.ask_corosync(asked),
             Order::Retake => self.retake(),
         }

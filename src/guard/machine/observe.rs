@@ -4,6 +4,7 @@
 //! healthy service turns unhealthy or exits, or the VIP is lost; the VIP defended on the wire.
 //! The shell reports what it saw and performs the orders; it decides none of this.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::state::VipState;
@@ -69,8 +70,6 @@ pub struct Conflict {
     pub mac: String,
     /// The kind of frame: "ARP reply", "ARP request", "neighbor advertisement".
     pub frame: String,
-    /// Frames seen claiming it so far.
-    pub frames: u64,
     /// When the last one was seen (boot clock).
     pub last: Duration,
 }
@@ -93,16 +92,25 @@ pub struct Claim {
 pub struct Observed {
     /// The health watch's last verdict (None: none yet).
     pub health: Option<HealthReport>,
+    /// The last claim seen (the frames are counted by address).
     pub conflict: Option<Conflict>,
     /// Frames that claimed each address (the master's VIPs), for status and metrics.
-    pub conflicts_by_address: std::collections::BTreeMap<String, u64>,
+    pub conflicts_by_address: BTreeMap<String, u64>,
     /// How the VIP was lost, in words (the first loss of the leadership).
     pub lost: Option<String>,
     /// Losses counted, by `Loss`.
     pub losses: [u64; Loss::ALL.len()],
     /// MACs named in the log so far.
     logged_macs: Vec<String>,
-    last_defence: Option<Duration>,
+    /// When each address was last defended.
+    last_defence: BTreeMap<String, Duration>,
+}
+
+impl Observed {
+    /// Frames that claimed any of the addresses.
+    pub fn conflict_frames(&self) -> u64 {
+        self.conflicts_by_address.values().sum()
+    }
 }
 
 impl<K: Kernel> Machine<K> {
@@ -168,9 +176,9 @@ impl<K: Kernel> Machine<K> {
     }
 
     /// A frame from another host claiming the VIP, while the machine leads with it up:
-    /// counted and named (each MAC once in the log), defended with one announcement at most
-    /// every DEFEND_INTERVAL while the lease covers the VIP, and told to Pacemaker where
-    /// conflict_action=push (`push`).
+    /// counted and named (each MAC once in the log), the address claimed defended with one
+    /// announcement at most every DEFEND_INTERVAL while the lease covers the VIP, and told to
+    /// Pacemaker where conflict_action=push (`push`).
     pub(super) fn vip_claimed(&mut self, now: Duration, claim: Claim) {
         if !self.phase.is_leading() || self.vip != VipState::Up {
             return;
@@ -182,7 +190,6 @@ impl<K: Kernel> Machine<K> {
             what,
             push,
         } = claim;
-        let frames = self.observed.conflict.as_ref().map_or(0, |c| c.frames) + 1;
         let new_mac = self.observed.logged_macs.len() < LOGGED_MACS
             && !self.observed.logged_macs.contains(&mac);
         if new_mac {
@@ -192,13 +199,16 @@ impl<K: Kernel> Machine<K> {
             && self
                 .observed
                 .last_defence
-                .is_none_or(|t| now >= t + DEFEND_INTERVAL);
+                .get(&address)
+                .is_none_or(|t| now >= *t + DEFEND_INTERVAL);
         if new_mac || defend {
             self.log(Level::Error, what.clone());
         }
         if defend {
-            self.observed.last_defence = Some(now);
-            self.out(Order::Defend);
+            self.observed.last_defence.insert(address.clone(), now);
+            self.out(Order::Defend {
+                address: address.clone(),
+            });
         }
         if push {
             self.out(Order::Push {
@@ -215,7 +225,6 @@ impl<K: Kernel> Machine<K> {
             address,
             mac,
             frame,
-            frames,
             last: now,
         });
     }

@@ -418,25 +418,43 @@ fn the_guards_own_removal_is_no_loss() {
 fn a_claim_is_defended_at_most_every_defend_interval_and_pushed_when_asked() {
     let t = Duration::from_millis;
     let mut m = leading(10, 2);
-    let claim = |push| {
+    let claim_of = |address: &str, push| {
         Input::VipClaimed(Claim {
-            address: "192.0.2.10".into(),
+            address: address.into(),
             mac: "02:00:00:00:00:09".into(),
             frame: "ARP reply".into(),
             what: "VIP conflict".into(),
             push,
         })
     };
+    let claim = |push| claim_of("192.0.2.10", push);
+    let defends = |o: &[Order], address: &str| {
+        o.iter()
+            .filter(|o| {
+                **o == Order::Defend {
+                    address: address.into(),
+                }
+            })
+            .count()
+    };
     m.handle(t(100), claim(false));
     let o = drain(&mut m);
-    assert_eq!(o.iter().filter(|o| **o == Order::Defend).count(), 1);
+    assert_eq!(defends(&o, "192.0.2.10"), 1, "{o:?}");
     assert!(pushes(&o).is_empty(), "conflict_action=defend: not told");
     m.handle(t(200), claim(true));
     let o = drain(&mut m);
-    assert!(!o.contains(&Order::Defend), "one defence per interval");
+    assert_eq!(defends(&o, "192.0.2.10"), 0, "one defence per interval");
     assert_eq!(pushes(&o), [("VIP conflict".to_string(), true)]);
-    let c = m.view().observed.conflict.unwrap();
-    assert_eq!((c.frames, c.last), (2, t(200)));
+    // Another address claimed meanwhile: defended alone, its own interval.
+    m.handle(t(250), claim_of("2001:db8::10", false));
+    let o = drain(&mut m);
+    assert_eq!(defends(&o, "2001:db8::10"), 1, "{o:?}");
+    assert_eq!(defends(&o, "192.0.2.10"), 0, "only the address claimed");
+    let v = m.view().observed;
+    let c = v.conflict.as_ref().unwrap();
+    assert_eq!((c.address.as_str(), c.last), ("2001:db8::10", t(250)));
+    assert_eq!(v.conflict_frames(), 3);
+    assert_eq!(v.conflicts_by_address["192.0.2.10"], 2);
     // Renewed meanwhile (every keepalive answered at once), so the lease still covers the
     // VIP ten seconds later.
     for ms in (300..10_100).step_by(100) {
@@ -451,7 +469,12 @@ fn a_claim_is_defended_at_most_every_defend_interval_and_pushed_when_asked() {
     }
     m.kernel.now = t(10_100);
     m.handle(t(10_100), claim(false));
-    assert!(drain(&mut m).contains(&Order::Defend), "{:?}", m.failure());
+    assert_eq!(
+        defends(&drain(&mut m), "192.0.2.10"),
+        1,
+        "{:?}",
+        m.failure()
+    );
 }
 
 /// What corosync says of a three-node cluster with `members` in this node's (n1's) view.

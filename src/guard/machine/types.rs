@@ -204,8 +204,9 @@ pub enum Order {
     /// Tell Pacemaker now that the resource failed here (`crm_resource --fail`), once per
     /// leadership; `regardless`: whatever push_failures says (conflict_action=push).
     Push { why: String, regardless: bool },
-    /// One announcement of the VIP, defending it against another host's claim.
-    Defend,
+    /// One announcement of this VIP (one of the master's addresses), defending it against
+    /// another host's claim.
+    Defend { address: String },
     /// Ask this node's corosync what it sees of the cluster (failsafe::witness::ask), asked at
     /// `asked` (boot clock), within failsafe::ASK_LIMIT. Answer Membership.
     AskMembership { asked: Duration },
