@@ -321,7 +321,8 @@ fn start(ctx: &Ctx) -> Done {
             path: ctx.dir.started(),
             source,
         })?;
-    update_score(ctx, &cfg, budget(ctx, DEFAULT_START_TIMEOUT));
+    let watchdog = crate::resource::watchdog::choose(&cfg.watchdog);
+    update_score(ctx, &cfg, &watchdog, budget(ctx, DEFAULT_START_TIMEOUT));
     Ok(Outcome::ok())
 }
 
@@ -370,8 +371,10 @@ fn monitor(ctx: &Ctx) -> Done {
         let Ok(cfg) = MasterConfig::from_values(&ctx.values) else {
             return Ok(Outcome::ok());
         };
-        let members = update_score(ctx, &cfg, until);
-        let readiness = super::report::Readiness::of(&cfg, members);
+        // Chosen once: the score and the node's report both say what it found.
+        let watchdog = crate::resource::watchdog::choose(&cfg.watchdog);
+        let members = update_score(ctx, &cfg, &watchdog, until);
+        let readiness = super::report::Readiness::of(&cfg, members, watchdog);
         super::report::publish(
             ctx.env,
             &ctx.dir,
@@ -699,7 +702,12 @@ fn step_down(ctx: &Ctx, until: Instant) -> Done {
     demote_steps(ctx, cfg.as_ref(), until)?;
     ctx.dir.unmark(ctx.dir.promoted());
     if let Some(c) = &cfg {
-        update_score(ctx, c, until);
+        update_score(
+            ctx,
+            c,
+            &crate::resource::watchdog::choose(&c.watchdog),
+            until,
+        );
     }
     Ok(Outcome::ok())
 }
@@ -775,21 +783,25 @@ fn cleanup_after_guard(
 }
 
 /// Holder of the key: 100; any node that reaches etcd: 10; a node that cannot: no score, so
-/// it cannot be promoted. The look at etcd and the score's tool both fit in what is left of
-/// the action's budget (`until`); without time for the look, no score. Every etcd member is
-/// asked for its status in the same look: their answers, for the node's report (None when
-/// etcd was not asked).
-fn update_score(ctx: &Ctx, cfg: &MasterConfig, until: Instant) -> Option<MemberAnswers> {
+/// it cannot be promoted, nor one without the watchdog that watchdog=required asks for
+/// (`watchdog`: resource::watchdog::choose's answer). The look at etcd and the score's tool
+/// both fit in what is left of the action's budget (`until`); without time for the look, no
+/// score. Every etcd member is asked for its status in the same look: their answers, for the
+/// node's report (None when etcd was not asked).
+fn update_score(
+    ctx: &Ctx,
+    cfg: &MasterConfig,
+    watchdog: &Result<crate::resource::watchdog::Choice, String>,
+    until: Instant,
+) -> Option<MemberAnswers> {
     if !super::score::in_cluster(ctx.env) {
         return None;
     }
-    if cfg.watchdog.mode == crate::resource::config::WatchdogMode::Required {
-        if let Err(why) = crate::resource::watchdog::choose(&cfg.watchdog) {
-            // Like Patroni's required mode: a node that cannot arm one is never the master.
-            log::warn!("no promotion score: {why}");
-            set_score(ctx, None, until);
-            return None;
-        }
+    if let Err(why) = watchdog {
+        // Like Patroni's required mode: a node that cannot arm one is never the master.
+        log::warn!("no promotion score: {why}");
+        set_score(ctx, None, until);
+        return None;
     }
     let key = match cfg.etcd.scope() {
         Ok(scope) => leader_key(&scope, &ctx.resource),

@@ -22,7 +22,7 @@ use crate::lease::MemberAnswers;
 use crate::ocf::OcfEnv;
 use crate::resource::config::MasterConfig;
 use crate::resource::dir::ResourceDir;
-use crate::resource::watchdog::{self, Choice};
+use crate::resource::watchdog::Choice;
 
 /// What this node would bring to a promotion.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,9 +36,13 @@ pub struct Readiness {
 }
 
 impl Readiness {
-    /// The watchdog and the VIP's interface, as the guard would find them now; `etcd` as the
-    /// members answered.
-    pub fn of(cfg: &MasterConfig, etcd: Option<MemberAnswers>) -> Self {
+    /// The VIP's interface, as the guard would find it now; `etcd` as the members answered,
+    /// `watchdog` as resource::watchdog::choose found it.
+    pub fn of(
+        cfg: &MasterConfig,
+        etcd: Option<MemberAnswers>,
+        watchdog: Result<Choice, String>,
+    ) -> Self {
         // Each VIP's interface (extra_vips' after ip's), or why the first without one has none.
         let vip = cfg.vip.is_some().then(|| {
             let mut nics: Vec<String> = Vec::new();
@@ -59,7 +63,7 @@ impl Readiness {
         });
         Readiness {
             etcd,
-            watchdog: watchdog::choose(&cfg.watchdog),
+            watchdog,
             vip,
         }
     }
