@@ -216,7 +216,7 @@ fn fence_latency_in(node: &str, peer: &str, n: usize) -> Vec<f64> {
         let plan = Plan {
             clock: FENCE_CLOCK,
             vip: true,
-            unit: None,
+            known: None,
             watchdog: WatchdogPlan::Off,
             hold: false,
         };

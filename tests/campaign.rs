@@ -309,7 +309,7 @@ fn a_failed_service_steps_down_by_itself_and_release_ends_the_campaign() {
 }
 
 #[test]
-fn a_campaign_refuses_etcd_outage_hold_and_a_missing_cluster_name() {
+fn a_campaign_refuses_etcd_outage_hold_a_missing_cluster_name_and_a_warm_standby() {
     let mut etcd = EtcdCluster::new("cq");
     let node = Node::new(&mut etcd, "kd");
     let agent = node.agent(&etcd).param("etcd_outage", "hold");
@@ -328,5 +328,16 @@ fn a_campaign_refuses_etcd_outage_hold_and_a_missing_cluster_name() {
     let run = campaign_once(&node, &agent);
     assert_eq!(run.code, 6, "{}", run.stderr);
     assert!(run.stderr.contains("cluster_name"), "{}", run.stderr);
+
+    // A campaign's service starts with the role: no resident standby here.
+    let agent = node.agent(&etcd).param("standby", "warm");
+    let run = campaign_once(&node, &agent);
+    assert_eq!(run.code, 6, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("standby=warm: only ocf:hamaster:master runs a resident standby"),
+        "{}",
+        run.stderr
+    );
     assert!(etcd.get(KEY).is_none() && !node.holds_vip());
 }

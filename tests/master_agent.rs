@@ -2288,3 +2288,145 @@ fn extra_vips_go_up_with_the_key_carry_its_lifetime_and_go_first_when_it_is_lost
     assert_eq!(agent.run("stop").code, 0);
     assert!(!a.holds_vip() && !a.ns.holds(VIP6));
 }
+
+/// standby=warm on one node (a service that needs 3 s to listen): start runs the service as a
+/// standby under its resident, without key or VIP; promote hands the same running process the
+/// role (promote_command sees the fencing token), no second start; demote takes the role back
+/// by stopping it — seen from etcd's side: the key is deleted only once the process is gone —
+/// and the resident starts it again as a standby. A hand-over that fails (exit 3) or hangs
+/// (killed after 10 s) fails promote: the service is stopped before the key is released, and
+/// a standby runs again. A standby service that dies fails the unpromoted monitor (7); stop
+/// leaves nothing running.
+#[test]
+fn a_warm_standby_runs_the_service_before_promote_and_is_handed_the_role() {
+    let mut etcd = EtcdCluster::new("mw2");
+    let a = Node::new(&mut etcd, "na");
+    std::fs::write(a.state.join("start-delay"), "3").unwrap();
+    let handed = a.state.join("handed");
+    let hook = |body: &str| {
+        format!(
+            "echo \"$HAMASTER_ROLE $HAMASTER_FENCING_TOKEN $HAMASTER_NODE\" >> {}; {body}",
+            handed.display()
+        )
+    };
+    let warm = |body: &str| {
+        a.agent(&etcd)
+            .param("standby", "warm")
+            .param("promote_command", &hook(body))
+    };
+    let agent = warm("true");
+    let alive = |pid: u32| std::path::Path::new(&format!("/proc/{pid}")).exists();
+    let one_pid = |what: &str| {
+        let mut pids = Vec::new();
+        assert!(
+            support::wait_for(Duration::from_secs(10), || {
+                pids = a.service_pids();
+                pids.len() == 1
+            }),
+            "{what}: one service process, found {pids:?}\n{}",
+            a.log()
+        );
+        pids[0]
+    };
+
+    // Refusals: a hook without warm, an unknown mode.
+    a.agent(&etcd)
+        .param("promote_command", "true")
+        .run("validate-all")
+        .expect(6, "promote_command=\"true\" needs standby=warm");
+    a.agent(&etcd)
+        .param("standby", "hot")
+        .run("validate-all")
+        .expect(6, "standby=\"hot\" must be cold or warm");
+
+    assert_eq!(agent.probe().code, 7);
+    assert_eq!(agent.run("start").code, 0, "{}", a.log());
+    let standby = one_pid("started");
+    assert!(
+        etcd.get(KEY).is_none() && !a.holds_vip(),
+        "a standby holds nothing"
+    );
+    assert_eq!(agent.run("monitor").code, 0, "{}", a.log());
+    assert_eq!(a.tokens(), Vec::<i64>::new(), "a standby has no token");
+    // Listening by now (3 s): promote need not wait for it.
+    std::thread::sleep(Duration::from_secs(4));
+
+    let began = Instant::now();
+    promoted(agent.run("promote"), &a);
+    let took = began.elapsed();
+    let (holder, _, token) = etcd.get(KEY).expect("leader key");
+    assert_eq!(holder, "na");
+    assert!(a.holds_vip());
+    assert_eq!(
+        a.service_pids(),
+        vec![standby],
+        "the same process, not started again"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&handed).unwrap(),
+        format!("promoted {token} na\n"),
+        "promote_command saw the role and the fencing token"
+    );
+    assert_eq!(agent.run("monitor").code, 8);
+    println!("warm promote with a service that needs 3 s to listen: {took:?}");
+
+    // Demote: the process is gone before etcd deletes the key; a standby runs again.
+    let watch = support::etcd::KeyWatch::start(&etcd, KEY, move || alive(standby));
+    assert_eq!(agent.run("demote").code, 0, "{}", a.log());
+    let deleted = watch
+        .first(Duration::from_secs(5), |e| e.kind == "DELETE")
+        .expect("the key deleted");
+    assert!(!deleted.found, "the key was deleted while the service ran");
+    assert!(!a.holds_vip());
+    let again = one_pid("after demote");
+    assert_ne!(again, standby, "started again as a standby");
+    assert_eq!(agent.run("monitor").code, 0, "{}", a.log());
+    assert_eq!(agent.run("stop").code, 0, "{}", a.log());
+    assert!(a.service_pids().is_empty(), "stop leaves nothing running");
+    assert_eq!(agent.run("monitor").code, 7);
+
+    // A hand-over that fails, then one that hangs: promote fails, the running process is
+    // stopped before the key is released, and a standby runs again.
+    for (body, reason, at_most) in [
+        ("exit 3", "promote_command exit status: 3", 10),
+        ("sleep 60", "promote_command did not finish within 10 s", 30),
+    ] {
+        std::fs::remove_file(&handed).ok();
+        let failing = warm(body);
+        assert_eq!(failing.run("start").code, 0, "{}", a.log());
+        let standby = one_pid("started");
+        let watch = support::etcd::KeyWatch::start(&etcd, KEY, move || alive(standby));
+        let began = Instant::now();
+        failing.run("promote").expect(1, reason);
+        let took = began.elapsed();
+        println!("{body}: promote failed after {took:?}");
+        assert!(took < Duration::from_secs(at_most), "{took:?}\n{}", a.log());
+        let deleted = watch
+            .first(Duration::from_secs(5), |e| e.kind == "DELETE")
+            .expect("the key deleted");
+        assert!(
+            !deleted.found,
+            "{body}: the key was deleted while the service ran"
+        );
+        assert!(etcd.get(KEY).is_none() && !a.holds_vip());
+        assert!(!alive(standby), "{body}: the service was stopped");
+        assert!(std::fs::read_to_string(&handed)
+            .unwrap()
+            .starts_with("promoted "));
+        let again = one_pid("after the failed hand-over");
+        assert_ne!(again, standby);
+        assert_eq!(failing.run("monitor").code, 0, "{}", a.log());
+        // The standby's service dies: the instance has failed.
+        let killed = std::process::Command::new("kill")
+            .args(["-9", &again.to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        assert!(support::wait_for(Duration::from_secs(5), || failing
+            .run("monitor")
+            .code
+            == 7));
+        assert_eq!(failing.run("stop").code, 0, "{}", a.log());
+        assert!(a.service_pids().is_empty());
+    }
+}

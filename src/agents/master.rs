@@ -132,6 +132,9 @@ pub enum MasterError {
     /// What the agent's own clean-up could not bring down.
     #[error("{}", .0.join("; "))]
     Cleanup(Vec<String>),
+    /// standby=warm: the resident standby could not be started, asked or stopped.
+    #[error("{0}")]
+    Standby(String),
 }
 
 type Done = Result<Outcome, MasterError>;
@@ -321,8 +324,12 @@ fn start(ctx: &Ctx) -> Done {
             path: ctx.dir.started(),
             source,
         })?;
+    let until = budget(ctx, DEFAULT_START_TIMEOUT);
+    if cfg.standby.is_warm() {
+        start_resident(ctx, &cfg, until)?;
+    }
     let watchdog = crate::resource::watchdog::choose(&cfg.watchdog);
-    update_score(ctx, &cfg, &watchdog, budget(ctx, DEFAULT_START_TIMEOUT));
+    update_score(ctx, &cfg, &watchdog, until);
     Ok(Outcome::ok())
 }
 
@@ -342,6 +349,7 @@ fn stop(ctx: &Ctx) -> Done {
     if is_promoted_here(ctx) {
         step_down(ctx, until)?;
     }
+    stop_resident(ctx, until)?;
     ctx.dir.unmark(ctx.dir.started());
     set_score(ctx, None, until);
     super::report::withdraw(ctx.env, &ctx.dir, &ctx.resource, until, SCORE_SET);
@@ -371,6 +379,23 @@ fn monitor(ctx: &Ctx) -> Done {
         let Ok(cfg) = MasterConfig::from_values(&ctx.values) else {
             return Ok(Outcome::ok());
         };
+        if cfg.standby.is_warm() {
+            // The standby's service runs under its resident, or the instance has failed.
+            match ask_resident(ctx, "status", status_timeout(ctx.env)) {
+                // Started again after a round (demote): not yet confirmed, not failed.
+                Ok(s) if s.starts_with("standby ") || s == "starting" => {}
+                Ok(s) if s.starts_with("cannot tell") => {
+                    return Err(MasterError::Standby(format!("standby service: {s}")))
+                }
+                Ok(s) => {
+                    return Ok(Outcome::with_reason(
+                        OcfExit::NotRunning,
+                        format!("standby service {s}"),
+                    ))
+                }
+                Err(why) => return Ok(Outcome::with_reason(OcfExit::NotRunning, why)),
+            }
+        }
         // Chosen once: the score and the node's report both say what it found.
         let watchdog = crate::resource::watchdog::choose(&cfg.watchdog);
         let members = update_score(ctx, &cfg, &watchdog, until);
@@ -606,7 +631,23 @@ fn promote(ctx: &Ctx) -> Done {
     let acquire_for = left(poll_until)
         .saturating_sub(Duration::from_secs(1))
         .max(Duration::from_secs(1));
-    let mut guard = spawn_guard(ctx, &cfg, acquire_for).map_err(MasterError::Spawn)?;
+    let mut guard = match cfg.standby.is_warm() {
+        // The resident standby leads with the service it runs.
+        true => {
+            let asked = format!("lead {}", acquire_for.as_millis());
+            // Longer than the resident answers in (guard::resident::REQUEST_LIMIT twice).
+            match ask_resident(ctx, &asked, Duration::from_secs(5)) {
+                Ok(s) if s == "leading" => None,
+                Ok(s) => return Err(MasterError::NotPromoted(format!("standby=warm: {s}"))),
+                Err(why) => {
+                    return Err(MasterError::NotPromoted(format!(
+                        "standby=warm: {why} (the instance is not started here)"
+                    )))
+                }
+            }
+        }
+        false => Some(spawn_guard(ctx, &cfg, acquire_for).map_err(MasterError::Spawn)?),
+    };
     let mut last: Option<GuardStatus> = None;
     let why = loop {
         if Instant::now() >= poll_until {
@@ -618,7 +659,7 @@ fn promote(ctx: &Ctx) -> Done {
             );
         }
         // Our own child until we exit: try_wait, not /proc (which shows our argv until it execs).
-        if let Ok(Some(exit)) = guard.try_wait() {
+        if let Some(Ok(Some(exit))) = guard.as_mut().map(|g| g.try_wait()) {
             break format!(
                 "guard exited ({exit}): {}",
                 last.as_ref()
@@ -663,6 +704,17 @@ fn spawn_guard(
     cfg: &MasterConfig,
     acquire_for: Duration,
 ) -> std::io::Result<std::process::Child> {
+    spawn_hamaster_guard(ctx, cfg, acquire_for, &[])
+}
+
+/// `hamaster guard` (with `extra` arguments) in a session of its own, `cfg` on its standard
+/// input.
+fn spawn_hamaster_guard(
+    ctx: &Ctx,
+    cfg: &MasterConfig,
+    acquire_for: Duration,
+    extra: &[&str],
+) -> std::io::Result<std::process::Child> {
     let mut cmd = Command::new("/proc/self/exe");
     cmd.arg0("hamaster")
         .args([
@@ -674,6 +726,7 @@ fn spawn_guard(
             "--acquire-timeout-ms",
         ])
         .arg(acquire_for.as_millis().to_string())
+        .args(extra)
         .stdin(Stdio::piped())
         .stdout(Stdio::null());
     // Whatever the guard cannot log (a crash of the runtime itself) is kept here.
@@ -689,6 +742,71 @@ fn spawn_guard(
         stdin.write_all(cfg.to_json().as_bytes())?;
     }
     Ok(child)
+}
+
+/// One request to the resident standby (guard::resident), its one-line answer.
+fn ask_resident(ctx: &Ctx, line: &str, limit: Duration) -> Result<String, String> {
+    status::block_on(crate::guard::resident::request(&ctx.dir, line, limit))
+}
+
+/// standby=warm's start: the resident standby runs (spawned unless one answers already), with
+/// its service started, within `until`.
+fn start_resident(ctx: &Ctx, cfg: &MasterConfig, until: Instant) -> Result<(), MasterError> {
+    let short = Duration::from_millis(500);
+    if matches!(ask_resident(ctx, "status", short), Ok(s) if s.starts_with("standby ")) {
+        return Ok(());
+    }
+    let mut resident = spawn_hamaster_guard(ctx, cfg, Duration::ZERO, &["--standby"])
+        .map_err(MasterError::Spawn)?;
+    let mut last = String::from("no answer yet");
+    while Instant::now() < until {
+        if let Ok(Some(exit)) = resident.try_wait() {
+            return Err(MasterError::Standby(format!(
+                "the resident standby exited ({exit}): {}",
+                resident_stderr(ctx).unwrap_or(last)
+            )));
+        }
+        match ask_resident(ctx, "status", short.min(left(until))) {
+            Ok(s) if s.starts_with("standby ") => return Ok(()),
+            Ok(s) => last = s,
+            Err(why) => last = why,
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Err(MasterError::Standby(format!(
+        "the resident standby did not start its service in time: {last}"
+    )))
+}
+
+/// The last line the resident (a guard) could not log, if any.
+fn resident_stderr(ctx: &Ctx) -> Option<String> {
+    let text = std::fs::read_to_string(ctx.dir.root.join("guard.stderr")).ok()?;
+    text.lines().last().map(String::from)
+}
+
+/// Stops the resident standby, if one runs, and waits for it to end within `until`: its
+/// service stopped and confirmed gone first (its own stop).
+fn stop_resident(ctx: &Ctx, until: Instant) -> Result<(), MasterError> {
+    let answer = match ask_resident(ctx, "stop", left(until)) {
+        // None runs: nothing to stop.
+        Err(_) => return Ok(()),
+        Ok(a) => a,
+    };
+    if answer != "stopped" {
+        return Err(MasterError::Standby(format!(
+            "the resident standby: {answer}"
+        )));
+    }
+    // It ends right after its answer: its socket goes with it.
+    while Instant::now() < until {
+        if ask_resident(ctx, "status", Duration::from_millis(200)).is_err() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Err(MasterError::Standby(
+        "the resident standby did not end in time".into(),
+    ))
 }
 
 fn demote(ctx: &Ctx) -> Done {
@@ -875,7 +993,8 @@ impl crate::ocf::failure::Failure for MasterError {
             | MasterError::NotPromoted(_)
             | MasterError::Undo { .. }
             | MasterError::StepDown { .. }
-            | MasterError::Cleanup(_) => crate::ocf::OcfExit::ErrGeneric,
+            | MasterError::Cleanup(_)
+            | MasterError::Standby(_) => crate::ocf::OcfExit::ErrGeneric,
         }
     }
 }

@@ -17,7 +17,6 @@ use crate::lease::config::EtcdOutage;
 use crate::lease::leader_key;
 use crate::ocf::failure::Failed;
 use crate::ocf::OcfExit;
-use crate::resource::config::MasterConfig;
 use crate::resource::dir::ResourceDir;
 
 #[derive(Debug, Args)]
@@ -44,7 +43,7 @@ impl super::Verb for CampaignArgs {
 }
 
 fn campaign(a: &CampaignArgs) -> Result<OcfExit, CliError> {
-    let (mut config, resource) = a.file.load_as(MasterConfig::from_values)?;
+    let (mut config, resource) = a.file.load_cold()?;
     ResourceDir::check(&crate::runfiles::root(), &resource).map_err(CliError::BadName)?;
     let refuse_config = |detail: String| CliError::Config {
         path: a.file.config.clone(),

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use super::CliError;
 use crate::params::master::MASTER_AGENT;
 use crate::params::Values;
+use crate::resource::config::MasterConfig;
 
 /// The cold standby's resource file and names, as `hamaster takeover` and `hamaster campaign`
 /// take them.
@@ -41,6 +42,21 @@ impl ResourceFile {
         parse: impl FnOnce(&Values) -> Result<T, E>,
     ) -> Result<(T, String), CliError> {
         load_as(&self.config, self.resource.as_deref(), parse)
+    }
+
+    /// The master's configuration as takeover and campaign run it: a cold standby, whose
+    /// service starts with the role (standby=warm is the master agent's resident standby).
+    pub fn load_cold(&self) -> Result<(MasterConfig, String), CliError> {
+        let (config, resource) = self.load_as(MasterConfig::from_values)?;
+        if config.standby.is_warm() {
+            return Err(CliError::Config {
+                path: self.config.clone(),
+                detail: "standby=warm: only ocf:hamaster:master runs a resident standby; here \
+                         the service starts with the role: leave standby out"
+                    .into(),
+            });
+        }
+        Ok((config, resource))
     }
 }
 

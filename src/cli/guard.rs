@@ -21,6 +21,10 @@ pub struct GuardCmd {
     /// How long to wait for the leader key before giving up.
     #[arg(long = "acquire-timeout-ms", default_value_t = 60_000)]
     pub acquire_timeout_ms: u64,
+    /// A resident standby (standby=warm): runs the service as a standby and leads when the
+    /// agent's promote asks it to (guard::resident).
+    #[arg(long)]
+    pub standby: bool,
 }
 
 /// The agent's configuration is at most this long (it is a few hundred bytes).
@@ -54,7 +58,7 @@ fn run(cmd: &GuardCmd) -> Result<(), GuardError> {
             return Err(e);
         }
     };
-    g::run(GuardArgs {
+    let args = GuardArgs {
         resource: cmd.resource.clone(),
         node: cmd.node.clone(),
         config,
@@ -66,5 +70,9 @@ fn run(cmd: &GuardCmd) -> Result<(), GuardError> {
             .filter(|r| !r.is_empty()),
         holder_down: None,
         campaign: None,
-    })
+    };
+    match cmd.standby {
+        true => g::resident::standby(args),
+        false => g::run(args),
+    }
 }

@@ -213,7 +213,7 @@ fn seen_here(cfg: &EtcdConfig, resource: &str) -> Result<String, String> {
 }
 
 fn takeover(a: &TakeoverArgs) -> Result<OcfExit, CliError> {
-    let (config, resource) = a.file.load_as(MasterConfig::from_values)?;
+    let (config, resource) = a.file.load_cold()?;
     ResourceDir::check(&crate::runfiles::root(), &resource).map_err(CliError::BadName)?;
     if a.check {
         return Ok(drill(a, &config, &resource));

@@ -143,9 +143,10 @@ impl Guard {
             clock: self.clock,
             vip: !ready.is_empty(),
             watchdog,
-            unit: match &self.args.config.service {
-                ServiceSpec::Systemd { unit } => Some(unit.clone()),
-                ServiceSpec::Command { .. } => None,
+            known: match (&self.warm, &self.args.config.service) {
+                (Some(running), _) => Some(reference(running)),
+                (None, ServiceSpec::Systemd { unit }) => Some(ServiceRef::Unit(unit.clone())),
+                (None, ServiceSpec::Command { .. }) => None,
             },
             hold: record.is_some(),
         };
@@ -395,6 +396,59 @@ impl Guard {
         self.persist();
     }
 
+    /// A warm standby's start: the running service is handed the role — promote_command with
+    /// the fencing token, within PROMOTE_COMMAND_LIMIT, asked right before it runs (a raise
+    /// abandoned meanwhile hands nothing over). Either way the machine then knows it as its
+    /// service: a failed hand-over stops it, as a failed start does.
+    fn hand_over(&mut self, shell: &mut Shell) {
+        let Some(running) = self.warm.take() else {
+            return;
+        };
+        let hook = match &self.args.config.standby {
+            crate::resource::config::Standby::Warm { promote_command } => promote_command.clone(),
+            crate::resource::config::Standby::Cold => None,
+        };
+        let run_as = self.args.config.health.run_as.clone();
+        let env = vec![
+            ("HAMASTER_ROLE".to_string(), "promoted".to_string()),
+            (
+                "HAMASTER_FENCING_TOKEN".to_string(),
+                shell.token.to_string(),
+            ),
+            ("HAMASTER_RESOURCE".to_string(), self.args.resource.clone()),
+            ("HAMASTER_NODE".to_string(), self.args.node.clone()),
+        ];
+        let (fence, tx) = (shell.fence.clone(), shell.started_tx.clone());
+        tokio::spawn(async move {
+            let handed = match hook {
+                _ if !fence.wants_service() => {
+                    Err("not handed over: the raise was abandoned".to_string())
+                }
+                None => Ok(()),
+                Some(text) => match run_as.check_installed("promote_command") {
+                    Err(e) => Err(e.to_string()),
+                    Ok(ids) => {
+                        let limit = crate::params::master::PROMOTE_COMMAND_LIMIT;
+                        let hook = crate::service::hook::Hook {
+                            name: "promote_command",
+                            text: &text,
+                            ids: &ids,
+                            workdir: &run_as.workdir,
+                        };
+                        let within = format!("within {} s", limit.as_secs());
+                        hook.run(&env, limit, &within).await
+                    }
+                },
+            };
+            let service = reference(&running);
+            fence.handle(answers::started(match handed {
+                Ok(()) => Ok(service),
+                Err(why) => Err(format!("hand-over to the running service: {why}")),
+            }));
+            let _ = tx.send(running);
+        });
+    }
+
     /// Performs one order; Some(whether the raise failed) when the machine is done.
     async fn perform(&mut self, shell: &mut Shell, order: Order) -> Option<bool> {
         let fence = shell.fence.clone();
@@ -440,6 +494,7 @@ impl Guard {
                 let r = self.write_token(shell.token);
                 fence.handle(Input::TokenWritten(r));
             }
+            Order::StartService if self.warm.is_some() => self.hand_over(shell),
             Order::StartService => {
                 let spec = self.args.config.service.clone();
                 let env = vec![
@@ -703,7 +758,7 @@ async fn retake(
 }
 
 /// How the machine addresses a started service.
-fn reference(running: &Running) -> ServiceRef {
+pub(super) fn reference(running: &Running) -> ServiceRef {
     match running {
         Running::Command { pid, .. } => ServiceRef::Group(*pid),
         Running::Systemd { unit } => ServiceRef::Unit(unit.clone()),

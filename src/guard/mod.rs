@@ -16,6 +16,7 @@ pub mod machine;
 pub mod metrics;
 mod placement;
 mod push;
+pub mod resident;
 mod sched;
 #[cfg(test)]
 mod sim;
@@ -113,6 +114,9 @@ pub enum GuardError {
     /// The raise failed (the machine's words).
     #[error("{0}")]
     Raise(String),
+    /// A resident standby's service could not be started, exited, or could not be stopped.
+    #[error("{0}")]
+    Standby(String),
 }
 
 /// How a guard's round ended, when it ended without an error.
@@ -250,6 +254,9 @@ struct Guard {
     fence: Arc<OnceLock<Fence>>,
     persisted: Persisted,
     service: Option<Running>,
+    /// A resident standby's running service, handed to this round: its start is the hand-over
+    /// of the role. Still here after the round when it was never handed over.
+    warm: Option<Running>,
     /// The watchdog device chosen before the key is taken (or why none).
     watchdog: Choice,
     /// What /metrics reports that is counted as it happens.
@@ -330,6 +337,7 @@ impl Guard {
             fence,
             persisted,
             service: None,
+            warm: None,
             watchdog: Choice::Off,
             metrics: Arc::default(),
             asked: false,
@@ -348,7 +356,7 @@ impl Guard {
         Err(e)
     }
 
-    async fn run(mut self, sigterm: &mut StopSignals) -> Result<Ended, GuardError> {
+    async fn run(&mut self, sigterm: &mut StopSignals) -> Result<Ended, GuardError> {
         if let Err(source) = self.dir.create() {
             let path = self.dir.root.clone();
             return self.early(GuardError::RunDir { path, source });
@@ -537,6 +545,8 @@ fn from_machine(
     s.role = match m.phase {
         Phase::Raising(_) | Phase::Leading | Phase::Holding => Role::Leader,
         Phase::Fenced => Role::Fenced,
+        // A raise that failed stays a failure once everything is down (promote reads it).
+        Phase::Done if m.failure.is_some() => Role::Failed,
         Phase::SteppingDown | Phase::Done => Role::SteppingDown,
         Phase::Failed => Role::Failed,
     };
@@ -626,6 +636,8 @@ struct StopSignals {
     /// Whether a stop was asked: a signal came, or the guard answered a step-down request (a
     /// campaign then stands no more, whatever its round's end).
     asked: bool,
+    /// Whether a signal came (a resident standby then ends after its round).
+    signalled: bool,
     term: tokio::signal::unix::Signal,
     int: tokio::signal::unix::Signal,
     hup: tokio::signal::unix::Signal,
@@ -639,6 +651,7 @@ impl StopSignals {
     fn new() -> Option<StopSignals> {
         Some(StopSignals {
             asked: false,
+            signalled: false,
             term: signal(SignalKind::terminate()).ok()?,
             int: signal(SignalKind::interrupt()).ok()?,
             hup: signal(SignalKind::hangup()).ok()?,
@@ -660,6 +673,7 @@ impl StopSignals {
             _ = self.alrm.recv() => {}
         }
         self.asked = true;
+        self.signalled = true;
     }
 }
 
@@ -682,7 +696,8 @@ impl GuardError {
             | GuardError::NotLeader { .. }
             | GuardError::Vip(_)
             | GuardError::Fencing(_)
-            | GuardError::Raise(_) => false,
+            | GuardError::Raise(_)
+            | GuardError::Standby(_) => false,
         }
     }
 }

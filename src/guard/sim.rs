@@ -438,6 +438,10 @@ impl Kernel for World {
 struct Schedule {
     clock: LeaseClock,
     unit: bool,
+    /// A warm standby's command (standby=warm): running before the leadership, its start is
+    /// the hand-over of the role, which may hold from the moment it is asked (as a unit's
+    /// start may), and the machine knows its group from before.
+    warm: bool,
     /// This node's clock and etcd's, against true time.
     node_rate: f64,
     etcd_rate: f64,
@@ -713,6 +717,7 @@ impl Schedule {
         Schedule {
             clock,
             unit,
+            warm: false,
             node_rate: rate(rng, 1.0 - MAX_SLEW),
             etcd_rate: rate(rng, 1.0 + MAX_SLEW),
             fence_latency: if rng.chance(0.9) {
@@ -877,7 +882,13 @@ impl Sim {
     /// A schedule drawn from `seed`, then changed by `shape` before anything is scheduled.
     fn shaped(seed: u64, rules: Rules, shape: impl Fn(&mut Schedule, &mut World)) -> Sim {
         let mut rng = Rng(SplitMix64(seed));
-        let s = Schedule::draw(&mut rng);
+        let mut s = Schedule::draw(&mut rng);
+        // Drawn apart from the schedule's generator (the other draws stay as they were): one
+        // command in four is a warm standby's.
+        s.warm = !s.unit
+            && SplitMix64(seed ^ 0x5741_524d_5354_4259)
+                .next_u64()
+                .is_multiple_of(4);
         let slow = rng.chance(0.2);
         let world = World {
             node_rate: s.node_rate,
@@ -932,7 +943,11 @@ impl Sim {
         let plan = Plan {
             clock: s.clock,
             vip: true,
-            unit: s.unit.then(|| "api.service".to_string()),
+            known: match (s.unit, s.warm) {
+                (true, _) => Some(ServiceRef::Unit("api.service".to_string())),
+                (false, true) => Some(ServiceRef::Group(4242)),
+                (false, false) => None,
+            },
             watchdog: match (world.dog_planned, world.dog_step) {
                 (false, _) => WatchdogPlan::Off,
                 // Coarse drivers: arming learns the steps, the pings ask what the driver is
@@ -1024,7 +1039,7 @@ impl Sim {
 
     fn fail(&self, seed: u64, what: String) -> String {
         format!(
-            "seed {seed}: {what}\nsetting ttl {:?} margin {:?} unit {}; clocks: node {:.4}, etcd \
+            "seed {seed}: {what}\nsetting ttl {:?} margin {:?} unit {} warm {}; clocks: node {:.4}, etcd \
              {:.4}; effects up to {:?} (pings {:?}); faults {:?}; stalls {:?}; freeze {:?}; \
              step-down {:?}; lost {:?}; remove {:?}; partial faults {}; looks that cannot tell \
              {}\nfailsafe: {:?}\n\
@@ -1032,6 +1047,7 @@ impl Sim {
             self.s.clock.ttl,
             self.s.clock.margin,
             self.s.unit,
+            self.s.warm,
             self.s.node_rate,
             self.s.etcd_rate,
             self.m.kernel.effect_max,
@@ -1282,16 +1298,18 @@ impl Sim {
                     ));
                 }
                 let takes = self.s.start_takes;
-                if self.s.unit {
+                if self.s.unit || self.s.warm {
                     // A unit may run from the moment its start is asked, even when the start
-                    // fails; the machine knows its name from before.
+                    // fails, and a warm standby may act on the role from the moment its
+                    // hand-over is asked, even when the hand-over fails; the machine knows
+                    // either from before.
                     self.m.kernel.service = true;
                     self.m.kernel.starts += 1;
                     self.m.kernel.note("service starting".into());
-                    let r = if self.s.start_fails {
-                        Err("start failed (simulated)".to_string())
-                    } else {
-                        Ok(ServiceRef::Unit("api.service".into()))
+                    let r = match (self.s.start_fails, self.s.unit) {
+                        (true, _) => Err("start failed (simulated)".to_string()),
+                        (false, true) => Ok(ServiceRef::Unit("api.service".into())),
+                        (false, false) => Ok(ServiceRef::Group(4242)),
                     };
                     self.deliver(takes, answers::started(r));
                 } else {
@@ -1951,6 +1969,10 @@ struct Tally {
     doubts: u32,
     /// Schedules with this node's clock at its slowest and etcd's at its fastest.
     extreme_clocks: u32,
+    /// Warm standbys: all of them, those fenced, those whose hand-over failed.
+    warm: u32,
+    warm_fenced: u32,
+    warm_failed_handovers: u32,
     /// Failsafe schedules: the guard held through an outage; took the key back; fenced when
     /// its proof lapsed or the cluster was not whole; the successor took over after a hold;
     /// the successor was blocked by the record.
@@ -1987,6 +2009,11 @@ impl Sim {
         t.doubts += r.doubts;
         t.extreme_clocks +=
             u32::from(self.s.node_rate == 1.0 - MAX_SLEW && self.s.etcd_rate == 1.0 + MAX_SLEW);
+        if self.s.warm {
+            t.warm += 1;
+            t.warm_fenced += u32::from(self.m.fenced().is_some());
+            t.warm_failed_handovers += u32::from(self.s.start_fails && w.starts > 0);
+        }
         if let Some(h) = &self.hold {
             t.held += u32::from(h.held);
             t.retaken += u32::from(h.retaken);
@@ -2053,6 +2080,10 @@ fn ten_thousand_fault_schedules_hold_every_invariant_of_the_real_machine() {
     );
     assert!(
         tally.doubts > runs as u32 / 10 && tally.extreme_clocks > runs as u32 / 20,
+        "{tally:?}"
+    );
+    assert!(
+        tally.warm > runs as u32 / 10 && tally.warm_fenced > 0 && tally.warm_failed_handovers > 0,
         "{tally:?}"
     );
     // The failsafe's situations: holds, retakes, holds ended, takeovers after a hold, and

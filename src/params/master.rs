@@ -380,11 +380,46 @@ pub const EXTRA_VIPS: Param = Param {
     ..BASE
 };
 
+pub const STANDBY: Param = Param {
+    name: "standby",
+    default: Some("cold"),
+    shortdesc: "How the unpromoted instances keep the service: cold or warm",
+    longdesc: "'cold' (the default): the service runs on the promoted node only; promote \
+        starts it after the key and the VIP. 'warm': every started (unpromoted) instance runs \
+        the service already, under a resident guard (`hamaster guard --standby`) that start \
+        spawns and the unpromoted monitor checks, so that promote only takes the key, raises \
+        the VIP, writes the fencing token and hands the running service the role \
+        (promote_command), however long the service takes to start. The role is taken back \
+        by stopping the service, as a cold master's is, before the key is released \
+        (demote, a fence, a failed hand-over); the resident then starts it again as a \
+        standby. A standby service that must not act as the master unasked learns the role \
+        and the fencing token from promote_command. A service that exits on a standby fails the \
+        instance (monitor), and Pacemaker recovers it.",
+    ..BASE
+};
+
+pub const PROMOTE_COMMAND: Param = Param {
+    name: "promote_command",
+    shortdesc: "Command that hands a warm standby the role",
+    longdesc: "With standby=warm: run by /bin/sh -c as the service's user, in its workdir, \
+        once the key is held, the VIPs are up and the fencing token is written, with \
+        HAMASTER_ROLE=promoted, HAMASTER_FENCING_TOKEN, HAMASTER_RESOURCE and HAMASTER_NODE in \
+        its environment (like keepalived's notify_master; it may signal the service or POST \
+        to it). Exit status 0 confirms the hand-over; any other status, or still running after \
+        10 s (killed with its process group), fails the promote: the service is stopped before \
+        the key is released. Its output is discarded. Unset: the VIPs alone hand over (for a \
+        service that serves whoever reaches it, such as an API server behind the VIP).",
+    ..BASE
+};
+
+/// How long promote_command may take (then it is killed and the hand-over fails).
+pub const PROMOTE_COMMAND_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The most addresses extra_vips may name.
 pub const EXTRA_VIPS_MAX: usize = 8;
 
 /// The master's own parameters, without the VIP.
-pub const OWN: [Param; 28] = [
+pub const OWN: [Param; 30] = [
     ETCD_ENDPOINTS,
     ETCD_PREFIX,
     CLUSTER_NAME,
@@ -402,6 +437,8 @@ pub const OWN: [Param; 28] = [
     ARGS,
     WORKDIR,
     USER,
+    STANDBY,
+    PROMOTE_COMMAND,
     HEALTH_URL,
     HEALTH_COMMAND,
     HEALTH_CACERT,

@@ -28,6 +28,50 @@ pub struct MasterConfig {
     /// What a VIP claimed by another MAC does besides being reported (conflict_action).
     #[serde(default)]
     pub conflict_action: ConflictAction,
+    /// How the unpromoted instances keep the service (standby).
+    #[serde(default)]
+    pub standby: Standby,
+}
+
+/// standby: the service runs on the promoted node only (cold), or on every started instance
+/// under a resident guard, promote handing it the role (warm).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Standby {
+    #[default]
+    Cold,
+    Warm {
+        /// promote_command: run by /bin/sh -c at the hand-over; exit status 0 confirms it.
+        promote_command: Option<String>,
+    },
+}
+
+impl Standby {
+    fn from_values(v: &Values) -> Result<Standby, ConfigError> {
+        let p = &mp::STANDBY;
+        let hook = v.get(&mp::PROMOTE_COMMAND);
+        if let Some(h) = hook.filter(|h| h.trim().is_empty()) {
+            return Err(ConfigError::invalid(&mp::PROMOTE_COMMAND, h, "is empty"));
+        }
+        match v.required(p)? {
+            "cold" => match hook {
+                Some(h) => Err(ConfigError::invalid(
+                    &mp::PROMOTE_COMMAND,
+                    h,
+                    "needs standby=warm (a cold standby's service starts with the role)",
+                )),
+                None => Ok(Standby::Cold),
+            },
+            "warm" => Ok(Standby::Warm {
+                promote_command: hook.map(String::from),
+            }),
+            other => Err(ConfigError::invalid(p, other, "must be cold or warm")),
+        }
+    }
+
+    pub fn is_warm(&self) -> bool {
+        matches!(self, Standby::Warm { .. })
+    }
 }
 
 /// conflict_action: a VIP conflict is logged, shown and defended; `Push` also tells Pacemaker.
@@ -127,6 +171,7 @@ impl MasterConfig {
             watchdog: WatchdogConfig::from_values(v)?,
             metrics: metrics_address(v)?,
             conflict_action: ConflictAction::from_values(v)?,
+            standby: Standby::from_values(v)?,
         })
     }
 
@@ -174,6 +219,8 @@ impl MasterConfig {
             "watchdog"
         } else if kept.metrics != self.metrics {
             "metrics_address"
+        } else if kept.standby != self.standby {
+            "standby"
         } else {
             "VIP address"
         };
@@ -482,6 +529,8 @@ mod tests {
                 "conflict_action" => ("push", ""),
                 "extra_vips" => ("ip=198.51.100.10", ""),
                 "etcd_outage" => ("fence", ""),
+                "standby" => ("warm", ""),
+                "promote_command" => ("true", ""),
                 _ if p.kind == crate::params::Kind::Boolean => (
                     if p.default == Some("true") {
                         "false"
@@ -507,6 +556,7 @@ mod tests {
                     "/etc/hamaster/etcd-password",
                 ),
                 ("etcd_password_file", "etcd_user", "hamaster"),
+                ("promote_command", "standby", "warm"),
             ] {
                 if p.name == pair {
                     vars.push((other, value));

@@ -227,6 +227,11 @@ impl ResourceDir {
         format!("hamaster-guard:{}", self.root.display())
     }
 
+    /// The name of a resident standby's abstract socket (standby=warm: guard::resident).
+    pub fn standby_name(&self) -> String {
+        format!("hamaster-standby:{}", self.root.display())
+    }
+
     /// The pid of the live guard for this resource, if any: the process that holds its
     /// abstract socket (SO_PEERCRED of a connection to it), whether or not it can answer.
     pub fn live_guard(&self) -> Option<u32> {

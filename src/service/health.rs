@@ -171,7 +171,16 @@ impl HealthProbe {
                 }
             }
             Check::Command { text, ids, workdir } => {
-                run_command(text, ids, workdir, self.timeout, &within).await
+                let hook = super::hook::Hook {
+                    name: "health_command",
+                    text,
+                    ids,
+                    workdir,
+                };
+                match hook.run(&[], self.timeout, &within).await {
+                    Ok(()) => Checked::new(true, "health_command exited 0".to_string()),
+                    Err(why) => Checked::new(false, why),
+                }
             }
         }
     }
@@ -205,87 +214,6 @@ fn http_client(
     Ok(Client::builder(TokioExecutor::new())
         .pool_idle_timeout(Duration::from_secs(30))
         .build(https))
-}
-
-/// health_command once: /bin/sh -c TEXT in a process group of its own, as the service's user,
-/// output discarded. Past `limit` the whole group is killed (it is still ours: its leader is
-/// not reaped until then) and the check fails.
-async fn run_command(
-    text: &str,
-    ids: &Option<Credentials>,
-    workdir: &std::path::Path,
-    limit: Duration,
-    within: &str,
-) -> Checked {
-    use std::process::Stdio;
-    let mut cmd = tokio::process::Command::new("/bin/sh");
-    cmd.arg("-c")
-        .arg(text)
-        .current_dir(workdir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true);
-    crate::child::service(cmd.as_std_mut(), ids.clone());
-    let mut child = match cmd.spawn() {
-        Ok(c) => c,
-        Err(e) => return Checked::new(false, format!("health_command cannot run: {e}")),
-    };
-    // Declared after the child, so dropped before it: a check abandoned mid-way (the guard
-    // stopped leading) takes its whole group with it too.
-    let mut group = Group(child.id().map(|p| p as i32));
-    let waited = tokio::time::timeout(limit, child.wait()).await;
-    if let Ok(Ok(_)) = waited {
-        group.reaped();
-    }
-    match waited {
-        Ok(Ok(status)) if status.success() => {
-            Checked::new(true, "health_command exited 0".to_string())
-        }
-        Ok(Ok(status)) => Checked::new(false, format!("health_command {status}")),
-        Ok(Err(e)) => Checked::new(false, format!("health_command: cannot wait for it: {e}")),
-        Err(_) => {
-            let what = match group.kill() {
-                Ok(()) => "killed with its process group".to_string(),
-                Err(e) => format!("cannot kill its process group: {e}"),
-            };
-            // SIGKILLed: the leader is reaped at once, unless the kernel holds it (then
-            // kill_on_drop and tokio's orphan reaping see to it later).
-            let _ = tokio::time::timeout(Duration::from_secs(1), child.wait()).await;
-            Checked::new(
-                false,
-                format!("health_command did not finish {within} ({what})"),
-            )
-        }
-    }
-}
-
-/// A health_command's process group while its leader is unreaped (so the group's id is still
-/// ours): killed whole when it is dropped.
-struct Group(Option<i32>);
-
-impl Group {
-    fn kill(&mut self) -> Result<(), String> {
-        let pgid = self.0.take().ok_or("no process id")?;
-        nix::sys::signal::killpg(
-            nix::unistd::Pid::from_raw(pgid),
-            nix::sys::signal::Signal::SIGKILL,
-        )
-        .map_err(|e| e.to_string())
-    }
-
-    /// The leader was reaped: its id may be anybody's from now on.
-    fn reaped(&mut self) {
-        self.0 = None;
-    }
-}
-
-impl Drop for Group {
-    fn drop(&mut self) {
-        if self.0.is_some() {
-            let _ = self.kill();
-        }
-    }
 }
 
 /// The health verdict from the checks in a row (pure: the guard's health watch feeds it).

@@ -4,6 +4,7 @@
 //! It knows nothing of etcd or addresses.
 
 pub mod health;
+pub mod hook;
 pub mod output;
 pub mod process;
 pub mod stop;

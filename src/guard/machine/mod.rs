@@ -66,6 +66,7 @@ pub use view::View;
 pub use watchdog::{Watchdog, WatchdogPlan, WatchdogState, WATCHDOG_LEAD, WATCHDOG_TOLERANCE};
 
 use crate::lease::LeaseClock;
+use crate::service::ServiceRef;
 
 pub use crate::service::stop::{CHECK_EVERY, RELEASE_RESERVE};
 
@@ -88,8 +89,10 @@ const RELEASE_RETRY: Duration = Duration::from_secs(1);
 pub struct Plan {
     pub clock: LeaseClock,
     pub vip: bool,
-    /// The unit, when the service is a systemd unit (known before its start).
-    pub unit: Option<String>,
+    /// The service, when it is known before its start: a systemd unit, or a warm standby's
+    /// service (running before the leadership: its start is the hand-over of the role).
+    /// Fencing can then stop it while its start is out.
+    pub known: Option<ServiceRef>,
     pub watchdog: WatchdogPlan,
     /// A failsafe record was written with the key (etcd_outage=hold, corosync answering):
     /// the guard may hold through an etcd outage (hold.rs).

@@ -50,8 +50,9 @@ impl<K: Kernel> Machine<K> {
             }
             RaiseStep::StartService => {
                 self.set_phase(Phase::Raising(RaiseStep::StartingService));
-                // A unit is known before its start, so fencing can stop it mid-start.
-                self.service = ServiceState::Starting(self.plan.unit.clone().map(ServiceRef::Unit));
+                // A unit (or a warm standby's service) is known before its start, so fencing
+                // can stop it mid-start.
+                self.service = ServiceState::Starting(self.plan.known.clone());
                 self.out(Order::StartService);
             }
             RaiseStep::Settling | RaiseStep::WritingToken | RaiseStep::StartingService => {}

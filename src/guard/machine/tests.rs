@@ -88,7 +88,7 @@ fn a_ping_that_took_effect_late_is_made_again_shorter() {
     let plan = Plan {
         clock,
         vip: false,
-        unit: None,
+        known: None,
         watchdog: WatchdogPlan::Required,
         hold: false,
     };
@@ -141,7 +141,7 @@ fn vip_machine(ttl: u64, margin: u64) -> Machine<Late> {
     let plan = Plan {
         clock,
         vip: true,
-        unit: None,
+        known: None,
         watchdog: WatchdogPlan::Off,
         hold: false,
     };
@@ -494,7 +494,7 @@ fn hold_machine() -> Machine<Late> {
     let plan = Plan {
         clock,
         vip: true,
-        unit: None,
+        known: None,
         watchdog: WatchdogPlan::Off,
         hold: true,
     };
