@@ -740,6 +740,51 @@ fn three_nodes_vip_plus_master_fails_over_on_crash_and_waits_out_a_failing_fence
 /// held on n1 by a location rule). The survivors' etcd elects a leader and extends the old
 /// lease by its TTL; the next master's guard must reach etcd past the silent first endpoint,
 /// wait that lease out, and promote, with never two VIP holders.
+/// The test service's processes on node `i` since its boot: (token it was started with, pid),
+/// one line per start (lab/healthz.py writes them into /run/token).
+fn service_starts(lab: &Lab, i: usize) -> Vec<(String, u32)> {
+    std::fs::read_to_string(lab.run_path(i, "token"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let (token, pid) = l.split_once(' ')?;
+            Some((token.to_string(), pid.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+/// A warm standby (standby=warm): node `i` runs the service as a standby, started once
+/// without a token, and it is alive: its pid.
+fn warm_standby(lab: &Lab, i: usize) -> u32 {
+    let starts = service_starts(lab, i);
+    match starts.as_slice() {
+        [(token, pid)]
+            if token == "none" && std::path::Path::new(&format!("/proc/{pid}")).exists() =>
+        {
+            *pid
+        }
+        other => panic!(
+            "{}: not one live standby service: {other:?}",
+            lab.nodes[i].name
+        ),
+    }
+}
+
+/// The fencing tokens promote_command was handed on node `i` (PROMOTE_COMMAND below).
+fn handed(lab: &Lab, i: usize) -> Vec<i64> {
+    std::fs::read_to_string(lab.run_path(i, "handed"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+/// The warm standby's hand-over, as the crash scenario configures it.
+const WARM: &str = "STANDBY=warm PROMOTE_COMMAND='echo $HAMASTER_FENCING_TOKEN >> /run/handed'";
+
+/// With a warm standby (standby=warm, promote_command): the service runs on every node before
+/// any failover, and the crash's new master is handed the role in the process that already
+/// ran (never started again), with the new fencing token.
 #[test]
 #[ignore = "cluster scenario: run by make check-cluster"]
 fn three_nodes_crash_of_the_master_the_first_etcd_endpoint_and_the_etcd_leader() {
@@ -754,7 +799,12 @@ fn three_nodes_crash_of_the_master_the_first_etcd_endpoint_and_the_etcd_leader()
         lab.etcd.endpoints()
     );
     let obs = observer(&lab);
-    create_topology_with(&lab, "master-with-vip", false, "ETCD_MOVE_LEADER=false");
+    create_topology_with(
+        &lab,
+        "master-with-vip",
+        false,
+        &format!("ETCD_MOVE_LEADER=false {WARM}"),
+    );
     let rule = lab.pcs(
         0,
         &[
@@ -782,6 +832,9 @@ fn three_nodes_crash_of_the_master_the_first_etcd_endpoint_and_the_etcd_leader()
     assert!(lab.etcd.move_leader_to(0), "etcd's leader onto {first}");
     let (holder, token1) = lab.leader_key(KEY).expect("leader key");
     assert_eq!(holder, first);
+    assert_eq!(handed(&lab, 0), vec![token1], "{first} was handed the role");
+    // Every node runs the service, the master in the process its standby started.
+    let standbys: Vec<u32> = (0..3).map(|i| warm_standby(&lab, i)).collect();
     // Longer than one placement check (5 s): with the default the guard would move it away.
     std::thread::sleep(Duration::from_secs(6));
     assert_eq!(lab.etcd_leader(), Some(0), "etcd_move_leader=false left it");
@@ -824,6 +877,17 @@ fn three_nodes_crash_of_the_master_the_first_etcd_endpoint_and_the_etcd_leader()
         "key taken {} ms after it could be",
         put - deleted.max(invoked)
     );
+    // Handed the role in the process its standby ran since the start, not started again.
+    assert_eq!(
+        warm_standby(&lab, p2i),
+        standbys[p2i],
+        "{p2} started its service again"
+    );
+    assert_eq!(
+        handed(&lab, p2i),
+        vec![token2],
+        "{p2} was handed the new token"
+    );
     // It stays master: its guard does not fence on the silent first endpoint.
     keeps_the_key(&lab, &p2, token2);
     assert!(client.wait_ok(Duration::from_secs(5)));
@@ -832,7 +896,7 @@ fn three_nodes_crash_of_the_master_the_first_etcd_endpoint_and_the_etcd_leader()
     seen.assert_complete();
     let out = outage(&samples, t_crash);
     record(
-        "crash of master + first etcd endpoint + etcd leader (fenced)",
+        "crash of master + first etcd endpoint + etcd leader (fenced, warm standby)",
         "master-with-vip",
         seen.overlap(),
         out,

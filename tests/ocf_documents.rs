@@ -180,7 +180,7 @@ fn cib_snippets_load_with_cibadmin_create_beside_other_resources_stopped_and_nev
         assert!(out.status.success(), "cib snippets: {text}");
         assert_eq!(
             text.lines().filter(|l| l.contains(": loaded from")).count(),
-            3,
+            support::cib::TOPOLOGIES.len(),
             "{text}"
         );
     }
@@ -204,7 +204,12 @@ fn meta_data_timeouts(agent: &str) -> Vec<(String, String)> {
 fn cib_snippets_and_pcs_scripts_take_the_meta_datas_timeouts() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/cib");
     let files = ["", "pacemaker-2.0/"].iter().flat_map(|sub| {
-        ["master-with-vip", "vip-plus-master"].map(|t| format!("{dir}/{sub}{t}.resources.xml"))
+        [
+            "master-with-vip",
+            "master-warm-two-networks",
+            "vip-plus-master",
+        ]
+        .map(|t| format!("{dir}/{sub}{t}.resources.xml"))
     });
     let mut checked = 0;
     for file in files {
@@ -244,6 +249,7 @@ fn cib_snippets_and_pcs_scripts_take_the_meta_datas_timeouts() {
     assert!(checked >= 20, "{checked} operations checked");
     for script in [
         "master-with-vip",
+        "master-warm-two-networks",
         "vip-plus-master",
         "ipaddr2-group-baseline",
     ] {
@@ -312,7 +318,11 @@ fn meta_data_advertises_only_what_pacemaker_calls_and_usage_still_answers() {
         assert!(usage.stdout.starts_with(&format!("usage: {agent} {{")));
     }
     // So the CIBs that pcs writes (and the snippets in cib/) carry no usage op.
-    for cib in ["master-with-vip", "vip-plus-master"] {
+    for cib in [
+        "master-with-vip",
+        "master-warm-two-networks",
+        "vip-plus-master",
+    ] {
         let xml = std::fs::read_to_string(format!(
             "{}/cib/{cib}.resources.xml",
             env!("CARGO_MANIFEST_DIR")

@@ -2,8 +2,9 @@
 //! given Pacemaker generation (the host's, or a Debian root's).
 
 /// The topologies with snippets in cib/.
-pub const TOPOLOGIES: [&str; 3] = [
+pub const TOPOLOGIES: [&str; 4] = [
     "master-with-vip",
+    "master-warm-two-networks",
     "vip-plus-master",
     "ipaddr2-group-baseline",
 ];
