@@ -2289,6 +2289,19 @@ fn extra_vips_go_up_with_the_key_carry_its_lifetime_and_go_first_when_it_is_lost
     assert!(!a.holds_vip() && !a.ns.holds(VIP6));
 }
 
+/// SIGKILL to `pid`; the unpromoted monitor then says the instance is not running (7).
+fn killed_fails_the_monitor(agent: &support::Agent, pid: u32) {
+    let killed = std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    assert!(support::wait_for(Duration::from_secs(5), || agent
+        .run("monitor")
+        .code
+        == 7));
+}
+
 /// standby=warm on one node (a service that needs 3 s to listen): start runs the service as a
 /// standby under its resident, without key or VIP; promote hands the same running process the
 /// role (promote_command sees the fencing token), no second start; demote takes the role back
@@ -2417,16 +2430,25 @@ fn a_warm_standby_runs_the_service_before_promote_and_is_handed_the_role() {
         assert_ne!(again, standby);
         assert_eq!(failing.run("monitor").code, 0, "{}", a.log());
         // The standby's service dies: the instance has failed.
-        let killed = std::process::Command::new("kill")
-            .args(["-9", &again.to_string()])
-            .status()
-            .unwrap();
-        assert!(killed.success());
-        assert!(support::wait_for(Duration::from_secs(5), || failing
-            .run("monitor")
-            .code
-            == 7));
+        killed_fails_the_monitor(&failing, again);
         assert_eq!(failing.run("stop").code, 0, "{}", a.log());
         assert!(a.service_pids().is_empty());
     }
+
+    // The resident killed: monitor says so (7), and stop leaves nothing.
+    assert_eq!(agent.run("start").code, 0, "{}", a.log());
+    let standby = one_pid("started");
+    let stat = std::fs::read_to_string(format!("/proc/{standby}/stat")).unwrap();
+    let resident: u32 = stat
+        .rsplit(')')
+        .next()
+        .and_then(|rest| rest.split_whitespace().nth(1))
+        .and_then(|p| p.parse().ok())
+        .expect("the service's parent");
+    killed_fails_the_monitor(&agent, resident);
+    agent
+        .run("monitor")
+        .expect(7, "standby=warm: no resident standby runs here");
+    assert_eq!(agent.run("stop").code, 0, "{}", a.log());
+    assert!(a.service_pids().is_empty(), "{}", a.log());
 }

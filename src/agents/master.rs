@@ -7,6 +7,7 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::guard::resident::Unanswered;
 use crate::lease::{leader_key, Etcd, MemberAnswers};
 use crate::ocf::failure::Failed;
 use crate::ocf::metadata::{advertised_timeout, ActionSpec, AgentInfo};
@@ -382,8 +383,9 @@ fn monitor(ctx: &Ctx) -> Done {
         if cfg.standby.is_warm() {
             // The standby's service runs under its resident, or the instance has failed.
             match ask_resident(ctx, "status", status_timeout(ctx.env)) {
-                // Started again after a round (demote): not yet confirmed, not failed.
-                Ok(s) if s.starts_with("standby ") || s == "starting" => {}
+                // A round just ended (demote answered, its guard gone, the resident not yet
+                // back to its standby), or the service started again after it: not failed.
+                Ok(s) if s.starts_with("standby ") || s == "starting" || s == "leading" => {}
                 Ok(s) if s.starts_with("cannot tell") => {
                     return Err(MasterError::Standby(format!("standby service: {s}")))
                 }
@@ -393,7 +395,14 @@ fn monitor(ctx: &Ctx) -> Done {
                         format!("standby service {s}"),
                     ))
                 }
-                Err(why) => return Ok(Outcome::with_reason(OcfExit::NotRunning, why)),
+                Err(Unanswered::Absent) => {
+                    return Ok(Outcome::with_reason(
+                        OcfExit::NotRunning,
+                        "standby=warm: no resident standby runs here".to_string(),
+                    ))
+                }
+                // A look that cannot tell is never "stopped".
+                Err(Unanswered::Silent(why)) => return Err(MasterError::Standby(why)),
             }
         }
         // Chosen once: the score and the node's report both say what it found.
@@ -631,24 +640,33 @@ fn promote(ctx: &Ctx) -> Done {
     let acquire_for = left(poll_until)
         .saturating_sub(Duration::from_secs(1))
         .max(Duration::from_secs(1));
-    let mut guard = match cfg.standby.is_warm() {
-        // The resident standby leads with the service it runs.
+    let warm = cfg.standby.is_warm();
+    let mut guard = match warm {
+        // The resident standby leads with the service it runs, and with the settings in
+        // force now (a reload since its start).
         true => {
-            let asked = format!("lead {}", acquire_for.as_millis());
-            // Longer than the resident answers in (guard::resident::REQUEST_LIMIT twice).
-            match ask_resident(ctx, &asked, Duration::from_secs(5)) {
+            let asked = format!("lead {}\n{}", acquire_for.as_millis(), cfg.to_json());
+            match ask_resident(ctx, &asked, Duration::from_secs(5).min(left(poll_until))) {
                 Ok(s) if s == "leading" => None,
+                // Refused: no round began.
                 Ok(s) => return Err(MasterError::NotPromoted(format!("standby=warm: {s}"))),
-                Err(why) => {
-                    return Err(MasterError::NotPromoted(format!(
-                        "standby=warm: {why} (the instance is not started here)"
-                    )))
+                Err(Unanswered::Absent) => {
+                    return Err(MasterError::NotPromoted(
+                        "standby=warm: no resident standby runs here (the instance is not \
+                         started)"
+                            .into(),
+                    ))
+                }
+                // A round may have begun unanswered: undone below.
+                Err(Unanswered::Silent(why)) => {
+                    return undo_promote(ctx, &cfg, until, format!("standby=warm: {why}"));
                 }
             }
         }
         false => Some(spawn_guard(ctx, &cfg, acquire_for).map_err(MasterError::Spawn)?),
     };
     let mut last: Option<GuardStatus> = None;
+    let mut looked = Instant::now();
     let why = loop {
         if Instant::now() >= poll_until {
             break format!(
@@ -659,6 +677,15 @@ fn promote(ctx: &Ctx) -> Done {
             );
         }
         // Our own child until we exit: try_wait, not /proc (which shows our argv until it execs).
+        // A warm round that ended before it answered (a socket it could not bind): the
+        // resident is back to its standby.
+        if warm && last.is_none() && looked.elapsed() > Duration::from_millis(500) {
+            looked = Instant::now();
+            if matches!(ask_resident(ctx, "status", Duration::from_millis(500)), Ok(s) if s != "leading")
+            {
+                break "the resident standby's round ended before its guard answered".into();
+            }
+        }
         if let Some(Ok(Some(exit))) = guard.as_mut().map(|g| g.try_wait()) {
             break format!(
                 "guard exited ({exit}): {}",
@@ -688,8 +715,12 @@ fn promote(ctx: &Ctx) -> Done {
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    // Undo within what is left: nothing half-promoted stays behind.
-    match demote_steps(ctx, Some(&cfg), until) {
+    undo_promote(ctx, &cfg, until, why)
+}
+
+/// A promote that failed (`why`) undone within what is left: nothing half-promoted stays.
+fn undo_promote(ctx: &Ctx, cfg: &MasterConfig, until: Instant, why: String) -> Done {
+    match demote_steps(ctx, Some(cfg), until) {
         Ok(()) => Err(MasterError::NotPromoted(why)),
         Err(e) => Err(MasterError::Undo {
             why,
@@ -745,8 +776,8 @@ fn spawn_hamaster_guard(
 }
 
 /// One request to the resident standby (guard::resident), its one-line answer.
-fn ask_resident(ctx: &Ctx, line: &str, limit: Duration) -> Result<String, String> {
-    status::block_on(crate::guard::resident::request(&ctx.dir, line, limit))
+fn ask_resident(ctx: &Ctx, lines: &str, limit: Duration) -> Result<String, Unanswered> {
+    status::block_on(crate::guard::resident::request(&ctx.dir, lines, limit))
 }
 
 /// standby=warm's start: the resident standby runs (spawned unless one answers already), with
@@ -769,7 +800,8 @@ fn start_resident(ctx: &Ctx, cfg: &MasterConfig, until: Instant) -> Result<(), M
         match ask_resident(ctx, "status", short.min(left(until))) {
             Ok(s) if s.starts_with("standby ") => return Ok(()),
             Ok(s) => last = s,
-            Err(why) => last = why,
+            Err(Unanswered::Absent) => last = "not answering yet".into(),
+            Err(Unanswered::Silent(why)) => last = why,
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -785,28 +817,76 @@ fn resident_stderr(ctx: &Ctx) -> Option<String> {
 }
 
 /// Stops the resident standby, if one runs, and waits for it to end within `until`: its
-/// service stopped and confirmed gone first (its own stop).
+/// service stopped and confirmed gone first (its own stop, within what is left). Then, or
+/// when none runs, what a dead resident may have left is stopped: its recorded command's
+/// group, or (standby=warm) the unit.
 fn stop_resident(ctx: &Ctx, until: Instant) -> Result<(), MasterError> {
-    let answer = match ask_resident(ctx, "stop", left(until)) {
-        // None runs: nothing to stop.
-        Err(_) => return Ok(()),
-        Ok(a) => a,
-    };
-    if answer != "stopped" {
-        return Err(MasterError::Standby(format!(
-            "the resident standby: {answer}"
-        )));
-    }
-    // It ends right after its answer: its socket goes with it.
-    while Instant::now() < until {
-        if ask_resident(ctx, "status", Duration::from_millis(200)).is_err() {
-            return Ok(());
+    let asked = format!("stop {}", left(until).as_millis());
+    match ask_resident(ctx, &asked, left(until)) {
+        Err(Unanswered::Absent) => {}
+        Err(Unanswered::Silent(why)) => return Err(MasterError::Standby(why)),
+        Ok(a) if a == "stopped" || a == "ending" => {
+            // It ends right after its answer: its socket goes with it.
+            let gone = || {
+                matches!(
+                    ask_resident(ctx, "status", Duration::from_millis(200)),
+                    Err(Unanswered::Absent)
+                )
+            };
+            while !gone() {
+                if Instant::now() >= until {
+                    return Err(MasterError::Standby(
+                        "the resident standby did not end in time".into(),
+                    ));
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
         }
-        std::thread::sleep(Duration::from_millis(20));
+        Ok(a) => return Err(MasterError::Standby(format!("the resident standby: {a}"))),
     }
-    Err(MasterError::Standby(
-        "the resident standby did not end in time".into(),
-    ))
+    left_by_a_dead_resident(ctx, until)
+}
+
+/// What a resident that died (killed, crashed) may have left running: the group of the
+/// command it recorded (only while its recorded leader proves it ours), a warm unit.
+fn left_by_a_dead_resident(ctx: &Ctx, until: Instant) -> Result<(), MasterError> {
+    use crate::presence::Presence;
+    let record = ctx.dir.standby_record();
+    let recorded = std::fs::read_to_string(&record).ok().and_then(|t| {
+        let mut words = t.split_whitespace().map(|w| w.parse::<u64>().ok());
+        Some((u32::try_from(words.next()??).ok()?, words.next()??))
+    });
+    let warm = ctx.values.get(&crate::params::master::STANDBY) == Some("warm");
+    let unit = match crate::service::ServiceSpec::from_values(&ctx.values) {
+        Ok(crate::service::ServiceSpec::Systemd { unit }) if warm => Some(unit),
+        _ => None,
+    };
+    let limit = left(until).saturating_sub(Duration::from_millis(500));
+    let grace = crate::service::stop::grace(limit);
+    let end = match (recorded, unit) {
+        (Some((pid, start)), _) => {
+            let start = (start > 0).then_some(start);
+            status::block_on(crate::service::process::stop_orphan(
+                pid, start, grace, limit,
+            ))
+        }
+        (None, Some(unit)) if crate::service::find_in_path("systemctl").is_some() => {
+            let service = crate::service::ServiceRef::Unit(unit);
+            status::block_on(crate::service::stop::stop_and_confirm(
+                &service, grace, limit,
+            ))
+        }
+        _ => Presence::Absent,
+    };
+    match end {
+        Presence::Absent => {
+            let _ = std::fs::remove_file(record);
+            Ok(())
+        }
+        other => Err(MasterError::Standby(format!(
+            "what the resident standby left is not stopped: {other:?}"
+        ))),
+    }
 }
 
 fn demote(ctx: &Ctx) -> Done {

@@ -436,7 +436,14 @@ impl Guard {
                             workdir: &run_as.workdir,
                         };
                         let within = format!("within {} s", limit.as_secs());
-                        hook.run(&env, limit, &within).await
+                        // Abandoned with the raise (a fence, a step-down): killed with its
+                        // group at once, never handing the role on past the deadline.
+                        tokio::select! {
+                            r = hook.run(&env, limit, &within) => r,
+                            _ = unwanted(&fence) => {
+                                Err("abandoned with the raise (killed)".to_string())
+                            }
+                        }
                     }
                 },
             };
@@ -682,11 +689,16 @@ impl Guard {
         self.persisted.lease_id = Some(lease.0);
         self.persisted.record_revision = a.record;
         self.persisted.fencing_token = Some(a.token);
-        // Before its start is asked: a unit may run from then on, whatever the guard's fate.
+        // Before its start is asked: a unit may run from then on, whatever the guard's fate;
+        // a warm standby's command may have the role from its hand-over's ask on.
         self.persisted.unit = match &self.args.config.service {
             ServiceSpec::Systemd { unit } => Some(unit.clone()),
             ServiceSpec::Command { .. } => None,
         };
+        if let Some(pid) = self.warm.as_ref().and_then(Running::pid) {
+            self.persisted.service_pid = Some(pid);
+            self.persisted.service_start = crate::procfs::start_time(pid);
+        }
         self.persist();
         log::info!(
             "guard {}: leader key {} taken, lease {}, fencing token {}",
@@ -758,6 +770,13 @@ async fn retake(
 }
 
 /// How the machine addresses a started service.
+/// Resolves once the machine no longer wants its service started (it began lowering).
+async fn unwanted(fence: &Fence) {
+    while fence.wants_service() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 pub(super) fn reference(running: &Running) -> ServiceRef {
     match running {
         Running::Command { pid, .. } => ServiceRef::Group(*pid),

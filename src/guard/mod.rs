@@ -522,6 +522,11 @@ impl Guard {
     ) -> Result<Ended, GuardError> {
         log::error!("guard {}: {why}", self.args.resource);
         self.problem(Role::Failed, why.to_string());
+        if self.asked {
+            // A step-down was asked and answered already (a promote undoing itself): nobody
+            // waits to read why, and the asker waits for this guard to end.
+            return Err(why);
+        }
         tokio::select! {
             _ = tokio::time::sleep(FAILED_LINGER) => {}
             Some(request) = stepdown.recv() => {

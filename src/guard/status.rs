@@ -306,6 +306,12 @@ impl Open {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
+
+    /// Counts one connection as open until the returned value is dropped.
+    pub fn enter(&self) -> impl Drop + Send {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Decrement(self.clone())
+    }
 }
 
 struct Decrement(Open);

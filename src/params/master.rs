@@ -188,7 +188,8 @@ pub const COMMAND: Param = Param {
     shortdesc: "Program of the master service",
     longdesc: "The master service as a program run and supervised by the guard (absolute path). \
         It gets HAMASTER_FENCING_TOKEN and HAMASTER_RESOURCE in its environment and dies with \
-        the guard. Its output (stdout and stderr, line by line) goes to syslog under the \
+        the guard (with standby=warm: HAMASTER_ROLE=standby and no token, under the resident \
+        guard; promote_command hands over the role and the token). Its output (stdout and stderr, line by line) goes to syslog under the \
         resource's name and its own pid, facility HA_LOGFACILITY (daemon when unset): \
         `journalctl -t RESOURCE` shows it, Pacemaker's log does not; where no syslog socket \
         answers, or HA_LOGFACILITY=none, it goes to the agent's log as `RESOURCE service: …`. \

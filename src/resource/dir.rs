@@ -232,6 +232,12 @@ impl ResourceDir {
         format!("hamaster-standby:{}", self.root.display())
     }
 
+    /// A resident standby's service: "PID START_TIME" (standby=warm), for a stop after the
+    /// resident died.
+    pub fn standby_record(&self) -> PathBuf {
+        self.root.join("standby-service")
+    }
+
     /// The pid of the live guard for this resource, if any: the process that holds its
     /// abstract socket (SO_PEERCRED of a connection to it), whether or not it can answer.
     pub fn live_guard(&self) -> Option<u32> {
