@@ -663,7 +663,7 @@ fn promote(ctx: &Ctx) -> Done {
                 }
             }
         }
-        false => Some(spawn_guard(ctx, &cfg, acquire_for).map_err(MasterError::Spawn)?),
+        false => Some(spawn_guard(ctx, &cfg, acquire_for, &[]).map_err(MasterError::Spawn)?),
     };
     let mut last: Option<GuardStatus> = None;
     let mut looked = Instant::now();
@@ -729,18 +729,9 @@ fn undo_promote(ctx: &Ctx, cfg: &MasterConfig, until: Instant, why: String) -> D
     }
 }
 
-/// Spawns the guard in a session of its own and hands it `cfg` on its standard input.
+/// Spawns the guard (`hamaster guard`, with `extra` arguments) in a session of its own and
+/// hands it `cfg` on its standard input.
 fn spawn_guard(
-    ctx: &Ctx,
-    cfg: &MasterConfig,
-    acquire_for: Duration,
-) -> std::io::Result<std::process::Child> {
-    spawn_hamaster_guard(ctx, cfg, acquire_for, &[])
-}
-
-/// `hamaster guard` (with `extra` arguments) in a session of its own, `cfg` on its standard
-/// input.
-fn spawn_hamaster_guard(
     ctx: &Ctx,
     cfg: &MasterConfig,
     acquire_for: Duration,
@@ -787,8 +778,8 @@ fn start_resident(ctx: &Ctx, cfg: &MasterConfig, until: Instant) -> Result<(), M
     if matches!(ask_resident(ctx, "status", short), Ok(s) if s.starts_with("standby ")) {
         return Ok(());
     }
-    let mut resident = spawn_hamaster_guard(ctx, cfg, Duration::ZERO, &["--standby"])
-        .map_err(MasterError::Spawn)?;
+    let mut resident =
+        spawn_guard(ctx, cfg, Duration::ZERO, &["--standby"]).map_err(MasterError::Spawn)?;
     let mut last = String::from("no answer yet");
     while Instant::now() < until {
         if let Ok(Some(exit)) = resident.try_wait() {
@@ -817,14 +808,14 @@ fn resident_stderr(ctx: &Ctx) -> Option<String> {
 }
 
 /// Stops the resident standby, if one runs, and waits for it to end within `until`: its
-/// service stopped and confirmed gone first (its own stop, within what is left). Then, or
-/// when none runs, what a dead resident may have left is stopped: its recorded command's
-/// group, or (standby=warm) the unit.
+/// service stopped and confirmed gone first (its own stop, within what is left). When none
+/// runs, what a dead resident may have left is stopped: its recorded command's group, or
+/// (standby=warm) the unit.
 fn stop_resident(ctx: &Ctx, until: Instant) -> Result<(), MasterError> {
     let asked = format!("stop {}", left(until).as_millis());
     match ask_resident(ctx, &asked, left(until)) {
-        Err(Unanswered::Absent) => {}
-        Err(Unanswered::Silent(why)) => return Err(MasterError::Standby(why)),
+        Err(Unanswered::Absent) => left_by_a_dead_resident(ctx, until),
+        Err(Unanswered::Silent(why)) => Err(MasterError::Standby(why)),
         Ok(a) if a == "stopped" || a == "ending" => {
             // It ends right after its answer: its socket goes with it.
             let gone = || {
@@ -841,10 +832,10 @@ fn stop_resident(ctx: &Ctx, until: Instant) -> Result<(), MasterError> {
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
+            Ok(())
         }
-        Ok(a) => return Err(MasterError::Standby(format!("the resident standby: {a}"))),
+        Ok(a) => Err(MasterError::Standby(format!("the resident standby: {a}"))),
     }
-    left_by_a_dead_resident(ctx, until)
 }
 
 /// What a resident that died (killed, crashed) may have left running: the group of the
