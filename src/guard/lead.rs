@@ -769,7 +769,6 @@ async fn retake(
     Err(refused)
 }
 
-/// How the machine addresses a started service.
 /// Resolves once the machine no longer wants its service started (it began lowering).
 async fn unwanted(fence: &Fence) {
     while fence.wants_service() {
@@ -777,6 +776,7 @@ async fn unwanted(fence: &Fence) {
     }
 }
 
+/// How the machine addresses a started service.
 pub(super) fn reference(running: &Running) -> ServiceRef {
     match running {
         Running::Command { pid, .. } => ServiceRef::Group(*pid),
