@@ -219,6 +219,7 @@ fn fence_latency_in(node: &str, peer: &str, n: usize) -> Vec<f64> {
             known: None,
             watchdog: WatchdogPlan::Off,
             hold: false,
+            take_back: false,
         };
         let sent = now + Duration::from_millis(1200) - (FENCE_CLOCK.ttl - FENCE_CLOCK.margin);
         let machine = Machine::new(

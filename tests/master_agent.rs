@@ -2329,18 +2329,7 @@ fn a_warm_standby_runs_the_service_before_promote_and_is_handed_the_role() {
     };
     let agent = warm("true");
     let alive = |pid: u32| std::path::Path::new(&format!("/proc/{pid}")).exists();
-    let one_pid = |what: &str| {
-        let mut pids = Vec::new();
-        assert!(
-            support::wait_for(Duration::from_secs(10), || {
-                pids = a.service_pids();
-                pids.len() == 1
-            }),
-            "{what}: one service process, found {pids:?}\n{}",
-            a.log()
-        );
-        pids[0]
-    };
+    let one_pid = |what: &str| one_service_pid(&a, what);
 
     // Refusals: a hook without warm, an unknown mode.
     a.agent(&etcd)
@@ -2451,4 +2440,160 @@ fn a_warm_standby_runs_the_service_before_promote_and_is_handed_the_role() {
         .expect(7, "standby=warm: no resident standby runs here");
     assert_eq!(agent.run("stop").code, 0, "{}", a.log());
     assert!(a.service_pids().is_empty(), "{}", a.log());
+}
+
+/// The one process of `node`'s test service (waited for up to 10 s: a standby started
+/// again); `what` names the moment in the failure's words.
+fn one_service_pid(node: &Node, what: &str) -> u32 {
+    let mut pids = Vec::new();
+    assert!(
+        support::wait_for(Duration::from_secs(10), || {
+            pids = node.service_pids();
+            pids.len() == 1
+        }),
+        "{what}: one service process, found {pids:?}\n{}",
+        node.log()
+    );
+    pids[0]
+}
+
+/// standby=warm with demote_command, on two nodes and the lab's token-checking service
+/// (lab/healthz.py): the demoted master's service gives the role back — and says so — before
+/// the key is released and before the next master's service is handed it; it serves on as a
+/// standby (the same process); the storage refuses the deposed master's write with its lower
+/// token. A demote_command that hangs: the service is stopped within the budget, and only then
+/// is the key released.
+#[test]
+fn a_warm_master_gives_the_role_back_before_the_next_is_handed_it() {
+    let mut etcd = EtcdCluster::new("mg2");
+    let (a, b) = (Node::new(&mut etcd, "na"), Node::new(&mut etcd, "nb"));
+    fn warm<'a>(n: &'a Node, etcd: &EtcdCluster) -> support::Agent<'a> {
+        // A file in the node's state dir makes its demote_command hang.
+        let hangs = n.state.join("demote-hangs");
+        n.agent(etcd)
+            .param("standby", "warm")
+            .param("promote_command", &n.tell_role_hook())
+            .param(
+                "demote_command",
+                &format!(
+                    "test -e {} && sleep 60; {}",
+                    hangs.display(),
+                    n.tell_role_hook()
+                ),
+            )
+            .env("OCF_RESKEY_CRM_meta_timeout", "8000")
+    }
+    let (wa, wb) = (warm(&a, &etcd), warm(&b, &etcd));
+    let alive = |pid: u32| std::path::Path::new(&format!("/proc/{pid}")).exists();
+    let one_pid = |n: &Node| one_service_pid(n, &n.name);
+    let roles = || {
+        a.roles()
+            .into_iter()
+            .map(|(n, r, t)| format!("{n} {r} {t}"))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        a.agent(&etcd)
+            .param("demote_command", "true")
+            .run("validate-all")
+            .code,
+        6,
+        "demote_command needs standby=warm"
+    );
+
+    assert_eq!(wa.run("start").code, 0, "{}", a.log());
+    assert_eq!(wb.run("start").code, 0, "{}", b.log());
+    let (pa, pb) = (one_pid(&a), one_pid(&b));
+    assert_eq!(b.write().0, 503, "a standby refuses writes");
+    promoted(wa.run("promote"), &a);
+    let (_, _, t1) = etcd.get(KEY).expect("the key");
+    assert_eq!(a.write(), (200, "stored".to_string()), "{}", a.log());
+
+    // Demote: the role is given back before the key goes, and the process serves on.
+    let given = {
+        let a_state = a.state.clone();
+        move || {
+            std::fs::read_to_string(a_state.parent().unwrap().join("roles"))
+                .unwrap_or_default()
+                .contains("na standby")
+        }
+    };
+    let watch = support::etcd::KeyWatch::start(&etcd, KEY, given);
+    assert_eq!(wa.run("demote").code, 0, "{}", a.log());
+    let deleted = watch
+        .first(Duration::from_secs(5), |e| e.kind == "DELETE")
+        .expect("the key deleted");
+    assert!(
+        deleted.found,
+        "the key was released before the role was given back"
+    );
+    assert_eq!(
+        a.service_pids(),
+        vec![pa],
+        "given back: not stopped\n{}",
+        a.log()
+    );
+    assert!(!a.holds_vip());
+    assert_eq!(wa.run("monitor").code, 0, "{}", a.log());
+    assert_eq!(
+        a.write().0,
+        503,
+        "the deposed master's service refuses writes"
+    );
+
+    promoted(wb.run("promote"), &b);
+    let (_, _, t2) = etcd.get(KEY).expect("the key");
+    assert!(t2 > t1);
+    assert_eq!(b.service_pids(), vec![pb]);
+    assert_eq!(
+        roles(),
+        [
+            format!("na promoted {t1}"),
+            "na standby 0".to_string(),
+            format!("nb promoted {t2}"),
+        ],
+        "the role given back before the next master's service took it"
+    );
+    assert_eq!(b.write().0, 200);
+    // A deposed master that missed its demote writes with its old token: refused.
+    let stale = std::process::Command::new("ip")
+        .args(["netns", "exec", &a.ns.name, "/bin/sh", "-c"])
+        .arg(a.tell_role_hook())
+        .env("HAMASTER_ROLE", "promoted")
+        .env("HAMASTER_FENCING_TOKEN", t1.to_string())
+        .status()
+        .unwrap();
+    assert!(stale.success());
+    let (code, answer) = a.write();
+    assert_eq!(
+        (code, answer),
+        (409, format!("refused: token {t1} is lower than {t2}"))
+    );
+
+    // demote_command hangs: the service is stopped within the budget, the key released after.
+    std::fs::write(b.state.join("demote-hangs"), "").unwrap();
+    let watch = support::etcd::KeyWatch::start(&etcd, KEY, move || alive(pb));
+    let began = Instant::now();
+    assert_eq!(wb.run("demote").code, 0, "{}", b.log());
+    let took = began.elapsed();
+    let deleted = watch
+        .first(Duration::from_secs(5), |e| e.kind == "DELETE")
+        .expect("the key deleted");
+    assert!(!deleted.found, "the key was released while the service ran");
+    assert!(!alive(pb), "stopped");
+    println!("demote with a demote_command that hangs: {took:?}");
+    assert!(took < Duration::from_secs(8), "within the budget: {took:?}");
+    assert!(
+        b.log()
+            .contains("demote_command did not confirm in its budget"),
+        "{}",
+        b.log()
+    );
+    let again = one_pid(&b);
+    assert_ne!(again, pb, "started again as a standby");
+    assert_eq!(wb.run("monitor").code, 0, "{}", b.log());
+    for (n, w) in [(&a, &wa), (&b, &wb)] {
+        assert_eq!(w.run("stop").code, 0, "{}", n.log());
+        assert!(n.service_pids().is_empty(), "{}", n.log());
+    }
 }

@@ -80,6 +80,46 @@ impl Node {
     }
 
     /// Pids of the test service running in this node (from /proc, by its state dir).
+    /// A hook (promote_command, demote_command) that tells this node's test service the role
+    /// in its environment, and waits for the service's answer (lab/healthz.py --tell).
+    pub fn tell_role_hook(&self) -> String {
+        format!(
+            "/usr/bin/python3 {}/lab/healthz.py --tell {HEALTH_PORT}",
+            super::repo()
+        )
+    }
+
+    /// One client write to this node's test service: its HTTP status and answer.
+    pub fn write(&self) -> (u16, String) {
+        let script = format!("{}/lab/healthz.py", super::repo());
+        let out = std::process::Command::new("ip")
+            .args(["netns", "exec", &self.ns.name, "/usr/bin/python3", &script])
+            .args(["--write", HEALTH_PORT])
+            .output()
+            .expect("ip netns exec");
+        let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        let (code, answer) = text.split_once(' ').unwrap_or((text.as_str(), ""));
+        (code.parse().unwrap_or(0), answer.to_string())
+    }
+
+    /// The roles the test services of one etcd cluster's nodes took, in order: (node, role,
+    /// token) — lab/healthz.py's shared STATE_DIR/../roles.
+    pub fn roles(&self) -> Vec<(String, String, i64)> {
+        let path = self.state.parent().unwrap().join("roles");
+        std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| {
+                let w: Vec<&str> = l.split_whitespace().collect();
+                Some((
+                    w.first()?.to_string(),
+                    w.get(1)?.to_string(),
+                    w.get(2)?.parse().ok()?,
+                ))
+            })
+            .collect()
+    }
+
     pub fn service_pids(&self) -> Vec<u32> {
         Node::service_pids_in(&self.state.display().to_string())
     }

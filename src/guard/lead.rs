@@ -12,7 +12,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::fence::{Fence, Host};
 use super::machine::{
-    Fault, Input, Level, Machine, Order, Plan, Regrant, RetakeError, WatchdogPlan,
+    Fault, Input, Level, Machine, Order, Plan, Regrant, RetakeError, ServiceState, WatchdogPlan,
     DEFAULT_STEP_DOWN,
 };
 use super::status::StepDown;
@@ -149,6 +149,7 @@ impl Guard {
                 (None, ServiceSpec::Command { .. }) => None,
             },
             hold: record.is_some(),
+            take_back: self.warm.is_some() && self.hook("demote_command").is_some(),
         };
         let (orders_tx, mut orders) = mpsc::unbounded_channel();
         let started = host.map_err(|e| e.to_string()).and_then(|h| {
@@ -396,6 +397,34 @@ impl Guard {
         self.persist();
     }
 
+    /// What the service and its hooks are told: the role (promoted, standby), the fencing
+    /// token while it has the role, the resource and the node.
+    fn service_env(&self, role: &str, token: Option<i64>) -> Vec<(String, String)> {
+        let mut env = vec![
+            ("HAMASTER_ROLE".to_string(), role.to_string()),
+            ("HAMASTER_RESOURCE".to_string(), self.args.resource.clone()),
+            ("HAMASTER_NODE".to_string(), self.args.node.clone()),
+        ];
+        if let Some(token) = token {
+            env.push(("HAMASTER_FENCING_TOKEN".to_string(), token.to_string()));
+        }
+        env
+    }
+
+    /// A warm standby's hooks (promote_command, demote_command); None when cold or unset.
+    fn hook(&self, name: &str) -> Option<String> {
+        match &self.args.config.standby {
+            crate::resource::config::Standby::Warm {
+                promote_command,
+                demote_command,
+            } => match name {
+                "promote_command" => promote_command.clone(),
+                _ => demote_command.clone(),
+            },
+            crate::resource::config::Standby::Cold => None,
+        }
+    }
+
     /// A warm standby's start: the running service is handed the role — promote_command with
     /// the fencing token, within PROMOTE_COMMAND_LIMIT, asked right before it runs (a raise
     /// abandoned meanwhile hands nothing over). Either way the machine then knows it as its
@@ -404,47 +433,22 @@ impl Guard {
         let Some(running) = self.warm.take() else {
             return;
         };
-        let hook = match &self.args.config.standby {
-            crate::resource::config::Standby::Warm { promote_command } => promote_command.clone(),
-            crate::resource::config::Standby::Cold => None,
-        };
+        let hook = self.hook("promote_command");
         let run_as = self.args.config.health.run_as.clone();
-        let env = vec![
-            ("HAMASTER_ROLE".to_string(), "promoted".to_string()),
-            (
-                "HAMASTER_FENCING_TOKEN".to_string(),
-                shell.token.to_string(),
-            ),
-            ("HAMASTER_RESOURCE".to_string(), self.args.resource.clone()),
-            ("HAMASTER_NODE".to_string(), self.args.node.clone()),
-        ];
+        let env = self.service_env("promoted", Some(shell.token));
         let (fence, tx) = (shell.fence.clone(), shell.started_tx.clone());
         tokio::spawn(async move {
+            let limit = crate::params::master::PROMOTE_COMMAND_LIMIT;
             let handed = match hook {
                 _ if !fence.wants_service() => {
                     Err("not handed over: the raise was abandoned".to_string())
                 }
                 None => Ok(()),
-                Some(text) => match run_as.check_installed("promote_command") {
-                    Err(e) => Err(e.to_string()),
-                    Ok(ids) => {
-                        let limit = crate::params::master::PROMOTE_COMMAND_LIMIT;
-                        let hook = crate::service::hook::Hook {
-                            name: "promote_command",
-                            text: &text,
-                            ids: &ids,
-                            workdir: &run_as.workdir,
-                        };
-                        let within = format!("within {} s", limit.as_secs());
-                        // Abandoned with the raise (a fence, a step-down): killed with its
-                        // group at once, never handing the role on past the deadline.
-                        tokio::select! {
-                            r = hook.run(&env, limit, &within) => r,
-                            _ = unwanted(&fence) => {
-                                Err("abandoned with the raise (killed)".to_string())
-                            }
-                        }
-                    }
+                // Abandoned with the raise (a fence, a step-down): killed with its group at
+                // once, never handing the role on past the deadline.
+                Some(text) => tokio::select! {
+                    r = run_hook("promote_command", &text, &run_as, &env, limit) => r,
+                    _ = unwanted(&fence) => Err("abandoned with the raise (killed)".to_string()),
                 },
             };
             let service = reference(&running);
@@ -453,6 +457,22 @@ impl Guard {
                 Err(why) => Err(format!("hand-over to the running service: {why}")),
             }));
             let _ = tx.send(running);
+        });
+    }
+
+    /// The role taken back from a warm master's service by demote_command, within `within`
+    /// (the machine stops the service when it fails or does not confirm).
+    fn take_back(&self, shell: &Shell, within: Duration) {
+        let hook = self.hook("demote_command");
+        let run_as = self.args.config.health.run_as.clone();
+        let env = self.service_env("standby", None);
+        let fence = shell.fence.clone();
+        tokio::spawn(async move {
+            let r = match hook {
+                Some(text) => run_hook("demote_command", &text, &run_as, &env, within).await,
+                None => Err("not set".to_string()),
+            };
+            fence.handle(Input::TakenBack(r.map_err(Fault::Service)));
         });
     }
 
@@ -502,15 +522,10 @@ impl Guard {
                 fence.handle(Input::TokenWritten(r));
             }
             Order::StartService if self.warm.is_some() => self.hand_over(shell),
+            Order::TakeBack { within } => self.take_back(shell, within),
             Order::StartService => {
                 let spec = self.args.config.service.clone();
-                let env = vec![
-                    (
-                        "HAMASTER_FENCING_TOKEN".to_string(),
-                        shell.token.to_string(),
-                    ),
-                    ("HAMASTER_RESOURCE".to_string(), self.args.resource.clone()),
-                ];
+                let env = self.service_env("promoted", Some(shell.token));
                 let resource = self.args.resource.clone();
                 let tx = shell.started_tx.clone();
                 tokio::spawn(async move {
@@ -643,7 +658,12 @@ impl Guard {
             self.asked = true;
             let _ = request.reply.send((!raise_failed, st.clone()));
         }
-        self.service = None;
+        // Its role given back (demote_command), the service serves on as a standby.
+        let given_back = shell.fence.view().service == ServiceState::GivenBack;
+        match self.service.take() {
+            Some(running) if given_back => self.warm = Some(running),
+            _ => {}
+        }
         if raise_failed {
             let why = shell
                 .fence
@@ -672,7 +692,8 @@ impl Guard {
             super::machine::VipState::Up | super::machine::VipState::MaybeUp
         );
         let fenced = m.fenced.as_ref().map(|(_, c)| c.to_string());
-        let service_gone = matches!(m.service, super::machine::ServiceState::Stopped);
+        // Confirmed stopped, or its role given back (the resident's standby from then on).
+        let service_gone = matches!(m.service, ServiceState::Stopped | ServiceState::GivenBack);
         self.persisted.vip_added = vip_up;
         self.persisted.fenced = fenced;
         if service_gone {
@@ -770,6 +791,29 @@ async fn retake(
 }
 
 /// Resolves once the machine no longer wants its service started (it began lowering).
+/// Runs a warm service's hook as the service's user (`run_as`), killed with its group after
+/// `limit`. Ok: exit status 0.
+async fn run_hook(
+    name: &str,
+    text: &str,
+    run_as: &crate::service::RunAs,
+    env: &[(String, String)],
+    limit: Duration,
+) -> Result<(), String> {
+    let ids = run_as.check_installed(name).map_err(|e| e.to_string())?;
+    let hook = crate::service::hook::Hook {
+        name,
+        text,
+        ids: &ids,
+        workdir: &run_as.workdir,
+    };
+    let within = match limit.subsec_millis() {
+        0 => format!("within {} s", limit.as_secs()),
+        _ => format!("within {:.1} s", limit.as_secs_f64()),
+    };
+    hook.run(env, limit, &within).await
+}
+
 async fn unwanted(fence: &Fence) {
     while fence.wants_service() {
         tokio::time::sleep(Duration::from_millis(20)).await;

@@ -3,9 +3,10 @@
 //! process group of its own, dying with it) and waits. Asked to lead (the agent's promote), it
 //! runs one guard round — the same `Guard`, machine and rules as a cold master's — handing the
 //! round the running service: the round's start of the service is the hand-over of the role
-//! (promote_command), and everything that takes the role back stops the service as a cold
-//! master's is stopped, before the key is released. After the round it starts the service
-//! again as a standby (or keeps it, when the round never handed it the role).
+//! (promote_command), and everything that takes the role back asks for it back
+//! (demote_command) or stops the service as a cold master's is stopped, before the key is
+//! released. After the round it starts the service again as a standby (or keeps it, when the
+//! round never handed it the role, or the service gave the role back).
 //!
 //! It answers on an abstract unix socket (`ResourceDir::standby_name`), one line each way,
 //! to processes of its own user only: `status` (the service as a standby, for the unpromoted
@@ -189,8 +190,9 @@ async fn resident(
                 let mut guard = Guard::new(round, scope.to_string());
                 guard.warm = Some(running);
                 let ended = guard.run(signals).await;
-                // Never handed the role (no key, a raise that failed before the hand-over):
-                // it serves on as a standby. Handed over: stopped with the role, started anew.
+                // Never handed the role (no key, a raise that failed before the hand-over), or
+                // given back (demote_command): it serves on as a standby. Else stopped with the
+                // role, and started anew.
                 held = guard.warm.take();
                 if held.is_none() {
                     let _ = std::fs::remove_file(dir.standby_record());
@@ -233,6 +235,7 @@ async fn start(args: &GuardArgs, dir: &ResourceDir) -> Result<Running, GuardErro
     let env = [
         ("HAMASTER_ROLE".to_string(), "standby".to_string()),
         ("HAMASTER_RESOURCE".to_string(), rsc.clone()),
+        ("HAMASTER_NODE".to_string(), args.node.clone()),
     ];
     match args.config.service.start(&env, rsc, &|| true).await {
         Ok(r) => {

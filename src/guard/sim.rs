@@ -147,6 +147,8 @@ enum Ev {
     /// The shell's task forks the command, if the machine still wants it, and tells the
     /// machine its pid at once.
     Spawn,
+    /// demote_command exits 0: the service has given the role up, and the machine is told.
+    GaveBack,
     Freeze,
     Unfreeze,
     /// The watchdog's time, if no ping moved it since.
@@ -201,6 +203,8 @@ struct World {
     unkillable: bool,
     term_exit: Duration,
     termed_at: Option<Duration>,
+    /// When the role was first asked back from a warm service (demote_command).
+    take_back_at: Option<Duration>,
     /// Raise effects made, with their times: checked against (iii).
     raised: Vec<Duration>,
     /// The hardware watchdog: the plan arms one.
@@ -435,6 +439,16 @@ impl Kernel for World {
     }
 }
 
+/// How a warm service's demote_command goes: it confirms after this long (the role given
+/// back then: a confirmation past its budget is killed instead), fails after this long, or
+/// hangs until killed at its budget's end.
+#[derive(Debug, Clone, Copy)]
+enum TakeBackDraw {
+    Confirms(Duration),
+    Fails(Duration),
+    Hangs,
+}
+
 struct Schedule {
     clock: LeaseClock,
     unit: bool,
@@ -442,6 +456,8 @@ struct Schedule {
     /// the hand-over of the role, which may hold from the moment it is asked (as a unit's
     /// start may), and the machine knows its group from before.
     warm: bool,
+    /// A warm standby's demote_command (Plan::take_back), and how it goes.
+    take_back: Option<TakeBackDraw>,
     /// This node's clock and etcd's, against true time.
     node_rate: f64,
     etcd_rate: f64,
@@ -718,6 +734,7 @@ impl Schedule {
             clock,
             unit,
             warm: false,
+            take_back: None,
             node_rate: rate(rng, 1.0 - MAX_SLEW),
             etcd_rate: rate(rng, 1.0 + MAX_SLEW),
             fence_latency: if rng.chance(0.9) {
@@ -889,6 +906,17 @@ impl Sim {
             && SplitMix64(seed ^ 0x5741_524d_5354_4259)
                 .next_u64()
                 .is_multiple_of(4);
+        // Half the warm ones have demote_command (its own generator too).
+        let mut hook = SplitMix64(seed ^ 0x4445_4d4f_5445_2121);
+        s.take_back = (s.warm && hook.next_u64().is_multiple_of(2)).then(|| {
+            let ms =
+                |hook: &mut SplitMix64, max: u64| Duration::from_millis(1 + hook.next_u64() % max);
+            match hook.next_u64() % 4 {
+                0 | 1 => TakeBackDraw::Confirms(ms(&mut hook, 3_000)),
+                2 => TakeBackDraw::Fails(ms(&mut hook, 500)),
+                _ => TakeBackDraw::Hangs,
+            }
+        });
         let slow = rng.chance(0.2);
         let world = World {
             node_rate: s.node_rate,
@@ -956,6 +984,7 @@ impl Sim {
                 (true, _) => WatchdogPlan::Auto,
             },
             hold: s.hold.is_some(),
+            take_back: s.take_back.is_some(),
         };
         let mut m = Machine::new(plan, Duration::ZERO, ttl, world);
         m.rules = rules;
@@ -1317,6 +1346,22 @@ impl Sim {
                     // in the same breath (see Ev::Spawn).
                     let t = now + takes;
                     self.at(t, Ev::Spawn);
+                }
+            }
+            Order::TakeBack { within } => {
+                self.m.kernel.take_back_at.get_or_insert(now);
+                // Killed at its budget's end by the shell, which then says so.
+                let killed = || Input::TakenBack(Err(Fault::Service("killed (simulated)".into())));
+                match self.s.take_back {
+                    Some(TakeBackDraw::Confirms(d)) if d < within => self.at(now + d, Ev::GaveBack),
+                    Some(TakeBackDraw::Fails(d)) if d < within => {
+                        let failed = Fault::Service("exit status 1 (simulated)".into());
+                        self.deliver(d, Input::TakenBack(Err(failed)));
+                    }
+                    Some(_) => self.deliver(within, killed()),
+                    None => {
+                        return Err(self.fail(seed, "a take-back without demote_command".into()))
+                    }
                 }
             }
             Order::CheckService(_) => {
@@ -1758,6 +1803,14 @@ impl Sim {
                 }
             }
             Ev::SuccessorLooks => self.successor_looks(t),
+            Ev::GaveBack => {
+                let w = &mut self.m.kernel;
+                if w.service {
+                    w.service = false;
+                    w.note("the service gave the role back".into());
+                }
+                self.feed(Input::TakenBack(Ok(())), seed)?;
+            }
             Ev::ServiceDies => {
                 let w = &mut self.m.kernel;
                 if w.service {
@@ -1923,7 +1976,9 @@ impl Sim {
                     return Err(self.fail(seed, format!("VIP up at {t:?}, loss told at {told:?}")));
                 }
             }
-            if w.service && t > late && w.termed_at.is_none() {
+            // Taken back by the hook, or stopped: either was begun by the deadline (the lease's
+            // end at etcd is the bound on both, checked against the successor).
+            if w.service && t > late && w.termed_at.is_none() && w.take_back_at.is_none() {
                 return Err(self.fail(
                     seed,
                     format!("service not signalled at {t:?}, deadline {deadline:?}"),
@@ -1973,6 +2028,9 @@ struct Tally {
     warm: u32,
     warm_fenced: u32,
     warm_failed_handovers: u32,
+    /// Warm masters with demote_command: the role given back, or the service stopped instead.
+    given_back: u32,
+    take_back_stopped: u32,
     /// Failsafe schedules: the guard held through an outage; took the key back; fenced when
     /// its proof lapsed or the cluster was not whole; the successor took over after a hold;
     /// the successor was blocked by the record.
@@ -2013,6 +2071,11 @@ impl Sim {
             t.warm += 1;
             t.warm_fenced += u32::from(self.m.fenced().is_some());
             t.warm_failed_handovers += u32::from(self.s.start_fails && w.starts > 0);
+            if self.s.take_back.is_some() {
+                t.given_back +=
+                    u32::from(*self.m.service() == super::machine::ServiceState::GivenBack);
+                t.take_back_stopped += u32::from(w.termed_at.is_some());
+            }
         }
         if let Some(h) = &self.hold {
             t.held += u32::from(h.held);
@@ -2086,6 +2149,10 @@ fn ten_thousand_fault_schedules_hold_every_invariant_of_the_real_machine() {
         tally.warm > runs as u32 / 10 && tally.warm_fenced > 0 && tally.warm_failed_handovers > 0,
         "{tally:?}"
     );
+    assert!(
+        tally.given_back > runs as u32 / 200 && tally.take_back_stopped > runs as u32 / 100,
+        "{tally:?}"
+    );
     // The failsafe's situations: holds, retakes, holds ended, takeovers after a hold, and
     // successors the record held back.
     assert!(
@@ -2148,8 +2215,11 @@ fn caught_at_least(rule: Rule) -> usize {
         Rule::SendTime => 342,
         Rule::Slew => 307,
         Rule::DisarmWhenDown | Rule::OwnTime => 301,
-        Rule::Budget | Rule::ReleaseWhenDown => 294,
-        Rule::OnlyAbsence => 270,
+        Rule::ReleaseWhenDown => 294,
+        // Re-pinned with demote_command (290 and 265 then): a warm service that gives the
+        // role back is neither stopped within the step-down's budget nor looked at.
+        Rule::Budget => 261,
+        Rule::OnlyAbsence => 238,
         Rule::PingOnRenewal => 63,
         Rule::ReplaceBeforeFloor => 12,
     }

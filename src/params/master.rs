@@ -187,9 +187,10 @@ pub const COMMAND: Param = Param {
     name: "command",
     shortdesc: "Program of the master service",
     longdesc: "The master service as a program run and supervised by the guard (absolute path). \
-        It gets HAMASTER_FENCING_TOKEN and HAMASTER_RESOURCE in its environment and dies with \
-        the guard (with standby=warm: HAMASTER_ROLE=standby and no token, under the resident \
-        guard; promote_command hands over the role and the token). Its output (stdout and stderr, line by line) goes to syslog under the \
+        It gets HAMASTER_ROLE=promoted, HAMASTER_FENCING_TOKEN, HAMASTER_RESOURCE and \
+        HAMASTER_NODE in its environment and dies with the guard (with standby=warm: \
+        HAMASTER_ROLE=standby and no token, under the resident guard; promote_command hands \
+        over the role and the token, demote_command takes the role back). Its output (stdout and stderr, line by line) goes to syslog under the \
         resource's name and its own pid, facility HA_LOGFACILITY (daemon when unset): \
         `journalctl -t RESOURCE` shows it, Pacemaker's log does not; where no syslog socket \
         answers, or HA_LOGFACILITY=none, it goes to the agent's log as `RESOURCE service: …`. \
@@ -391,9 +392,10 @@ pub const STANDBY: Param = Param {
         spawns and the unpromoted monitor checks, so that promote only takes the key, raises \
         the VIP, writes the fencing token and hands the running service the role \
         (promote_command), however long the service takes to start. The role is taken back \
-        by stopping the service, as a cold master's is, before the key is released \
-        (demote, a fence, a failed hand-over); the resident then starts it again as a \
-        standby. A standby service that must not act as the master unasked learns the role \
+        before the key is released (demote, a fence, a failed hand-over): by demote_command \
+        when it is set and confirms in time, the service then serving on as a standby; else \
+        by stopping the service, as a cold master's is, which the resident then starts again \
+        as a standby. A standby service that must not act as the master unasked learns the role \
         and the fencing token from promote_command. A service that exits on a standby fails the \
         instance (monitor), and Pacemaker recovers it.",
     ..BASE
@@ -416,11 +418,30 @@ pub const PROMOTE_COMMAND: Param = Param {
 /// How long promote_command may take (then it is killed and the hand-over fails).
 pub const PROMOTE_COMMAND_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
 
+pub const DEMOTE_COMMAND: Param = Param {
+    name: "demote_command",
+    shortdesc: "Command that takes the role back from a warm master's service",
+    longdesc: "With standby=warm: run by /bin/sh -c as the service's user, in its workdir, \
+        whenever the role is taken back (demote, a fence, a failed raise after the hand-over), \
+        with HAMASTER_ROLE=standby, HAMASTER_RESOURCE and HAMASTER_NODE in its environment \
+        (like keepalived's notify_backup). Exit status 0 confirms that the service gave the \
+        role up: it serves on as a standby and the key is released. Any other status, or \
+        still running when its budget ends (killed with its process group), and the service \
+        is stopped as without it, before the key is released. Its budget: at most 10 s, \
+        ending early enough to leave the service's stop its grace (10 s, or half the time \
+        left) within demote's timeout — after a fence, within a fraction of lease_margin. \
+        Unset: the role is taken back by stopping the service.",
+    ..BASE
+};
+
+/// The most demote_command may take (less when the stop's own budget is shorter).
+pub const DEMOTE_COMMAND_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The most addresses extra_vips may name.
 pub const EXTRA_VIPS_MAX: usize = 8;
 
 /// The master's own parameters, without the VIP.
-pub const OWN: [Param; 30] = [
+pub const OWN: [Param; 31] = [
     ETCD_ENDPOINTS,
     ETCD_PREFIX,
     CLUSTER_NAME,
@@ -440,6 +461,7 @@ pub const OWN: [Param; 30] = [
     USER,
     STANDBY,
     PROMOTE_COMMAND,
+    DEMOTE_COMMAND,
     HEALTH_URL,
     HEALTH_COMMAND,
     HEALTH_CACERT,

@@ -43,27 +43,35 @@ pub enum Standby {
     Warm {
         /// promote_command: run by /bin/sh -c at the hand-over; exit status 0 confirms it.
         promote_command: Option<String>,
+        /// demote_command: run by /bin/sh -c when the role is taken back; exit status 0
+        /// confirms it (the service is then not stopped).
+        #[serde(default)]
+        demote_command: Option<String>,
     },
 }
 
 impl Standby {
     fn from_values(v: &Values) -> Result<Standby, ConfigError> {
         let p = &mp::STANDBY;
-        let hook = v.get(&mp::PROMOTE_COMMAND);
-        if let Some(h) = hook.filter(|h| h.trim().is_empty()) {
-            return Err(ConfigError::invalid(&mp::PROMOTE_COMMAND, h, "is empty"));
+        let hooks = [&mp::PROMOTE_COMMAND, &mp::DEMOTE_COMMAND].map(|h| (h, v.get(h)));
+        for (param, hook) in hooks {
+            if let Some(h) = hook.filter(|h| h.trim().is_empty()) {
+                return Err(ConfigError::invalid(param, h, "is empty"));
+            }
         }
+        let [(_, promote), (_, demote)] = hooks;
         match v.required(p)? {
-            "cold" => match hook {
-                Some(h) => Err(ConfigError::invalid(
-                    &mp::PROMOTE_COMMAND,
+            "cold" => match hooks.iter().find_map(|(p, h)| h.map(|h| (*p, h))) {
+                Some((param, h)) => Err(ConfigError::invalid(
+                    param,
                     h,
                     "needs standby=warm (a cold standby's service starts with the role)",
                 )),
                 None => Ok(Standby::Cold),
             },
             "warm" => Ok(Standby::Warm {
-                promote_command: hook.map(String::from),
+                promote_command: promote.map(String::from),
+                demote_command: demote.map(String::from),
             }),
             other => Err(ConfigError::invalid(p, other, "must be cold or warm")),
         }
@@ -531,6 +539,7 @@ mod tests {
                 "etcd_outage" => ("fence", ""),
                 "standby" => ("warm", ""),
                 "promote_command" => ("true", ""),
+                "demote_command" => ("true", ""),
                 _ if p.kind == crate::params::Kind::Boolean => (
                     if p.default == Some("true") {
                         "false"
@@ -557,6 +566,7 @@ mod tests {
                 ),
                 ("etcd_password_file", "etcd_user", "hamaster"),
                 ("promote_command", "standby", "warm"),
+                ("demote_command", "standby", "warm"),
             ] {
                 if p.name == pair {
                     vars.push((other, value));

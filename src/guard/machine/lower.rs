@@ -7,7 +7,10 @@ use std::time::Duration;
 
 use super::state::{Look, Phase, Release, ServiceState, StepDown};
 use super::types::{Cause, Fault, Kernel, Level, Order};
-use super::{Machine, Timer, CHECK_EVERY, DEFAULT_STEP_DOWN, RELEASE_RETRY, WATCHDOG_LEAD};
+use super::{
+    Machine, Timer, CHECK_EVERY, DEFAULT_STEP_DOWN, RELEASE_RESERVE, RELEASE_RETRY, WATCHDOG_LEAD,
+};
+use crate::params::master::DEMOTE_COMMAND_LIMIT;
 use crate::presence::Presence;
 use crate::rules::Rule;
 use crate::service::stop::{self, STOP_GRACE};
@@ -67,8 +70,90 @@ impl<K: Kernel> Machine<K> {
         self.stop_service(now, kill_at);
     }
 
-    /// TERM now, KILL at `kill_at` (kept if an earlier KILL time is set already).
+    /// Takes the role back: by its hook first where the service has one (Plan::take_back),
+    /// else — and when the hook does not confirm — TERM now, KILL at `kill_at` (kept if an
+    /// earlier KILL time is set already).
     pub(super) fn stop_service(&mut self, now: Duration, kill_at: Duration) {
+        match &mut self.service {
+            ServiceState::Running(s) if self.plan.take_back => {
+                let service = s.clone();
+                let end = self.take_back_end(now, kill_at);
+                self.service = ServiceState::GivingBack(service);
+                self.timers.set(Timer::TakeBack, end);
+                self.log(
+                    Level::Info,
+                    format!(
+                        "taking the role back by demote_command (within {:.1} s)",
+                        (end - now).as_secs_f64()
+                    ),
+                );
+                self.out(Order::TakeBack { within: end - now });
+                return;
+            }
+            ServiceState::GivingBack(_) => {
+                // A fence during a step-down's take-back: its budget may only shrink.
+                let end = self.take_back_end(now, kill_at);
+                self.timers.set_earlier(Timer::TakeBack, end);
+                return;
+            }
+            _ => {}
+        }
+        self.terminate(now, kill_at);
+    }
+
+    /// Where the take-back's budget ends: DEMOTE_COMMAND_LIMIT at most, and early enough that
+    /// a hook that does not confirm leaves the service its TERM's grace (STOP_GRACE, or half
+    /// the time left when less is left) before it must be gone: the step-down's budget less
+    /// the release's reserve, or the KILL time (`kill_at`) once fenced.
+    fn take_back_end(&self, now: Duration, kill_at: Duration) -> Duration {
+        let stop_by = match self.step_down {
+            Some(s) if self.fenced.is_none() && self.rules.holds(Rule::Budget) => {
+                s.by.saturating_sub(RELEASE_RESERVE).max(kill_at)
+            }
+            _ => kill_at,
+        };
+        let left = stop_by.saturating_sub(now);
+        now + DEMOTE_COMMAND_LIMIT.min(left.saturating_sub(STOP_GRACE).max(left / 2))
+    }
+
+    /// The take-back's answer: confirmed, the service runs on as a standby; failed, it is
+    /// stopped (a late answer, after the budget's end, changes nothing).
+    pub(super) fn taken_back(&mut self, now: Duration, r: Result<(), Fault>) {
+        if !matches!(self.service, ServiceState::GivingBack(_)) {
+            return;
+        }
+        match r {
+            Ok(()) => {
+                self.timers.clear(Timer::TakeBack);
+                self.service = ServiceState::GivenBack;
+                self.log(
+                    Level::Info,
+                    "the service gave the role back (demote_command); it runs on as a standby"
+                        .into(),
+                );
+                self.out(Order::Persist);
+            }
+            Err(e) => self.take_back_failed(now, format!("demote_command failed ({e})")),
+        }
+    }
+
+    /// The hook failed, or did not confirm in its budget: the service is stopped.
+    fn take_back_failed(&mut self, now: Duration, why: String) {
+        if let ServiceState::GivingBack(service) = &self.service {
+            let service = service.clone();
+            let kill_at = self.kill_time(now);
+            self.timers.clear(Timer::TakeBack);
+            self.log(
+                Level::Error,
+                format!("{why}: the service is stopped instead"),
+            );
+            self.service = ServiceState::Running(service);
+            self.terminate(now, kill_at);
+        }
+    }
+
+    /// TERM now, KILL at `kill_at` (kept if an earlier KILL time is set already).
+    fn terminate(&mut self, now: Duration, kill_at: Duration) {
         let (service, start_out) = match &mut self.service {
             ServiceState::Running(s) => (s.clone(), false),
             ServiceState::Starting(Some(s)) => (s.clone(), true),
@@ -125,6 +210,11 @@ impl<K: Kernel> Machine<K> {
     /// Lowering goes on until VIP and service are confirmed down: a service still running (or
     /// starting, a unit) is stopped, SIGKILL goes at its time.
     pub(super) fn lower(&mut self, now: Duration) {
+        if matches!(self.service, ServiceState::GivingBack(_))
+            && self.timers.take(Timer::TakeBack, now)
+        {
+            self.take_back_failed(now, "demote_command did not confirm in its budget".into());
+        }
         if matches!(
             self.service,
             ServiceState::Running(_) | ServiceState::Starting(Some(_))
@@ -201,6 +291,7 @@ impl<K: Kernel> Machine<K> {
                 if self.service.may_run() {
                     self.service = ServiceState::Stopped;
                     self.timers.clear(Timer::Kill);
+                    self.timers.clear(Timer::TakeBack);
                     self.timers.clear(Timer::Look);
                     self.out(Order::Persist);
                 }

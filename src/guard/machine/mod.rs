@@ -97,6 +97,9 @@ pub struct Plan {
     /// A failsafe record was written with the key (etcd_outage=hold, corosync answering):
     /// the guard may hold through an etcd outage (hold.rs).
     pub hold: bool,
+    /// The role can be taken back from the running service by its hook (a warm standby's
+    /// demote_command): tried first, the service stopped only when it does not confirm.
+    pub take_back: bool,
 }
 
 pub struct Machine<K> {
@@ -340,6 +343,7 @@ impl<K: Kernel> Machine<K> {
                 // (while its leader is unreaped, the group's id is ours).
                 self.look_at(now);
             }
+            Input::TakenBack(r) => self.taken_back(now, r),
             Input::ServiceChecked(r) => self.service_checked(now, r),
             Input::Released(r) => self.released_answer(now, r),
             Input::StepDown { by } => self.step_down(now, by),

@@ -159,6 +159,11 @@ pub enum ServiceState {
     /// Its start is out (a unit is known before its start: fencing can stop it mid-start).
     Starting(Option<ServiceRef>),
     Running(ServiceRef),
+    /// Its role is being taken back by its hook (Plan::take_back): stopped if the hook fails
+    /// or has not confirmed by Timer::TakeBack.
+    GivingBack(ServiceRef),
+    /// It confirmed it gave the role up: it runs on as a standby, nothing of the master's.
+    GivenBack,
     /// Signalled, not yet confirmed stopped. `killed`: SIGKILL sent. `start_out`: a stop that
     /// overtook the start, whose answer is still to come (not up yet is not stopped).
     Stopping {
@@ -173,14 +178,20 @@ impl ServiceState {
     pub fn reference(&self) -> Option<&ServiceRef> {
         match self {
             ServiceState::Starting(r) => r.as_ref(),
-            ServiceState::Running(r) | ServiceState::Stopping { service: r, .. } => Some(r),
+            ServiceState::Running(r)
+            | ServiceState::GivingBack(r)
+            | ServiceState::Stopping { service: r, .. } => Some(r),
             _ => None,
         }
     }
 
-    /// Whether the service may be running (anything short of confirmed stopped or never).
+    /// Whether the service may be running as the master (anything short of confirmed stopped,
+    /// or its role confirmed given back, or never started).
     pub fn may_run(&self) -> bool {
-        !matches!(self, ServiceState::NotStarted | ServiceState::Stopped)
+        !matches!(
+            self,
+            ServiceState::NotStarted | ServiceState::Stopped | ServiceState::GivenBack
+        )
     }
 
     /// Whether its start is out: an answer is still to come, which may bring it up.

@@ -23,6 +23,8 @@ pub(crate) struct Late {
     /// taken it), after taking this long.
     pub extend_fails: bool,
     pub extend_takes: Duration,
+    /// The signals sent to the service (true: SIGKILL), in order.
+    pub signals: Vec<bool>,
 }
 
 impl Late {
@@ -69,7 +71,8 @@ impl Kernel for Late {
             false => Ok(()),
         }
     }
-    fn signal_service(&mut self, _: &ServiceRef, _: bool) -> Result<(), Fault> {
+    fn signal_service(&mut self, _: &ServiceRef, kill: bool) -> Result<(), Fault> {
+        self.signals.push(kill);
         Ok(())
     }
     fn forget_service(&mut self, _: &ServiceRef) {}
@@ -91,6 +94,7 @@ fn a_ping_that_took_effect_late_is_made_again_shorter() {
         known: None,
         watchdog: WatchdogPlan::Required,
         hold: false,
+        take_back: false,
     };
     let t = Duration::from_millis;
     let mut m = Machine::new(plan, t(0), clock.ttl, Late::default());
@@ -144,6 +148,7 @@ fn vip_machine(ttl: u64, margin: u64) -> Machine<Late> {
         known: None,
         watchdog: WatchdogPlan::Off,
         hold: false,
+        take_back: false,
     };
     Machine::new(plan, Duration::ZERO, clock.ttl, Late::default())
 }
@@ -237,8 +242,12 @@ fn a_fence_after_a_failed_raise_is_named_after_the_failure() {
 
 /// A VIP machine raised and leading at 40 ms (lease from 0), its orders so far drained.
 fn leading(ttl: u64, margin: u64) -> Machine<Late> {
+    raised(vip_machine(ttl, margin))
+}
+
+/// `m` raised and leading at 40 ms (its service a command's group), its orders drained.
+fn raised(mut m: Machine<Late>) -> Machine<Late> {
     let t = Duration::from_millis;
-    let mut m = vip_machine(ttl, margin);
     m.handle(t(10), Input::Tick);
     m.handle(t(20), Input::Settled(Ok(())));
     m.handle(t(30), Input::TokenWritten(Ok(())));
@@ -487,26 +496,31 @@ fn cluster(members: &[u32]) -> crate::failsafe::witness::Cluster {
 /// fail: asks of corosync are answered with `members` at once. Runs until `until`, returning
 /// the orders seen.
 fn hold_machine() -> Machine<Late> {
-    let clock = LeaseClock {
-        ttl: Duration::from_secs(10),
-        margin: Duration::from_secs(2),
-    };
-    let plan = Plan {
-        clock,
+    raised_from(Plan {
+        hold: true,
+        ..plan_10_2()
+    })
+}
+
+/// The machine of `plan` (its lease granted at 0), raised and leading at 40 ms.
+fn raised_from(plan: Plan) -> Machine<Late> {
+    let ttl = plan.clock.ttl;
+    raised(Machine::new(plan, Duration::ZERO, ttl, Late::default()))
+}
+
+/// A VIP, no watchdog, a lease of 10 s with a margin of 2 s, nothing else.
+fn plan_10_2() -> Plan {
+    Plan {
+        clock: LeaseClock {
+            ttl: Duration::from_secs(10),
+            margin: Duration::from_secs(2),
+        },
         vip: true,
         known: None,
         watchdog: WatchdogPlan::Off,
-        hold: true,
-    };
-    let t = Duration::from_millis;
-    let mut m = Machine::new(plan, Duration::ZERO, clock.ttl, Late::default());
-    m.handle(t(10), Input::Tick);
-    m.handle(t(20), Input::Settled(Ok(())));
-    m.handle(t(30), Input::TokenWritten(Ok(())));
-    m.handle(t(40), Input::ServiceStarted(Ok(ServiceRef::Group(12345))));
-    assert_eq!(m.phase(), Phase::Leading);
-    drain(&mut m);
-    m
+        hold: false,
+        take_back: false,
+    }
 }
 
 /// Runs the machine from `from` to `to` (ms) in 100 ms steps: keepalives fail (etcd silent),
@@ -707,4 +721,96 @@ fn a_lease_etcd_let_go_is_taken_back_and_a_key_taken_fences() {
         "{:?}",
         m.fenced()
     );
+}
+
+/// A warm master whose service has demote_command (Plan::take_back), leading from 0 with a
+/// lease of 10 s, margin 2 s.
+fn warm_machine() -> Machine<Late> {
+    raised_from(Plan {
+        known: Some(ServiceRef::Group(12345)),
+        take_back: true,
+        ..plan_10_2()
+    })
+}
+
+/// The take-back's budget, from the orders (None: none ordered); whether a release was.
+fn take_back_and_release(orders: &[Order]) -> (Option<Duration>, bool) {
+    let within = orders.iter().find_map(|o| match o {
+        Order::TakeBack { within } => Some(*within),
+        _ => None,
+    });
+    (within, orders.iter().any(|o| matches!(o, Order::Release)))
+}
+
+#[test]
+fn a_role_given_back_in_time_leaves_the_service_running_and_then_the_key_is_released() {
+    let t = Duration::from_millis;
+    let mut m = warm_machine();
+    m.kernel.now = t(1000);
+    m.handle(t(1000), Input::StepDown { by: t(21_000) });
+    let (within, released) = take_back_and_release(&drain(&mut m));
+    // 18 s until the service must be gone (the budget less the release's reserve): 9 s for
+    // the hook, 9 s left for the TERM's grace.
+    assert_eq!(within, Some(Duration::from_secs(9)));
+    assert!(!released, "the role is not given back yet");
+    assert!(m.kernel.signals.is_empty(), "the hook goes first");
+    m.handle(t(1300), Input::TakenBack(Ok(())));
+    assert_eq!(m.view().service, ServiceState::GivenBack);
+    let (_, released) = take_back_and_release(&drain(&mut m));
+    assert!(released, "given back, VIP down: the key is released");
+    assert!(
+        m.kernel.signals.is_empty(),
+        "a standby now: never signalled"
+    );
+}
+
+#[test]
+fn a_take_back_that_fails_stops_the_service_before_the_release() {
+    let t = Duration::from_millis;
+    let mut m = warm_machine();
+    m.handle(t(1000), Input::StepDown { by: t(21_000) });
+    drain(&mut m);
+    m.handle(
+        t(1100),
+        Input::TakenBack(Err(Fault::Service("demote_command exit status: 1".into()))),
+    );
+    assert_eq!(m.kernel.signals, [false], "TERM at once");
+    let (_, released) = take_back_and_release(&drain(&mut m));
+    assert!(!released, "not confirmed stopped");
+    m.handle(
+        t(1200),
+        Input::ServiceChecked(crate::presence::Presence::Absent),
+    );
+    let (_, released) = take_back_and_release(&drain(&mut m));
+    assert!(released);
+    // A late confirmation changes nothing.
+    m.handle(t(1300), Input::TakenBack(Ok(())));
+    assert_eq!(m.view().service, ServiceState::Stopped);
+}
+
+#[test]
+fn a_take_back_that_hangs_after_a_fence_ends_in_a_stop_before_the_kill_time() {
+    let t = Duration::from_millis;
+    let mut m = warm_machine();
+    let fence_at = m.fence_at();
+    m.kernel.now = fence_at;
+    m.handle(fence_at, Input::Tick);
+    assert!(m.fenced().is_some());
+    let (within, _) = take_back_and_release(&drain(&mut m));
+    let within = within.expect("the hook goes first after a fence too");
+    let kill_at = m.kill_time(fence_at);
+    assert!(within > Duration::ZERO && fence_at + within * 2 <= kill_at + t(1));
+    assert!(m.kernel.signals.is_empty());
+    // Silent: at the budget's end the service gets TERM, KILL at its time.
+    let end = fence_at + within;
+    assert_eq!(m.next_wake(), Some(end));
+    m.kernel.now = end;
+    m.handle(end, Input::Tick);
+    assert_eq!(m.kernel.signals, [false]);
+    m.kernel.now = kill_at;
+    m.handle(kill_at, Input::Tick);
+    assert_eq!(m.kernel.signals, [false, true]);
+    // A confirmation after the budget is not believed: only absence counts.
+    m.handle(kill_at + t(10), Input::TakenBack(Ok(())));
+    assert!(m.view().service.may_run());
 }

@@ -12,6 +12,8 @@ pub enum Timer {
     Fence,
     /// SIGKILL to a service that got SIGTERM.
     Kill,
+    /// The end of the take-back's budget: a service that has not confirmed is stopped.
+    TakeBack,
     /// A renewal's second watchdog ping (machine::watchdog).
     SecondPing,
     /// A VIP removal that failed, tried again.
@@ -30,9 +32,10 @@ pub enum Timer {
     Retake,
 }
 
-const ALL: [Timer; 10] = [
+const ALL: [Timer; 11] = [
     Timer::Fence,
     Timer::Kill,
+    Timer::TakeBack,
     Timer::SecondPing,
     Timer::VipRetry,
     Timer::Look,

@@ -190,6 +190,9 @@ pub enum Order {
     WriteToken,
     /// Start the service. Answer ServiceStarted.
     StartService,
+    /// Take the role back from the running service by its hook (demote_command), killed if
+    /// still running after `within`. Answer TakenBack.
+    TakeBack { within: Duration },
     /// Is anything of the service left (its process group, the unit as systemd says)? Answer
     /// ServiceChecked: present, absent, or cannot tell.
     CheckService(ServiceRef),
@@ -260,6 +263,8 @@ pub enum Input {
     ServiceStarted(Result<ServiceRef, Fault>),
     /// The supervised command's leader process exited (its group may live on).
     ServiceExited(String),
+    /// The take-back's outcome: Ok when the service confirmed it gave the role up.
+    TakenBack(Result<(), Fault>),
     /// Whether anything of the service is left: only Absent confirms it stopped.
     ServiceChecked(Presence),
     Released(Result<(), Fault>),
