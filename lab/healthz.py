@@ -119,8 +119,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
         length = int(self.headers.get("Content-Length", "0"))
         words = self.rfile.read(length).decode().split()
-        if self.path == "/role" and words and words[0] in ("promoted", "standby"):
-            token = int(words[1]) if words[0] == "promoted" and len(words) > 1 else 0
+        token = words[1] if len(words) > 1 and words[0] == "promoted" else "0"
+        if self.path == "/role" and words and words[0] in ("promoted", "standby") and token.isdigit():
+            token = int(token)
             take_role(words[0], token)
             code, body = 200, "role %s\n" % words[0]
         elif self.path == "/write" and me["role"] != "promoted":

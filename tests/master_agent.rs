@@ -2468,15 +2468,23 @@ fn a_warm_master_gives_the_role_back_before_the_next_is_handed_it() {
     let mut etcd = EtcdCluster::new("mg2");
     let (a, b) = (Node::new(&mut etcd, "na"), Node::new(&mut etcd, "nb"));
     fn warm<'a>(n: &'a Node, etcd: &EtcdCluster) -> support::Agent<'a> {
-        // A file in the node's state dir makes its demote_command hang.
+        // A file in the node's state dir makes its demote_command hang. Once the service
+        // has taken the standby role, the hook looks whether the key is still there (it must
+        // be: the guard releases it only after the hook's exit) and says so in `held`.
         let hangs = n.state.join("demote-hangs");
+        let held = format!(
+            "ETCDCTL_API=3 etcdctl --endpoints={} get {KEY} --print-value-only | grep -q . \
+             && echo held >> {}",
+            etcd.endpoints(),
+            n.state.join("held").display()
+        );
         n.agent(etcd)
             .param("standby", "warm")
             .param("promote_command", &n.tell_role_hook())
             .param(
                 "demote_command",
                 &format!(
-                    "test -e {} && sleep 60; {}",
+                    "test -e {} && sleep 60; {} && {{ {held}; true; }}",
                     hangs.display(),
                     n.tell_role_hook()
                 ),
@@ -2526,6 +2534,11 @@ fn a_warm_master_gives_the_role_back_before_the_next_is_handed_it() {
     assert!(
         deleted.found,
         "the key was released before the role was given back"
+    );
+    assert_eq!(
+        std::fs::read_to_string(a.state.join("held")).unwrap_or_default(),
+        "held\n",
+        "the service had given the role back while the key was still held"
     );
     assert_eq!(
         a.service_pids(),

@@ -469,7 +469,12 @@ impl Guard {
         let fence = shell.fence.clone();
         tokio::spawn(async move {
             let r = match hook {
-                Some(text) => run_hook("demote_command", &text, &run_as, &env, within).await,
+                // Killed with its group once the machine stops waiting for it (its budget
+                // shortened by a fence, the service exited, the round over).
+                Some(text) => tokio::select! {
+                    r = run_hook("demote_command", &text, &run_as, &env, within) => r,
+                    _ = given_up_on(&fence) => Err("no longer waited for (killed)".to_string()),
+                },
                 None => Err("not set".to_string()),
             };
             fence.handle(Input::TakenBack(r.map_err(Fault::Service)));
@@ -635,7 +640,14 @@ impl Guard {
                     super::wire::defend(link, ip, mode, fence.clone(), rsc);
                 }
             }
-            Order::Exit { raise_failed } => return Some(raise_failed),
+            Order::Exit {
+                raise_failed,
+                given_back,
+            } => {
+                // Told with the order: the view published after it may lag.
+                self.given_back = given_back;
+                return Some(raise_failed);
+            }
         }
         None
     }
@@ -659,9 +671,8 @@ impl Guard {
             let _ = request.reply.send((!raise_failed, st.clone()));
         }
         // Its role given back (demote_command), the service serves on as a standby.
-        let given_back = shell.fence.view().service == ServiceState::GivenBack;
         match self.service.take() {
-            Some(running) if given_back => self.warm = Some(running),
+            Some(running) if self.given_back => self.warm = Some(running),
             _ => {}
         }
         if raise_failed {
@@ -812,6 +823,17 @@ async fn run_hook(
         _ => format!("within {:.1} s", limit.as_secs_f64()),
     };
     hook.run(env, limit, &within).await
+}
+
+/// Ends once the machine no longer waits for the role to be given back (the order goes out
+/// before the view that shows it is published: a running service still counts).
+async fn given_up_on(fence: &Fence) {
+    while matches!(
+        fence.view().service,
+        ServiceState::Running(_) | ServiceState::GivingBack(_)
+    ) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 async fn unwanted(fence: &Fence) {

@@ -255,8 +255,11 @@ struct Guard {
     persisted: Persisted,
     service: Option<Running>,
     /// A resident standby's running service, handed to this round: its start is the hand-over
-    /// of the role. Still here after the round when it was never handed over.
+    /// of the role. Still here after the round when it was never handed over, or when it gave
+    /// the role back.
     warm: Option<Running>,
+    /// The machine's last word: the service gave the role back (Order::Exit).
+    given_back: bool,
     /// The watchdog device chosen before the key is taken (or why none).
     watchdog: Choice,
     /// What /metrics reports that is counted as it happens.
@@ -338,6 +341,7 @@ impl Guard {
             persisted,
             service: None,
             warm: None,
+            given_back: false,
             watchdog: Choice::Off,
             metrics: Arc::default(),
             asked: false,

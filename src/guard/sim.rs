@@ -1809,7 +1809,10 @@ impl Sim {
                     w.service = false;
                     w.note("the service gave the role back".into());
                 }
-                self.feed(Input::TakenBack(Ok(())), seed)?;
+                // The hook's exit reaches the machine a little later: after its budget's end,
+                // sometimes, when it confirmed just before.
+                let d = self.rng.ms(0, 60);
+                self.deliver(d, Input::TakenBack(Ok(())));
             }
             Ev::ServiceDies => {
                 let w = &mut self.m.kernel;

@@ -429,8 +429,9 @@ pub const DEMOTE_COMMAND: Param = Param {
         still running when its budget ends (killed with its process group), and the service \
         is stopped as without it, before the key is released. Its budget: at most 10 s, \
         ending early enough to leave the service's stop its grace (10 s, or half the time \
-        left) within demote's timeout — after a fence, within a fraction of lease_margin. \
-        Unset: the role is taken back by stopping the service.",
+        left) within demote's timeout — after a fence, within a fraction of lease_margin; \
+        where less than 0.5 s would be left, or the service's own process has exited, the \
+        service is stopped at once. Unset: the role is taken back by stopping the service.",
     ..BASE
 };
 

@@ -11,6 +11,10 @@ use super::{
     Machine, Timer, CHECK_EVERY, DEFAULT_STEP_DOWN, RELEASE_RESERVE, RELEASE_RETRY, WATCHDOG_LEAD,
 };
 use crate::params::master::DEMOTE_COMMAND_LIMIT;
+
+/// The least budget demote_command is run with: below it, the service is stopped at once
+/// (after a fence the time left is a fraction of lease_margin).
+pub const TAKE_BACK_MIN: Duration = Duration::from_millis(500);
 use crate::presence::Presence;
 use crate::rules::Rule;
 use crate::service::stop::{self, STOP_GRACE};
@@ -74,12 +78,15 @@ impl<K: Kernel> Machine<K> {
     /// else — and when the hook does not confirm — TERM now, KILL at `kill_at` (kept if an
     /// earlier KILL time is set already).
     pub(super) fn stop_service(&mut self, now: Duration, kill_at: Duration) {
-        match &mut self.service {
-            ServiceState::Running(s) if self.plan.take_back => {
-                let service = s.clone();
-                let end = self.take_back_end(now, kill_at);
-                self.service = ServiceState::GivingBack(service);
-                self.timers.set(Timer::TakeBack, end);
+        let end = self.take_back_end(now, kill_at);
+        // Only a service whose leader runs can confirm anything: one that exited (its group
+        // may live on) is stopped; so is one when too little time is left.
+        let may_ask =
+            self.plan.take_back && self.exit_detail.is_none() && end >= now + TAKE_BACK_MIN;
+        match &self.service {
+            ServiceState::Running(s) if may_ask => {
+                self.service = ServiceState::GivingBack(s.clone());
+                self.timers.set_earlier(Timer::TakeBack, end);
                 self.log(
                     Level::Info,
                     format!(
@@ -90,12 +97,8 @@ impl<K: Kernel> Machine<K> {
                 self.out(Order::TakeBack { within: end - now });
                 return;
             }
-            ServiceState::GivingBack(_) => {
-                // A fence during a step-down's take-back: its budget may only shrink.
-                let end = self.take_back_end(now, kill_at);
-                self.timers.set_earlier(Timer::TakeBack, end);
-                return;
-            }
+            // A fence during a step-down's take-back: its budget may only shrink.
+            ServiceState::GivingBack(_) => return self.timers.set_earlier(Timer::TakeBack, end),
             _ => {}
         }
         self.terminate(now, kill_at);
@@ -116,12 +119,19 @@ impl<K: Kernel> Machine<K> {
         now + DEMOTE_COMMAND_LIMIT.min(left.saturating_sub(STOP_GRACE).max(left / 2))
     }
 
-    /// The take-back's answer: confirmed, the service runs on as a standby; failed, it is
-    /// stopped (a late answer, after the budget's end, changes nothing).
+    /// The take-back's answer: confirmed within the budget, the service runs on as a standby;
+    /// failed, or confirmed only after the budget's end (an answer queued behind a late
+    /// wake-up), it is stopped. Once it is stopping, an answer changes nothing.
     pub(super) fn taken_back(&mut self, now: Duration, r: Result<(), Fault>) {
         if !matches!(self.service, ServiceState::GivingBack(_)) {
             return;
         }
+        let r = match r {
+            Ok(()) if self.timers.due(Timer::TakeBack, now) => Err(Fault::Service(
+                "demote_command confirmed after its budget's end".into(),
+            )),
+            other => other,
+        };
         match r {
             Ok(()) => {
                 self.timers.clear(Timer::TakeBack);
@@ -138,7 +148,7 @@ impl<K: Kernel> Machine<K> {
     }
 
     /// The hook failed, or did not confirm in its budget: the service is stopped.
-    fn take_back_failed(&mut self, now: Duration, why: String) {
+    pub(super) fn take_back_failed(&mut self, now: Duration, why: String) {
         if let ServiceState::GivingBack(service) = &self.service {
             let service = service.clone();
             let kill_at = self.kill_time(now);
@@ -402,6 +412,7 @@ impl<K: Kernel> Machine<K> {
             }
             self.out(Order::Exit {
                 raise_failed: failed,
+                given_back: self.service == ServiceState::GivenBack,
             });
             self.set_phase(Phase::Done);
             self.timers.clear_all();

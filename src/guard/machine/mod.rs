@@ -337,6 +337,12 @@ impl<K: Kernel> Machine<K> {
                 if self.phase.is_leading() {
                     self.log(Level::Error, format!("service {detail}"));
                 }
+                // Its leader gone, nothing can confirm the role given back: what is left of
+                // its group is stopped.
+                self.take_back_failed(
+                    now,
+                    format!("the service {detail} while giving the role back"),
+                );
                 self.push_exit(&detail);
                 self.exit_detail = Some(detail);
                 // Its group may live on: look, and forget its pid once the group is empty

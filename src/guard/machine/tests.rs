@@ -210,7 +210,7 @@ fn the_release_after_a_failed_raise_is_not_a_loss_and_the_failure_stays_the_reas
     m.handle(t(1510), Input::Released(Ok(())));
     let mut exit = None;
     while let Some(o) = m.poll_order() {
-        if let Order::Exit { raise_failed } = o {
+        if let Order::Exit { raise_failed, .. } = o {
             exit = Some(raise_failed);
         }
     }
@@ -733,6 +733,19 @@ fn warm_machine() -> Machine<Late> {
     })
 }
 
+/// warm_machine with a lease of 30 s and a margin of 10 s: a fence leaves the hook time.
+fn warm_machine_30_10() -> Machine<Late> {
+    raised_from(Plan {
+        clock: LeaseClock {
+            ttl: Duration::from_secs(30),
+            margin: Duration::from_secs(10),
+        },
+        known: Some(ServiceRef::Group(12345)),
+        take_back: true,
+        ..plan_10_2()
+    })
+}
+
 /// The take-back's budget, from the orders (None: none ordered); whether a release was.
 fn take_back_and_release(orders: &[Order]) -> (Option<Duration>, bool) {
     let within = orders.iter().find_map(|o| match o {
@@ -791,7 +804,7 @@ fn a_take_back_that_fails_stops_the_service_before_the_release() {
 #[test]
 fn a_take_back_that_hangs_after_a_fence_ends_in_a_stop_before_the_kill_time() {
     let t = Duration::from_millis;
-    let mut m = warm_machine();
+    let mut m = warm_machine_30_10();
     let fence_at = m.fence_at();
     m.kernel.now = fence_at;
     m.handle(fence_at, Input::Tick);
@@ -813,4 +826,56 @@ fn a_take_back_that_hangs_after_a_fence_ends_in_a_stop_before_the_kill_time() {
     // A confirmation after the budget is not believed: only absence counts.
     m.handle(kill_at + t(10), Input::TakenBack(Ok(())));
     assert!(m.view().service.may_run());
+
+    // Lease 10 s, margin 2 s: the fence leaves less than TAKE_BACK_MIN, the service is
+    // stopped at once.
+    let mut m = warm_machine();
+    let fence_at = m.fence_at();
+    m.handle(fence_at, Input::Tick);
+    let (within, _) = take_back_and_release(&drain(&mut m));
+    assert_eq!(within, None);
+    assert_eq!(m.kernel.signals, [false]);
+}
+
+#[test]
+fn a_confirmation_queued_past_the_budget_or_from_an_exited_service_is_not_believed() {
+    let t = Duration::from_millis;
+    // Handled after the budget's end (the thread woke late, the answer came first); the lease
+    // still runs.
+    let mut m = warm_machine_30_10();
+    m.handle(t(1000), Input::StepDown { by: t(21_000) });
+    let (within, _) = take_back_and_release(&drain(&mut m));
+    let end = t(1000) + within.unwrap();
+    m.kernel.now = end + t(5);
+    m.handle(end + t(5), Input::TakenBack(Ok(())));
+    assert_eq!(m.kernel.signals, [false], "stopped instead");
+    assert!(m.view().service.may_run());
+
+    // The leader exited while the hook ran: what is left of its group is stopped.
+    let mut m = warm_machine();
+    m.handle(t(1000), Input::StepDown { by: t(21_000) });
+    drain(&mut m);
+    m.handle(t(1100), Input::ServiceExited("exited with status 0".into()));
+    assert_eq!(m.kernel.signals, [false]);
+    m.handle(t(1150), Input::TakenBack(Ok(())));
+    assert!(m.view().service.may_run(), "not given back: stopping");
+
+    // The leader exited before the step-down: no hook, a stop.
+    let mut m = warm_machine();
+    m.handle(t(500), Input::ServiceExited("exited with status 0".into()));
+    m.handle(
+        t(600),
+        Input::ServiceChecked(crate::presence::Presence::Present),
+    );
+    m.handle(t(1000), Input::StepDown { by: t(21_000) });
+    let (within, _) = take_back_and_release(&drain(&mut m));
+    assert_eq!(within, None);
+    assert_eq!(m.kernel.signals, [false]);
+
+    // A step-down with little budget: no hook, a stop.
+    let mut m = warm_machine();
+    m.handle(t(1000), Input::StepDown { by: t(3_500) });
+    let (within, _) = take_back_and_release(&drain(&mut m));
+    assert_eq!(within, None);
+    assert_eq!(m.kernel.signals, [false]);
 }

@@ -218,7 +218,11 @@ pub enum Order {
     /// Answer Retaken.
     Retake,
     /// The guard's work is over; `raise_failed`: it ends because the raise failed.
-    Exit { raise_failed: bool },
+    Exit {
+        raise_failed: bool,
+        /// The service gave the role back (demote_command): it serves on as a standby.
+        given_back: bool,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
