@@ -330,7 +330,7 @@ fn start(ctx: &Ctx) -> Done {
         start_resident(ctx, &cfg, until)?;
     }
     let watchdog = crate::resource::watchdog::choose(&cfg.watchdog);
-    update_score(ctx, &cfg, &watchdog, until);
+    update_score(ctx, &cfg, &watchdog, until, false);
     Ok(Outcome::ok())
 }
 
@@ -407,7 +407,7 @@ fn monitor(ctx: &Ctx) -> Done {
         }
         // Chosen once: the score and the node's report both say what it found.
         let watchdog = crate::resource::watchdog::choose(&cfg.watchdog);
-        let members = update_score(ctx, &cfg, &watchdog, until);
+        let members = update_score(ctx, &cfg, &watchdog, until, true);
         let readiness = super::report::Readiness::of(&cfg, members, watchdog);
         super::report::publish(
             ctx.env,
@@ -896,6 +896,7 @@ fn step_down(ctx: &Ctx, until: Instant) -> Done {
             c,
             &crate::resource::watchdog::choose(&c.watchdog),
             until,
+            false,
         );
     }
     Ok(Outcome::ok())
@@ -975,13 +976,15 @@ fn cleanup_after_guard(
 /// it cannot be promoted, nor one without the watchdog that watchdog=required asks for
 /// (`watchdog`: resource::watchdog::choose's answer). The look at etcd and the score's tool
 /// both fit in what is left of the action's budget (`until`); without time for the look, no
-/// score. Every etcd member is asked for its status in the same look: their answers, for the
-/// node's report (None when etcd was not asked).
+/// score. With `report` (the monitor), every etcd member is asked for its status in the same
+/// look: their answers, for the node's report (None when etcd was not asked, or without
+/// `report`: start and demote do not wait for a silent member's answer).
 fn update_score(
     ctx: &Ctx,
     cfg: &MasterConfig,
     watchdog: &Result<crate::resource::watchdog::Choice, String>,
     until: Instant,
+    report: bool,
 ) -> Option<MemberAnswers> {
     if !super::score::in_cluster(ctx.env) {
         return None;
@@ -1009,12 +1012,19 @@ fn update_score(
     let holder = status::block_on(async {
         tokio::time::timeout(look, async {
             let etcd = Etcd::connect(&cfg.etcd, Duration::from_secs(1).min(look)).await?;
+            if !report {
+                return etcd.holder(&key).await;
+            }
             let (holder, answers) = tokio::join!(etcd.holder(&key), etcd.member_answers());
             members = Some(answers);
             holder
         })
         .await
     });
+    if !report {
+        set_score(ctx, score_of(ctx, holder, look), until);
+        return None;
+    }
     // The look ran out before the members' answers: none answered in it.
     let members = members.unwrap_or_else(|| {
         let silent = format!("no answer within {} ms", look.as_millis());
@@ -1024,7 +1034,20 @@ fn update_score(
             .map(|e| (e.clone(), Err(silent.clone())))
             .collect()
     });
-    let score = match holder {
+    set_score(ctx, score_of(ctx, holder, look), until);
+    Some(members)
+}
+
+/// The promotion score from the look at the key's holder (`look`: how long it had).
+fn score_of(
+    ctx: &Ctx,
+    holder: Result<
+        Result<Option<crate::lease::Holder>, crate::lease::LeaseError>,
+        tokio::time::error::Elapsed,
+    >,
+    look: Duration,
+) -> Option<i32> {
+    match holder {
         Ok(Ok(Some(h))) if h.node == ctx.node() => Some(SCORE_HOLDER),
         Ok(Ok(_)) => Some(SCORE_CANDIDATE),
         Ok(Err(e)) => {
@@ -1038,9 +1061,7 @@ fn update_score(
             );
             None
         }
-    };
-    set_score(ctx, score, until);
-    Some(members)
+    }
 }
 
 fn set_score(ctx: &Ctx, score: Option<i32>, until: Instant) {

@@ -286,21 +286,19 @@ pub fn fencing_in(xml: &str) -> Option<bool> {
     }
 }
 
-/// Whether `cibadmin --query --scope crm_config` leaves startup fencing on: no
-/// `startup-fencing` set to a false value in any property set (unset: Pacemaker's default,
-/// on). None: not a crm_config section.
-pub fn startup_fencing_in(xml: &str) -> Option<bool> {
+/// The values of every `nvpair` named `name` in `cibadmin --query --scope crm_config`'s
+/// answer, in every property set (a value missing: empty). None: not a crm_config section.
+fn properties_in(xml: &str, name: &str) -> Option<Vec<String>> {
     use quick_xml::events::Event;
     let mut reader = quick_xml::Reader::from_str(xml);
     let mut answered = false;
-    let mut on = true;
+    let mut values = Vec::new();
     loop {
         match reader.read_event() {
             Ok(Event::Start(e)) | Ok(Event::Empty(e)) => match e.name().as_ref() {
                 b"crm_config" => answered = true,
-                b"nvpair" if attr(&e, "name").as_deref() == Some("startup-fencing") => {
-                    let value = attr(&e, "value").unwrap_or_default();
-                    on &= crate::params::parse_bool(value.trim()) == Some(true);
+                b"nvpair" if attr(&e, "name").as_deref() == Some(name) => {
+                    values.push(attr(&e, "value").unwrap_or_default());
                 }
                 _ => {}
             },
@@ -309,7 +307,34 @@ pub fn startup_fencing_in(xml: &str) -> Option<bool> {
             _ => {}
         }
     }
-    answered.then_some(on)
+    answered.then_some(values)
+}
+
+/// Whether `cibadmin --query --scope crm_config` leaves startup fencing on: no
+/// `startup-fencing` set to a false value in any property set (unset: Pacemaker's default,
+/// on). None: not a crm_config section.
+pub fn startup_fencing_in(xml: &str) -> Option<bool> {
+    let values = properties_in(xml, "startup-fencing")?;
+    Some(
+        values
+            .iter()
+            .all(|v| crate::params::parse_bool(v.trim()) == Some(true)),
+    )
+}
+
+/// Whether `cibadmin --query --scope crm_config` has fencing on: neither `fencing-enabled`
+/// (Pacemaker 3.0.2) nor `stonith-enabled` set to false in any property set — a stray
+/// `fencing-enabled=true` beside `stonith-enabled=false` on a Pacemaker that ignores the
+/// former is no fencing — and on where neither is set (Pacemaker's default). None: not a
+/// crm_config section, or a value that is no boolean.
+pub fn fencing_enabled_in(xml: &str) -> Option<bool> {
+    let mut on = true;
+    for name in ["fencing-enabled", "stonith-enabled"] {
+        for v in properties_in(xml, name)? {
+            on &= crate::params::parse_bool(v.trim())?;
+        }
+    }
+    Some(on)
 }
 
 /// Whether `crm_mon --output-as=xml` shows `node` down in a way only a fence or an orderly
@@ -675,6 +700,23 @@ mod tests {
             Some(false)
         );
         assert_eq!(startup_fencing_in(""), None);
+        // fencing: on unless fencing-enabled or stonith-enabled is false; unset is on.
+        assert_eq!(fencing_enabled_in(&config("")), Some(true));
+        assert_eq!(fencing_enabled_in(&config(off)), Some(true));
+        let no_fencing = r#"<nvpair id="o3" name="fencing-enabled" value="false"/>"#;
+        assert_eq!(fencing_enabled_in(&config(no_fencing)), Some(false));
+        let stray = config(r#"<nvpair id="o3" name="fencing-enabled" value="true"/>"#).replace(
+            r#"name="stonith-enabled" value="true""#,
+            r#"name="stonith-enabled" value="false""#,
+        );
+        assert_eq!(fencing_enabled_in(&stray), Some(false));
+        let unreadable = r#"<nvpair id="o3" name="fencing-enabled" value="maybe"/>"#;
+        assert_eq!(fencing_enabled_in(&config(unreadable)), None);
+        assert_eq!(
+            fencing_enabled_in("<crm_config><cluster_property_set/></crm_config>"),
+            Some(true)
+        );
+        assert_eq!(fencing_enabled_in(""), None);
         // A node named in the resources section only is no node entry.
         let resources_only = r#"<pacemaker-result><resources><resource id="api"><node name="n1" online="false" unclean="false"/></resource></resources></pacemaker-result>"#;
         assert_eq!(down_clean(resources_only, "n1"), None);

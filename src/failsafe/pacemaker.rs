@@ -21,35 +21,12 @@ fn crm_mon() -> Option<String> {
     )
 }
 
-/// Whether the cluster has fencing enabled: neither `fencing-enabled` (Pacemaker 3.0.2) nor
-/// `stonith-enabled` set to false — a stray `fencing-enabled=true` beside
-/// `stonith-enabled=false` on a Pacemaker that ignores the former is no fencing — and true
-/// where neither is set (Pacemaker's default). The takeover rule's node-state clause reads
-/// crm_mon's own `stonith-enabled` as well (clearance::down_clean). None: no Pacemaker
-/// answered, or a value it cannot read.
+/// Whether the cluster has fencing enabled (clearance::fencing_enabled_in), from one CIB
+/// query. The takeover rule's node-state clause reads crm_mon's own `stonith-enabled` as well
+/// (clearance::down_clean). None: no Pacemaker answered, or a value it cannot read.
 pub fn fencing_enabled() -> Option<bool> {
-    let query = |name: &str| {
-        tool_output(
-            LOOK,
-            "crm_attribute",
-            &["--type", "crm_config", "--name", name, "--query", "--quiet"],
-        )
-    };
-    let mut set = false;
-    for name in ["fencing-enabled", "stonith-enabled"] {
-        if let Some(v) = query(name) {
-            set = true;
-            if !crate::params::parse_bool(v.trim())? {
-                return Some(false);
-            }
-        }
-    }
-    if set {
-        return Some(true);
-    }
-    // Neither is set (crm_attribute fails on an unset property): the default, provided the
-    // CIB answers at all.
-    tool_output(LOOK, "cibadmin", &["--query", "--scope", "crm_config"]).map(|_| true)
+    tool_output(LOOK, "cibadmin", &["--query", "--scope", "crm_config"])
+        .and_then(|xml| clearance::fencing_enabled_in(&xml))
 }
 
 /// Whether the cluster property startup-fencing is on (clearance::startup_fencing_in). None:
