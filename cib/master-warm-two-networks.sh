@@ -10,9 +10,11 @@
 #   EXTERNAL_NIC    the external network's interface (default eth1)
 #   PROMOTE_COMMAND run by /bin/sh -c with HAMASTER_ROLE=promoted and HAMASTER_FENCING_TOKEN
 #                   when the standby is handed the role, e.g. "kill -USR1 $(cat /run/api.pid)"
+#   DEMOTE_COMMAND  (optional) run with HAMASTER_ROLE=standby when the role is taken back;
+#                   unset: the service is stopped and started again as a standby
 set -eu
 EXTERNAL_VIP="${EXTERNAL_VIP:-2001:db8:2::10}"
 EXTERNAL_NIC="${EXTERNAL_NIC:-eth1}"
 EXTRA_VIPS="ip=$EXTERNAL_VIP cidr_netmask=64 nic=$EXTERNAL_NIC" STANDBY=warm \
-    PROMOTE_COMMAND="$PROMOTE_COMMAND" \
+    PROMOTE_COMMAND="$PROMOTE_COMMAND" DEMOTE_COMMAND="${DEMOTE_COMMAND:-}" \
     exec sh "$(dirname "$0")/master-with-vip.sh"

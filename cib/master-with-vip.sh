@@ -13,7 +13,8 @@
 #   EXTRA_VIPS      (unset: none) more addresses under the same lease, e.g. on the external
 #                   network: "ip=2001:db8:2::10 cidr_netmask=64 nic=eth1" (';' between several)
 #   STANDBY         cold (unset: the agent's default) or warm: every started instance runs the
-#                   service, promote hands it the role (PROMOTE_COMMAND, run by /bin/sh -c)
+#                   service, promote hands it the role (PROMOTE_COMMAND, run by /bin/sh -c),
+#                   demote takes it back (DEMOTE_COMMAND; unset: by stopping the service)
 #   DISABLED        set (to anything): the resource is created stopped; `pcs resource enable
 #                   api-clone` starts it (docs/migrating-from-ipaddr2.md)
 # Operation timeouts are the agent's meta-data's, which pcs copies: start 20 s, promote 60 s,
@@ -34,6 +35,7 @@ pcs resource create api ocf:hamaster:master \
     ${METRICS_ADDRESS:+metrics_address="$METRICS_ADDRESS"} \
     ${EXTRA_VIPS:+extra_vips="$EXTRA_VIPS"} \
     ${STANDBY:+standby="$STANDBY"} ${PROMOTE_COMMAND:+promote_command="$PROMOTE_COMMAND"} \
+    ${DEMOTE_COMMAND:+demote_command="$DEMOTE_COMMAND"} \
     ip="$VIP" cidr_netmask=24 \
     op monitor interval="${MONITOR_INTERVAL:-2s}" role="$PROMOTED" \
     op monitor interval="${UNPROMOTED_INTERVAL:-3s}" role="$UNPROMOTED" \

@@ -777,8 +777,76 @@ fn handed(lab: &Lab, i: usize) -> Vec<i64> {
         .collect()
 }
 
-/// The warm standby's hand-over, as the crash scenario configures it.
-const WARM: &str = "STANDBY=warm PROMOTE_COMMAND='echo $HAMASTER_FENCING_TOKEN >> /run/handed'";
+/// The warm standby's hand-over and take-back, as the crash scenario configures them.
+const WARM: &str = "STANDBY=warm PROMOTE_COMMAND='echo $HAMASTER_FENCING_TOKEN >> /run/handed' \
+     DEMOTE_COMMAND='echo $HAMASTER_ROLE >> /run/given-back'";
+
+/// A planned switchover (`hamaster switchover --to`, which asks Pacemaker) from warm master
+/// `p` to the third node, every service now needing 3 s to start listening: the new master is
+/// handed the role in the process its standby ran, the old master's service gives the role
+/// back (demote_command) and serves on as a standby, and the client's gap is far below the
+/// 3 s a start would cost.
+fn planned_warm_switchover(
+    lab: &Lab,
+    client: &HealthClient,
+    p: usize,
+    token: i64,
+    standbys: &[u32],
+) {
+    // Nodes 0 (crashed) and `p` (the master) taken: the third.
+    let to = 3 - p;
+    let to_name = lab.nodes[to].name.clone();
+    for i in 0..3 {
+        std::fs::write(lab.run_path(i, "start-delay"), "3").unwrap();
+    }
+    let bin = support::OcfDir::get().root.join("hamaster");
+    // An earlier promotion there (before the location rule moved it) may have given it back.
+    let given_back = || std::fs::read_to_string(lab.run_path(p, "given-back")).unwrap_or_default();
+    let before = given_back();
+    let t = Instant::now();
+    let (code, text) = lab.switchover(&bin, to, &["--to", &to_name]);
+    assert_eq!(code, Some(0), "{text}\n{}", lab.crm_mon_text());
+    let asked = t.elapsed();
+    let (holder, new) = lab
+        .leader_key(KEY)
+        .expect("leader key after the switchover");
+    assert_eq!(holder, to_name);
+    assert!(new > token);
+    assert!(client.wait_ok(Duration::from_secs(10)));
+    std::thread::sleep(Duration::from_secs(1));
+    let gap = longest_outage(&client.samples(), t, Instant::now());
+    eprintln!("planned warm switchover: client gap {gap:?} (switchover returned after {asked:?})");
+    // Pacemaker's own account: how long the old master's demote and the new one's promote took.
+    for (i, op) in [(p, "demote"), (to, "promote")] {
+        let log = lab.log_text(i, "pacemaker.log");
+        let took = log
+            .lines()
+            .rfind(|l| l.contains(&format!("api {op} (call")) && l.contains("exited"));
+        eprintln!("  {op} on {}: {}", lab.nodes[i].name, took.unwrap_or("?"));
+    }
+    assert_eq!(
+        handed(lab, to).last(),
+        Some(&new),
+        "{to_name} was handed the role"
+    );
+    for (i, what) in [(to, "the new master"), (p, "the old master")] {
+        assert_eq!(
+            warm_standby(lab, i),
+            standbys[i],
+            "{what} {} started its service again",
+            lab.nodes[i].name
+        );
+    }
+    assert_eq!(
+        given_back(),
+        format!("{before}standby\n"),
+        "demote_command took the role back, once"
+    );
+    assert!(
+        gap < Duration::from_secs(2),
+        "a gap of {gap:?}: a service started on the way would take 3 s"
+    );
+}
 
 /// With a warm standby (standby=warm, promote_command): the service runs on every node before
 /// any failover, and the crash's new master is handed the role in the process that already
@@ -893,6 +961,7 @@ fn three_nodes_crash_of_the_master_the_first_etcd_endpoint_and_the_etcd_leader()
     // It stays master: its guard does not fence on the silent first endpoint.
     keeps_the_key(&lab, &p2, token2);
     assert!(client.wait_ok(Duration::from_secs(5)));
+    planned_warm_switchover(&lab, &client, p2i, token2, &standbys);
     let samples = client.finish();
     let seen = obs.finish();
     seen.assert_complete();
