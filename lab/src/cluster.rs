@@ -1037,48 +1037,64 @@ pub fn create_topology_with(lab: &Lab, script: &str, trace: bool, extra: &str) -
 }
 
 /// A client in the switch namespace that polls `http://VIP:8443/healthz` every 20 ms (plain
-/// HTTP over TCP, 150 ms timeouts) and records when it got a 200.
+/// HTTP over TCP, 150 ms timeouts) and records when it got a 200. With several probers
+/// (`start_with`), each polls so, their starts staggered evenly over one poll's longest
+/// round (170 ms): a gap then ends within about 170/n ms of the first answer the VIP could
+/// give, where one prober waits out its timeout first.
 pub struct HealthClient {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    handle: Option<std::thread::JoinHandle<()>>,
+    handles: Vec<std::thread::JoinHandle<()>>,
     latest_ok: std::sync::Arc<std::sync::atomic::AtomicBool>,
     samples: std::sync::Arc<std::sync::Mutex<Vec<(Instant, bool)>>>,
 }
 
 impl HealthClient {
     pub fn start(lab: &Lab, vip: &str, port: u16) -> HealthClient {
+        HealthClient::start_with(lab, vip, port, 1)
+    }
+
+    pub fn start_with(lab: &Lab, vip: &str, port: u16, probers: u32) -> HealthClient {
         use std::io::{Read, Write};
         use std::sync::atomic::{AtomicBool, Ordering};
         let stop = std::sync::Arc::new(AtomicBool::new(false));
         let latest_ok = std::sync::Arc::new(AtomicBool::new(false));
-        let (ns, stop2, latest2) = (lab.switch.name.clone(), stop.clone(), latest_ok.clone());
         let addr: std::net::SocketAddr = format!("{vip}:{port}").parse().unwrap();
         let samples = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let kept = samples.clone();
-        let handle = std::thread::spawn(move || {
-            super::enter_netns(&ns);
-            let limit = Instant::now() + Duration::from_secs(1800);
-            while !stop2.load(Ordering::SeqCst) && Instant::now() < limit {
-                let t = Instant::now();
-                let ok = (|| -> std::io::Result<bool> {
-                    let mut s =
-                        std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(150))?;
-                    s.set_read_timeout(Some(Duration::from_millis(150)))?;
-                    s.write_all(b"GET /healthz HTTP/1.0\r\nHost: vip\r\n\r\n")?;
-                    let mut buf = [0u8; 32];
-                    let n = s.read(&mut buf)?;
-                    Ok(buf[..n].starts_with(b"HTTP/1.1 200")
-                        || buf[..n].starts_with(b"HTTP/1.0 200"))
-                })()
-                .unwrap_or(false);
-                kept.lock().unwrap().push((t, ok));
-                latest2.store(ok, Ordering::SeqCst);
-                std::thread::sleep(Duration::from_millis(20).saturating_sub(t.elapsed()));
-            }
-        });
+        let probers = probers.max(1);
+        let handles = (0..probers)
+            .map(|i| {
+                let ns = lab.switch.name.clone();
+                let (stop2, latest2, kept) = (stop.clone(), latest_ok.clone(), samples.clone());
+                let stagger = Duration::from_millis(170) * i / probers;
+                std::thread::spawn(move || {
+                    super::enter_netns(&ns);
+                    std::thread::sleep(stagger);
+                    let limit = Instant::now() + Duration::from_secs(1800);
+                    while !stop2.load(Ordering::SeqCst) && Instant::now() < limit {
+                        let t = Instant::now();
+                        let ok = (|| -> std::io::Result<bool> {
+                            let mut s = std::net::TcpStream::connect_timeout(
+                                &addr,
+                                Duration::from_millis(150),
+                            )?;
+                            s.set_read_timeout(Some(Duration::from_millis(150)))?;
+                            s.write_all(b"GET /healthz HTTP/1.0\r\nHost: vip\r\n\r\n")?;
+                            let mut buf = [0u8; 32];
+                            let n = s.read(&mut buf)?;
+                            Ok(buf[..n].starts_with(b"HTTP/1.1 200")
+                                || buf[..n].starts_with(b"HTTP/1.0 200"))
+                        })()
+                        .unwrap_or(false);
+                        kept.lock().unwrap().push((t, ok));
+                        latest2.store(ok, Ordering::SeqCst);
+                        std::thread::sleep(Duration::from_millis(20).saturating_sub(t.elapsed()));
+                    }
+                })
+            })
+            .collect();
         HealthClient {
             stop,
-            handle: Some(handle),
+            handles,
             latest_ok,
             samples,
         }
@@ -1086,7 +1102,10 @@ impl HealthClient {
 
     /// The samples so far, the client polling on.
     pub fn samples(&self) -> Vec<(Instant, bool)> {
-        self.samples.lock().unwrap().clone()
+        let mut all = self.samples.lock().unwrap().clone();
+        // Several probers push out of order: by the time each poll began.
+        all.sort_by_key(|s| s.0);
+        all
     }
 
     pub fn wait_ok(&self, limit: Duration) -> bool {
@@ -1104,7 +1123,7 @@ impl HealthClient {
 
     pub fn finish(mut self) -> Vec<(Instant, bool)> {
         self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
-        if let Some(h) = self.handle.take() {
+        for h in self.handles.drain(..) {
             let _ = h.join();
         }
         self.samples()
@@ -1181,7 +1200,7 @@ pub fn record(
 impl Drop for HealthClient {
     fn drop(&mut self) {
         self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
-        if let Some(h) = self.handle.take() {
+        for h in self.handles.drain(..) {
             let _ = h.join();
         }
     }
