@@ -5,7 +5,7 @@
 //! promote_command), and the IPaddr2 + service group, moved by `pcs node standby` and by `pcs resource move` (pcs 0.11's, which removes
 //! its constraint once the move is done), and hamaster also by `hamaster switchover`. The
 //! service listens at once, then only 3 s after it starts (lab/healthz.py's start-delay). The
-//! client's longest gap through the VIP (four staggered probers), from the command until it
+//! client's longest gap through the VIP (a poll every 20 ms, overlapping), from the command until it
 //! has been served for 2 s, and Pacemaker's own demote and promote times.
 //!
 //! Writes its table into docs/benchmarks.md.
@@ -195,9 +195,9 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(5);
-    // Four staggered probers: a gap ends within about 40 ms of the first answer possible.
-    const PROBERS: u32 = 4;
-    let (ham, ham_client) = common::served_lab_with("sw", "master-with-vip", "", PROBERS);
+    // Overlapping polls: a gap ends within 20 ms of the first answer possible.
+    const OVERLAPPING: bool = true;
+    let (ham, ham_client) = common::served_lab_with("sw", "master-with-vip", "", OVERLAPPING);
     let (ham_rows, ham_ops) = trials(
         &ham,
         &ham_client,
@@ -213,7 +213,7 @@ fn main() {
         "master-with-vip",
         "STANDBY=warm PROMOTE_COMMAND='echo $HAMASTER_FENCING_TOKEN >> /run/handed' \
          DEMOTE_COMMAND='echo $HAMASTER_ROLE >> /run/given-back'",
-        PROBERS,
+        OVERLAPPING,
     );
     let (warm_rows, warm_ops) = trials(
         &warm,
@@ -224,7 +224,8 @@ fn main() {
     );
     drop(warm_client.finish());
     drop(warm);
-    let (base, base_client) = common::served_lab_with("sb", "ipaddr2-group-baseline", "", PROBERS);
+    let (base, base_client) =
+        common::served_lab_with("sb", "ipaddr2-group-baseline", "", OVERLAPPING);
     let (base_rows, _) = trials(&base, &base_client, &[How::Standby, How::Move], "base", n);
     drop(base_client);
     drop(base);
@@ -250,8 +251,8 @@ fn main() {
         "{MARK_START}\n## Planned switchover (`make bench-switchover`, {})\n\n\
          Fenced 3-node lab clusters (the lab's fence agent, corosync token 1000 ms, lease_ttl 3 s,\n\
          lease_margin 1 s; the host's Pacemaker 2.1.5 and pcs 0.11.5), a client polling /healthz\n\
-         through the VIP with {PROBERS} staggered probers, each every 20 ms with 150 ms timeouts\n\
-         (a gap ends within about 40 ms of the first answer the new holder could give). The\n\
+         through the VIP: a poll begins every 20 ms, each with 150 ms timeouts, whatever the ones\n\
+         before wait for (a gap ends within 20 ms of the first answer the new holder could give). The\n\
          client's longest gap from the command until it has been served for 2 s: median of {n}\n\
          (max). `pcs resource move` is pcs 0.11's (it removes its constraint once the move is\n\
          done; `--promoted` for the master's clone). `hamaster switchover` asks Pacemaker the\n\

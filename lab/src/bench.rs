@@ -71,21 +71,21 @@ pub fn served_lab(
     script: &str,
     extra: &str,
 ) -> (crate::cluster::Lab, crate::cluster::HealthClient) {
-    served_lab_with(tag, script, extra, 1)
+    served_lab_with(tag, script, extra, false)
 }
 
-/// served_lab, its client polling with `probers` staggered probers (HealthClient::start_with).
+/// served_lab, its client's polls overlapping or not (HealthClient::start_with).
 pub fn served_lab_with(
     tag: &str,
     script: &str,
     extra: &str,
-    probers: u32,
+    overlapping: bool,
 ) -> (crate::cluster::Lab, crate::cluster::HealthClient) {
     use crate::cluster::{create_topology_with, Etcd, HealthClient, Lab, VIP};
     let mut lab = Lab::new(tag, 3, Etcd::OnNodes);
     lab.enable_fencing();
     create_topology_with(&lab, script, false, extra);
-    let client = HealthClient::start_with(&lab, VIP, 8443, probers);
+    let client = HealthClient::start_with(&lab, VIP, 8443, overlapping);
     assert!(
         client.wait_ok(std::time::Duration::from_secs(90)),
         "served:\n{}",

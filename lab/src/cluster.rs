@@ -1037,10 +1037,11 @@ pub fn create_topology_with(lab: &Lab, script: &str, trace: bool, extra: &str) -
 }
 
 /// A client in the switch namespace that polls `http://VIP:8443/healthz` every 20 ms (plain
-/// HTTP over TCP, 150 ms timeouts) and records when it got a 200. With several probers
-/// (`start_with`), each polls so, their starts staggered evenly over one poll's longest
-/// round (170 ms): a gap then ends within about 170/n ms of the first answer the VIP could
-/// give, where one prober waits out its timeout first.
+/// HTTP over TCP, 150 ms timeouts) and records when it got a 200. One poll after the other
+/// (`start`): during an outage each poll waits out its timeout, so a gap ends up to 170 ms
+/// after the first answer the VIP could give. Overlapping (`start_with`, true): a poll
+/// begins every 20 ms whatever the ones before are waiting for, so a gap ends within 20 ms
+/// of it.
 pub struct HealthClient {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     handles: Vec<std::thread::JoinHandle<()>>,
@@ -1048,53 +1049,65 @@ pub struct HealthClient {
     samples: std::sync::Arc<std::sync::Mutex<Vec<(Instant, bool)>>>,
 }
 
+/// One poll of `addr`'s /healthz: whether it answered 200 within the timeouts.
+fn poll_health(addr: &std::net::SocketAddr) -> bool {
+    use std::io::{Read, Write};
+    (|| -> std::io::Result<bool> {
+        let mut s = std::net::TcpStream::connect_timeout(addr, Duration::from_millis(150))?;
+        s.set_read_timeout(Some(Duration::from_millis(150)))?;
+        s.write_all(b"GET /healthz HTTP/1.0\r\nHost: vip\r\n\r\n")?;
+        let mut buf = [0u8; 32];
+        let n = s.read(&mut buf)?;
+        Ok(buf[..n].starts_with(b"HTTP/1.1 200") || buf[..n].starts_with(b"HTTP/1.0 200"))
+    })()
+    .unwrap_or(false)
+}
+
 impl HealthClient {
     pub fn start(lab: &Lab, vip: &str, port: u16) -> HealthClient {
-        HealthClient::start_with(lab, vip, port, 1)
+        HealthClient::start_with(lab, vip, port, false)
     }
 
-    pub fn start_with(lab: &Lab, vip: &str, port: u16, probers: u32) -> HealthClient {
-        use std::io::{Read, Write};
+    pub fn start_with(lab: &Lab, vip: &str, port: u16, overlapping: bool) -> HealthClient {
         use std::sync::atomic::{AtomicBool, Ordering};
         let stop = std::sync::Arc::new(AtomicBool::new(false));
         let latest_ok = std::sync::Arc::new(AtomicBool::new(false));
         let addr: std::net::SocketAddr = format!("{vip}:{port}").parse().unwrap();
         let samples = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let probers = probers.max(1);
-        let handles = (0..probers)
-            .map(|i| {
-                let ns = lab.switch.name.clone();
-                let (stop2, latest2, kept) = (stop.clone(), latest_ok.clone(), samples.clone());
-                let stagger = Duration::from_millis(170) * i / probers;
-                std::thread::spawn(move || {
-                    super::enter_netns(&ns);
-                    std::thread::sleep(stagger);
-                    let limit = Instant::now() + Duration::from_secs(1800);
-                    while !stop2.load(Ordering::SeqCst) && Instant::now() < limit {
-                        let t = Instant::now();
-                        let ok = (|| -> std::io::Result<bool> {
-                            let mut s = std::net::TcpStream::connect_timeout(
-                                &addr,
-                                Duration::from_millis(150),
-                            )?;
-                            s.set_read_timeout(Some(Duration::from_millis(150)))?;
-                            s.write_all(b"GET /healthz HTTP/1.0\r\nHost: vip\r\n\r\n")?;
-                            let mut buf = [0u8; 32];
-                            let n = s.read(&mut buf)?;
-                            Ok(buf[..n].starts_with(b"HTTP/1.1 200")
-                                || buf[..n].starts_with(b"HTTP/1.0 200"))
-                        })()
-                        .unwrap_or(false);
-                        kept.lock().unwrap().push((t, ok));
-                        latest2.store(ok, Ordering::SeqCst);
-                        std::thread::sleep(Duration::from_millis(20).saturating_sub(t.elapsed()));
+        let ns = lab.switch.name.clone();
+        let (stop2, latest2, kept) = (stop.clone(), latest_ok.clone(), samples.clone());
+        let handle = std::thread::spawn(move || {
+            // Threads spawned from here are in the namespace too.
+            super::enter_netns(&ns);
+            let limit = Instant::now() + Duration::from_secs(1800);
+            let mut out: std::collections::VecDeque<std::thread::JoinHandle<()>> =
+                Default::default();
+            while !stop2.load(Ordering::SeqCst) && Instant::now() < limit {
+                let t = Instant::now();
+                let (latest, kept) = (latest2.clone(), kept.clone());
+                let poll = move || {
+                    let ok = poll_health(&addr);
+                    kept.lock().unwrap().push((t, ok));
+                    latest.store(ok, Ordering::SeqCst);
+                };
+                if overlapping {
+                    out.push_back(std::thread::spawn(poll));
+                    // Those done are joined; at most about 16 are ever out (300 ms / 20 ms).
+                    while out.front().is_some_and(|h| h.is_finished()) {
+                        let _ = out.pop_front().map(|h| h.join());
                     }
-                })
-            })
-            .collect();
+                } else {
+                    poll();
+                }
+                std::thread::sleep(Duration::from_millis(20).saturating_sub(t.elapsed()));
+            }
+            for h in out {
+                let _ = h.join();
+            }
+        });
         HealthClient {
             stop,
-            handles,
+            handles: vec![handle],
             latest_ok,
             samples,
         }
@@ -1103,7 +1116,7 @@ impl HealthClient {
     /// The samples so far, the client polling on.
     pub fn samples(&self) -> Vec<(Instant, bool)> {
         let mut all = self.samples.lock().unwrap().clone();
-        // Several probers push out of order: by the time each poll began.
+        // Overlapping polls end out of order: by the time each began.
         all.sort_by_key(|s| s.0);
         all
     }
