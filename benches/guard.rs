@@ -218,7 +218,7 @@ fn fence_latency_in(node: &str, peer: &str, n: usize) -> Vec<f64> {
             vip: true,
             known: None,
             watchdog: WatchdogPlan::Off,
-            hold: false,
+            hold: None,
             take_back: false,
         };
         let sent = now + Duration::from_millis(1200) - (FENCE_CLOCK.ttl - FENCE_CLOCK.margin);

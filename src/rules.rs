@@ -45,6 +45,20 @@ pub enum Rule {
     /// Another node takes over after a failsafe record naming a live node only once the
     /// takeover rule clears it (else: as soon as the key is gone; failsafe::clearance).
     RecordWait,
+    /// A taker proves things of a holder only inside the holder's own cluster (its name and
+    /// nodelist, the holder matched by node id), else only the operator clears (else: a node
+    /// the taker's corosync does not know counts as out of its membership).
+    HomeCluster,
+    /// Pacemaker's "not promoted" clears only with power fencing on and the holder's node
+    /// online with its controller (else: believed whatever the node's state).
+    LiveController,
+    /// A fence proves a node down only where no fence device of the cluster leaves its
+    /// processes running (fabric fencing; else: fencing enabled is enough).
+    PowerFence,
+    /// A proof needs the holder's own Pacemaker still there (its node online) and, under
+    /// etcd_outage=auto, fencing still on and of power devices only, read at every ask (else:
+    /// read once, when the key was taken).
+    FencingWatched,
 }
 
 /// Which rule is off (test builds only).

@@ -1,23 +1,26 @@
 //! The takeover rule (docs/safety.md, "Holding through an etcd outage"): a node that finds a
 //! failsafe record naming another node may take the key (and raise) only once that node is
-//! proven not to hold:
-//! - Pacemaker's fencing history shows it fenced after it wrote the record; or
+//! proven not to hold. A proof about the holder holds only inside the holder's own cluster:
+//! the taker's corosync must be of the cluster the record names (its name, and the taker in
+//! its nodelist), and the holder is matched by its corosync node id. There:
 //! - it is out of this node's quorate membership and Pacemaker shows its node offline, clean
-//!   and running nothing, with fencing applied, startup fencing on, no maintenance (down_clean):
-//!   a node that leaves the membership stays unclean until it is fenced (or the operator
-//!   confirms it down), and is clean otherwise only after an orderly shutdown whose stop took
-//!   its guard's VIP and service down; or
-//! - it is in this node's membership, and Pacemaker (whose CIB this membership shares) shows
-//!   its instance of the resource not promoted: demoted or stopped, its guard's VIP and service
-//!   down; or
+//!   and running nothing, with power fencing (fencing enabled, no fabric device), startup
+//!   fencing on, no maintenance (down_clean): a node that leaves the membership stays unclean
+//!   until it is fenced (or the operator confirms it down), and is clean otherwise only after
+//!   an orderly shutdown whose stop took its guard's VIP and service down; or
+//! - it is in this node's membership, Pacemaker shows its node online with its controller
+//!   (clean, not pending) and its instance neither promoted nor failed, with power fencing: a
+//!   node whose controller is gone is offline to Pacemaker, and with fencing it is fenced
+//!   before its resources are recovered; or
 //! - it has been out of this node's membership, under one ring, for `wait_after_leaving`: a
 //!   holder proves every ASK_EVERY that every node is in its own membership, and its view
-//!   changes at most corosync's detection time after ours, so its hold ends by then plus
+//!   changes at most corosync's membership time after ours, so its hold ends by then plus
 //!   PROOF_LIFE, and everything it holds is gone FENCE_BOUND later; or
 //! - the operator confirms it is down (`hamaster takeover --holder-down NODE`).
 //!
-//! A holder in this membership and still promoted blocks the takeover; so does a record with
-//! no corosync to ask (the cold standby of the runbook), until the operator confirms.
+//! A holder in this membership and not shown demoted blocks the takeover; so does a record
+//! with no corosync to ask (the cold standby of the runbook), or a corosync of another
+//! cluster, until the operator confirms.
 
 use std::time::Duration;
 
@@ -25,6 +28,49 @@ use super::witness::Cluster;
 use super::{Record, FENCE_BOUND, PROOF_LIFE};
 use crate::lease::clock::MAX_SLEW;
 use crate::rules::{Rule, Rules};
+
+/// How the cluster fences, from its configuration.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Fencing {
+    /// Fencing enabled (stonith-enabled / fencing-enabled).
+    pub enabled: bool,
+    /// The fence devices (primitives or templates of class stonith) that cut a node off its
+    /// storage or network and leave its processes running: their ids.
+    pub fabric: Vec<String>,
+}
+
+impl Fencing {
+    /// A fence ends every process of the fenced node: fencing is on and no device is fabric.
+    pub fn ends_processes(&self) -> bool {
+        self.enabled && self.fabric.is_empty()
+    }
+
+    /// In words, for the log and the reasons.
+    pub fn describe(&self) -> String {
+        match (self.enabled, self.fabric.as_slice()) {
+            (false, _) => "fencing disabled".into(),
+            (true, []) => "power fencing".into(),
+            (true, f) => format!(
+                "fencing with fabric device {} (it leaves a node's processes running)",
+                f.join(", ")
+            ),
+        }
+    }
+}
+
+/// What Pacemaker on the taker's node shows of the holder's node, from one crm_mon run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeSeen {
+    /// Whether an instance of the resource is promoted there, or failed there (None: not
+    /// read, or no resource named).
+    pub promoted: Option<bool>,
+    /// Whether the node is online with its controller: a cluster member, online, clean, not
+    /// pending, not in maintenance (None: not read).
+    pub online: Option<bool>,
+    /// Whether the node is down as only a fence or an orderly stop leaves it (down_clean, with
+    /// startup fencing on). None: not read.
+    pub down_clean: Option<bool>,
+}
 
 /// What the takeover rule weighs.
 #[derive(Debug, Clone)]
@@ -34,23 +80,17 @@ pub struct Facts<'a> {
     pub record: Option<&'a Record>,
     /// This node's corosync, or why it could not be asked.
     pub cluster: Result<&'a Cluster, &'a str>,
-    /// Whether Pacemaker's fencing history shows the holder fenced after the record was
-    /// written (None: it could not be read).
-    pub fenced_since: Option<bool>,
-    /// Whether Pacemaker shows the holder's instance promoted (None: it could not be read, or
-    /// no Pacemaker runs here).
-    pub holder_promoted: Option<bool>,
-    /// Whether Pacemaker shows the holder's node offline and clean (None: it could not be
-    /// read).
-    pub holder_down_clean: Option<bool>,
-    /// Whether the cluster has fencing enabled (None: it could not be read).
-    pub fencing_enabled: Option<bool>,
+    /// What Pacemaker here shows of the holder's node.
+    pub holder: NodeSeen,
+    /// How the cluster fences (None: it could not be read).
+    pub fencing: Option<&'a Fencing>,
     /// Since when (boot clock) this node has seen the holder out of its membership under the
     /// current ring (None: not seen out).
     pub outside_since: Option<Duration>,
     pub now: Duration,
-    /// How long after leaving the membership the holder is surely down (wait_after_leaving).
-    pub wait: Duration,
+    /// This node's corosync membership time (the time bound takes the larger of it and the
+    /// holder's, from the record).
+    pub membership_time: Duration,
     /// The node the operator confirmed down (hamaster takeover --holder-down).
     pub confirmed_down: Option<&'a str>,
 }
@@ -66,13 +106,47 @@ pub enum Clearance {
     Blocked(String),
 }
 
-/// How long after a holder left this node's membership it is surely down: corosync's
-/// `detection` (token + consensus + join, as it runs: how much later than ours the holder's
-/// own view may change), the proof's life and the fence's bound, each counted on a clock that
-/// may run slow or fast by MAX_SLEW.
-pub fn wait_after_leaving(detection: Duration) -> Duration {
-    let span = detection + PROOF_LIFE + FENCE_BOUND;
+/// How long after a holder left this node's membership it is surely down: the larger of the
+/// holder's and this node's corosync membership time (token + consensus + join, as it runs:
+/// how much later than ours the holder's own view may change), doubled — the margin covers a
+/// corosync whose timers fire late by as much again (a starved process, the token's last
+/// rotation before the cut) —, the proof's life and the fence's bound, each counted on a clock
+/// that may run slow or fast by MAX_SLEW.
+pub fn wait_after_leaving(holder: Option<Duration>, here: Duration) -> Duration {
+    let membership = holder.unwrap_or(here).max(here);
+    let span = membership * 2 + PROOF_LIFE + FENCE_BOUND;
     span.mul_f64((1.0 + MAX_SLEW) / (1.0 - MAX_SLEW))
+}
+
+/// Where the record's holder stands in this node's corosync: Ok(in the membership or not),
+/// Err(why this node cannot tell) where this node is not of the holder's cluster.
+pub fn whereabouts(record: &Record, c: &Cluster, rules: &Rules) -> Result<bool, String> {
+    let holder = record.node.as_str();
+    if !rules.holds(Rule::HomeCluster) {
+        // The mistake: a node this corosync does not know counts as out.
+        return Ok(c.has_member(holder) == Some(true));
+    }
+    let Some(home) = &record.home else {
+        // A record of an earlier release names the holder only: it must be in this nodelist.
+        return c
+            .has_member(holder)
+            .ok_or_else(|| format!("{holder} is not in this node's corosync nodelist"));
+    };
+    let here = c.name.as_deref().unwrap_or_default();
+    if here != home.cluster || !home.nodelist.contains(&c.me) {
+        return Err(format!(
+            "this node (corosync id {}, cluster \"{here}\") is not of {holder}'s cluster \
+             \"{}\" (node ids {:?}): it cannot see {holder} leave the membership {holder}'s \
+             proofs come from",
+            c.me, home.cluster, home.nodelist
+        ));
+    }
+    c.has_id(home.id).ok_or_else(|| {
+        format!(
+            "{holder}'s corosync id {} is not in this node's nodelist",
+            home.id
+        )
+    })
 }
 
 /// The takeover rule (the module's comment).
@@ -91,69 +165,96 @@ pub fn clearance(f: &Facts, rules: &Rules) -> Clearance {
     if f.confirmed_down == Some(holder) {
         return Clearance::Clear(format!("{holder} confirmed down by the operator"));
     }
-    if f.fenced_since == Some(true) {
-        return Clearance::Clear(format!(
-            "{holder} was fenced after it wrote the failsafe record"
-        ));
-    }
     let may_hold = format!(
         "the failsafe record names {holder}, which may be holding the master through an etcd \
          outage"
+    );
+    let operator = format!(
+        "make sure {holder} is down, then say so with `hamaster takeover --holder-down {holder}`"
     );
     let cluster = match f.cluster {
         Ok(c) => c,
         Err(why) => {
             return Clearance::Blocked(format!(
-                "{may_hold}, and this node's corosync cannot tell ({why}): make sure {holder} \
-                 is down, then say so with `hamaster takeover --holder-down {holder}`"
+                "{may_hold}, and this node's corosync cannot tell ({why}): {operator}"
             ))
         }
     };
-    match cluster.has_member(holder) {
-        Some(true) => match f.holder_promoted {
-            Some(false) => Clearance::Clear(format!(
-                "{holder} is in this membership and its instance is not promoted"
+    let member = match whereabouts(record, cluster, rules) {
+        Ok(m) => m,
+        Err(why) => return Clearance::Blocked(format!("{may_hold}, and {why}: {operator}")),
+    };
+    // A fence, or a stop Pacemaker would answer with one, proves something only where every
+    // fence ends the node's processes.
+    let fencing = f.fencing.cloned().unwrap_or_default();
+    let power = match rules.holds(Rule::PowerFence) {
+        true => f.fencing.is_some_and(Fencing::ends_processes),
+        false => fencing.enabled,
+    };
+    let pacemaker_says = match f.fencing {
+        Some(fe) => fe.describe(),
+        None => "fencing cannot be read".into(),
+    };
+    if member {
+        // Pacemaker's view in a partition without quorum may be stale.
+        let demoted = f.holder.promoted == Some(false) && cluster.quorate;
+        let believed = match rules.holds(Rule::LiveController) {
+            true => power && f.holder.online == Some(true),
+            false => true,
+        };
+        return match (demoted, believed) {
+            (true, true) => Clearance::Clear(format!(
+                "{holder} is in this membership, online with its controller, and its instance \
+                 is not promoted ({pacemaker_says})"
             )),
-            Some(true) => Clearance::Blocked(format!(
-                "{may_hold}: it is in this node's membership and still promoted"
-            )),
-            None => Clearance::Blocked(format!(
-                "{may_hold}: it is in this node's membership, and whether its instance is \
-                 promoted cannot be read"
-            )),
-        },
-        // Out of the membership (of a quorate partition), and Pacemaker saw to it: fenced, or
-        // shut down in order.
-        Some(false)
-            if cluster.quorate
-                && f.fencing_enabled == Some(true)
-                && f.holder_down_clean == Some(true) =>
-        {
-            Clearance::Clear(format!(
-                "{holder} is out of this node's membership, and Pacemaker (fencing enabled) \
-                 shows its node offline and clean"
-            ))
-        }
-        // Out of the membership (or no longer in the nodelist): the time bound.
-        _ => {
-            let since = f.outside_since.unwrap_or(f.now);
-            let until = since + f.wait;
-            if f.now >= until {
-                Clearance::Clear(format!(
-                    "{holder} has been out of this node's membership for {:.1} s",
-                    f.now.saturating_sub(since).as_secs_f64()
-                ))
-            } else {
-                Clearance::Wait {
-                    until,
-                    why: format!(
-                        "{may_hold}: out of this node's membership since {:.1} s ago, it is \
-                         surely down {:.1} s after it left",
-                        f.now.saturating_sub(since).as_secs_f64(),
-                        f.wait.as_secs_f64()
+            _ => Clearance::Blocked(format!(
+                "{may_hold}: it is in this node's membership and {}",
+                match (f.holder.promoted, f.holder.online) {
+                    (Some(true), _) => "still promoted (or failed there)".to_string(),
+                    (None, _) => "whether its instance is promoted cannot be read".to_string(),
+                    (Some(false), Some(true)) => format!(
+                        "not promoted, which proves nothing without power fencing \
+                         ({pacemaker_says})"
                     ),
+                    (Some(false), _) => "Pacemaker does not show it online with its \
+                                         controller: its view of the instance may be stale"
+                        .to_string(),
                 }
-            }
+            )),
+        };
+    }
+    // Out of the membership (of a quorate partition), and Pacemaker saw to it: fenced, or
+    // shut down in order.
+    if cluster.quorate && power && f.holder.down_clean == Some(true) {
+        return Clearance::Clear(format!(
+            "{holder} is out of this node's membership, and Pacemaker ({pacemaker_says}) shows \
+             its node offline and clean"
+        ));
+    }
+    // Out of the membership: the time bound.
+    let wait = wait_after_leaving(
+        record
+            .home
+            .as_ref()
+            .map(|h| Duration::from_millis(h.membership_ms)),
+        f.membership_time,
+    );
+    let since = f.outside_since.unwrap_or(f.now);
+    let until = since + wait;
+    if f.now >= until {
+        Clearance::Clear(format!(
+            "{holder} has been out of this node's membership for {:.1} s",
+            f.now.saturating_sub(since).as_secs_f64()
+        ))
+    } else {
+        Clearance::Wait {
+            until,
+            why: format!(
+                "{may_hold}: out of this node's membership since {:.1} s ago, it is surely \
+                 down {:.1} s after it left",
+                f.now.saturating_sub(since).as_secs_f64(),
+                wait.as_secs_f64()
+            ),
         }
     }
 }
@@ -168,10 +269,10 @@ pub struct Outside {
 }
 
 impl Outside {
-    /// One look at `now`: the time the holder was first seen out under the current ring.
-    pub fn look(&mut self, cluster: &Cluster, holder: &str, now: Duration) -> Option<Duration> {
-        let out = cluster.has_member(holder) != Some(true);
-        if !out {
+    /// One look at `now`, where the holder is (`member`, from whereabouts): the time it was
+    /// first seen out under the current ring.
+    pub fn look(&mut self, cluster: &Cluster, member: bool, now: Duration) -> Option<Duration> {
+        if member {
             *self = Outside::default();
             return None;
         }
@@ -191,49 +292,15 @@ pub(crate) fn attr(e: &quick_xml::events::BytesStart, key: &str) -> Option<Strin
         .and_then(|a| a.unescape_value().ok().map(|v| v.into_owned()))
 }
 
-/// Whether `stonith_admin --history NODE --output-as=xml` shows a successful fencing of `node`
-/// completed after `since_unix_ms` (None: no history could be read from it).
-pub fn fenced_after(xml: &str, node: &str, since_unix_ms: u64) -> Option<bool> {
-    use quick_xml::events::Event;
-    let mut reader = quick_xml::Reader::from_str(xml);
-    let mut answered = false;
-    loop {
-        match reader.read_event() {
-            Ok(Event::Start(e)) | Ok(Event::Empty(e)) => {
-                let attr = |key: &str| attr(&e, key);
-                match e.name().as_ref() {
-                    b"pacemaker-result" | b"fence_history" => answered = true,
-                    b"fence_event" => {
-                        answered = true;
-                        let ok = attr("status").as_deref() == Some("success")
-                            || attr("state").as_deref() == Some("completed");
-                        let done = attr("completed").as_deref().and_then(unix_ms_of);
-                        if attr("target").as_deref() == Some(node)
-                            && ok
-                            && done.is_some_and(|d| d > since_unix_ms)
-                        {
-                            return Some(true);
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            Ok(Event::Eof) => break,
-            Err(_) => return None,
-            _ => {}
-        }
-    }
-    answered.then_some(false)
-}
-
 /// Whether `crm_mon --output-as=xml` shows an instance of `resource` (its primitive's id, or
 /// an anonymous clone's instance `resource:N`) promoted on `node` (Pacemaker 2.0 says
-/// "Master"). None: no resources section (crm_mon did not answer).
+/// "Master"), or failed there (a failed demote shows the instance unpromoted while its stop is
+/// still to come). None: no resources section (crm_mon did not answer).
 pub fn promoted_on(xml: &str, resource: &str, node: &str) -> Option<bool> {
     use quick_xml::events::Event;
     let mut reader = quick_xml::Reader::from_str(xml);
     let mut answered = false;
-    // Inside a matching, promoted <resource>: its <node> children.
+    // Inside a matching, promoted or failed <resource>: its <node> children.
     let mut in_promoted = false;
     loop {
         match reader.read_event() {
@@ -248,7 +315,9 @@ pub fn promoted_on(xml: &str, resource: &str, node: &str) -> Option<bool> {
                                 base == resource && n.parse::<u32>().is_ok()
                             });
                         let role = attr("role").unwrap_or_default();
-                        in_promoted = ours && matches!(role.as_str(), "Promoted" | "Master");
+                        let failed = attr("failed").as_deref() != Some("false");
+                        in_promoted =
+                            ours && (failed || matches!(role.as_str(), "Promoted" | "Master"));
                     }
                     b"node" if in_promoted && attr("name").as_deref() == Some(node) => {
                         return Some(true);
@@ -263,6 +332,124 @@ pub fn promoted_on(xml: &str, resource: &str, node: &str) -> Option<bool> {
         }
     }
     answered.then_some(false)
+}
+
+/// Whether `crm_mon --output-as=xml` shows `node` online with its controller: a cluster member,
+/// `online="true"` (its controller has joined: a node whose controller died is offline to
+/// Pacemaker even while its corosync is a member), clean, not pending, not in maintenance. An
+/// attribute missing is not taken for the safe value. None: no nodes section.
+pub fn online_on(xml: &str, node: &str) -> Option<bool> {
+    node_flags(xml, node, |is| {
+        is("type", "member")
+            && is("online", "true")
+            && is("unclean", "false")
+            && !is("pending", "true")
+            && is("maintenance", "false")
+    })
+}
+
+/// One node's entry of `crm_mon --output-as=xml`'s nodes section judged by `judge` (given a
+/// test of one attribute's value); a node not listed is judged false. None: no nodes section.
+fn node_flags(
+    xml: &str,
+    node: &str,
+    judge: impl Fn(&dyn Fn(&str, &str) -> bool) -> bool,
+) -> Option<bool> {
+    use quick_xml::events::Event;
+    let mut reader = quick_xml::Reader::from_str(xml);
+    let mut answered = false;
+    let mut verdict = false;
+    loop {
+        match reader.read_event() {
+            Ok(Event::Start(e)) | Ok(Event::Empty(e)) => match e.name().as_ref() {
+                b"nodes" => answered = true,
+                b"node" if answered && attr(&e, "name").as_deref() == Some(node) => {
+                    verdict =
+                        judge(&|key: &str, value: &str| attr(&e, key).as_deref() == Some(value));
+                }
+                _ => {}
+            },
+            Ok(Event::End(e)) if e.name().as_ref() == b"nodes" => break,
+            Ok(Event::Eof) => break,
+            Err(_) => return None,
+            _ => {}
+        }
+    }
+    answered.then_some(verdict)
+}
+
+/// The agents whose fence cuts a node off its storage or network and leaves its processes
+/// running (fence-agents' fabric devices; a device with `provides=unfencing` counts as well,
+/// as Pacemaker requires it of them).
+pub const FABRIC_AGENTS: &[&str] = &[
+    "fence_scsi",
+    "fence_mpath",
+    "fence_sanlock",
+    "fence_brocade",
+    "fence_cisco_mds",
+    "fence_ifmib",
+    "fence_sanbox2",
+    "fence_hds_cb",
+];
+
+/// How `cibadmin --query --scope configuration` says the cluster fences: enabled (as
+/// fencing_enabled_in), and which of its devices are fabric devices — a stonith primitive or
+/// template whose agent is one of FABRIC_AGENTS or whose meta attributes say
+/// `provides=unfencing`. None: no crm_config section, or a value that is no boolean.
+pub fn fencing_in_config(xml: &str) -> Option<Fencing> {
+    use quick_xml::events::Event;
+    let enabled = fencing_enabled_in(xml)?;
+    let mut reader = quick_xml::Reader::from_str(xml);
+    let mut fabric = Vec::new();
+    // Inside a stonith device: its id, and whether it is fabric so far.
+    let mut device: Option<(String, bool)> = None;
+    let mut in_meta = false;
+    loop {
+        let (e, empty) = match reader.read_event() {
+            Ok(Event::Start(e)) => (e, false),
+            Ok(Event::Empty(e)) => (e, true),
+            Ok(Event::End(e)) => {
+                match e.name().as_ref() {
+                    b"primitive" | b"template" => {
+                        if let Some((id, true)) = device.take() {
+                            fabric.push(id);
+                        }
+                    }
+                    b"meta_attributes" => in_meta = false,
+                    _ => {}
+                }
+                continue;
+            }
+            Ok(Event::Eof) => break,
+            Err(_) => return None,
+            _ => continue,
+        };
+        match e.name().as_ref() {
+            b"primitive" | b"template" => {
+                let stonith = attr(&e, "class").as_deref() == Some("stonith");
+                let agent = attr(&e, "type").unwrap_or_default();
+                let d = (
+                    attr(&e, "id").unwrap_or_default(),
+                    FABRIC_AGENTS.contains(&agent.as_str()),
+                );
+                match (stonith, empty) {
+                    (false, _) => device = None,
+                    (true, false) => device = Some(d),
+                    (true, true) if d.1 => fabric.push(d.0),
+                    (true, true) => {}
+                }
+            }
+            b"meta_attributes" => in_meta = !empty,
+            b"nvpair" if in_meta => {
+                if let Some(d) = device.as_mut() {
+                    d.1 |= attr(&e, "name").as_deref() == Some("provides")
+                        && attr(&e, "value").as_deref() == Some("unfencing");
+                }
+            }
+            _ => {}
+        }
+    }
+    Some(Fencing { enabled, fabric })
 }
 
 /// Whether `crm_mon --output-as=xml` shows fencing enabled, as the scheduler applies it
@@ -350,8 +537,6 @@ pub fn down_clean(xml: &str, node: &str) -> Option<bool> {
     let fencing = fencing_in(xml) == Some(true);
     let mut no_maintenance = false;
     let mut dc_quorate = false;
-    let mut answered = false;
-    let mut down = false;
     loop {
         match reader.read_event() {
             Ok(Event::Start(e)) | Ok(Event::Empty(e)) => {
@@ -361,105 +546,84 @@ pub fn down_clean(xml: &str, node: &str) -> Option<bool> {
                     b"current_dc" => {
                         dc_quorate = is("present", "true") && is("with_quorum", "true")
                     }
-                    b"nodes" => answered = true,
-                    b"node" if answered && attr(&e, "name").as_deref() == Some(node) => {
-                        down = is("type", "member")
-                            && is("online", "false")
-                            && is("unclean", "false")
-                            && !is("pending", "true")
-                            && is("maintenance", "false")
-                            && is("resources_running", "0");
-                    }
+                    b"nodes" => break,
                     _ => {}
                 }
             }
-            Ok(Event::End(e)) if e.name().as_ref() == b"nodes" => break,
             Ok(Event::Eof) => break,
             Err(_) => return None,
             _ => {}
         }
     }
-    answered.then_some(fencing && no_maintenance && dc_quorate && down)
-}
-
-/// A fencing event's completion as Pacemaker writes it — "2026-12-02 09:10:37Z" (2.1),
-/// "2026-12-02 08:30:00 +01:00", "+0100", an ISO "T" between date and time, fractions of a
-/// second, no zone at all (UTC) — in Unix ms.
-fn unix_ms_of(text: &str) -> Option<u64> {
-    let text = text.trim().replacen('T', " ", 1);
-    let mut parts = text.split_whitespace();
-    let date = parts.next()?;
-    let mut time = parts.next()?.to_string();
-    let mut zone = parts.next().map(str::to_string);
-    // A zone glued to the time: "09:10:37Z", "09:10:37+01:00".
-    if let Some(i) = time.find(['Z', '+', '-']) {
-        zone = Some(time[i..].to_string());
-        time.truncate(i);
-    }
-    let zone = zone.as_deref();
-    let mut d = date.split('-').map(|x| x.parse::<i64>().ok());
-    let (y, m, day) = (d.next()??, d.next()??, d.next()??);
-    let mut t = time.split(':');
-    let (hh, mm) = (
-        t.next()?.parse::<i64>().ok()?,
-        t.next()?.parse::<i64>().ok()?,
-    );
-    let ss: f64 = t.next().unwrap_or("0").parse().ok()?;
-    let offset = match zone {
-        None | Some("Z") | Some("UTC") => 0,
-        Some(z) => {
-            let sign = if z.starts_with('-') { -1 } else { 1 };
-            let digits: String = z.chars().filter(char::is_ascii_digit).collect();
-            if digits.len() != 4 {
-                return None;
-            }
-            let h: i64 = digits[..2].parse().ok()?;
-            let mi: i64 = digits[2..].parse().ok()?;
-            sign * (h * 3600 + mi * 60)
-        }
-    };
-    let days = crate::lease::clock::days_from_civil(y, m, day);
-    let secs = days * 86_400 + hh * 3600 + mm * 60 - offset;
-    let ms = secs as f64 * 1000.0 + ss * 1000.0;
-    (ms >= 0.0).then_some(ms as u64)
+    let down = node_flags(xml, node, |is| {
+        is("type", "member")
+            && is("online", "false")
+            && is("unclean", "false")
+            && !is("pending", "true")
+            && is("maintenance", "false")
+            && is("resources_running", "0")
+    })?;
+    Some(fencing && no_maintenance && dc_quorate && down)
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::witness::Cluster;
+    use super::super::Home;
     use super::*;
 
     fn cluster(members: &[u32], ring: &str) -> Cluster {
         super::super::witness::three_nodes(2, members, ring)
     }
 
+    /// A record of n1 in the lab's cluster (node ids 1-3, membership time 3.68 s).
     fn record(node: &str) -> Record {
+        let id = node.trim_start_matches('n').parse().unwrap_or(99);
         Record {
             node: node.into(),
             lease: "0x1".into(),
             nodes: vec![],
             written_unix_ms: 1_000,
+            home: Some(Home {
+                id,
+                ..Home::of(&super::super::witness::three_nodes(1, &[1, 2, 3], "1.a"))
+            }),
         }
     }
+
+    static POWER: Fencing = Fencing {
+        enabled: true,
+        fabric: Vec::new(),
+    };
 
     fn facts<'a>(c: &'a Cluster, r: &'a Record, now: u64) -> Facts<'a> {
         Facts {
             me: "n2",
             record: Some(r),
             cluster: Ok(c),
-            fenced_since: Some(false),
-            holder_promoted: Some(true),
-            holder_down_clean: Some(false),
-            fencing_enabled: Some(true),
+            holder: NodeSeen {
+                promoted: Some(true),
+                online: Some(true),
+                down_clean: Some(false),
+            },
+            fencing: Some(&POWER),
             outside_since: None,
             now: Duration::from_secs(now),
-            wait: Duration::from_secs(10),
+            membership_time: Duration::from_millis(3680),
             confirmed_down: None,
         }
     }
 
+    fn seen(promoted: Option<bool>, online: Option<bool>) -> NodeSeen {
+        NodeSeen {
+            promoted,
+            online,
+            down_clean: Some(false),
+        }
+    }
+
     #[test]
-    fn a_holder_in_the_membership_and_promoted_blocks_until_it_is_demoted_or_fenced() {
+    fn a_holder_in_the_membership_blocks_until_pacemaker_shows_it_demoted_and_online() {
         let (c, r) = (cluster(&[1, 2, 3], "1.a"), record("n1"));
         let rules = Rules::all();
         let f = facts(&c, &r, 100);
@@ -467,20 +631,61 @@ mod tests {
             matches!(clearance(&f, &rules), Clearance::Blocked(w) if w.contains("n1") && w.contains("still promoted"))
         );
         let demoted = Facts {
-            holder_promoted: Some(false),
+            holder: seen(Some(false), Some(true)),
             ..f.clone()
         };
-        assert!(matches!(clearance(&demoted, &rules), Clearance::Clear(_)));
+        assert!(
+            matches!(clearance(&demoted, &rules), Clearance::Clear(w) if w.contains("online with its controller"))
+        );
         let unknown = Facts {
-            holder_promoted: None,
+            holder: seen(None, Some(true)),
             ..f.clone()
         };
         assert!(matches!(clearance(&unknown, &rules), Clearance::Blocked(_)));
-        let fenced = Facts {
-            fenced_since: Some(true),
+        // Its controller gone (offline to Pacemaker while its corosync is a member), or not
+        // known: the instance's "stopped" may be Pacemaker forgetting it.
+        for online in [Some(false), None] {
+            let g = Facts {
+                holder: seen(Some(false), online),
+                ..f.clone()
+            };
+            let Clearance::Blocked(why) = clearance(&g, &rules) else {
+                panic!("{online:?}")
+            };
+            assert!(why.contains("may be stale"), "{why}");
+            // The mistake: believed whatever the node's state.
+            assert!(matches!(
+                clearance(&g, &Rules::without(Rule::LiveController)),
+                Clearance::Clear(_)
+            ));
+        }
+        // Without fencing, or with a fabric device, a failed stop is not answered by a
+        // fence that ends the guard: "not promoted" proves nothing.
+        let off = Fencing::default();
+        let fabric = Fencing {
+            enabled: true,
+            fabric: vec!["scsi".into()],
+        };
+        for fencing in [Some(&off), Some(&fabric), None] {
+            let g = Facts {
+                holder: seen(Some(false), Some(true)),
+                fencing,
+                ..f.clone()
+            };
+            assert!(
+                matches!(clearance(&g, &rules), Clearance::Blocked(w) if w.contains("proves nothing") || w.contains("stale")),
+                "{fencing:?}"
+            );
+        }
+        // In a partition without quorum, the CIB may be stale.
+        let mut lost = cluster(&[1, 2], "1.b");
+        lost.quorate = false;
+        let g = Facts {
+            cluster: Ok(&lost),
+            holder: seen(Some(false), Some(true)),
             ..f.clone()
         };
-        assert!(matches!(clearance(&fenced, &rules), Clearance::Clear(w) if w.contains("fenced")));
+        assert!(matches!(clearance(&g, &rules), Clearance::Blocked(_)));
         // The record ignored (the mutation): clear at once.
         assert!(matches!(
             clearance(&f, &Rules::without(Rule::RecordWait)),
@@ -494,43 +699,46 @@ mod tests {
         let rules = Rules::all();
         let mut out = Outside::default();
         let t = Duration::from_secs;
-        assert_eq!(out.look(&c, "n1", t(100)), Some(t(100)));
-        assert_eq!(out.look(&c, "n1", t(104)), Some(t(100)), "same ring: kept");
+        assert_eq!(out.look(&c, false, t(100)), Some(t(100)));
+        assert_eq!(out.look(&c, false, t(104)), Some(t(100)), "same ring: kept");
         let f = Facts {
             outside_since: Some(t(100)),
             ..facts(&c, &r, 104)
         };
+        let wait = wait_after_leaving(Some(Duration::from_millis(3680)), f.membership_time);
         assert_eq!(
             clearance(&f, &rules),
             Clearance::Wait {
-                until: t(110),
-                why: "the failsafe record names n1, which may be holding the master through an \
-                      etcd outage: out of this node's membership since 4.0 s ago, it is surely \
-                      down 10.0 s after it left"
-                    .into()
+                until: t(100) + wait,
+                why: format!(
+                    "the failsafe record names n1, which may be holding the master through an \
+                     etcd outage: out of this node's membership since 4.0 s ago, it is surely \
+                     down {:.1} s after it left",
+                    wait.as_secs_f64()
+                )
             }
         );
         let later = Facts {
-            now: t(110),
+            now: t(100) + wait,
             ..f.clone()
         };
         assert!(matches!(clearance(&later, &rules), Clearance::Clear(_)));
         // Another ring: the holder may have been back in between; counted again.
         let c2 = cluster(&[2, 3], "2.c");
-        assert_eq!(out.look(&c2, "n1", t(106)), Some(t(106)));
+        assert_eq!(out.look(&c2, false, t(106)), Some(t(106)));
         // Back in: no count.
         let c3 = cluster(&[1, 2, 3], "1.d");
-        assert_eq!(out.look(&c3, "n1", t(107)), None);
-        assert_eq!(out.look(&c, "n1", t(108)), Some(t(108)));
+        assert_eq!(out.look(&c3, true, t(107)), None);
+        assert_eq!(out.look(&c, false, t(108)), Some(t(108)));
     }
 
     #[test]
-    fn without_corosync_only_the_operator_or_a_fence_clears_a_record() {
+    fn without_corosync_only_the_operator_clears_a_record() {
         let (c, r) = (cluster(&[1, 2, 3], "1.a"), record("n1"));
         let rules = Rules::all();
         let f = Facts {
             cluster: Err("corosync-quorumtool: cannot run"),
-            holder_promoted: None,
+            holder: seen(None, None),
             ..facts(&c, &r, 100)
         };
         let Clearance::Blocked(why) = clearance(&f, &rules) else {
@@ -563,50 +771,96 @@ mod tests {
     }
 
     #[test]
-    fn the_wait_covers_detection_proof_and_fence_on_slewed_clocks() {
-        let w = wait_after_leaving(Duration::from_millis(3680));
-        // (3.68 + 3 + 1) × 1.083833 / 0.916167 = 9.09 s
-        assert!((w.as_secs_f64() - 9.085).abs() < 0.01, "{w:?}");
+    fn a_taker_outside_the_holders_cluster_never_clears_by_the_time_bound() {
+        // The DR host of the runbook with a one-node corosync of its own (another cluster, or
+        // a leftover one of the same name whose nodelist does not hold it).
+        let r = record("n1");
+        let rules = Rules::all();
+        let mut dr = cluster(&[7], "7.1");
+        dr.me = 7;
+        dr.nodelist = vec![super::super::witness::Node {
+            id: Some(7),
+            name: "dr1".into(),
+        }];
+        let t = Duration::from_secs;
+        let f = Facts {
+            me: "dr1",
+            cluster: Ok(&dr),
+            holder: NodeSeen::default(),
+            fencing: None,
+            outside_since: Some(t(0)),
+            ..facts(&dr, &r, 10_000)
+        };
+        let Clearance::Blocked(why) = clearance(&f, &rules) else {
+            panic!()
+        };
+        assert!(why.contains("not of n1's cluster \"lab\""), "{why}");
+        assert!(why.contains("--holder-down n1"), "{why}");
+        // The same name, another nodelist: still not the holder's cluster.
+        let same_name = Cluster {
+            name: Some("lab".into()),
+            ..dr.clone()
+        };
+        let f = Facts {
+            cluster: Ok(&same_name),
+            ..f.clone()
+        };
+        assert!(matches!(clearance(&f, &rules), Clearance::Blocked(_)));
+        // The mistake: a node this corosync does not know counts as out, and the time bound
+        // clears it.
+        assert!(matches!(
+            clearance(&f, &Rules::without(Rule::HomeCluster)),
+            Clearance::Clear(_)
+        ));
+        // The operator's word still counts.
+        let confirmed = Facts {
+            confirmed_down: Some("n1"),
+            ..f.clone()
+        };
+        assert!(matches!(clearance(&confirmed, &rules), Clearance::Clear(_)));
     }
 
     #[test]
-    fn pacemakers_xml_is_read_for_fences_and_roles() {
-        // Pacemaker 2.1.5's answer after the lab's fence desk powered n1 off.
-        let history = r#"<pacemaker-result api-version="2.25" request="stonith_admin --history n1 --output-as=xml">
-  <list name="fencing history" count="1">
-    <fence_event action="reboot" target="n1" client="pacemaker-controld.27843" origin="n2" status="success" delegate="n2" completed="2026-12-02 08:30:00Z"/>
-  </list>
-  <status code="0" message="OK"/>
-</pacemaker-result>"#;
-        let at = unix_ms_of("2026-12-02 08:30:00 +00:00").unwrap();
-        assert_eq!(at, 1_796_200_200_000);
-        assert_eq!(fenced_after(history, "n1", at - 1), Some(true));
-        assert_eq!(fenced_after(history, "n1", at), Some(false), "not after");
-        assert_eq!(fenced_after(history, "n3", 0), Some(false));
-        let empty = r#"<pacemaker-result api-version="2.25" request="x">
-  <list name="fencing history" count="0"/>
-  <status code="0" message="OK"/>
-</pacemaker-result>"#;
-        assert_eq!(fenced_after(empty, "n1", 0), Some(false));
-        assert_eq!(fenced_after("", "n1", 0), None);
-        for other in [
-            "2026-12-02 09:30:00 +01:00",
-            "2026-12-02 09:30:00 +0100",
-            "2026-12-02T08:30:00Z",
-            "2026-12-02 08:30:00",
-            "2026-12-02 07:30:00-01:00",
-        ] {
-            assert_eq!(unix_ms_of(other), Some(at), "{other}");
-        }
-        assert_eq!(unix_ms_of("2026-12-02 08:30:00.250Z"), Some(at + 250));
-        assert_eq!(unix_ms_of("yesterday"), None);
+    fn the_holder_is_found_by_its_node_id_whatever_corosync_calls_it() {
+        // ring0_addr and no name: corosync shows the node by its address, Pacemaker by its
+        // uname; the record's id still finds it in the membership.
+        let r = record("n1");
+        let mut c = cluster(&[1, 2, 3], "1.a");
+        c.nodelist[0].name = "198.51.100.11".into();
+        assert_eq!(whereabouts(&r, &c, &Rules::all()), Ok(true));
+        let f = facts(&c, &r, 100);
+        assert!(
+            matches!(clearance(&f, &Rules::all()), Clearance::Blocked(w) if w.contains("still promoted"))
+        );
+        // A record of an earlier release (no home): by name, and only within this nodelist.
+        let old = Record { home: None, ..r };
+        assert!(whereabouts(&old, &c, &Rules::all()).is_err());
+        let c = cluster(&[2, 3], "2.a");
+        assert_eq!(whereabouts(&old, &c, &Rules::all()), Ok(false));
+    }
+
+    #[test]
+    fn the_wait_covers_twice_the_larger_membership_time_proof_and_fence_on_slewed_clocks() {
+        let w = wait_after_leaving(None, Duration::from_millis(3680));
+        // (2 × 3.68 + 3 + 1) × 1.083833 / 0.916167 = 13.44 s
+        assert!((w.as_secs_f64() - 13.439).abs() < 0.01, "{w:?}");
+        // The holder's corosync slower than ours (RHEL's token 3000 there): its time counts.
+        let w = wait_after_leaving(
+            Some(Duration::from_millis(8080)),
+            Duration::from_millis(3680),
+        );
+        assert!((w.as_secs_f64() - 23.85).abs() < 0.01, "{w:?}");
+    }
+
+    #[test]
+    fn pacemakers_xml_is_read_for_roles_and_fence_devices() {
         let mon = r#"<pacemaker-result>
   <resources>
     <clone id="api-clone" multi_state="true">
       <resource id="api" resource_agent="ocf:hamaster:master" role="Promoted" active="true" failed="false">
         <node name="n1" id="1" cached="true"/>
       </resource>
-      <resource id="api" resource_agent="ocf:hamaster:master" role="Unpromoted" active="true">
+      <resource id="api" resource_agent="ocf:hamaster:master" role="Unpromoted" active="true" failed="false">
         <node name="n2" id="2" cached="true"/>
       </resource>
       <resource id="api" resource_agent="ocf:hamaster:master" role="Stopped" active="false"/>
@@ -625,6 +879,32 @@ mod tests {
         );
         assert_eq!(promoted_on(mon, "web", "n1"), Some(false));
         assert_eq!(promoted_on("", "api", "n1"), None);
+        // A failed instance counts as promoted: a failed demote shows it unpromoted.
+        let failed = mon.replace(
+            r#"role="Unpromoted" active="true" failed="false">"#,
+            r#"role="Unpromoted" active="true" failed="true">"#,
+        );
+        assert_eq!(promoted_on(&failed, "api", "n2"), Some(true));
+        // The fence devices of `cibadmin --query --scope configuration`: fabric by agent, or
+        // by provides=unfencing.
+        let config = |devices: &str| {
+            format!(
+                r#"<configuration><crm_config><cluster_property_set id="o"><nvpair id="o1" name="stonith-enabled" value="true"/></cluster_property_set></crm_config><resources>{devices}<primitive id="api" class="ocf" provider="hamaster" type="master"><meta_attributes id="m"><nvpair id="m1" name="provides" value="unfencing"/></meta_attributes></primitive></resources></configuration>"#
+            )
+        };
+        let ipmi = r#"<primitive id="ipmi-n1" class="stonith" type="fence_ipmilan"><instance_attributes id="i"><nvpair id="i1" name="ip" value="x"/></instance_attributes></primitive>"#;
+        let power = fencing_in_config(&config(ipmi)).unwrap();
+        assert_eq!(power, POWER);
+        assert!(power.ends_processes());
+        let scsi = r#"<primitive id="scsi" class="stonith" type="fence_scsi"/>"#;
+        let lab = r#"<primitive id="lab" class="stonith" type="fence_lab"><meta_attributes id="l"><nvpair id="l1" name="provides" value="unfencing"/></meta_attributes></primitive>"#;
+        let both = fencing_in_config(&config(&format!("{ipmi}{scsi}{lab}"))).unwrap();
+        assert_eq!(both.fabric, ["scsi", "lab"]);
+        assert!(!both.ends_processes());
+        assert!(both.describe().contains("scsi, lab"), "{}", both.describe());
+        let off = config(ipmi).replace(r#"value="true""#, r#"value="false""#);
+        assert!(!fencing_in_config(&off).unwrap().ends_processes());
+        assert_eq!(fencing_in_config(""), None);
     }
 
     #[test]
@@ -650,6 +930,11 @@ mod tests {
             "unclean: not fenced yet"
         );
         assert_eq!(down_clean(mon, "n3"), Some(false), "online");
+        assert_eq!(online_on(mon, "n3"), Some(true));
+        assert_eq!(online_on(mon, "n1"), Some(false));
+        assert_eq!(online_on(mon, "n2"), Some(false), "lost, unclean");
+        assert_eq!(online_on(mon, "n4"), Some(false), "not listed");
+        assert_eq!(online_on("", "n3"), None);
         assert_eq!(
             down_clean(mon, "n4"),
             Some(false),
@@ -731,22 +1016,35 @@ mod tests {
         let t = Duration::from_secs;
         let f = Facts {
             outside_since: Some(t(100)),
-            holder_promoted: Some(false),
-            holder_down_clean: Some(true),
+            holder: NodeSeen {
+                promoted: Some(false),
+                online: Some(false),
+                down_clean: Some(true),
+            },
             ..facts(&c, &r, 101)
         };
         assert!(
             matches!(clearance(&f, &rules), Clearance::Clear(w) if w.contains("offline and clean"))
         );
-        // Not without fencing (a lost node is not unclean then), nor when either is unknown.
+        // Not without fencing (a lost node is not unclean then), with a fabric device (its
+        // fence leaves the guard running), nor when either is unknown.
+        let off = Fencing::default();
+        let fabric = Fencing {
+            enabled: true,
+            fabric: vec!["scsi".into()],
+        };
         for (fencing, clean) in [
-            (Some(false), Some(true)),
+            (Some(&off), Some(true)),
+            (Some(&fabric), Some(true)),
             (None, Some(true)),
-            (Some(true), None),
+            (Some(&POWER), None),
         ] {
             let g = Facts {
-                fencing_enabled: fencing,
-                holder_down_clean: clean,
+                fencing,
+                holder: NodeSeen {
+                    down_clean: clean,
+                    ..f.holder
+                },
                 ..f.clone()
             };
             assert!(
@@ -754,6 +1052,15 @@ mod tests {
                 "{fencing:?} {clean:?}"
             );
         }
+        // The mistake: a fabric fence believed.
+        let g = Facts {
+            fencing: Some(&fabric),
+            ..f.clone()
+        };
+        assert!(matches!(
+            clearance(&g, &Rules::without(Rule::PowerFence)),
+            Clearance::Clear(_)
+        ));
         // Not in a partition without quorum, nor for a node corosync does not know.
         let mut lost = cluster(&[2, 3], "2.b");
         lost.quorate = false;
@@ -767,12 +1074,12 @@ mod tests {
             record: Some(&stranger),
             ..f.clone()
         };
-        assert!(matches!(clearance(&g, &rules), Clearance::Wait { .. }));
-        // In the membership, Pacemaker's node view is not asked: the instance's role decides.
+        assert!(matches!(clearance(&g, &rules), Clearance::Blocked(_)));
+        // In the membership, Pacemaker's node-down view is not asked: the instance decides.
         let inside = cluster(&[1, 2, 3], "1.c");
         let g = Facts {
             cluster: Ok(&inside),
-            holder_promoted: Some(true),
+            holder: seen(Some(true), Some(true)),
             ..f.clone()
         };
         assert!(matches!(clearance(&g, &rules), Clearance::Blocked(_)));

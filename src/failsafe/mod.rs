@@ -27,6 +27,15 @@ pub const ASK_LIMIT: Duration = Duration::from_secs(1);
 /// all set to end before it (guard::machine::Leadership::cover).
 pub const FENCE_BOUND: Duration = Duration::from_secs(1);
 
+/// What a holder's own Pacemaker says at an ask, beside its corosync: how the cluster fences
+/// and whether this node is online with its controller (None: not asked, or no answer within
+/// the bound — "cannot tell", never "no").
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OwnView {
+    pub fencing: Option<clearance::Fencing>,
+    pub online: Option<bool>,
+}
+
 /// The failsafe record's key, next to the leader key: `{scope}/{resource}/failsafe`
 /// (`EtcdConfig::scope`).
 pub fn record_key(scope: &str, resource: &str) -> String {
@@ -38,15 +47,50 @@ pub fn record_key(scope: &str, resource: &str) -> String {
 /// release; left by a fence.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Record {
-    /// The node that may hold.
+    /// The node that may hold, as Pacemaker names it.
     pub node: String,
     /// Its lease when it took the key (hex, as the leader key's lease is shown).
     pub lease: String,
-    /// The cluster's nodelist as corosync had it.
+    /// The cluster's nodelist as corosync had it, by name.
     pub nodes: Vec<String>,
-    /// When it was written (Unix ms, the writer's clock): a fence completed later means the
-    /// node is no longer holding (clearance).
+    /// When it was written (Unix ms, the writer's clock: for people, never compared with
+    /// another node's clock).
     pub written_unix_ms: u64,
+    /// The cluster the holder proves itself whole in (None: a record of a release before it
+    /// was written; clearance then knows the holder by name only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub home: Option<Home>,
+}
+
+/// The holder's cluster, as its corosync had it when the record was written: only a node of
+/// this cluster can see the holder leave the membership its proofs come from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Home {
+    /// totem.cluster_name ("" where none is set).
+    pub cluster: String,
+    /// The holder's own corosync node id: the membership is matched by id, never by a name
+    /// that Pacemaker and corosync may spell differently.
+    pub id: u32,
+    /// The nodelist's ids: every one must be in the holder's membership for a proof.
+    pub nodelist: Vec<u32>,
+    /// The holder's corosync membership time (token + consensus + join, ms): the takeover's
+    /// time bound uses the larger of the holder's and the taker's.
+    pub membership_ms: u64,
+}
+
+impl Home {
+    /// Where this corosync's node stands: its cluster, id, nodelist and timing.
+    pub fn of(c: &witness::Cluster) -> Home {
+        Home {
+            cluster: c.name.clone().unwrap_or_default(),
+            id: c.me,
+            nodelist: c.ids(),
+            membership_ms: c
+                .membership_time
+                .unwrap_or(crate::lease::cluster::FALLBACK_MEMBERSHIP_TIME)
+                .as_millis() as u64,
+        }
+    }
 }
 
 impl Record {
@@ -71,8 +115,15 @@ mod tests {
             lease: "0x1f".into(),
             nodes: vec!["n1".into(), "n2".into(), "n3".into()],
             written_unix_ms: 1_700_000_000_000,
+            home: Some(Home::of(&witness::three_nodes(1, &[1, 2, 3], "1.a"))),
         };
-        assert_eq!(Record::from_json(r.to_json().as_bytes()), Some(r));
+        assert_eq!(Record::from_json(r.to_json().as_bytes()), Some(r.clone()));
+        // A record of an earlier release (no home) still reads.
+        let old = r#"{"node":"n1","lease":"0x1f","nodes":["n1"],"written_unix_ms":1}"#;
+        assert_eq!(Record::from_json(old.as_bytes()).unwrap().home, None);
+        let home = r.home.unwrap();
+        assert_eq!((home.cluster.as_str(), home.id), ("lab", 1));
+        assert_eq!((home.nodelist, home.membership_ms), (vec![1, 2, 3], 3680));
         assert_eq!(Record::from_json(b"n1"), None);
         assert_eq!(record_key("/hamaster/", "api"), "/hamaster/api/failsafe");
         assert_eq!(

@@ -1,32 +1,31 @@
-//! What Pacemaker on this node says that the failsafe needs, each within a bound: whether the
-//! cluster has fencing enabled (etcd_outage=auto, clearance), whether a node was fenced after
-//! a moment, whether a node's instance of the resource is promoted and whether the node is
-//! offline and clean (clearance). None: Pacemaker did not answer (not running, or too slow) —
-//! never taken for "no".
+//! What Pacemaker on this node says that the failsafe needs, each within a bound: how the
+//! cluster fences (enabled, and whether any device is a fabric one: etcd_outage=auto, the
+//! hold's proofs, clearance), and what it shows of a node — its instance promoted, the node
+//! online with its controller, or offline and clean (clearance; the hold's own node). None:
+//! Pacemaker did not answer (not running, or too slow) — never taken for "no".
 
 use std::time::Duration;
 
-use super::clearance;
+use super::clearance::{self, Fencing, NodeSeen};
 use crate::service::tool_output;
 
 /// The bound of one Pacemaker tool run.
 pub const LOOK: Duration = Duration::from_secs(3);
 
 /// crm_mon's view of the cluster, as its scheduler sees it (rules applied).
-fn crm_mon() -> Option<String> {
+fn crm_mon(limit: Duration) -> Option<String> {
     tool_output(
-        LOOK,
+        limit,
         "crm_mon",
         &["--one-shot", "--inactive", "--output-as=xml"],
     )
 }
 
-/// Whether the cluster has fencing enabled (clearance::fencing_enabled_in), from one CIB
-/// query. The takeover rule's node-state clause reads crm_mon's own `stonith-enabled` as well
-/// (clearance::down_clean). None: no Pacemaker answered, or a value it cannot read.
-pub fn fencing_enabled() -> Option<bool> {
-    tool_output(LOOK, "cibadmin", &["--query", "--scope", "crm_config"])
-        .and_then(|xml| clearance::fencing_enabled_in(&xml))
+/// How the cluster fences (clearance::fencing_in_config), from one query of the CIB's
+/// configuration within `limit`. None: no Pacemaker answered, or a value it cannot read.
+pub fn fencing(limit: Duration) -> Option<Fencing> {
+    tool_output(limit, "cibadmin", &["--query", "--scope", "configuration"])
+        .and_then(|xml| clearance::fencing_in_config(&xml))
 }
 
 /// Whether the cluster property startup-fencing is on (clearance::startup_fencing_in). None:
@@ -36,34 +35,14 @@ fn startup_fencing() -> Option<bool> {
         .and_then(|xml| clearance::startup_fencing_in(&xml))
 }
 
-/// Whether Pacemaker's fencing history shows `node` fenced after `since_unix_ms`.
-pub fn fenced_after(node: &str, since_unix_ms: u64) -> Option<bool> {
-    tool_output(
-        LOOK,
-        "stonith_admin",
-        &["--history", node, "--output-as=xml"],
-    )
-    .and_then(|xml| clearance::fenced_after(&xml, node, since_unix_ms))
-}
-
-/// What Pacemaker shows of a failsafe record's node, from one crm_mon run.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct NodeSeen {
-    /// Whether an instance of the resource is promoted there (None: not read, or no resource
-    /// named).
-    pub promoted: Option<bool>,
-    /// Whether the node is down as only a fence or an orderly stop leaves it
-    /// (clearance::down_clean, with startup fencing on). None: not read.
-    pub down_clean: Option<bool>,
-}
-
 /// What Pacemaker shows of `node`: whether an instance of `resource` (its name without a clone
-/// suffix) is promoted there, and whether the node is offline and clean.
+/// suffix) is promoted (or failed) there, whether the node is online with its controller, and
+/// whether it is offline and clean.
 ///
 /// Down and clean also needs startup fencing on: without it, a node the DC has not seen since
 /// its partition's Pacemaker started counts as clean.
 pub fn node_seen(resource: Option<&str>, node: &str) -> NodeSeen {
-    let Some(xml) = crm_mon() else {
+    let Some(xml) = crm_mon(LOOK) else {
         return NodeSeen::default();
     };
     let down_clean = match clearance::down_clean(&xml, node) {
@@ -72,6 +51,14 @@ pub fn node_seen(resource: Option<&str>, node: &str) -> NodeSeen {
     };
     NodeSeen {
         promoted: resource.and_then(|r| clearance::promoted_on(&xml, r, node)),
+        online: clearance::online_on(&xml, node),
         down_clean,
     }
+}
+
+/// Whether Pacemaker shows this node (`node`) online with its controller, within `limit`:
+/// a holder's own Pacemaker gone (its controller killed) makes the cluster recover the
+/// resource elsewhere, so no proof stands without it. None: no answer.
+pub fn online(node: &str, limit: Duration) -> Option<bool> {
+    crm_mon(limit).and_then(|xml| clearance::online_on(&xml, node))
 }

@@ -10,7 +10,9 @@ use std::time::Duration;
 /// A node of the nodelist.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Node {
-    pub id: u32,
+    /// Its node id (None: the entry has none — corosync 2's udpu allows that — so it can never
+    /// be shown in a membership, which lists ids).
+    pub id: Option<u32>,
     pub name: String,
 }
 
@@ -26,22 +28,43 @@ pub struct Cluster {
     pub members: Vec<u32>,
     /// The nodelist, as configured.
     pub nodelist: Vec<Node>,
+    /// totem.cluster_name (None: not set): which cluster this is.
+    pub name: Option<String>,
+    /// How long this corosync takes to form a membership without a node it lost (runtime
+    /// token + consensus + join). None: not read.
+    pub membership_time: Option<Duration>,
 }
 
 impl Cluster {
-    /// Nodes of the nodelist missing from the membership, by name.
+    /// Nodes of the nodelist missing from the membership (an entry without a node id always
+    /// is), by name.
     pub fn missing(&self) -> Vec<String> {
         self.nodelist
             .iter()
-            .filter(|n| !self.members.contains(&n.id))
+            .filter(|n| n.id.is_none_or(|id| !self.members.contains(&id)))
             .map(|n| n.name.clone())
             .collect()
+    }
+
+    /// Whether the node of that id is in the membership (None: not in the nodelist).
+    pub fn has_id(&self, id: u32) -> Option<bool> {
+        self.nodelist
+            .iter()
+            .any(|n| n.id == Some(id))
+            .then(|| self.members.contains(&id))
     }
 
     /// Whether the node of that name is in the membership (None: not in the nodelist).
     pub fn has_member(&self, name: &str) -> Option<bool> {
         let node = self.nodelist.iter().find(|n| n.name == name)?;
-        Some(self.members.contains(&node.id))
+        Some(node.id.is_some_and(|id| self.members.contains(&id)))
+    }
+
+    /// The nodelist's ids, sorted (entries without one left out).
+    pub fn ids(&self) -> Vec<u32> {
+        let mut ids: Vec<u32> = self.nodelist.iter().filter_map(|n| n.id).collect();
+        ids.sort_unstable();
+        ids
     }
 
     /// In words, for the log: "quorate, 3 of 3 nodes (ring 1.2c)".
@@ -77,16 +100,19 @@ pub fn three_nodes(me: u32, members: &[u32], ring: &str) -> Cluster {
         members: members.to_vec(),
         nodelist: (1..=3)
             .map(|id| Node {
-                id,
+                id: Some(id),
                 name: format!("n{id}"),
             })
             .collect(),
+        name: Some("lab".into()),
+        membership_time: Some(Duration::from_millis(3680)),
     }
 }
 
 /// The two tools' outputs read into a `Cluster`; Err says what could not be read. `code` is
-/// corosync-quorumtool's exit status (0 quorate, 2 not quorate).
-pub fn read(code: Option<i32>, status: &str, nodelist: &str) -> Result<Cluster, String> {
+/// corosync-quorumtool's exit status (0 quorate, 2 not quorate); `cmap` is corosync-cmapctl's
+/// listing of the nodelist, the cluster's name and its runtime totem timings.
+pub fn read(code: Option<i32>, status: &str, cmap: &str) -> Result<Cluster, String> {
     let field = |name: &str| {
         status.lines().find_map(|l| {
             let (k, v) = l.split_once(':')?;
@@ -124,19 +150,21 @@ pub fn read(code: Option<i32>, status: &str, nodelist: &str) -> Result<Cluster, 
     if members.is_empty() {
         return Err("corosync-quorumtool -s: no membership listed".into());
     }
-    let nodelist = read_nodelist(nodelist)?;
+    let nodelist = read_nodelist(cmap)?;
     Ok(Cluster {
         quorate,
         ring,
         me,
         members,
         nodelist,
+        name: crate::lease::cluster::text_of(cmap, "totem.cluster_name"),
+        membership_time: crate::lease::cluster::membership_time_from(cmap),
     })
 }
 
 /// `corosync-cmapctl -b nodelist.node` lines such as `nodelist.node.0.nodeid (u32) = 1` and
 /// `nodelist.node.0.name (str) = n1`, into nodes (a node without a name goes by its ring0
-/// address, as corosync shows it).
+/// address, as corosync shows it; one without a node id is kept, and never a member).
 fn read_nodelist(text: &str) -> Result<Vec<Node>, String> {
     /// One slot of the nodelist: its id, name and ring0 address, as far as read.
     type Slot = (Option<u32>, Option<String>, Option<String>);
@@ -168,13 +196,13 @@ fn read_nodelist(text: &str) -> Result<Vec<Node>, String> {
         .into_values()
         .filter_map(|(id, name, addr)| {
             Some(Node {
-                id: id?,
-                name: name.or(addr)?,
+                id,
+                name: name.or(addr).or(id.map(|i| format!("nodeid {i}")))?,
             })
         })
         .collect();
     match nodes.is_empty() {
-        true => Err("corosync-cmapctl: no nodelist with node ids".into()),
+        true => Err("corosync-cmapctl: no nodelist".into()),
         false => Ok(nodes),
     }
 }
@@ -199,13 +227,21 @@ pub async fn ask(limit: Duration) -> Result<Cluster, String> {
         ))
     };
     let both = async {
-        let (status, nodelist) = tokio::join!(
+        let (status, cmap) = tokio::join!(
             run("corosync-quorumtool", &["-s"]),
-            run("corosync-cmapctl", &["-b", "nodelist.node"])
+            run(
+                "corosync-cmapctl",
+                &[
+                    "-b",
+                    "nodelist.node",
+                    "totem.cluster_name",
+                    "runtime.config.totem."
+                ]
+            )
         );
         let (code, status) = status?;
-        let (_, nodelist) = nodelist?;
-        read(code, &status, &nodelist)
+        let (_, cmap) = cmap?;
+        read(code, &status, &cmap)
     };
     match tokio::time::timeout(limit, both).await {
         Ok(r) => r,
@@ -284,6 +320,10 @@ nodelist.node.1.nodeid (u32) = 2
 nodelist.node.1.ring0_addr (str) = 198.51.100.12
 nodelist.node.2.nodeid (u32) = 3
 nodelist.node.2.ring0_addr (str) = 198.51.100.13
+totem.cluster_name (str) = lab
+runtime.config.totem.consensus (u32) = 1980
+runtime.config.totem.join (u32) = 50
+runtime.config.totem.token (u32) = 1650
 ";
 
     #[test]
@@ -297,7 +337,31 @@ nodelist.node.2.ring0_addr (str) = 198.51.100.13
         assert_eq!(c.nodelist[2].name, "198.51.100.13");
         assert_eq!(c.has_member("n2"), Some(true));
         assert_eq!(c.has_member("n9"), None);
+        assert_eq!((c.has_id(3), c.has_id(9)), (Some(true), None));
+        assert_eq!(c.ids(), [1, 2, 3]);
+        assert_eq!(c.name.as_deref(), Some("lab"));
+        assert_eq!(c.membership_time, Some(Duration::from_millis(3680)));
         assert_eq!(c.describe(), "quorate, 3 of 3 nodes (ring 1.d)");
+    }
+
+    #[test]
+    fn a_nodelist_entry_without_a_node_id_is_never_in_the_membership() {
+        // corosync 2's udpu allows an entry without a nodeid: it cannot be matched with the
+        // membership's ids, so the cluster never reads as whole (no proof, no hold).
+        let without = NODELIST.replace("nodelist.node.2.nodeid (u32) = 3\n", "");
+        let c = read(Some(0), WHOLE, &without).unwrap();
+        assert_eq!(c.nodelist.len(), 3);
+        assert_eq!(c.missing(), ["198.51.100.13"]);
+        assert_eq!(c.has_member("198.51.100.13"), Some(false));
+        assert_eq!(c.ids(), [1, 2]);
+        // Without the name and timings: unknown, not made up.
+        let bare: String = NODELIST
+            .lines()
+            .filter(|l| !l.starts_with("totem") && !l.starts_with("runtime"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let c = read(Some(0), WHOLE, &bare).unwrap();
+        assert_eq!((c.name, c.membership_time), (None, None));
     }
 
     #[test]

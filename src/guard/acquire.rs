@@ -11,11 +11,12 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio::time::sleep_until;
 
+use super::machine::HoldPlan;
 use super::machine::Rules;
 use super::status::StepDown;
 use super::{Acquired, Guard, GuardError, Interrupt, StopSignals};
-use crate::failsafe::clearance::{self, Clearance, Facts, Outside};
-use crate::failsafe::{self as fs, witness, Record};
+use crate::failsafe::clearance::{self, Clearance, Facts, Fencing, Outside};
+use crate::failsafe::{self as fs, witness, Home, Record};
 use crate::lease::clock::{boottime, unix_ms};
 use crate::lease::config::EtcdOutage;
 use crate::lease::etcd::KeyEvent;
@@ -32,8 +33,9 @@ struct Found {
     record: Option<Record>,
     /// This node's corosync (for our own record's nodelist).
     cluster: Result<witness::Cluster, String>,
-    /// Whether this guard may hold through an etcd outage (etcd_outage, corosync, fencing).
-    may_hold: bool,
+    /// Whether this guard may hold through an etcd outage (etcd_outage, corosync, fencing),
+    /// and on proofs of what.
+    may_hold: Option<HoldPlan>,
     clearance: Clearance,
 }
 
@@ -70,12 +72,14 @@ impl Guard {
             // the takeover rule to look again, or a pause after etcd trouble.
             let (watch_from, poll) = match attempt {
                 Ok(Ok((grant, token, record))) => {
+                    let (record, hold) = record.unzip();
                     return Ok(Acquired {
                         etcd,
                         token,
                         grant,
                         record,
-                    })
+                        hold,
+                    });
                 }
                 Ok(Err(Busy::Held(holder, record_names_other))) => {
                     last = holder.to_string();
@@ -144,7 +148,7 @@ impl Guard {
         // The record, this node's corosync and the cluster's fencing (whatever the policy: the
         // takeover rule weighs it too), side by side.
         let fencing = async {
-            tokio::task::spawn_blocking(fs::pacemaker::fencing_enabled)
+            tokio::task::spawn_blocking(|| fs::pacemaker::fencing(fs::pacemaker::LOOK))
                 .await
                 .ok()
                 .flatten()
@@ -152,12 +156,19 @@ impl Guard {
         let (read, cluster, fencing) =
             tokio::join!(etcd.read_record(&key), witness::ask(fs::ASK_LIMIT), fencing);
         let read = read.map_err(|e| format!("etcd: {e}"))?;
-        let may_hold = cluster.is_ok()
-            && match outage {
-                EtcdOutage::Hold => true,
-                EtcdOutage::Auto => fencing == Some(true),
-                EtcdOutage::Fence => false,
-            };
+        // auto holds only where a fence ends the node's processes: a fabric device's fence
+        // leaves a holder running, its corosync still whole.
+        let power = fencing.as_ref().is_some_and(Fencing::ends_processes);
+        let may_hold = match (&cluster, outage) {
+            (Ok(c), EtcdOutage::Hold) => Some(c),
+            (Ok(c), EtcdOutage::Auto) if power => Some(c),
+            _ => None,
+        }
+        .map(|c| HoldPlan {
+            nodelist: c.ids(),
+            power_fencing: outage == EtcdOutage::Auto,
+            pacemaker: self.args.pacemaker_resource.is_some(),
+        });
         let record = read.value.as_deref().and_then(Record::from_json);
         if read.value.is_some() && record.is_none() {
             log::warn!(
@@ -166,50 +177,40 @@ impl Guard {
             );
         }
         let names_other = record.as_ref().is_some_and(|r| r.node != self.args.node);
-        let (fenced_since, seen, outside_since) = match (&record, names_other) {
+        let now = boottime();
+        let (seen, outside_since) = match (&record, names_other) {
             (Some(r), true) => {
                 let holder = r.node.clone();
-                let since = r.written_unix_ms;
-                let fenced = tokio::task::spawn_blocking({
-                    let holder = holder.clone();
-                    move || fs::pacemaker::fenced_after(&holder, since)
-                });
                 let resource = self
                     .args
                     .pacemaker_resource
                     .as_deref()
                     .map(|r| r.split(':').next().unwrap_or(r).to_string());
-                let seen = tokio::task::spawn_blocking({
-                    let holder = holder.clone();
-                    move || fs::pacemaker::node_seen(resource.as_deref(), &holder)
+                let seen = tokio::task::spawn_blocking(move || {
+                    fs::pacemaker::node_seen(resource.as_deref(), &holder)
                 });
-                let out = cluster
-                    .as_ref()
-                    .ok()
-                    .and_then(|c| outside.look(c, &holder, boottime()));
-                // Fenced since says enough: crm_mon's answer is not waited for.
-                let fenced = fenced.await.ok().flatten();
-                let seen = match fenced {
-                    Some(true) => Default::default(),
-                    _ => seen.await.unwrap_or_default(),
-                };
-                (fenced, seen, out)
+                let out = cluster.as_ref().ok().and_then(|c| {
+                    let member = clearance::whereabouts(r, c, &Rules::all()).ok()?;
+                    outside.look(c, member, now)
+                });
+                (seen.await.unwrap_or_default(), out)
             }
-            _ => (None, Default::default(), None),
+            _ => (Default::default(), None),
         };
-        let detection = crate::lease::cluster::corosync_membership_time()
+        let membership_time = cluster
+            .as_ref()
+            .ok()
+            .and_then(|c| c.membership_time)
             .unwrap_or(crate::lease::cluster::FALLBACK_MEMBERSHIP_TIME);
         let facts = Facts {
             me: &self.args.node,
             record: record.as_ref(),
             cluster: cluster.as_ref().map_err(String::as_str),
-            fenced_since,
-            holder_promoted: seen.promoted,
-            holder_down_clean: seen.down_clean,
-            fencing_enabled: fencing,
+            holder: seen,
+            fencing: fencing.as_ref(),
             outside_since,
-            now: boottime(),
-            wait: clearance::wait_after_leaving(detection),
+            now,
+            membership_time,
             confirmed_down: self.args.holder_down.as_deref(),
         };
         let clearance = clearance::clearance(&facts, &Rules::all());
@@ -229,7 +230,7 @@ impl Guard {
         &self,
         etcd: &Etcd,
         outside: &mut Outside,
-    ) -> Result<Result<(Grant, i64, Option<i64>), Busy>, String> {
+    ) -> Result<Result<(Grant, i64, Option<(i64, HoldPlan)>), Busy>, String> {
         let found = self.look_at_record(etcd, outside).await?;
         let names_other = found
             .record
@@ -269,19 +270,20 @@ impl Guard {
             .map_err(|e| format!("etcd unreachable: {e}"))?;
         let lease = grant.lease;
         // Our own record where this guard may hold; else the old one goes.
-        let ours = match (found.may_hold, &found.cluster) {
-            (true, Ok(c)) => Some(
+        let ours = match (&found.may_hold, &found.cluster) {
+            (Some(_), Ok(c)) => Some(
                 Record {
                     node: node.clone(),
                     lease: lease.to_string(),
                     nodes: c.nodelist.iter().map(|n| n.name.clone()).collect(),
                     written_unix_ms: unix_ms(),
+                    home: Some(Home::of(c)),
                 }
                 .to_json(),
             ),
             _ => None,
         };
-        let writes_record = ours.is_some();
+        let hold = found.may_hold.clone();
         let mark = crate::lease::Seen {
             node: node.clone(),
             at_unix_ms: unix_ms(),
@@ -312,7 +314,7 @@ impl Guard {
                     (Ok(Some(h)), Ok(Some(_)))
                         if &h.node == node && h.lease == lease && h.token == token =>
                     {
-                        Ok(Ok((grant, token, writes_record.then_some(token))))
+                        Ok(Ok((grant, token, hold.map(|h| (token, h)))))
                     }
                     (h, a) => {
                         let _ = etcd.release(key, lease, None).await;

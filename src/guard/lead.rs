@@ -148,7 +148,7 @@ impl Guard {
                 (None, ServiceSpec::Systemd { unit }) => Some(ServiceRef::Unit(unit.clone())),
                 (None, ServiceSpec::Command { .. }) => None,
             },
-            hold: record.is_some(),
+            hold: a.hold.clone(),
             take_back: self.warm.is_some() && self.hook("demote_command").is_some(),
         };
         let (orders_tx, mut orders) = mpsc::unbounded_channel();
@@ -570,10 +570,43 @@ impl Guard {
                     fence.handle(answers::released(r.ok(), limit));
                 });
             }
-            Order::AskMembership { asked } => {
+            Order::AskMembership {
+                asked,
+                fencing,
+                online,
+            } => {
+                let node = self.args.node.clone();
                 tokio::spawn(async move {
-                    let seen = crate::failsafe::witness::ask(crate::failsafe::ASK_LIMIT).await;
-                    fence.handle(Input::Membership { asked, seen });
+                    use crate::failsafe::{pacemaker, ASK_LIMIT};
+                    // Side by side, each within the ask's bound: what is not asked, or does
+                    // not answer, is None.
+                    let ask_fencing = async move {
+                        if !fencing {
+                            return None;
+                        }
+                        let f = tokio::task::spawn_blocking(|| pacemaker::fencing(ASK_LIMIT));
+                        f.await.ok().flatten()
+                    };
+                    let ask_online = async move {
+                        if !online {
+                            return None;
+                        }
+                        let f = tokio::task::spawn_blocking(move || {
+                            pacemaker::online(&node, ASK_LIMIT)
+                        });
+                        f.await.ok().flatten()
+                    };
+                    let (seen, fencing, online) = tokio::join!(
+                        crate::failsafe::witness::ask(ASK_LIMIT),
+                        ask_fencing,
+                        ask_online
+                    );
+                    let pacemaker = crate::failsafe::OwnView { fencing, online };
+                    fence.handle(Input::Membership {
+                        asked,
+                        seen,
+                        pacemaker,
+                    });
                 });
             }
             Order::Retake => {

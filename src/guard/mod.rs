@@ -232,8 +232,9 @@ struct Acquired {
     token: i64,
     grant: Grant,
     /// Our failsafe record's mod revision, when one was written with the key: the guard may
-    /// hold through an etcd outage.
+    /// hold through an etcd outage, on proofs of what `hold` says.
     record: Option<i64>,
+    hold: Option<machine::HoldPlan>,
 }
 
 enum Interrupt {

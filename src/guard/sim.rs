@@ -55,9 +55,9 @@ use super::machine::{
     ArmError, Cause, Fault, Input, Kernel, Machine, Order, Plan, Regrant, RetakeError, Rule, Rules,
     WatchdogPlan, VIP_RETRY, WATCHDOG_TOLERANCE,
 };
-use crate::failsafe::clearance::{self, Clearance, Facts, Outside};
+use crate::failsafe::clearance::{self, Clearance, Facts, Fencing, NodeSeen, Outside};
 use crate::failsafe::witness::{Cluster, Node};
-use crate::failsafe::{Record, ASK_EVERY, ASK_LIMIT, PROOF_LIFE};
+use crate::failsafe::{Home, OwnView, Record, ASK_EVERY, ASK_LIMIT, PROOF_LIFE};
 use crate::lease::clock::MAX_SLEW;
 use crate::lease::{LeaseClock, LeaseError, LeaseId, RenewError};
 use crate::presence::Presence;
@@ -504,6 +504,74 @@ struct HoldSchedule {
     answer_max: Duration,
     /// The successor's clock against true time.
     successor_rate: f64,
+    /// Pacemaker, a witness that can be wrong.
+    pacemaker: PacemakerSchedule,
+    /// The successor is a host outside the cluster: a one-node corosync of its own (the DR
+    /// host of the runbook), whose Pacemaker knows nothing of n1.
+    successor_outside: bool,
+}
+
+/// How Pacemaker sees n1 and fences it, over time.
+#[derive(Debug, Clone)]
+struct PacemakerSchedule {
+    /// etcd_outage=auto (a proof needs power fencing, read at every ask) or hold.
+    auto: bool,
+    /// How the cluster fences from the start (power under auto: else no record is written),
+    /// and a change at a moment: fencing turned off, or a fabric device added.
+    fencing: Fencing,
+    change: Option<(Duration, Fencing)>,
+    /// n1's controller dies (pacemakerd frozen, the controller killed) at this moment: the DC
+    /// sees it `dc_lag` later — n1 offline, its instance shown stopped, and fenced where fencing
+    /// is on; n1's own Pacemaker shows it offline `own_lag` later (None: it stops answering).
+    controller_dies: Option<Duration>,
+    dc_lag: Duration,
+    own_lag: Option<Duration>,
+    /// How long a fence takes from the DC's decision to its confirmation. A power device ends
+    /// every process of n1 by then; a fabric one ends none.
+    fence_takes: Duration,
+}
+
+impl PacemakerSchedule {
+    fn draw(rng: &mut Rng) -> PacemakerSchedule {
+        let power = Fencing {
+            enabled: true,
+            fabric: vec![],
+        };
+        let fabric = Fencing {
+            enabled: true,
+            fabric: vec!["scsi".into()],
+        };
+        let auto = rng.chance(0.6);
+        let fencing = match (auto, rng.next() % 4) {
+            (true, _) | (false, 0 | 1) => power,
+            (false, 2) => fabric.clone(),
+            (false, _) => Fencing::default(),
+        };
+        PacemakerSchedule {
+            auto,
+            fencing,
+            change: rng.chance(0.15).then(|| {
+                let to = if rng.chance(0.5) {
+                    Fencing::default()
+                } else {
+                    fabric
+                };
+                (rng.ms(0, 60_000), to)
+            }),
+            controller_dies: rng.chance(0.2).then(|| rng.ms(0, 60_000)),
+            dc_lag: rng.ms(0, 2_000),
+            own_lag: (!rng.chance(0.3)).then(|| rng.ms(0, 3_000)),
+            fence_takes: rng.ms(50, 5_000),
+        }
+    }
+
+    /// How the cluster fences at `t`.
+    fn fencing_at(&self, t: Duration) -> Fencing {
+        match &self.change {
+            Some((at, to)) if t >= *at => to.clone(),
+            _ => self.fencing.clone(),
+        }
+    }
 }
 
 /// A change of membership and its end: when it happens, when each side sees it (a, b: n1's
@@ -604,6 +672,8 @@ impl HoldSchedule {
                 Duration::from_millis(1_500)
             },
             successor_rate: rate(rng, 1.0 + MAX_SLEW),
+            pacemaker: PacemakerSchedule::draw(rng),
+            successor_outside: rng.chance(0.1),
         }
     }
 
@@ -640,10 +710,90 @@ impl HoldSchedule {
             members,
             nodelist: (1..=self.nodes)
                 .map(|id| Node {
-                    id,
+                    id: Some(id),
                     name: format!("n{id}"),
                 })
                 .collect(),
+            name: Some("lab".into()),
+            membership_time: Some(self.membership_time),
+        }
+    }
+
+    /// What the successor's corosync shows at `t`: the cluster's view, or, outside it, a
+    /// one-node cluster of its own.
+    fn successor_view(&self, t: Duration) -> Cluster {
+        if !self.successor_outside {
+            return self.view(false, t);
+        }
+        Cluster {
+            quorate: true,
+            ring: "7.1".into(),
+            me: 7,
+            members: vec![7],
+            nodelist: vec![Node {
+                id: Some(7),
+                name: "dr1".into(),
+            }],
+            name: Some("dr".into()),
+            membership_time: Some(self.membership_time),
+        }
+    }
+
+    /// When the DC (in the successor's partition) decides to fence n1: n1 left its
+    /// membership, or n1's controller died (seen `dc_lag` later) — while fencing is on then.
+    fn fence_decided_at(&self) -> Option<Duration> {
+        let p = &self.pacemaker;
+        let left = [&self.partition, &self.corosync_frozen]
+            .into_iter()
+            .flatten()
+            .map(|c| c.at + c.seen_b);
+        let died = p.controller_dies.map(|d| d + p.dc_lag);
+        left.chain(died)
+            .min()
+            .filter(|&t| p.fencing_at(t).enabled && !self.successor_outside)
+    }
+
+    /// When the fence of n1 is confirmed, and whether it ended n1's processes (power).
+    fn fence_confirmed(&self) -> Option<(Duration, bool)> {
+        let decided = self.fence_decided_at()?;
+        let power = self.pacemaker.fencing_at(decided).ends_processes();
+        Some((decided + self.pacemaker.fence_takes, power))
+    }
+
+    /// When a power fence ended everything of n1 (ground truth: it holds nothing after).
+    fn powered_off_at(&self) -> Option<Duration> {
+        self.fence_confirmed().filter(|f| f.1).map(|f| f.0)
+    }
+
+    /// What Pacemaker on the successor shows of n1 at `t` (n1 `demoted` by an answered
+    /// step-down): a witness that lags (dc_lag) and forgets (a dead controller's instance is
+    /// shown stopped while the guard may still hold).
+    fn successor_sees(&self, t: Duration, demoted: bool) -> NodeSeen {
+        if self.successor_outside {
+            return NodeSeen::default();
+        }
+        let p = &self.pacemaker;
+        let c = self.view(false, t);
+        let member = c.members.contains(&1);
+        let died = p.controller_dies.is_some_and(|d| t >= d + p.dc_lag);
+        let fenced = self.fence_confirmed().is_some_and(|(at, _)| t >= at);
+        NodeSeen {
+            promoted: Some(!(demoted || died || fenced)),
+            online: Some(member && !died && !fenced),
+            down_clean: Some(!member && fenced && c.quorate && p.fencing_at(t).enabled),
+        }
+    }
+
+    /// What n1's own Pacemaker says at `t`, as the order asked.
+    fn own_view(&self, t: Duration, fencing: bool, online: bool) -> OwnView {
+        let p = &self.pacemaker;
+        let alive = match p.controller_dies {
+            Some(d) if t >= d => p.own_lag.map(|l| t < d + l),
+            _ => Some(true),
+        };
+        OwnView {
+            fencing: fencing.then(|| p.fencing_at(t)),
+            online: if online { alive } else { None },
         }
     }
 
@@ -983,7 +1133,11 @@ impl Sim {
                 (true, 2 | 10) => WatchdogPlan::Required,
                 (true, _) => WatchdogPlan::Auto,
             },
-            hold: s.hold.is_some(),
+            hold: s.hold.as_ref().map(|h| super::machine::HoldPlan {
+                nodelist: (1..=h.nodes).collect(),
+                power_fencing: h.pacemaker.auto,
+                pacemaker: true,
+            }),
             take_back: s.take_back.is_some(),
         };
         let mut m = Machine::new(plan, Duration::ZERO, ttl, world);
@@ -1433,7 +1587,11 @@ impl Sim {
             Order::Exit { .. } => self.exited = true,
             // Pacemaker and the wire are outside the simulated world.
             Order::Push { .. } | Order::Defend { .. } => {}
-            Order::AskMembership { asked } => self.ask_corosync(asked),
+            Order::AskMembership {
+                asked,
+                fencing,
+                online,
+            } => self.ask_corosync(asked, fencing, online),
             Order::Retake => self.retake(),
         }
         Ok(())
@@ -1441,7 +1599,7 @@ impl Sim {
 
     /// The shell's ask of n1's corosync (failsafe::witness::ask): what it shows when it
     /// processes the ask, or no answer within ASK_LIMIT (stopped, or slow).
-    fn ask_corosync(&mut self, asked: Duration) {
+    fn ask_corosync(&mut self, asked: Duration, fencing: bool, online: bool) {
         let Some(h) = self.s.hold.clone() else {
             return;
         };
@@ -1449,6 +1607,11 @@ impl Sim {
         let took = self.rng.upto(h.answer_max);
         let limit = ASK_LIMIT.div_f64(self.s.node_rate);
         let seen_at = now + took / 2;
+        // Pacemaker's tools answer from its local CIB, stopped corosync or not.
+        let pacemaker = match took >= limit {
+            true => OwnView::default(),
+            false => h.own_view(seen_at, fencing, online),
+        };
         let (after, seen) = if took >= limit || h.frozen(seen_at) {
             (
                 limit,
@@ -1464,7 +1627,14 @@ impl Sim {
         self.m
             .kernel
             .note(format!("corosync asked ({asked:?} on n1's clock): {said}"));
-        self.deliver(after, Input::Membership { asked, seen });
+        self.deliver(
+            after,
+            Input::Membership {
+                asked,
+                seen,
+                pacemaker,
+            },
+        );
     }
 
     /// The shell's retake after a hold: a new lease, and the key under it only while it is
@@ -1527,27 +1697,29 @@ impl Sim {
             return;
         }
         let b_now = t.mul_f64(h.successor_rate);
-        let c = h.view(false, t);
-        let since = hw.outside.look(&c, "n1", b_now);
+        let c = h.successor_view(t);
         let record = Record {
             node: "n1".into(),
             lease: LEASE.to_string(),
             nodes: vec![],
             written_unix_ms: 0,
+            home: Some(Home::of(&h.view(true, Duration::ZERO))),
         };
+        let since = match clearance::whereabouts(&record, &c, &rules) {
+            Ok(member) => hw.outside.look(&c, member, b_now),
+            Err(_) => None,
+        };
+        let fencing = h.pacemaker.fencing_at(t);
         let facts = Facts {
-            me: "n2",
+            me: if h.successor_outside { "dr1" } else { "n2" },
             record: Some(&record),
             cluster: Ok(&c),
-            fenced_since: Some(false),
-            holder_promoted: Some(!hw.demoted),
-            // Pacemaker's view of nodes is not modelled: only the time bound and the
-            // demote clear a record here.
-            holder_down_clean: None,
-            fencing_enabled: None,
+            holder: h.successor_sees(t, hw.demoted),
+            // Outside, its Pacemaker (if any) is another cluster's: its fencing says nothing.
+            fencing: (!h.successor_outside).then_some(&fencing),
             outside_since: since,
             now: b_now,
-            wait: clearance::wait_after_leaving(h.membership_time),
+            membership_time: h.membership_time,
             confirmed_down: None,
         };
         let verdict = clearance::clearance(&facts, &rules);
@@ -1679,7 +1851,7 @@ impl Sim {
                         w.note("the unit's start job ran after the stop".into());
                     }
                 }
-                if let Input::Membership { asked, seen } = &input {
+                if let Input::Membership { asked, seen, .. } = &input {
                     let holding = self.node_now() >= self.deadline;
                     let whole = seen.as_ref().map(|c| c.quorate && c.missing().is_empty());
                     if let Some(h) = &mut self.hold {
@@ -1922,6 +2094,13 @@ impl Sim {
 
     /// The invariants over the span [now, t), checked at its latest instant (true time).
     fn check(&self, t: Duration, seed: u64) -> Result<(), String> {
+        // A power fence ended everything of n1: it holds nothing from then on, whatever its
+        // machine (which the simulation runs on) believes.
+        if let Some(off) = self.s.hold.as_ref().and_then(HoldSchedule::powered_off_at) {
+            if t >= off {
+                return Ok(());
+            }
+        }
         let w = &self.m.kernel;
         let residual = self.frozen_until.is_some() || self.killed;
         // Once the release began (everything down), a loss is the release's own end: a fence
@@ -2042,6 +2221,13 @@ struct Tally {
     hold_fenced: u32,
     taken_over_after_hold: u32,
     successor_blocked: u32,
+    /// Pacemaker as a fallible witness: the hold withdrawn (fencing changed, the controller
+    /// gone, the nodelist changed); n1 powered off by a fence; a fabric fence confirmed; the
+    /// successor outside the cluster and blocked.
+    hold_withdrawn: u32,
+    powered_off: u32,
+    fabric_fenced: u32,
+    outside_blocked: u32,
 }
 
 impl Sim {
@@ -2089,6 +2275,16 @@ impl Sim {
             ));
             t.taken_over_after_hold += u32::from(h.held && h.successor_at.is_some());
             t.successor_blocked += u32::from(h.blocked);
+            t.hold_withdrawn += u32::from(matches!(
+                self.m.fenced(),
+                Some((_, Cause::HoldWithdrawn(_)))
+            ));
+            if let Some(s) = &self.s.hold {
+                let fence = s.fence_confirmed();
+                t.powered_off += u32::from(fence.is_some_and(|f| f.1));
+                t.fabric_fenced += u32::from(fence.is_some_and(|f| !f.1));
+                t.outside_blocked += u32::from(s.successor_outside && h.blocked);
+            }
         }
     }
 }
@@ -2225,6 +2421,12 @@ fn caught_at_least(rule: Rule) -> usize {
         Rule::OnlyAbsence => 238,
         Rule::PingOnRenewal => 63,
         Rule::ReplaceBeforeFloor => 12,
+        // Pinned with Pacemaker as a fallible witness (379, 342, 342).
+        Rule::HomeCluster => 341,
+        Rule::LiveController | Rule::PowerFence => 307,
+        // The holder's half of a rule both sides keep: with the takers' rules in place, no
+        // schedule needs it (guard::machine::tests pins it, and tests/etcd_outage.rs live).
+        Rule::FencingWatched => 0,
     }
 }
 
@@ -2593,6 +2795,18 @@ fn quiet_hold(s: &mut Schedule, w: &mut World, nodes: u32) {
         corosync_frozen: None,
         answer_max: Duration::from_millis(60),
         successor_rate: 1.0,
+        // etcd_outage=hold without fencing, as before Pacemaker was a witness here: the
+        // failsafe's cases that need fencing set it up.
+        pacemaker: PacemakerSchedule {
+            auto: false,
+            fencing: Fencing::default(),
+            change: None,
+            controller_dies: None,
+            dc_lag: Duration::from_millis(500),
+            own_lag: Some(Duration::from_millis(500)),
+            fence_takes: Duration::from_millis(500),
+        },
+        successor_outside: false,
     });
 }
 
@@ -2690,4 +2904,76 @@ fn a_quorum_loss_in_a_whole_cluster_costs_the_master_nothing() {
             "seed {seed}: the lease outlived the quorum loss"
         );
     }
+}
+
+/// etcd out for n1 alone from 5 s, in a whole three-node cluster: n1 holds on.
+fn held_through_etcd(s: &mut Schedule, w: &mut World) {
+    quiet_hold(s, w, 3);
+    s.faults = vec![(Duration::from_secs(5), HORIZON, Member::Silent)];
+}
+
+#[test]
+fn a_taker_outside_the_holders_cluster_clearing_by_the_time_bound_is_found_as_two_holders() {
+    // The runbook's DR host with a one-node corosync of its own runs the takeover while n1
+    // holds: n1 is in no membership the DR host can see, and never will be.
+    let shape = |s: &mut Schedule, w: &mut World| {
+        held_through_etcd(s, w);
+        s.hold.as_mut().unwrap().successor_outside = true;
+    };
+    holds(shape);
+    let n = caught(Rules::without(Rule::HomeCluster), &["two holders"], shape);
+    assert!(
+        n > 0,
+        "no schedule caught a taker outside the holder's cluster"
+    );
+}
+
+#[test]
+fn pacemaker_forgetting_a_dead_controllers_instance_believed_is_found_as_two_holders() {
+    // No fencing (etcd_outage=hold): n1's controller killed at 20 s while it holds; the DC
+    // shows its instance stopped 200 ms later and would promote elsewhere; n1's own Pacemaker
+    // answers nothing more, so its hold lapses only PROOF_LIFE after its last proof.
+    let shape = |s: &mut Schedule, w: &mut World| {
+        held_through_etcd(s, w);
+        let p = &mut s.hold.as_mut().unwrap().pacemaker;
+        p.auto = false;
+        p.fencing = Fencing::default();
+        p.controller_dies = Some(Duration::from_secs(20));
+        p.dc_lag = Duration::from_millis(200);
+        p.own_lag = None;
+    };
+    holds(shape);
+    let n = caught(
+        Rules::without(Rule::LiveController),
+        &["two holders"],
+        shape,
+    );
+    assert!(
+        n > 0,
+        "no schedule caught a dead controller's view believed"
+    );
+}
+
+#[test]
+fn a_fabric_fence_believed_is_found_as_two_holders() {
+    // fence_scsi (etcd_outage=hold): n1, holding since 5 s, is cut off at 20 s; the others see
+    // it gone after 100 ms and fence it at once — its storage, not its processes — while n1's
+    // corosync keeps answering whole for 3 s more.
+    let shape = |s: &mut Schedule, w: &mut World| {
+        held_through_etcd(s, w);
+        let h = s.hold.as_mut().unwrap();
+        h.partition = cut_at(20, 3000, 100);
+        h.pacemaker.auto = false;
+        h.pacemaker.fencing = Fencing {
+            enabled: true,
+            fabric: vec!["scsi".into()],
+        };
+        h.pacemaker.fence_takes = Duration::from_millis(100);
+    };
+    holds(shape);
+    let n = caught(Rules::without(Rule::PowerFence), &["two holders"], shape);
+    assert!(
+        n > 0,
+        "no schedule caught a fabric fence taken for a power one"
+    );
 }

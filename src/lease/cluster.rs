@@ -62,8 +62,13 @@ pub fn corosync_membership_time() -> Option<Duration> {
         "corosync-cmapctl",
         &["runtime.config.totem."],
     )?;
-    let join = value_of(&listing, "runtime.config.totem.join").unwrap_or(0);
-    Some(detection_from(&listing)? + Duration::from_millis(join))
+    membership_time_from(&listing)
+}
+
+/// Token + consensus + join from `corosync-cmapctl` lines (the join timeout missing: 0).
+pub(crate) fn membership_time_from(listing: &str) -> Option<Duration> {
+    let join = value_of(listing, "runtime.config.totem.join").unwrap_or(0);
+    Some(detection_from(listing)? + Duration::from_millis(join))
 }
 
 /// corosync's totem.cluster_name (one call of at most a second, the first time it answers in
@@ -87,7 +92,7 @@ pub fn corosync_cluster_name() -> Result<Option<String>, String> {
 }
 
 /// One string from `corosync-cmapctl` lines such as `totem.cluster_name (str) = lab`.
-fn text_of(listing: &str, key: &str) -> Option<String> {
+pub(crate) fn text_of(listing: &str, key: &str) -> Option<String> {
     listing.lines().find_map(|l| {
         let (name, value) = l.split_once(" = ")?;
         (name.split_whitespace().next()? == key).then(|| value.to_string())

@@ -16,6 +16,13 @@
 //! - the key deleted while our lease lives, or carrying another lease, fences at once, as
 //!   when leading;
 //! - the VIP's lifetime and the watchdog move on a fresh proof only.
+//!
+//! A proof also needs what the hold stands on to be there still, read at the same ask: the
+//! nodelist the failsafe record names (takers are nodes of it), this node online with its
+//! controller in its own Pacemaker (when Pacemaker started the guard: a node whose controller
+//! is gone has its resource recovered elsewhere), and, under etcd_outage=auto, fencing on
+//! with power devices only. Any of them gone is a "no" (Cause::HoldWithdrawn); Pacemaker not
+//! answering is "cannot tell".
 
 use std::time::Duration;
 
@@ -23,8 +30,29 @@ use super::state::Phase;
 use super::types::{Cause, Kernel, Level, Order, Regrant, RetakeError};
 use super::{Machine, Timer};
 use crate::failsafe::witness::Cluster;
-use crate::failsafe::{ASK_EVERY, ASK_LIMIT, FENCE_BOUND, PROOF_LIFE};
+use crate::failsafe::{OwnView, ASK_EVERY, ASK_LIMIT, FENCE_BOUND, PROOF_LIFE};
 use crate::rules::Rule;
+
+/// What a proof must show besides a whole cluster, fixed when the record was written.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HoldPlan {
+    /// The nodelist's ids as the failsafe record names them.
+    pub nodelist: Vec<u32>,
+    /// etcd_outage=auto: fencing on, with power devices only (failsafe::clearance::Fencing).
+    pub power_fencing: bool,
+    /// Started by Pacemaker: this node online with its controller.
+    pub pacemaker: bool,
+}
+
+/// What one ask's answers come to.
+enum Verdict {
+    /// The cluster is whole and the hold's ground is there: corosync's words.
+    Proof(Cluster),
+    /// A definite no.
+    No(Cause),
+    /// No answer that says either.
+    CannotTell(String),
+}
 
 /// A keepalive that failed while holding is tried again this much later (etcd is out: there
 /// is no member to race for).
@@ -51,6 +79,7 @@ pub struct HoldView {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(super) struct Hold {
     view: HoldView,
+    plan: Option<HoldPlan>,
     /// The ask out (when it was asked), and when the next may go.
     ask_out: Option<Duration>,
     next_ask_at: Duration,
@@ -74,13 +103,14 @@ pub(super) struct Hold {
 }
 
 impl Hold {
-    pub(super) fn new(enabled: bool, since: Duration) -> Hold {
+    pub(super) fn new(plan: Option<HoldPlan>, since: Duration) -> Hold {
         Hold {
             view: HoldView {
-                enabled,
+                enabled: plan.is_some(),
                 etcd_seen: since,
                 ..HoldView::default()
             },
+            plan,
             ..Hold::default()
         }
     }
@@ -197,7 +227,12 @@ impl<K: Kernel> Machine<K> {
         if now >= next {
             self.hold.ask_out = Some(now);
             self.hold.next_ask_at = now + ASK_EVERY;
-            self.out(Order::AskMembership { asked: now });
+            let plan = self.hold.plan.clone().unwrap_or_default();
+            self.out(Order::AskMembership {
+                asked: now,
+                fencing: plan.power_fencing,
+                online: plan.pacemaker,
+            });
             self.timers.set(Timer::Ask, now + ASK_LIMIT * 2);
         } else {
             self.timers.set(Timer::Ask, next);
@@ -227,12 +262,13 @@ impl<K: Kernel> Machine<K> {
         self.hold.etcd_answered(now);
     }
 
-    /// corosync's answer to the ask made at `asked`.
+    /// corosync's (and Pacemaker's) answer to the ask made at `asked`.
     pub(super) fn membership(
         &mut self,
         now: Duration,
         asked: Duration,
         seen: Result<Cluster, String>,
+        pacemaker: OwnView,
     ) {
         if self.hold.ask_out == Some(asked) {
             self.hold.ask_out = None;
@@ -251,8 +287,8 @@ impl<K: Kernel> Machine<K> {
         if let Ok(c) = &seen {
             self.hold.last_seen = Some(c.clone());
         }
-        match seen {
-            Ok(c) if self.whole(&c) => {
+        match self.verdict(seen, pacemaker) {
+            Verdict::Proof(c) => {
                 self.hold.doubt = None;
                 let first = self.hold.view.proof.is_none();
                 self.hold.view.proof = Some((asked, c.describe()));
@@ -276,27 +312,83 @@ impl<K: Kernel> Machine<K> {
                 }
                 self.ping_watchdog();
             }
-            Ok(c) => {
-                let why = c.describe();
+            Verdict::No(cause) => {
                 self.hold.view.proof = None;
                 self.leadership.void_cover();
                 // Past the lease's deadline only the proof covered: it ends now.
                 if now >= self.leadership.lease_deadline() {
-                    self.fence(now, Cause::ClusterNotWhole(why));
+                    self.fence(now, cause);
                 } else {
                     self.log(
                         Level::Warn,
-                        format!("etcd not answering, and corosync: {why}: no hold"),
+                        format!("etcd not answering: no hold ({cause})"),
                     );
                 }
             }
-            Err(why) => {
+            Verdict::CannotTell(why) => {
                 if self.hold.doubt.as_ref() != Some(&why) {
-                    self.log(Level::Warn, format!("corosync: {why}"));
+                    self.log(Level::Warn, why.clone());
                     self.hold.doubt = Some(why);
                 }
             }
         }
+    }
+
+    /// What corosync's and Pacemaker's answers to one ask come to, by the hold's plan.
+    fn verdict(&self, seen: Result<Cluster, String>, pacemaker: OwnView) -> Verdict {
+        let c = match seen {
+            Ok(c) => c,
+            Err(why) => return Verdict::CannotTell(format!("corosync: {why}")),
+        };
+        if !self.whole(&c) {
+            return Verdict::No(Cause::ClusterNotWhole(c.describe()));
+        }
+        let plan = self.hold.plan.clone().unwrap_or_default();
+        if c.ids() != plan.nodelist {
+            return Verdict::No(Cause::HoldWithdrawn(format!(
+                "the nodelist is now {:?}, the failsafe record names {:?}",
+                c.ids(),
+                plan.nodelist
+            )));
+        }
+        if !self.rules.holds(Rule::FencingWatched) {
+            // The mistake: Pacemaker read once, when the key was taken.
+            return Verdict::Proof(c);
+        }
+        if plan.power_fencing {
+            match &pacemaker.fencing {
+                None => {
+                    return Verdict::CannotTell(
+                        "Pacemaker did not say how the cluster fences".into(),
+                    )
+                }
+                Some(f) if !f.ends_processes() => {
+                    return Verdict::No(Cause::HoldWithdrawn(format!(
+                        "Pacemaker: {} (etcd_outage=auto holds only with power fencing)",
+                        f.describe()
+                    )))
+                }
+                Some(_) => {}
+            }
+        }
+        if plan.pacemaker {
+            match pacemaker.online {
+                None => {
+                    return Verdict::CannotTell(
+                        "Pacemaker did not say whether this node is online".into(),
+                    )
+                }
+                Some(false) => {
+                    return Verdict::No(Cause::HoldWithdrawn(
+                        "Pacemaker does not show this node online with its controller: the \
+                         cluster may recover the master elsewhere"
+                            .into(),
+                    ))
+                }
+                Some(true) => {}
+            }
+        }
+        Verdict::Proof(c)
     }
 
     /// The cluster is whole: quorate, and every node of the nodelist in this node's

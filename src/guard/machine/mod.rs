@@ -56,7 +56,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 pub use crate::rules::{Rule, Rules};
-pub use hold::HoldView;
+pub use hold::{HoldPlan, HoldView};
 pub use lease::Leadership;
 pub use observe::{Claim, Conflict, Gone, HealthReport, Loss, Observed};
 pub use state::{diagram, Look, Phase, RaiseStep, Release, ServiceState, StepDown, VipState};
@@ -94,9 +94,9 @@ pub struct Plan {
     /// Fencing can then stop it while its start is out.
     pub known: Option<ServiceRef>,
     pub watchdog: WatchdogPlan,
-    /// A failsafe record was written with the key (etcd_outage=hold, corosync answering):
-    /// the guard may hold through an etcd outage (hold.rs).
-    pub hold: bool,
+    /// A failsafe record was written with the key (etcd_outage=hold or auto, corosync
+    /// answering): the guard may hold through an etcd outage, on proofs of what (hold.rs).
+    pub hold: Option<HoldPlan>,
     /// The role can be taken back from the running service by its hook (a warm standby's
     /// demote_command): tried first, the service stopped only when it does not confirm.
     pub take_back: bool,
@@ -185,10 +185,10 @@ impl<K: Kernel> Machine<K> {
             handled_at: sent,
             queued_loss: None,
             observed: Observed::default(),
-            hold: hold::Hold::new(false, sent),
+            hold: hold::Hold::new(None, sent),
             last_renew_log: None,
         };
-        m.hold = hold::Hold::new(m.plan.hold, sent);
+        m.hold = hold::Hold::new(m.plan.hold.clone(), sent);
         m.sync_timers();
         m
     }
@@ -353,7 +353,11 @@ impl<K: Kernel> Machine<K> {
             Input::ServiceChecked(r) => self.service_checked(now, r),
             Input::Released(r) => self.released_answer(now, r),
             Input::StepDown { by } => self.step_down(now, by),
-            Input::Membership { asked, seen } => self.membership(now, asked, seen),
+            Input::Membership {
+                asked,
+                seen,
+                pacemaker,
+            } => self.membership(now, asked, seen, pacemaker),
             Input::Retaken(r) => self.retaken(now, r),
         }
         self.advance(now);

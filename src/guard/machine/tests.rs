@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use super::*;
+use crate::failsafe::{ASK_EVERY, PROOF_LIFE};
 use crate::lease::LeaseClock;
 use crate::service::ServiceRef;
 
@@ -93,7 +94,7 @@ fn a_ping_that_took_effect_late_is_made_again_shorter() {
         vip: false,
         known: None,
         watchdog: WatchdogPlan::Required,
-        hold: false,
+        hold: None,
         take_back: false,
     };
     let t = Duration::from_millis;
@@ -147,7 +148,7 @@ fn vip_machine(ttl: u64, margin: u64) -> Machine<Late> {
         vip: true,
         known: None,
         watchdog: WatchdogPlan::Off,
-        hold: false,
+        hold: None,
         take_back: false,
     };
     Machine::new(plan, Duration::ZERO, clock.ttl, Late::default())
@@ -497,9 +498,24 @@ fn cluster(members: &[u32]) -> crate::failsafe::witness::Cluster {
 /// the orders seen.
 fn hold_machine() -> Machine<Late> {
     raised_from(Plan {
-        hold: true,
+        hold: Some(super::HoldPlan {
+            nodelist: vec![1, 2, 3],
+            power_fencing: true,
+            pacemaker: true,
+        }),
         ..plan_10_2()
     })
+}
+
+/// Pacemaker's answer where the hold's ground stands: power fencing, this node online.
+fn grounded() -> crate::failsafe::OwnView {
+    crate::failsafe::OwnView {
+        fencing: Some(crate::failsafe::clearance::Fencing {
+            enabled: true,
+            fabric: vec![],
+        }),
+        online: Some(true),
+    }
 }
 
 /// The machine of `plan` (its lease granted at 0), raised and leading at 40 ms.
@@ -518,7 +534,7 @@ fn plan_10_2() -> Plan {
         vip: true,
         known: None,
         watchdog: WatchdogPlan::Off,
-        hold: false,
+        hold: None,
         take_back: false,
     }
 }
@@ -530,6 +546,17 @@ fn run_outage(
     from: u64,
     to: u64,
     members: impl Fn(u64) -> Vec<u32>,
+) -> Vec<Order> {
+    run_outage_with(m, from, to, members, |_| grounded())
+}
+
+/// The same, Pacemaker answering every ask with `pacemaker(t)`.
+fn run_outage_with(
+    m: &mut Machine<Late>,
+    from: u64,
+    to: u64,
+    members: impl Fn(u64) -> Vec<u32>,
+    pacemaker: impl Fn(u64) -> crate::failsafe::OwnView,
 ) -> Vec<Order> {
     let t = Duration::from_millis;
     let mut seen = Vec::new();
@@ -545,13 +572,22 @@ fn run_outage(
                         why: "silent".into(),
                     },
                 ),
-                Order::AskMembership { asked } => m.handle(
-                    t(ms),
-                    Input::Membership {
-                        asked: *asked,
-                        seen: Ok(cluster(&members(ms))),
-                    },
-                ),
+                Order::AskMembership {
+                    asked,
+                    fencing,
+                    online,
+                } => {
+                    // Only what was asked is answered.
+                    assert!(*fencing && *online, "{o:?}");
+                    m.handle(
+                        t(ms),
+                        Input::Membership {
+                            asked: *asked,
+                            seen: Ok(cluster(&members(ms))),
+                            pacemaker: pacemaker(ms),
+                        },
+                    )
+                }
                 _ => {}
             }
             seen.push(o);
@@ -587,7 +623,7 @@ fn a_whole_cluster_holds_past_the_deadline_and_etcd_back_ends_the_hold_untouched
     let asks: Vec<Duration> = orders
         .iter()
         .filter_map(|o| match o {
-            Order::AskMembership { asked } => Some(*asked),
+            Order::AskMembership { asked, .. } => Some(*asked),
             _ => None,
         })
         .collect();
@@ -650,12 +686,13 @@ fn quorum_alone_is_no_proof_and_no_answer_lets_the_hold_lapse() {
         m.kernel.now = t(ms);
         m.handle(t(ms), Input::Tick);
         for o in drain(&mut m) {
-            if let Order::AskMembership { asked } = o {
+            if let Order::AskMembership { asked, .. } = o {
                 m.handle(
                     t(ms + 1000),
                     Input::Membership {
                         asked,
                         seen: Err("no answer".into()),
+                        pacemaker: grounded(),
                     },
                 );
             }
@@ -667,6 +704,103 @@ fn quorum_alone_is_no_proof_and_no_answer_lets_the_hold_lapse() {
     assert!(
         at >= last + crate::failsafe::PROOF_LIFE
             && at <= last + crate::failsafe::PROOF_LIFE + t(100)
+    );
+}
+
+#[test]
+fn a_hold_whose_ground_goes_fences_at_the_next_answer_and_pacemaker_silent_lets_it_lapse() {
+    let t = Duration::from_millis;
+    let whole = |_| vec![1, 2, 3];
+    let fencing = |enabled, fabric: &[&str]| crate::failsafe::OwnView {
+        fencing: Some(crate::failsafe::clearance::Fencing {
+            enabled,
+            fabric: fabric.iter().map(|s| s.to_string()).collect(),
+        }),
+        online: Some(true),
+    };
+    let offline = crate::failsafe::OwnView {
+        online: Some(false),
+        ..grounded()
+    };
+    // Holding from 8 s; at 12 s fencing is turned off, a fabric device added, or this node's
+    // controller is gone: the next answer fences, whatever corosync says.
+    for (changed, words) in [
+        (fencing(false, &[]), "fencing disabled"),
+        (fencing(true, &["scsi"]), "fabric device scsi"),
+        (offline.clone(), "not show this node online"),
+    ] {
+        let mut m = hold_machine();
+        let c = changed.clone();
+        run_outage_with(&mut m, 100, 16_000, whole, move |ms| match ms {
+            ..12_000 => grounded(),
+            _ => c.clone(),
+        });
+        let Some((at, Cause::HoldWithdrawn(why))) = m.fenced().cloned() else {
+            panic!("{words}: {:?}", m.fenced());
+        };
+        assert!(why.contains(words), "{why}");
+        assert!(at >= t(12_000) && at <= t(12_000) + ASK_EVERY, "{at:?}");
+        // The mistake: Pacemaker read only when the key was taken — holds on.
+        let mut m = hold_machine();
+        m.rules = crate::rules::Rules::without(crate::rules::Rule::FencingWatched);
+        run_outage_with(&mut m, 100, 16_000, whole, move |_| changed.clone());
+        assert!(m.fenced().is_none(), "{words}");
+    }
+    // A node added to the nodelist (and the membership): the record's takers are other nodes.
+    let mut m = hold_machine();
+    let grown = |ms: u64| match ms {
+        ..12_000 => cluster(&[1, 2, 3]),
+        _ => {
+            let mut c = cluster(&[1, 2, 3, 4]);
+            c.nodelist.push(crate::failsafe::witness::Node {
+                id: Some(4),
+                name: "n4".into(),
+            });
+            c
+        }
+    };
+    for ms in (100..16_000).step_by(100) {
+        m.kernel.now = t(ms);
+        m.handle(t(ms), Input::Tick);
+        for o in drain(&mut m) {
+            match o {
+                Order::Keepalive { sent } => m.handle(
+                    t(ms),
+                    Input::RenewFailed {
+                        sent,
+                        why: "silent".into(),
+                    },
+                ),
+                Order::AskMembership { asked, .. } => m.handle(
+                    t(ms),
+                    Input::Membership {
+                        asked,
+                        seen: Ok(grown(ms)),
+                        pacemaker: grounded(),
+                    },
+                ),
+                _ => {}
+            }
+        }
+    }
+    assert!(
+        matches!(m.fenced(), Some((at, Cause::HoldWithdrawn(w))) if w.contains("nodelist") && *at <= t(12_500)),
+        "{:?}",
+        m.fenced()
+    );
+    // Pacemaker silent: cannot tell, so no proof — the hold lapses PROOF_LIFE after the last.
+    let mut m = hold_machine();
+    let silent = crate::failsafe::OwnView::default();
+    run_outage_with(&mut m, 100, 20_000, whole, move |ms| match ms {
+        ..12_000 => grounded(),
+        _ => silent.clone(),
+    });
+    let Some((at, Cause::HoldLapsed)) = m.fenced().cloned() else {
+        panic!("{:?}", m.fenced());
+    };
+    assert!(
+        at >= t(12_000) + PROOF_LIFE - ASK_EVERY && at <= t(12_000) + PROOF_LIFE + t(100),
+        "{at:?}"
     );
 }
 

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::observe::{Claim, Gone, HealthReport};
 use crate::failsafe::witness::Cluster;
+use crate::failsafe::OwnView;
 pub use crate::guard::watchdog::ArmError;
 use crate::presence::Presence;
 use crate::service::ServiceRef;
@@ -33,6 +34,11 @@ pub enum Cause {
     /// Holding through an etcd outage (or about to), corosync said the cluster is not whole:
     /// a node missing from the membership, or no quorum.
     ClusterNotWhole(String),
+    /// Holding through an etcd outage (or about to), this node's Pacemaker said what takes the
+    /// hold's ground away: fencing turned off or a fabric device added (etcd_outage=auto), or
+    /// this node no longer online with its controller (the cluster recovers the resource
+    /// elsewhere), or the nodelist changed.
+    HoldWithdrawn(String),
     /// Taking the key back after an etcd outage, the failsafe record no longer named this
     /// node: someone else may have taken over.
     RecordLost,
@@ -40,7 +46,7 @@ pub enum Cause {
 
 impl Cause {
     /// Every cause's label in the metrics (hamaster_fences_total{cause=...}).
-    pub const LABELS: [&'static str; 9] = [
+    pub const LABELS: [&'static str; 10] = [
         "deadline",
         "key_deleted",
         "key_taken",
@@ -50,6 +56,7 @@ impl Cause {
         "hold_lapsed",
         "cluster_not_whole",
         "record_lost",
+        "hold_withdrawn",
     ];
 
     pub fn label(&self) -> &'static str {
@@ -63,6 +70,7 @@ impl Cause {
             Cause::HoldLapsed => Cause::LABELS[6],
             Cause::ClusterNotWhole(_) => Cause::LABELS[7],
             Cause::RecordLost => Cause::LABELS[8],
+            Cause::HoldWithdrawn(_) => Cause::LABELS[9],
         }
     }
 }
@@ -96,6 +104,11 @@ impl std::fmt::Display for Cause {
             Cause::ClusterNotWhole(why) => write!(
                 f,
                 "etcd not answering and the cluster not whole ({why}): no proof that no other \
+                 node may take over"
+            ),
+            Cause::HoldWithdrawn(why) => write!(
+                f,
+                "etcd not answering and the hold's ground gone ({why}): no proof that no other \
                  node may take over"
             ),
             Cause::RecordLost => write!(
@@ -212,7 +225,13 @@ pub enum Order {
     Defend { address: String },
     /// Ask this node's corosync what it sees of the cluster (failsafe::witness::ask), asked at
     /// `asked` (boot clock), within failsafe::ASK_LIMIT. Answer Membership.
-    AskMembership { asked: Duration },
+    AskMembership {
+        asked: Duration,
+        /// Ask Pacemaker too: how the cluster fences (`fencing`), whether this node is online
+        /// with its controller (`online`, under the name this guard was started with).
+        fencing: bool,
+        online: bool,
+    },
     /// etcd says our lease is gone after a hold: take the key back with a new lease, only
     /// while it is absent and the failsafe record still names this node (one transaction).
     /// Answer Retaken.
@@ -281,6 +300,8 @@ pub enum Input {
     Membership {
         asked: Duration,
         seen: Result<Cluster, String>,
+        /// What this node's Pacemaker said at the same ask (as the order asked).
+        pacemaker: OwnView,
     },
     /// The retake's outcome.
     Retaken(Result<Regrant, RetakeError>),
