@@ -132,13 +132,18 @@ pub fn whereabouts(record: &Record, c: &Cluster, rules: &Rules) -> Result<bool, 
             .has_member(holder)
             .ok_or_else(|| format!("{holder} is not in this node's corosync nodelist"));
     };
+    // The same cluster: its name, and the nodelist the holder's proofs count (a leftover
+    // one-node corosync of the same name has another).
     let here = c.name.as_deref().unwrap_or_default();
-    if here != home.cluster || !home.nodelist.contains(&c.me) {
+    if here != home.cluster || c.ids() != home.nodelist || !home.nodelist.contains(&c.me) {
         return Err(format!(
-            "this node (corosync id {}, cluster \"{here}\") is not of {holder}'s cluster \
-             \"{}\" (node ids {:?}): it cannot see {holder} leave the membership {holder}'s \
-             proofs come from",
-            c.me, home.cluster, home.nodelist
+            "this node (corosync id {}, cluster \"{here}\", node ids {:?}) is not of \
+             {holder}'s cluster \"{}\" (node ids {:?}): it cannot see {holder} leave the \
+             membership {holder}'s proofs come from",
+            c.me,
+            c.ids(),
+            home.cluster,
+            home.nodelist
         ));
     }
     c.has_id(home.id).ok_or_else(|| {
@@ -794,13 +799,17 @@ mod tests {
         let Clearance::Blocked(why) = clearance(&f, &rules) else {
             panic!()
         };
-        assert!(why.contains("not of n1's cluster \"lab\""), "{why}");
+        assert!(why.contains("is not of n1's cluster \"lab\""), "{why}");
         assert!(why.contains("--holder-down n1"), "{why}");
-        // The same name, another nodelist: still not the holder's cluster.
-        let same_name = Cluster {
+        // The same name, another nodelist — even one that gives it the holder's id: still
+        // not the holder's cluster.
+        let mut same_name = Cluster {
             name: Some("lab".into()),
+            me: 1,
+            members: vec![1],
             ..dr.clone()
         };
+        same_name.nodelist[0].id = Some(1);
         let f = Facts {
             cluster: Ok(&same_name),
             ..f.clone()
