@@ -289,7 +289,11 @@ impl Lab {
     /// Fresh per-boot directories (leftover cib files or IPC buffers break a restart), the
     /// holder with its bind mounts, then corosync and pacemakerd.
     fn boot(&mut self, i: usize) {
-        let conf = self.corosync_conf();
+        self.boot_with(i, &self.corosync_conf(), true);
+    }
+
+    /// A boot with this corosync.conf, and pacemakerd after corosync or not.
+    fn boot_with(&mut self, i: usize, conf: &str, pacemaker: bool) {
         let node = &mut self.nodes[i];
         node.gen += 1;
         let g = node.boot_dir();
@@ -306,7 +310,7 @@ impl Lab {
         ] {
             fs::create_dir_all(g.join(sub)).unwrap();
         }
-        fs::write(g.join("etc-corosync/corosync.conf"), &conf).unwrap();
+        fs::write(g.join("etc-corosync/corosync.conf"), conf).unwrap();
         must("chmod", &["1777", g.join("shm").to_str().unwrap()]);
         // In a root, its own hacluster (the holder's script); the host's ids may differ.
         if self.root.is_none() {
@@ -423,8 +427,38 @@ impl Lab {
             self.nodes[i].name,
             self.boot_output()
         );
-        let pcmk = self.spawn_on(i, "pacemakerd.out", &["pacemakerd"]);
-        self.nodes[i].daemons.push(pcmk);
+        if pacemaker {
+            let pcmk = self.spawn_on(i, "pacemakerd.out", &["pacemakerd"]);
+            self.nodes[i].daemons.push(pcmk);
+        }
+    }
+
+    /// A host on the lab's switch outside its cluster — the runbook's DR host — running a
+    /// one-node corosync of its own under the lab's cluster name (a leftover cluster, or one
+    /// set up for another purpose) in which it is node id 1, as a node of the lab is: the
+    /// hardest kind of stranger for the takeover rule. No Pacemaker. Its index.
+    pub fn add_outsider(&mut self, tag: &str, name: &str) -> usize {
+        let i = self.nodes.len();
+        let ip = format!("{NET}.{}", 11 + i + self.guests.len());
+        let port = format!("p{}", i + 1);
+        let ns = self
+            .switch
+            .attach(&format!("{tag}{name}"), &port, &format!("{ip}/24"));
+        let dir = self.dir.join(name);
+        fs::create_dir_all(&dir).unwrap();
+        self.nodes.push(LabNode {
+            name: name.to_string(),
+            ip: ip.clone(),
+            ns,
+            port,
+            holder: None,
+            dir,
+            gen: 0,
+            daemons: Vec::new(),
+        });
+        let conf = corosync_conf(&[(name.to_string(), ip)], false);
+        self.boot_with(i, &conf, false);
+        i
     }
 
     /// What every node's holder and daemons printed in their current boot, for a failure.
@@ -713,6 +747,18 @@ impl Lab {
     /// agent for every node (its reboot done as an off: the node stays down until the test
     /// brings it back), and stonith-enabled=true.
     pub fn enable_fencing(&mut self) {
+        self.enable_fencing_with("");
+    }
+
+    /// Fencing on through a fabric device (the lab's agent with fabric=1 and
+    /// `provides=unfencing`, as fence_scsi is configured): a fence is confirmed and ends
+    /// nothing the node runs.
+    pub fn enable_fabric_fencing(&mut self) {
+        self.enable_fencing_with("fabric=1 meta provides=unfencing");
+    }
+
+    /// Fencing on, with more words for `pcs stonith create`.
+    fn enable_fencing_with(&mut self, more: &str) {
         let nodes = self
             .nodes
             .iter()
@@ -724,7 +770,7 @@ impl Lab {
             0,
             &format!(
                 "pcs stonith create lab-fence fence_lab lab_dir={} pcmk_host_list='{hosts}' \
-                 pcmk_reboot_action=off && pcs property set stonith-enabled=true",
+                 pcmk_reboot_action=off {more} && pcs property set stonith-enabled=true",
                 desk.dir.display()
             ),
         );

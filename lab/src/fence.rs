@@ -19,6 +19,8 @@ pub struct Fenced {
     pub node: String,
     pub at: Instant,
     pub at_unix_ms: u64,
+    /// A fabric device's fence: recorded and confirmed, nothing of the node ended.
+    pub fabric: bool,
 }
 
 /// A request the desk refused on purpose: a fence device that fails (a BMC that does not
@@ -131,7 +133,8 @@ impl Desk {
 }
 
 /// Answers the requests waiting: "off NODE" powers it off (unless the device is set to fail),
-/// "on NODE" is granted only once the test has brought the node back.
+/// "on NODE" is granted only once the test has brought the node back; "fabric-off NODE" and
+/// "fabric-on NODE" (a fabric device) only record and grant.
 fn serve(desk: &Desk) {
     let (dir, nodes, log) = (&desk.dir, &desk.nodes, &desk.done);
     let Ok(entries) = fs::read_dir(dir.join("requests")) else {
@@ -158,15 +161,28 @@ fn serve(desk: &Desk) {
                 eprintln!("fence desk: {n} NOT powered off (a failing device, on purpose)");
                 format!("the device did not answer within {} ms", after.as_millis())
             }
-            ("off", Some((n, ns, link))) => {
-                power_off(ns, link);
+            ("off" | "fabric-off", Some((n, ns, link))) => {
+                let fabric = action == "fabric-off";
+                if !fabric {
+                    power_off(ns, link);
+                }
                 let _ = fs::write(dir.join("state").join(n), "off\n");
                 log.lock().unwrap().push(Fenced {
                     node: n.clone(),
                     at: Instant::now(),
                     at_unix_ms: hamaster::lease::clock::unix_ms(),
+                    fabric,
                 });
-                eprintln!("fence desk: {n} powered off");
+                match fabric {
+                    true => {
+                        eprintln!("fence desk: {n} fenced off its storage (fabric: it runs on)")
+                    }
+                    false => eprintln!("fence desk: {n} powered off"),
+                }
+                "ok".to_string()
+            }
+            ("fabric-on", Some((n, _, _))) => {
+                let _ = fs::write(dir.join("state").join(n), "on\n");
                 "ok".to_string()
             }
             ("on", Some((n, _, _))) => {

@@ -162,14 +162,17 @@ pub const ETCD_OUTAGE: Param = Param {
         refused) — never when etcd answers that the key is gone or another's, which fences at \
         once. 'hold': it keeps the VIP and the service past its lease's deadline only while its \
         own corosync proves, every 0.5 s, that the cluster is whole (quorate, and every node of \
-        the nodelist in the membership), and fences within 3 s of the last such proof; it renews \
-        its lease, or takes the key back, when etcd answers again. It leaves a failsafe record in \
-        etcd: another node takes over from it only once it is proven not to hold — fenced, \
+        the nodelist in the membership) and its own Pacemaker shows this node online, and fences \
+        within 3 s of the last such proof; it renews its lease, or takes the key back, when etcd \
+        answers again. It leaves a failsafe record in etcd: another node of the same cluster \
+        takes over from it only once it is proven not to hold — fenced by a power device, \
         demoted, or out of the membership for longer than a hold can outlive it, which adds \
-        corosync's detection time plus about 5 s to a failover in a cluster without fencing \
-        (docs/safety.md). 'auto' (the default): hold where the cluster has fencing enabled \
-        (stonith-enabled), fence where it has none. 'fence': fence at the lease's deadline, as \
-        before: an etcd outage is then a master outage. Without corosync (hamaster takeover) the \
+        twice corosync's detection time plus about 5 s to a failover in a cluster without \
+        fencing; a host outside the cluster only on the operator's word (docs/safety.md). \
+        'auto' (the default): hold where the cluster has power fencing (fencing enabled, no \
+        fabric device such as fence_scsi or one with provides=unfencing), read again at every \
+        proof; fence where it has not. 'fence': fence at the lease's deadline, as before: an \
+        etcd outage is then a master outage. Without corosync (hamaster takeover) the \
         master always fences.",
     ..BASE
 };
