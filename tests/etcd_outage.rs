@@ -387,13 +387,17 @@ fn a_two_node_cluster_without_fencing_split_during_an_etcd_outage_never_has_two_
     );
 }
 
-/// A holding master's own log lines since the scenario began.
-fn guard_said(lab: &Lab, i: usize, what: &str) -> Option<String> {
-    let log = lab.log_text(i, "pacemaker.log");
-    log.lines()
-        .rev()
-        .find(|l| l.contains(what))
-        .map(str::to_string)
+/// Why the guard on node `i` ended its hold, from its status: it must have fenced for the
+/// hold's ground gone (`hold_withdrawn`); its problem's words.
+fn withdrawn(lab: &Lab, i: usize) -> String {
+    let st = lab.guard_status(i).expect("the fenced guard answers");
+    assert_eq!(
+        st.fence_cause.as_deref(),
+        Some("hold_withdrawn"),
+        "{:?}",
+        st.problem
+    );
+    st.problem.unwrap_or_default()
 }
 
 /// The runbook's DR host with a one-node corosync of its own — under the lab's cluster name,
@@ -504,11 +508,10 @@ fn a_holding_masters_dead_controller_without_fencing_never_makes_two_masters() {
         "the holding master's VIP goes"
     );
     let gone = t.elapsed();
-    let why = guard_said(&lab, pi, "hold's ground gone");
+    let why = withdrawn(&lab, pi);
     assert!(
-        why.as_deref()
-            .is_some_and(|w| w.contains("does not show this node online")),
-        "the guard says why: {why:?}"
+        why.contains("does not show this node online"),
+        "the guard says why: {why}"
     );
     // Watched for 60 s from the kill: nobody raises while the record names the old master.
     std::thread::sleep(Duration::from_secs(60).saturating_sub(t.elapsed()));
@@ -618,11 +621,10 @@ fn fencing_turned_off_during_a_hold_ends_it_within_an_ask() {
         gone <= bound,
         "the hold ended {gone:?} after the change (bound {bound:?})"
     );
-    let why = guard_said(&lab, pi, "hold's ground gone");
+    let why = withdrawn(&lab, pi);
     assert!(
-        why.as_deref()
-            .is_some_and(|w| w.contains("fencing disabled")),
-        "the guard says why: {why:?}"
+        why.contains("fencing disabled"),
+        "the guard says why: {why}"
     );
     lab.reconnect_to_etcd(pi);
     let seen = obs.finish();

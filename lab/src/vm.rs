@@ -36,6 +36,8 @@ pub struct Vm {
     pub console: Lines,
     /// QMP events: (their own time stamp, name).
     pub events: Lines,
+    /// QMP's one connection, for commands (qmp_events reads its answers and events).
+    qmp: Arc<Mutex<Option<UnixStream>>>,
     pub dir: PathBuf,
     tap: String,
     switch: String,
@@ -248,11 +250,14 @@ impl Qemu<'_> {
         });
         let events: Lines = Arc::default();
         let sink = events.clone();
-        std::thread::spawn(move || qmp_events(&qmp, sink));
+        let commands = Arc::new(Mutex::new(None));
+        let writer = commands.clone();
+        std::thread::spawn(move || qmp_events(&qmp, sink, writer));
         Vm {
             child,
             console,
             events,
+            qmp: commands,
             dir,
             tap,
             switch,
@@ -339,6 +344,23 @@ impl Vm {
             .unwrap_or_else(|| panic!("no timeout in {leader}"))
     }
 
+    /// A QMP command without arguments ("stop", "cont"), once QMP is connected (bounded);
+    /// false when it could not be sent. Its effect shows as QMP's event (STOP, RESUME).
+    pub fn qmp(&self, command: &str) -> bool {
+        let until = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(w) = self.qmp.lock().unwrap().as_mut() {
+                return w
+                    .write_all(format!("{{\"execute\":\"{command}\"}}\n").as_bytes())
+                    .is_ok();
+            }
+            if Instant::now() >= until {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// The console so far, for failure messages.
     pub fn transcript(&self) -> String {
         self.console
@@ -367,8 +389,9 @@ impl Drop for Vm {
     }
 }
 
-/// Reads QMP's events (name and time stamp) until qemu closes the socket.
-fn qmp_events(path: &Path, sink: Lines) {
+/// Reads QMP's events (name and time stamp) until qemu closes the socket; leaves the
+/// connection's writing half in `commands` for Vm::qmp.
+fn qmp_events(path: &Path, sink: Lines, commands: Arc<Mutex<Option<UnixStream>>>) {
     let until = Instant::now() + Duration::from_secs(30);
     let stream = loop {
         match UnixStream::connect(path) {
@@ -382,6 +405,7 @@ fn qmp_events(path: &Path, sink: Lines) {
         Err(_) => return,
     };
     let _ = writer.write_all(b"{\"execute\":\"qmp_capabilities\"}\n");
+    *commands.lock().unwrap() = Some(writer);
     for line in BufReader::new(stream).lines() {
         let Ok(line) = line else { break };
         let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else {

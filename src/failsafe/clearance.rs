@@ -484,13 +484,55 @@ fn properties_in(xml: &str, name: &str) -> Option<Vec<String>> {
     use quick_xml::events::Event;
     let mut reader = quick_xml::Reader::from_str(xml);
     let mut answered = false;
+    // Only inside <crm_config>: a whole CIB has node attributes and resources' nvpairs too.
+    let mut inside = false;
     let mut values = Vec::new();
     loop {
         match reader.read_event() {
+            Ok(Event::Start(e)) if e.name().as_ref() == b"crm_config" => {
+                answered = true;
+                inside = true;
+            }
+            Ok(Event::Empty(e)) if e.name().as_ref() == b"crm_config" => answered = true,
+            Ok(Event::End(e)) if e.name().as_ref() == b"crm_config" => inside = false,
+            Ok(Event::Start(e)) | Ok(Event::Empty(e))
+                if inside
+                    && e.name().as_ref() == b"nvpair"
+                    && attr(&e, "name").as_deref() == Some(name) =>
+            {
+                values.push(attr(&e, "value").unwrap_or_default());
+            }
+            Ok(Event::Eof) => break,
+            Err(_) => return None,
+            _ => {}
+        }
+    }
+    answered.then_some(values)
+}
+
+/// Whether the CIB's status section (`cibadmin --query`) shows `node` (its `uname`) online
+/// with its controller, as the DC wrote it: in corosync's membership (`in_ccm` "true", or the
+/// time it joined from Pacemaker 2.1.7 on), its controller up (`crmd` "online", or the time it
+/// came up), and joined (`join="member"`). Read from the CIB alone, so that it answers while
+/// this node's own pacemakerd or controller does not (crm_mon asks pacemakerd first). None: no
+/// status section.
+pub fn online_in_status(xml: &str, node: &str) -> Option<bool> {
+    use quick_xml::events::Event;
+    let mut reader = quick_xml::Reader::from_str(xml);
+    let mut answered = false;
+    let up = |v: Option<String>, down: &[&str]| {
+        v.is_some_and(|v| !v.is_empty() && !down.contains(&v.as_str()))
+    };
+    loop {
+        match reader.read_event() {
             Ok(Event::Start(e)) | Ok(Event::Empty(e)) => match e.name().as_ref() {
-                b"crm_config" => answered = true,
-                b"nvpair" if attr(&e, "name").as_deref() == Some(name) => {
-                    values.push(attr(&e, "value").unwrap_or_default());
+                b"status" => answered = true,
+                b"node_state" if answered && attr(&e, "uname").as_deref() == Some(node) => {
+                    return Some(
+                        up(attr(&e, "in_ccm"), &["false", "0"])
+                            && up(attr(&e, "crmd"), &["offline", "false", "0"])
+                            && attr(&e, "join").as_deref() == Some("member"),
+                    );
                 }
                 _ => {}
             },
@@ -499,7 +541,7 @@ fn properties_in(xml: &str, name: &str) -> Option<Vec<String>> {
             _ => {}
         }
     }
-    answered.then_some(values)
+    answered.then_some(false)
 }
 
 /// Whether `cibadmin --query --scope crm_config` leaves startup fencing on: no
@@ -944,6 +986,40 @@ mod tests {
         assert_eq!(online_on(mon, "n2"), Some(false), "lost, unclean");
         assert_eq!(online_on(mon, "n4"), Some(false), "not listed");
         assert_eq!(online_on("", "n3"), None);
+        // The CIB's own status, as 2.1.5 writes it and as 2.1.7+ does (times for true).
+        let status = |n1: &str| {
+            format!(
+                r#"<cib><configuration><crm_config/></configuration><status>{n1}<node_state id="2" uname="n2" in_ccm="true" crmd="online" join="member" expected="member"/></status></cib>"#
+            )
+        };
+        let n1 = r#"<node_state id="1" uname="n1" in_ccm="true" crmd="online" join="member" expected="member"/>"#;
+        assert_eq!(online_in_status(&status(n1), "n1"), Some(true));
+        let timed = n1
+            .replace(r#"in_ccm="true""#, r#"in_ccm="1796200200""#)
+            .replace(r#"crmd="online""#, r#"crmd="1796200201""#);
+        assert_eq!(online_in_status(&status(&timed), "n1"), Some(true));
+        for (from, to) in [
+            (r#"crmd="online""#, r#"crmd="offline""#),
+            (r#"crmd="online""#, ""),
+            (r#"in_ccm="true""#, r#"in_ccm="false""#),
+            (r#"join="member""#, r#"join="down""#),
+            (r#"join="member""#, r#"join="pending""#),
+        ] {
+            let changed = status(&n1.replacen(from, to, 1));
+            assert_eq!(online_in_status(&changed, "n1"), Some(false), "{to}");
+        }
+        assert_eq!(
+            online_in_status(&status(""), "n1"),
+            Some(false),
+            "not listed"
+        );
+        assert_eq!(online_in_status("<cib/>", "n1"), None);
+        // A whole CIB's configuration still reads: fencing from crm_config only.
+        let whole = status(n1).replace(
+            "<crm_config/>",
+            r#"<crm_config><cluster_property_set id="o"><nvpair id="o1" name="stonith-enabled" value="false"/></cluster_property_set></crm_config><resources><primitive id="x" class="ocf" provider="p" type="t"><instance_attributes id="i"><nvpair id="i1" name="stonith-enabled" value="true"/></instance_attributes></primitive></resources>"#,
+        );
+        assert_eq!(fencing_in_config(&whole).map(|f| f.enabled), Some(false));
         assert_eq!(
             down_clean(mon, "n4"),
             Some(false),

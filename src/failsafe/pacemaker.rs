@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use super::clearance::{self, Fencing, NodeSeen};
+use super::OwnView;
 use crate::service::tool_output;
 
 /// The bound of one Pacemaker tool run.
@@ -56,9 +57,25 @@ pub fn node_seen(resource: Option<&str>, node: &str) -> NodeSeen {
     }
 }
 
-/// Whether Pacemaker shows this node (`node`) online with its controller, within `limit`:
-/// a holder's own Pacemaker gone (its controller killed) makes the cluster recover the
-/// resource elsewhere, so no proof stands without it. None: no answer.
-pub fn online(node: &str, limit: Duration) -> Option<bool> {
-    crm_mon(limit).and_then(|xml| clearance::online_on(&xml, node))
+/// What a holder's own Pacemaker says at an ask, from one query of the whole CIB within
+/// `limit` (never crm_mon, which asks pacemakerd first and so does not answer while it is
+/// stuck): how the cluster fences (`fencing`), and whether this node (`node`, as Pacemaker
+/// names it) is online with its controller (`online`) — a holder whose controller is gone has
+/// its resource recovered elsewhere, so no proof stands without it. What was not asked, or
+/// not answered, is None.
+pub fn own_view(node: &str, fencing: bool, online: bool, limit: Duration) -> OwnView {
+    if !fencing && !online {
+        return OwnView::default();
+    }
+    let Some(xml) = tool_output(limit, "cibadmin", &["--query"]) else {
+        return OwnView::default();
+    };
+    OwnView {
+        fencing: fencing
+            .then(|| clearance::fencing_in_config(&xml))
+            .flatten(),
+        online: online
+            .then(|| clearance::online_in_status(&xml, node))
+            .flatten(),
+    }
 }

@@ -580,28 +580,12 @@ impl Guard {
                     use crate::failsafe::{pacemaker, ASK_LIMIT};
                     // Side by side, each within the ask's bound: what is not asked, or does
                     // not answer, is None.
-                    let ask_fencing = async move {
-                        if !fencing {
-                            return None;
-                        }
-                        let f = tokio::task::spawn_blocking(|| pacemaker::fencing(ASK_LIMIT));
-                        f.await.ok().flatten()
-                    };
-                    let ask_online = async move {
-                        if !online {
-                            return None;
-                        }
-                        let f = tokio::task::spawn_blocking(move || {
-                            pacemaker::online(&node, ASK_LIMIT)
-                        });
-                        f.await.ok().flatten()
-                    };
-                    let (seen, fencing, online) = tokio::join!(
-                        crate::failsafe::witness::ask(ASK_LIMIT),
-                        ask_fencing,
-                        ask_online
-                    );
-                    let pacemaker = crate::failsafe::OwnView { fencing, online };
+                    let ask_pacemaker = tokio::task::spawn_blocking(move || {
+                        pacemaker::own_view(&node, fencing, online, ASK_LIMIT)
+                    });
+                    let (seen, pacemaker) =
+                        tokio::join!(crate::failsafe::witness::ask(ASK_LIMIT), ask_pacemaker);
+                    let pacemaker = pacemaker.unwrap_or_default();
                     fence.handle(Input::Membership {
                         asked,
                         seen,
