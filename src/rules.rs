@@ -59,6 +59,9 @@ pub enum Rule {
     /// etcd_outage=auto, fencing still on and of power devices only, read at every ask (else:
     /// read once, when the key was taken).
     FencingWatched,
+    /// A pause of the holder's node (its RTC ahead of its boot clock between two asks) ends
+    /// the hold (else: its corosync's stale "whole" after the resume is believed).
+    PauseSeen,
 }
 
 /// Which rule is off (test builds only).

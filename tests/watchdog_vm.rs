@@ -84,3 +84,92 @@ fn an_orderly_step_down_disarms_the_watchdog() {
         vm.transcript()
     );
 }
+
+/// One TICK line of the pause scenario: (boot clock s, RTC s, VIP present).
+fn tick(line: &str) -> Option<(f64, u64, bool)> {
+    let field = |k: &str| {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(k))
+            .map(str::to_string)
+    };
+    Some((
+        field("up=")?.parse().ok()?,
+        field("rtc=")?.parse().ok()?,
+        field("vip=")? != "0",
+    ))
+}
+
+/// A VM paused (QMP stop) for longer than the lease while its guard leads, then resumed
+/// (cont): what the kernel and the guard do after it (docs/safety.md, H5). Measured: the boot
+/// clock stood still through the pause while the RTC (qemu's default, the host's clock) ran
+/// on; the VIP was still there after the resume — its kernel lifetime had not run either —
+/// while etcd had deleted the key during the pause, so the VM served on a lease that was gone
+/// until its guard heard of it.
+#[test]
+#[ignore = "root, qemu and a kernel package: make check-watchdog"]
+fn a_paused_vm_serves_after_it_resumes_until_its_guard_learns_the_lease_is_gone() {
+    let mut etcd = EtcdCluster::new("wp");
+    let watch = KeyWatch::start(&etcd, KEY, || ());
+    let vm = Vm::boot(&mut etcd, "wp", "hm.scenario=pause hm.survive=120");
+    vm.wait_leader();
+    vm.wait_line("HM:TICK", Duration::from_secs(20))
+        .unwrap_or_else(|| panic!("no tick:\n{}", vm.transcript()));
+    std::thread::sleep(Duration::from_secs(2));
+    let pause = Duration::from_secs(20);
+    let stopped = wall();
+    assert!(vm.qmp("stop"), "QMP stop");
+    vm.event("STOP", Duration::from_secs(5))
+        .unwrap_or_else(|| panic!("no STOP event:\n{}", vm.transcript()));
+    let deleted = watch
+        .first(pause, |e| e.kind == "DELETE" && e.wall >= stopped)
+        .map(|e| e.wall);
+    std::thread::sleep(pause.saturating_sub(Duration::from_secs_f64(wall() - stopped)));
+    let resumed = wall();
+    assert!(vm.qmp("cont"), "QMP cont");
+    let before = vm
+        .console
+        .lock()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|(t, l)| *t < stopped && l.starts_with("HM:TICK"))
+        .cloned()
+        .unwrap_or_else(|| panic!("no tick before the pause:\n{}", vm.transcript()));
+    let after = vm
+        .first_line(Duration::from_secs(20), |t, l| {
+            t > resumed && l.starts_with("HM:TICK")
+        })
+        .unwrap_or_else(|| panic!("no tick after the resume:\n{}", vm.transcript()));
+    let gone = vm.first_line(Duration::from_secs(30), |t, l| {
+        t > resumed && l.starts_with("HM:TICK") && l.contains("vip=0")
+    });
+    let (b, a) = (tick(&before.1).unwrap(), tick(&after.1).unwrap());
+    let host = after.0 - before.0;
+    let (up, rtc) = (a.0 - b.0, a.1.saturating_sub(b.1) as f64);
+    eprintln!(
+        "paused {:.1} s: between the last tick before and the first after, the host's clock \
+         ran {host:.1} s, the boot clock {up:.1} s, the RTC {rtc:.0} s; etcd deleted the key \
+         {:?} s into the pause; the VIP was {} at the first tick after the resume and gone \
+         {:?} s after the resume",
+        pause.as_secs_f64(),
+        deleted.map(|d| ((d - stopped) * 10.0).round() / 10.0),
+        if a.2 { "there" } else { "gone" },
+        gone.as_ref()
+            .map(|g| ((g.0 - resumed) * 1000.0).round() / 1000.0),
+    );
+    assert!(deleted.is_some(), "etcd deleted the key during the pause");
+    assert!(
+        up < host - pause.as_secs_f64() + 2.0,
+        "the boot clock stood still through the pause: {up:.1} s of {host:.1} s"
+    );
+    assert!(
+        rtc >= host - 2.0,
+        "the RTC ran on through the pause: {rtc} s of {host:.1} s"
+    );
+    let gone = gone.unwrap_or_else(|| panic!("the VIP stayed:\n{}", vm.transcript()));
+    assert!(
+        gone.0 - resumed < 10.0,
+        "the VIP went {:.1} s after the resume",
+        gone.0 - resumed
+    );
+}

@@ -27,13 +27,26 @@ pub const ASK_LIMIT: Duration = Duration::from_secs(1);
 /// all set to end before it (guard::machine::Leadership::cover).
 pub const FENCE_BOUND: Duration = Duration::from_secs(1);
 
-/// What a holder's own Pacemaker says at an ask, beside its corosync: how the cluster fences
-/// and whether this node is online with its controller (None: not asked, or no answer within
-/// the bound — "cannot tell", never "no").
+/// What a holder's own node says at an ask, beside its corosync: from its Pacemaker, how the
+/// cluster fences and whether this node is online with its controller; and its RTC's reading
+/// (None: not asked, or no answer within the bound — "cannot tell", never "no").
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct OwnView {
     pub fencing: Option<clearance::Fencing>,
     pub online: Option<bool>,
+    /// The RTC's seconds since the epoch (`/sys/class/rtc/rtc0/since_epoch`), read as the ask
+    /// began: a clock that a hypervisor's pause of the VM does not stop where the boot clock
+    /// stops (qemu's default RTC follows the host's clock).
+    pub rtc: Option<u64>,
+}
+
+/// The RTC's reading, where this node has one (failsafe::OwnView::rtc).
+pub fn rtc_seconds() -> Option<u64> {
+    std::fs::read_to_string("/sys/class/rtc/rtc0/since_epoch")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// The failsafe record's key, next to the leader key: `{scope}/{resource}/failsafe`

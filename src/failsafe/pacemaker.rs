@@ -77,5 +77,6 @@ pub fn own_view(node: &str, fencing: bool, online: bool, limit: Duration) -> Own
         online: online
             .then(|| clearance::online_in_status(&xml, node))
             .flatten(),
+        rtc: None,
     }
 }

@@ -578,6 +578,8 @@ impl Guard {
                 let node = self.args.node.clone();
                 tokio::spawn(async move {
                     use crate::failsafe::{pacemaker, ASK_LIMIT};
+                    // The RTC first, as near the ask's time as can be.
+                    let rtc = crate::failsafe::rtc_seconds();
                     // Side by side, each within the ask's bound: what is not asked, or does
                     // not answer, is None.
                     let ask_pacemaker = tokio::task::spawn_blocking(move || {
@@ -585,7 +587,10 @@ impl Guard {
                     });
                     let (seen, pacemaker) =
                         tokio::join!(crate::failsafe::witness::ask(ASK_LIMIT), ask_pacemaker);
-                    let pacemaker = pacemaker.unwrap_or_default();
+                    let pacemaker = crate::failsafe::OwnView {
+                        rtc,
+                        ..pacemaker.unwrap_or_default()
+                    };
                     fence.handle(Input::Membership {
                         asked,
                         seen,

@@ -59,6 +59,11 @@ enum Verdict {
 pub(super) const RETRY_HOLDING: Duration = Duration::from_millis(250);
 /// A retake that failed (etcd out still) is tried again this much later.
 const RETAKE_RETRY: Duration = Duration::from_millis(500);
+/// A pause of this node (a VM stopped by its hypervisor: its boot clock, its VIP's kernel
+/// lifetime and its emulated watchdog stand still with it) shows between two asks as the RTC
+/// running ahead of the boot clock by more than this: the RTC counts whole seconds, so each of
+/// the two readings may be up to a second behind, and each is read a little after its ask.
+const PAUSE_SLACK: Duration = Duration::from_secs(2);
 /// While holding, the hold and its proof are logged this often.
 const HOLD_LOG_EVERY: Duration = Duration::from_secs(30);
 
@@ -100,6 +105,8 @@ pub(super) struct Hold {
     last_seen: Option<Cluster>,
     /// When the hold was last logged.
     logged: Option<Duration>,
+    /// The RTC's reading at the latest ask answered with one (the ask's time, the reading).
+    rtc_seen: Option<(Duration, u64)>,
 }
 
 impl Hold {
@@ -287,7 +294,12 @@ impl<K: Kernel> Machine<K> {
         if let Ok(c) = &seen {
             self.hold.last_seen = Some(c.clone());
         }
-        match self.verdict(seen, pacemaker) {
+        let paused = self.paused(asked, pacemaker.rtc);
+        let verdict = match paused {
+            Some(why) => Verdict::No(Cause::HoldWithdrawn(why)),
+            None => self.verdict(seen, pacemaker),
+        };
+        match verdict {
             Verdict::Proof(c) => {
                 self.hold.doubt = None;
                 let first = self.hold.view.proof.is_none();
@@ -332,6 +344,29 @@ impl<K: Kernel> Machine<K> {
                 }
             }
         }
+    }
+
+    /// Whether this node was paused since the last ask answered with an RTC reading: the RTC
+    /// ran ahead of the boot clock by more than PAUSE_SLACK. After a pause its corosync may
+    /// answer from its old membership for up to a token timeout — a "whole" that the others no
+    /// longer share, who may have taken over meanwhile.
+    fn paused(&mut self, asked: Duration, rtc: Option<u64>) -> Option<String> {
+        let rtc = rtc?;
+        let last = self.hold.rtc_seen.replace((asked, rtc));
+        if !self.rules.holds(Rule::PauseSeen) {
+            return None;
+        }
+        let (then, was) = last?;
+        let boot = asked.saturating_sub(then);
+        let ran = Duration::from_secs(rtc.saturating_sub(was));
+        (ran > boot + PAUSE_SLACK).then(|| {
+            format!(
+                "this node was paused: its RTC ran {} s while its boot clock ran {:.1} s, and \
+                 its corosync may still answer from the membership it had before",
+                ran.as_secs(),
+                boot.as_secs_f64()
+            )
+        })
     }
 
     /// What corosync's and Pacemaker's answers to one ask come to, by the hold's plan.

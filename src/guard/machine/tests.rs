@@ -515,6 +515,7 @@ fn grounded() -> crate::failsafe::OwnView {
             fabric: vec![],
         }),
         online: Some(true),
+        rtc: None,
     }
 }
 
@@ -716,7 +717,7 @@ fn a_hold_whose_ground_goes_fences_at_the_next_answer_and_pacemaker_silent_lets_
             enabled,
             fabric: fabric.iter().map(|s| s.to_string()).collect(),
         }),
-        online: Some(true),
+        ..grounded()
     };
     let offline = crate::failsafe::OwnView {
         online: Some(false),
@@ -802,6 +803,45 @@ fn a_hold_whose_ground_goes_fences_at_the_next_answer_and_pacemaker_silent_lets_
         at >= t(12_000) + PROOF_LIFE - ASK_EVERY && at <= t(12_000) + PROOF_LIFE + t(100),
         "{at:?}"
     );
+}
+
+#[test]
+fn a_pause_seen_by_the_rtc_running_ahead_of_the_boot_clock_fences_a_hold() {
+    let t = Duration::from_millis;
+    // The RTC follows the boot clock (whole seconds, from 1000 s) until 12 s; then the node
+    // was paused for 20 s: its boot clock stood still, the RTC ran on.
+    let rtc = |ms: u64| crate::failsafe::OwnView {
+        rtc: Some(1_000 + ms / 1_000 + if ms >= 12_000 { 20 } else { 0 }),
+        ..grounded()
+    };
+    let mut m = hold_machine();
+    run_outage_with(&mut m, 100, 16_000, |_| vec![1, 2, 3], rtc);
+    let Some((at, Cause::HoldWithdrawn(why))) = m.fenced().cloned() else {
+        panic!("{:?}", m.fenced());
+    };
+    assert!(
+        why.contains("paused") && why.contains("RTC ran 21 s"),
+        "{why}"
+    );
+    assert!(at >= t(12_000) && at <= t(12_000) + ASK_EVERY, "{at:?}");
+    // A second's step of a whole-second RTC is no pause.
+    let mut m = hold_machine();
+    run_outage_with(
+        &mut m,
+        100,
+        16_000,
+        |_| vec![1, 2, 3],
+        |ms| crate::failsafe::OwnView {
+            rtc: Some(1_000 + ms / 1_000 + u64::from(ms >= 12_000)),
+            ..grounded()
+        },
+    );
+    assert!(m.fenced().is_none(), "{:?}", m.fenced());
+    // The mistake: the stale "whole" after the resume believed.
+    let mut m = hold_machine();
+    m.rules = crate::rules::Rules::without(crate::rules::Rule::PauseSeen);
+    run_outage_with(&mut m, 100, 16_000, |_| vec![1, 2, 3], rtc);
+    assert!(m.fenced().is_none(), "{:?}", m.fenced());
 }
 
 #[test]
