@@ -39,6 +39,15 @@ fn holding(lab: &Lab, i: usize) -> bool {
         .is_some()
 }
 
+/// The master on node `i` cut off etcd alone (a firewall: silent), until it holds (bounded).
+fn cut_until_held(lab: &Lab, i: usize) {
+    lab.cut_from_etcd(i);
+    assert!(
+        support::wait_for(Duration::from_secs(15), || holding(lab, i)),
+        "the master holds"
+    );
+}
+
 /// Waits (bounded) until the leader key in etcd names `node`: its lease and fencing token.
 fn key_of(lab: &Lab, node: &str, limit: Duration) -> (String, i64) {
     let mut last = None;
@@ -354,11 +363,7 @@ fn a_two_node_cluster_without_fencing_split_during_an_etcd_outage_never_has_two_
     let q = 1 - pi;
     let obs = lab.observe_vip();
     // etcd out of the master's reach alone; the other node and the witness keep its quorum.
-    lab.cut_from_etcd(pi);
-    assert!(
-        support::wait_for(Duration::from_secs(15), || holding(&lab, pi)),
-        "the master holds"
-    );
+    cut_until_held(&lab, pi);
     let t_cut = Instant::now();
     lab.cut(pi);
     assert!(
@@ -412,11 +417,7 @@ fn a_takeover_from_a_host_outside_the_holders_cluster_never_raises_beside_it() {
     let pi = lab.index(&p);
     let dr = lab.add_outsider("eh", "dr1");
     let obs = lab.observe_vip();
-    lab.cut_from_etcd(pi);
-    assert!(
-        support::wait_for(Duration::from_secs(15), || holding(&lab, pi)),
-        "the master holds"
-    );
+    cut_until_held(&lab, pi);
     assert!(
         support::wait_for(Duration::from_secs(15), || lab.leader_key(KEY).is_none()),
         "its lease ends at etcd: the key goes, the failsafe record stays"
@@ -489,11 +490,7 @@ fn a_holding_masters_dead_controller_without_fencing_never_makes_two_masters() {
     let p = lab.wait_promoted(0, "api", None, Duration::from_secs(90));
     let pi = lab.index(&p);
     let obs = lab.observe_vip();
-    lab.cut_from_etcd(pi);
-    assert!(
-        support::wait_for(Duration::from_secs(15), || holding(&lab, pi)),
-        "the master holds"
-    );
+    cut_until_held(&lab, pi);
     let pacemakerd = lab.pids_of(pi, "pacemakerd");
     let controller = lab.pids_of(pi, "pacemaker-contr");
     assert!(
@@ -595,11 +592,7 @@ fn fencing_turned_off_during_a_hold_ends_it_within_an_ask() {
     let (lab, p) = fenced_lab("eo2");
     let pi = lab.index(&p);
     let obs = lab.observe_vip();
-    lab.cut_from_etcd(pi);
-    assert!(
-        support::wait_for(Duration::from_secs(15), || holding(&lab, pi)),
-        "the master holds"
-    );
+    cut_until_held(&lab, pi);
     let other = (pi + 1) % 3;
     let out = lab.pcs(other, &["property", "set", "stonith-enabled=false"]);
     assert!(

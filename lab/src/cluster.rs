@@ -84,6 +84,22 @@ fn corosync_conf(names: &[(String, String)], two_node: bool) -> String {
     )
 }
 
+impl LabNode {
+    /// A node attached to the switch, not booted yet.
+    fn new(name: String, ip: String, ns: Netns, port: String, dir: PathBuf) -> LabNode {
+        LabNode {
+            name,
+            ip,
+            ns,
+            port,
+            holder: None,
+            dir,
+            gen: 0,
+            daemons: Vec::new(),
+        }
+    }
+}
+
 impl Lab {
     /// Brings up `n` nodes (2 or 3) and waits until all are online and etcd is healthy.
     pub fn new(tag: &str, n: usize, etcd: Etcd) -> Lab {
@@ -179,16 +195,7 @@ impl Lab {
             let dir = lab.dir.join(&name);
             fs::create_dir_all(&dir).unwrap();
             lab.etcd.host(&format!("e-{name}"), &ip, &ns.name);
-            lab.nodes.push(LabNode {
-                name,
-                ip,
-                ns,
-                port,
-                holder: None,
-                dir,
-                gen: 0,
-                daemons: Vec::new(),
-            });
+            lab.nodes.push(LabNode::new(name, ip, ns, port, dir));
         }
         if etcd == Etcd::WithWitness {
             let ip = format!("{NET}.19");
@@ -446,16 +453,8 @@ impl Lab {
             .attach(&format!("{tag}{name}"), &port, &format!("{ip}/24"));
         let dir = self.dir.join(name);
         fs::create_dir_all(&dir).unwrap();
-        self.nodes.push(LabNode {
-            name: name.to_string(),
-            ip: ip.clone(),
-            ns,
-            port,
-            holder: None,
-            dir,
-            gen: 0,
-            daemons: Vec::new(),
-        });
+        self.nodes
+            .push(LabNode::new(name.to_string(), ip.clone(), ns, port, dir));
         let conf = corosync_conf(&[(name.to_string(), ip)], false);
         self.boot_with(i, &conf, false);
         i
