@@ -72,14 +72,12 @@ impl Guard {
             // the takeover rule to look again, or a pause after etcd trouble.
             let (watch_from, poll) = match attempt {
                 Ok(Ok((grant, token, record))) => {
-                    let (record, hold) = record.unzip();
                     return Ok(Acquired {
                         etcd,
                         token,
                         grant,
                         record,
-                        hold,
-                    });
+                    })
                 }
                 Ok(Err(Busy::Held(holder, record_names_other))) => {
                     last = holder.to_string();

@@ -82,7 +82,7 @@ impl Guard {
         signals: &mut StopSignals,
     ) -> Result<Ended, GuardError> {
         let lease = a.grant.lease;
-        let record = a.record.map(|rev| {
+        let record = a.record.as_ref().map(|&(rev, _)| {
             (
                 crate::failsafe::record_key(&self.scope, &self.args.resource),
                 rev,
@@ -148,7 +148,7 @@ impl Guard {
                 (None, ServiceSpec::Systemd { unit }) => Some(ServiceRef::Unit(unit.clone())),
                 (None, ServiceSpec::Command { .. }) => None,
             },
-            hold: a.hold.clone(),
+            hold: a.record.as_ref().map(|(_, plan)| plan.clone()),
             take_back: self.warm.is_some() && self.hook("demote_command").is_some(),
         };
         let (orders_tx, mut orders) = mpsc::unbounded_channel();
@@ -741,7 +741,7 @@ impl Guard {
     fn record_leadership(&mut self, a: &Acquired) {
         let lease = a.grant.lease;
         self.persisted.lease_id = Some(lease.0);
-        self.persisted.record_revision = a.record;
+        self.persisted.record_revision = a.record.as_ref().map(|r| r.0);
         self.persisted.fencing_token = Some(a.token);
         // Before its start is asked: a unit may run from then on, whatever the guard's fate;
         // a warm standby's command may have the role from its hand-over's ask on.

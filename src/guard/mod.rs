@@ -232,9 +232,8 @@ struct Acquired {
     token: i64,
     grant: Grant,
     /// Our failsafe record's mod revision, when one was written with the key: the guard may
-    /// hold through an etcd outage, on proofs of what `hold` says.
-    record: Option<i64>,
-    hold: Option<machine::HoldPlan>,
+    /// hold through an etcd outage, on proofs of what the plan says.
+    record: Option<(i64, machine::HoldPlan)>,
 }
 
 enum Interrupt {

@@ -53,19 +53,9 @@ fn value_of(listing: &str, key: &str) -> Option<u64> {
 }
 
 /// How long corosync may take to form a membership without a node after losing contact with
-/// it (its runtime token + consensus + join timeouts, one call of at most a second): the most
-/// by which two nodes' views of one change may differ (failsafe::clearance). None when no
-/// corosync answers.
-pub fn corosync_membership_time() -> Option<Duration> {
-    let listing = crate::service::tool_output(
-        std::time::Duration::from_secs(1),
-        "corosync-cmapctl",
-        &["runtime.config.totem."],
-    )?;
-    membership_time_from(&listing)
-}
-
-/// Token + consensus + join from `corosync-cmapctl` lines (the join timeout missing: 0).
+/// it — the most by which two nodes' views of one change may differ (failsafe::clearance):
+/// token + consensus + join from `corosync-cmapctl` lines (the join timeout missing: 0), as
+/// failsafe::witness reads them with the nodelist.
 pub(crate) fn membership_time_from(listing: &str) -> Option<Duration> {
     let join = value_of(listing, "runtime.config.totem.join").unwrap_or(0);
     Some(detection_from(listing)? + Duration::from_millis(join))
