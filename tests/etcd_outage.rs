@@ -416,6 +416,19 @@ fn a_takeover_from_a_host_outside_the_holders_cluster_never_raises_beside_it() {
     let (mut lab, p) = fenced_lab("eh");
     let pi = lab.index(&p);
     let dr = lab.add_outsider("eh", "dr1");
+    // The failsafe record names the master's cluster as its corosync has it (seen from etcd).
+    let key =
+        hamaster::failsafe::record_key(&format!("/hamaster/{}", support::CLUSTER_NAME), "api");
+    let (value, _, _) = lab.etcd.get(&key).expect("the failsafe record");
+    let home = hamaster::failsafe::Record::from_json(value.as_bytes())
+        .and_then(|r| r.home)
+        .unwrap_or_else(|| panic!("a record with its home: {value}"));
+    assert_eq!(
+        (home.cluster.as_str(), home.id, home.nodelist.as_slice()),
+        (support::CLUSTER_NAME, pi as u32 + 1, [1, 2, 3].as_slice()),
+        "{value}"
+    );
+    assert!(home.membership_ms >= 1_000, "{value}");
     let obs = lab.observe_vip();
     cut_until_held(&lab, pi);
     assert!(
