@@ -417,8 +417,11 @@ fn a_takeover_from_a_host_outside_the_holders_cluster_never_raises_beside_it() {
     let pi = lab.index(&p);
     let dr = lab.add_outsider("eh", "dr1");
     // The failsafe record names the master's cluster as its corosync has it (seen from etcd).
-    let key =
-        hamaster::failsafe::record_key(&format!("/hamaster/{}", support::CLUSTER_NAME), "api");
+    let prefix = hamaster::params::master::ETCD_PREFIX.default.unwrap();
+    let key = hamaster::failsafe::record_key(
+        &format!("{prefix}/{}", support::CLUSTER_NAME),
+        support::RESOURCE,
+    );
     let (value, _, _) = lab.etcd.get(&key).expect("the failsafe record");
     let home = hamaster::failsafe::Record::from_json(value.as_bytes())
         .and_then(|r| r.home)
