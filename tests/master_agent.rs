@@ -2512,6 +2512,9 @@ fn a_warm_master_gives_the_role_back_before_the_next_is_handed_it() {
     assert_eq!(wa.run("start").code, 0, "{}", a.log());
     assert_eq!(wb.run("start").code, 0, "{}", b.log());
     let (pa, pb) = (one_pid(&a), one_pid(&b));
+    // Started, the standby's service may not listen yet (seen under load: no answer at all);
+    // once it answers, it refuses.
+    support::wait_for(Duration::from_secs(10), || b.write().0 != 0);
     assert_eq!(b.write().0, 503, "a standby refuses writes");
     promoted(wa.run("promote"), &a);
     let (_, _, t1) = etcd.get(KEY).expect("the key");
