@@ -191,40 +191,41 @@ pub fn clearance(f: &Facts, rules: &Rules) -> Clearance {
     };
     // A fence, or a stop Pacemaker would answer with one, proves something only where every
     // fence ends the node's processes.
-    let fencing = f.fencing.cloned().unwrap_or_default();
     let power = match rules.holds(Rule::PowerFence) {
         true => f.fencing.is_some_and(Fencing::ends_processes),
-        false => fencing.enabled,
+        false => f.fencing.is_some_and(|fe| fe.enabled),
     };
     let pacemaker_says = match f.fencing {
         Some(fe) => fe.describe(),
         None => "fencing cannot be read".into(),
     };
     if member {
-        // Pacemaker's view in a partition without quorum may be stale.
-        let demoted = f.holder.promoted == Some(false) && cluster.quorate;
-        let believed = match rules.holds(Rule::LiveController) {
-            true => power && f.holder.online == Some(true),
-            false => true,
+        // Why Pacemaker's "not promoted" is not believed, if it is not.
+        let doubt = match (f.holder.promoted, f.holder.online) {
+            (Some(true), _) => Some("still promoted (or failed there)".to_string()),
+            (None, _) => Some("whether its instance is promoted cannot be read".to_string()),
+            _ if !rules.holds(Rule::LiveController) => None,
+            (Some(false), online) if online != Some(true) => Some(
+                "Pacemaker does not show it online with its controller: its view of the \
+                 instance may be stale"
+                    .to_string(),
+            ),
+            _ if !power => Some(format!(
+                "not promoted, which proves nothing without power fencing ({pacemaker_says})"
+            )),
+            _ => None,
         };
-        return match (demoted, believed) {
-            (true, true) => Clearance::Clear(format!(
+        // Pacemaker's view in a partition without quorum may be stale too.
+        let doubt = doubt.or_else(|| {
+            (!cluster.quorate).then(|| "not promoted, in a partition without quorum".to_string())
+        });
+        return match doubt {
+            None => Clearance::Clear(format!(
                 "{holder} is in this membership, online with its controller, and its instance \
                  is not promoted ({pacemaker_says})"
             )),
-            _ => Clearance::Blocked(format!(
-                "{may_hold}: it is in this node's membership and {}",
-                match (f.holder.promoted, f.holder.online) {
-                    (Some(true), _) => "still promoted (or failed there)".to_string(),
-                    (None, _) => "whether its instance is promoted cannot be read".to_string(),
-                    (Some(false), Some(true)) => format!(
-                        "not promoted, which proves nothing without power fencing \
-                         ({pacemaker_says})"
-                    ),
-                    (Some(false), _) => "Pacemaker does not show it online with its \
-                                         controller: its view of the instance may be stale"
-                        .to_string(),
-                }
+            Some(why) => Clearance::Blocked(format!(
+                "{may_hold}: it is in this node's membership and {why}"
             )),
         };
     }
