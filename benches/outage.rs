@@ -66,7 +66,6 @@ fn quorum_loss(lab: &mut Lab, client: &HealthClient, guard: bool) -> (f64, Optio
 /// Which clause of the takeover rule cleared a failsafe record, from the guard's log line.
 fn clause(line: &str) -> &'static str {
     [
-        ("was fenced after", "the fencing history"),
         ("offline and clean", "the node offline and clean"),
         ("not promoted", "the instance not promoted"),
         (
