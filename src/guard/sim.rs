@@ -175,6 +175,9 @@ impl Ev {
 struct World {
     now: Duration,
     node_rate: f64,
+    /// The node paused (a VM stopped by its hypervisor), true time (from, until): its clock,
+    /// its kernel's address lifetimes and its emulated watchdog stand still meanwhile.
+    paused: Option<(Duration, Duration)>,
     rng: Option<Rng>,
     /// How long one effect may take (each draws up to this), and one watchdog ioctl.
     effect_max: Duration,
@@ -242,15 +245,32 @@ impl World {
         }
     }
 
-    /// This node's clock at true time `t`.
+    /// This node's clock at true time `t` (standing still through a pause).
     fn node_at(&self, t: Duration) -> Duration {
-        t.mul_f64(self.node_rate)
+        let stood = match self.paused {
+            Some((from, until)) if t > from => t.min(until) - from,
+            _ => Duration::ZERO,
+        };
+        (t - stood).mul_f64(self.node_rate)
     }
 
     /// The true time at which this node's clock shows `n` (rounded up: a wake-up armed for
     /// `n` never comes a nanosecond before it on this clock).
     fn true_at(&self, n: Duration) -> Duration {
-        Duration::from_nanos((n.as_nanos() as f64 / self.node_rate).ceil() as u64 + 1)
+        let t = Duration::from_nanos((n.as_nanos() as f64 / self.node_rate).ceil() as u64 + 1);
+        match self.paused {
+            Some((from, until)) if t > from => t + (until - from),
+            _ => t,
+        }
+    }
+
+    /// The true time at which `d` of this node's running time has passed from true time `t`
+    /// (a pause in between adds its length): a timer of its kernel or of its emulated device.
+    fn running_after(&self, t: Duration, d: Duration) -> Duration {
+        match self.paused {
+            Some((from, until)) if t < until && t + d > from => t.max(from) + d + (until - from),
+            _ => t + d,
+        }
     }
 
     /// One effect's time passes (the world goes on meanwhile: a lifetime may run out).
@@ -283,7 +303,10 @@ impl World {
     }
 
     fn kernel_end(&self, secs: u32) -> Duration {
-        let end = self.now + Duration::from_secs(secs.into()).div_f64(self.node_rate);
+        let end = self.running_after(
+            self.now,
+            Duration::from_secs(secs.into()).div_f64(self.node_rate),
+        );
         let slack = Duration::from_millis(self.kernel_slack_ms.unsigned_abs());
         if self.kernel_slack_ms < 0 {
             end.saturating_sub(slack)
@@ -305,7 +328,10 @@ impl World {
     fn dog_set(&mut self, secs: u32) -> u32 {
         let step = self.dog_step.max(1);
         let applied = secs.div_ceil(step) * step;
-        let fires = self.now + Duration::from_secs(applied.into()).mul_f64(self.dog_late);
+        let fires = self.running_after(
+            self.now,
+            Duration::from_secs(applied.into()).mul_f64(self.dog_late),
+        );
         self.dog = Some((applied, fires));
         self.scheduled.push((fires, Ev::WatchdogFires));
         applied
@@ -509,6 +535,58 @@ struct HoldSchedule {
     /// The successor is a host outside the cluster: a one-node corosync of its own (the DR
     /// host of the runbook), whose Pacemaker knows nothing of n1.
     successor_outside: bool,
+    /// n1 paused as a whole (a VM stopped by its hypervisor).
+    pause: Option<Pause>,
+}
+
+/// n1 paused: everything of it stands still from `at` for `length` — its guard, its clock, its
+/// kernel's timers, its corosync — while the others see it gone `seen_b` after `at`. After the
+/// resume its corosync answers from its old membership for `stale` (until its token runs out),
+/// then finds itself alone until it merges again `merge` later.
+#[derive(Debug, Clone, Copy)]
+struct Pause {
+    at: Duration,
+    length: Duration,
+    stale: Duration,
+    seen_b: Duration,
+    merge: Duration,
+}
+
+impl Pause {
+    fn end(&self) -> Duration {
+        self.at + self.length
+    }
+
+    /// The membership change it makes, as the views see it.
+    fn cut(&self) -> Cut {
+        let merged = self.end() + self.stale + self.merge;
+        Cut {
+            at: self.at,
+            seen_a: self.length + self.stale,
+            seen_b: self.seen_b,
+            until: Some((merged, Duration::ZERO, Duration::ZERO)),
+        }
+    }
+
+    /// A pause of n1 in one schedule of eight with a failsafe (its own generator: the other
+    /// draws stay as they were).
+    fn draw(seed: u64, membership_time: Duration) -> Option<Pause> {
+        let mut g = SplitMix64(seed ^ 0x5041_5553_4521_2121);
+        let mut ms = |lo: u64, hi: u64| Duration::from_millis(lo + g.next_u64() % (hi - lo + 1));
+        let m = membership_time.as_millis() as u64;
+        (ms(0, 7) == Duration::ZERO).then(|| Pause {
+            at: ms(5_000, 50_000),
+            length: ms(1_000, 40_000),
+            stale: ms(0, m),
+            seen_b: ms(0, m),
+            merge: ms(0, m),
+        })
+    }
+}
+
+/// n1's RTC at true time `t`: the host's clock, which a pause does not stop (whole seconds).
+fn rtc_at(t: Duration) -> u64 {
+    1_000_000 + t.as_secs()
 }
 
 /// How Pacemaker sees n1 and fences it, over time.
@@ -674,6 +752,7 @@ impl HoldSchedule {
             successor_rate: rate(rng, 1.0 + MAX_SLEW),
             pacemaker: PacemakerSchedule::draw(rng),
             successor_outside: rng.chance(0.1),
+            pause: None,
         }
     }
 
@@ -681,9 +760,11 @@ impl HoldSchedule {
     fn view(&self, a: bool, t: Duration) -> Cluster {
         let cut = |c: &Option<Cut>| c.is_some_and(|c| c.in_view(a, t));
         let apart = cut(&self.partition);
-        // n1's corosync stopped: the others drop it; n1 answers nothing meanwhile, and alone
-        // after it resumes, until they merge.
-        let n1_gone = apart || cut(&self.corosync_frozen);
+        // n1's corosync stopped (or n1 paused): the others drop it; n1 answers nothing
+        // meanwhile, and alone after it resumes (a paused one after its stale answers), until
+        // they merge.
+        let paused = self.pause.map(|p| p.cut());
+        let n1_gone = apart || cut(&self.corosync_frozen) || cut(&paused);
         let mut members = vec![if a { 1 } else { 2 }];
         if !n1_gone {
             members.push(if a { 2 } else { 1 });
@@ -696,12 +777,17 @@ impl HoldSchedule {
             2 => true,
             _ => members.len() >= 2,
         };
-        let mut changes: Vec<Duration> = [&self.partition, &self.third_away, &self.corosync_frozen]
-            .into_iter()
-            .flatten()
-            .flat_map(Cut::changes)
-            .filter(|c| *c <= t)
-            .collect();
+        let mut changes: Vec<Duration> = [
+            &self.partition,
+            &self.third_away,
+            &self.corosync_frozen,
+            &paused,
+        ]
+        .into_iter()
+        .flatten()
+        .flat_map(Cut::changes)
+        .filter(|c| *c <= t)
+        .collect();
         changes.sort_unstable();
         Cluster {
             quorate,
@@ -743,7 +829,8 @@ impl HoldSchedule {
     /// membership, or n1's controller died (seen `dc_lag` later) — while fencing is on then.
     fn fence_decided_at(&self) -> Option<Duration> {
         let p = &self.pacemaker;
-        let left = [&self.partition, &self.corosync_frozen]
+        let paused = self.pause.map(|p| p.cut());
+        let left = [&self.partition, &self.corosync_frozen, &paused]
             .into_iter()
             .flatten()
             .map(|c| c.at + c.seen_b);
@@ -794,14 +881,15 @@ impl HoldSchedule {
         OwnView {
             fencing: fencing.then(|| p.fencing_at(t)),
             online: if online { alive } else { None },
-            rtc: None,
+            rtc: Some(rtc_at(t)),
         }
     }
 
-    /// Whether n1's corosync cannot answer at `t` (stopped).
+    /// Whether n1's corosync cannot answer at `t` (stopped, or n1 paused).
     fn frozen(&self, t: Duration) -> bool {
         self.corosync_frozen
             .is_some_and(|c| c.at <= t && c.until.is_none_or(|(u, _, _)| t < u))
+            || self.pause.is_some_and(|p| p.at <= t && t < p.end())
     }
 
     fn quorum_lost(&self, t: Duration) -> bool {
@@ -1110,12 +1198,28 @@ impl Sim {
             ..World::default()
         };
         let (mut s, mut world) = (s, world);
+        if let Some(h) = s.hold.as_mut() {
+            h.pause = Pause::draw(seed, h.membership_time);
+        }
         shape(&mut s, &mut world);
         world.node_rate = s.node_rate;
         Sim::with(rng, s, world, rules)
     }
 
-    fn with(mut rng: Rng, s: Schedule, world: World, rules: Rules) -> Sim {
+    fn with(mut rng: Rng, mut s: Schedule, mut world: World, rules: Rules) -> Sim {
+        let ttl = s.clock.ttl;
+        if let Some(p) = s.hold.as_mut().and_then(|h| h.pause.as_mut()) {
+            // Paused while it holds (the hold's case): cut off etcd from a lease before the
+            // pause on, so that its lease's deadline has passed and its watch hears nothing.
+            // A node paused while it leads on its lease serves on after the resume until its
+            // deadline on its own (stopped) clock: the residual docs/safety.md states for a
+            // paused VM, outside this rule.
+            p.at = p.at.max(ttl + Duration::from_secs(5));
+            s.faults
+                .push((p.at - ttl - Duration::from_secs(2), HORIZON, Member::Silent));
+            s.watch_works = false;
+            world.paused = Some((p.at, p.end()));
+        }
         // The grant: sent at 0, taken by etcd a little later.
         let granted_at_etcd = rng.ms(0, 20);
         let ttl = s.clock.ttl;
@@ -1250,11 +1354,25 @@ impl Sim {
     }
 
     fn frozen(&self) -> bool {
-        match self.frozen_until {
-            Some(None) => true,
-            Some(Some(until)) => self.now() < until,
-            None => false,
+        self.stopped().is_some()
+    }
+
+    /// While the guard cannot act: until when (None: for good) — a SIGSTOP, or the whole node
+    /// paused.
+    fn stopped(&self) -> Option<Option<Duration>> {
+        let now = self.now();
+        if let Some(p) = self.pause().filter(|p| p.at <= now && now < p.end()) {
+            return Some(Some(p.end()));
         }
+        match self.frozen_until {
+            Some(Some(until)) if now >= until => None,
+            other => other,
+        }
+    }
+
+    /// n1's pause, if the schedule has one.
+    fn pause(&self) -> Option<Pause> {
+        self.s.hold.as_ref().and_then(|h| h.pause)
     }
 
     fn run(&mut self, seed: u64) -> Result<(), String> {
@@ -1280,9 +1398,9 @@ impl Sim {
             self.check(at, seed)?;
             self.m.kernel.now = at;
             self.m.kernel.expire();
-            if ev.guard_side() && self.frozen() {
-                if let Some(Some(until)) = self.frozen_until {
-                    // Stopped: it waits for SIGCONT (a timerfd fires at once then).
+            if let Some(stopped) = self.stopped().filter(|_| ev.guard_side()) {
+                if let Some(until) = stopped {
+                    // Stopped: it waits for SIGCONT or the resume (a timerfd fires at once then).
                     if ev == Ev::FenceWake {
                         self.wake_at(until);
                     } else {
@@ -1608,9 +1726,13 @@ impl Sim {
         let took = self.rng.upto(h.answer_max);
         let limit = ASK_LIMIT.div_f64(self.s.node_rate);
         let seen_at = now + took / 2;
-        // Pacemaker's tools answer from its local CIB, stopped corosync or not.
+        // Pacemaker's tools answer from its local CIB, stopped corosync or not; the RTC is
+        // read as the ask begins, and goes with whatever the ask brings back.
         let pacemaker = match took >= limit {
-            true => OwnView::default(),
+            true => OwnView {
+                rtc: Some(rtc_at(now)),
+                ..OwnView::default()
+            },
             false => h.own_view(seen_at, fencing, online),
         };
         let (after, seen) = if took >= limit || h.frozen(seen_at) {
@@ -2129,7 +2251,21 @@ impl Sim {
             None => (Some(self.etcd_expiry), "after the lease could end at etcd"),
             Some(h) => (h.successor_at, "two holders: the successor raised"),
         };
-        if let Some(since) = other_since {
+        // A paused node serves nothing; after the resume it serves until its next ask of
+        // corosync is answered (its RTC then shows the pause): the residual docs/safety.md
+        // states (H5), where no power fence ended it.
+        // At the most until the cover of its last proof before the pause ends (W + F of its
+        // own clock): its next ask may not get through (a stalled shell, a slow corosync), and
+        // a removal that fails leaves the VIP to its kernel lifetime, set from that proof too.
+        let until_noticed = match w.remove_fault {
+            Some(RemoveFault::Once) => PROOF_LIFE + crate::failsafe::FENCE_BOUND + VIP_RETRY,
+            _ => PROOF_LIFE + crate::failsafe::FENCE_BOUND,
+        };
+        let pause_residual = until_noticed.div_f64(self.s.node_rate) + self.late_by();
+        let in_pause = self
+            .pause()
+            .is_some_and(|p| p.at <= t && t <= p.end() + pause_residual);
+        if let Some(since) = other_since.filter(|_| !in_pause) {
             if w.vip && t > since {
                 return Err(self.fail(seed, format!("VIP up at {t:?}, {what} ({since:?})")));
             }
@@ -2229,6 +2365,9 @@ struct Tally {
     powered_off: u32,
     fabric_fenced: u32,
     outside_blocked: u32,
+    /// n1 paused while it held; of those, fenced for the pause its RTC showed.
+    paused: u32,
+    pause_seen: u32,
 }
 
 impl Sim {
@@ -2285,6 +2424,11 @@ impl Sim {
                 t.powered_off += u32::from(fence.is_some_and(|f| f.1));
                 t.fabric_fenced += u32::from(fence.is_some_and(|f| !f.1));
                 t.outside_blocked += u32::from(s.successor_outside && h.blocked);
+                t.paused += u32::from(s.pause.is_some());
+                t.pause_seen += u32::from(matches!(
+                    self.m.fenced(),
+                    Some((_, Cause::HoldWithdrawn(why))) if why.contains("paused")
+                ));
             }
         }
     }
@@ -2428,8 +2572,8 @@ fn caught_at_least(rule: Rule) -> usize {
         // The holder's half of a rule both sides keep: with the takers' rules in place, no
         // schedule needs it (guard::machine::tests pins it, and tests/etcd_outage.rs live).
         Rule::FencingWatched => 0,
-        // Pauses are not in the simulation yet: guard::machine::tests pins it.
-        Rule::PauseSeen => 0,
+        // Pinned with the pause (379).
+        Rule::PauseSeen => 341,
     }
 }
 
@@ -2810,6 +2954,7 @@ fn quiet_hold(s: &mut Schedule, w: &mut World, nodes: u32) {
             fence_takes: Duration::from_millis(500),
         },
         successor_outside: false,
+        pause: None,
     });
 }
 
@@ -2978,5 +3123,30 @@ fn a_fabric_fence_believed_is_found_as_two_holders() {
     assert!(
         n > 0,
         "no schedule caught a fabric fence taken for a power one"
+    );
+}
+
+#[test]
+fn a_stale_whole_after_a_pause_believed_is_found_as_two_holders() {
+    // No fencing (etcd_outage=hold): n1, holding since 5 s, paused at 20 s for 30 s; the
+    // others see it gone 100 ms later and take over by the time bound while it is paused.
+    // After the resume its corosync answers from its old membership for 8 s (RHEL's token and
+    // consensus): only its RTC shows the pause.
+    let shape = |s: &mut Schedule, w: &mut World| {
+        held_through_etcd(s, w);
+        let h = s.hold.as_mut().unwrap();
+        h.pause = Some(Pause {
+            at: Duration::from_secs(20),
+            length: Duration::from_secs(30),
+            stale: Duration::from_millis(8030),
+            seen_b: Duration::from_millis(100),
+            merge: Duration::from_secs(1),
+        });
+    };
+    holds(shape);
+    let n = caught(Rules::without(Rule::PauseSeen), &["two holders"], shape);
+    assert!(
+        n > 0,
+        "no schedule caught a stale whole after a pause believed"
     );
 }
