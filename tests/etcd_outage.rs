@@ -422,7 +422,8 @@ fn a_takeover_from_a_host_outside_the_holders_cluster_never_raises_beside_it() {
         &format!("{prefix}/{}", support::CLUSTER_NAME),
         support::RESOURCE,
     );
-    let (value, _, _) = lab.etcd.get(&key).expect("the failsafe record");
+    let out = lab.etcd.etcdctl(&["get", &key, "--print-value-only"]);
+    let value = String::from_utf8_lossy(&out.stdout).trim().to_string();
     let home = hamaster::failsafe::Record::from_json(value.as_bytes())
         .and_then(|r| r.home)
         .unwrap_or_else(|| panic!("a record with its home: {value}"));
