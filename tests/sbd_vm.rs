@@ -414,11 +414,19 @@ fn a_holding_master_paused_and_resumed_ends_its_hold_at_its_next_ask() {
     let log = || std::fs::read_to_string(vm.dir.join("pacemaker.log")).unwrap_or_default();
     // etcd's quorum lost (the lab's two members, one stopped): the VM's guard holds.
     lab.stop_etcd(0);
+    let guard = || {
+        log()
+            .lines()
+            .filter(|l| l.contains("hamaster-guard"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
     assert!(
         support::wait_for(Duration::from_secs(60), || log()
             .contains("on corosync's word")),
-        "the VM's guard holds:\n{}",
-        vm_logs(&vm)
+        "the VM's guard holds:\n{}\n--- the guard:\n{}",
+        vm_logs(&vm),
+        guard()
     );
     std::thread::sleep(Duration::from_secs(2));
     let stopped = wall();
@@ -444,8 +452,9 @@ fn a_holding_master_paused_and_resumed_ends_its_hold_at_its_next_ask() {
     );
     assert!(
         paused.is_some(),
-        "the guard saw the pause:\n{}",
-        vm_logs(&vm)
+        "the guard saw the pause:\n{}\n--- the guard:\n{}",
+        vm_logs(&vm),
+        guard()
     );
     let gone = gone.unwrap_or_else(|| panic!("the VIP stayed:\n{}", vm_logs(&vm)));
     // Its next ask (0.5 s) and its answer, with room for the console under emulation.
