@@ -7,7 +7,7 @@ ROOT := --features root-tests
 # Tests, benchmarks and the demo never see this host's own watchdog (see the script).
 LAB := scripts/without-host-watchdog
 
-.PHONY: all build deps ocf docs golden check lint test check-etcd-fixed check-generations check-systemd check-guard check-watchdog check-sbd check-cluster demo bench bench-guard bench-phases bench-failover bench-watchdog bench-observe bench-outage bench-switchover bench-pause rpm check-rpm clean
+.PHONY: all build deps ocf docs golden check lint test check-etcd-fixed check-generations check-systemd check-guard check-watchdog check-sbd check-cluster demo bench bench-guard bench-phases bench-failover bench-watchdog bench-observe bench-outage bench-switchover rpm check-rpm clean
 
 all: build
 
@@ -80,12 +80,7 @@ check-watchdog: deps build
 # sbd (watchdog-only, Debian's, fetched not installed) and hamaster on one node, a qemu VM in a
 # lab cluster with fencing on: the node cut off is reset by sbd while hamaster's lease ends.
 check-sbd: deps build
-	$(LAB) $(CARGO) test $(ROOT) --test sbd_vm -- --ignored --test-threads=1 --nocapture sbd_
-
-# A holding master's VM paused and resumed (about 5 minutes; docs/safety.md H5): its guard's
-# next ask sees the pause by the RTC and ends the hold. Kept out of make check for its time.
-bench-pause: deps build
-	$(LAB) $(CARGO) test $(ROOT) --test sbd_vm -- --ignored --test-threads=1 --nocapture a_holding_master_paused
+	$(LAB) $(CARGO) test $(ROOT) --test sbd_vm -- --ignored --test-threads=1 --nocapture
 
 # Builds the RPM and tests it (its file list; the unpacked agents with ocf-tester, pcs, crm).
 check-rpm: deps
