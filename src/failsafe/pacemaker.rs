@@ -14,18 +14,18 @@ use crate::service::tool_output;
 pub const LOOK: Duration = Duration::from_secs(3);
 
 /// crm_mon's view of the cluster, as its scheduler sees it (rules applied).
-fn crm_mon(limit: Duration) -> Option<String> {
+fn crm_mon() -> Option<String> {
     tool_output(
-        limit,
+        LOOK,
         "crm_mon",
         &["--one-shot", "--inactive", "--output-as=xml"],
     )
 }
 
 /// How the cluster fences (clearance::fencing_in_config), from one query of the CIB's
-/// configuration within `limit`. None: no Pacemaker answered, or a value it cannot read.
-pub fn fencing(limit: Duration) -> Option<Fencing> {
-    tool_output(limit, "cibadmin", &["--query", "--scope", "configuration"])
+/// configuration. None: no Pacemaker answered, or a value it cannot read.
+pub fn fencing() -> Option<Fencing> {
+    tool_output(LOOK, "cibadmin", &["--query", "--scope", "configuration"])
         .and_then(|xml| clearance::fencing_in_config(&xml))
 }
 
@@ -43,7 +43,7 @@ fn startup_fencing() -> Option<bool> {
 /// Down and clean also needs startup fencing on: without it, a node the DC has not seen since
 /// its partition's Pacemaker started counts as clean.
 pub fn node_seen(resource: Option<&str>, node: &str) -> NodeSeen {
-    let Some(xml) = crm_mon(LOOK) else {
+    let Some(xml) = crm_mon() else {
         return NodeSeen::default();
     };
     let down_clean = match clearance::down_clean(&xml, node) {

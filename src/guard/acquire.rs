@@ -146,7 +146,7 @@ impl Guard {
         // The record, this node's corosync and the cluster's fencing (whatever the policy: the
         // takeover rule weighs it too), side by side.
         let fencing = async {
-            tokio::task::spawn_blocking(|| fs::pacemaker::fencing(fs::pacemaker::LOOK))
+            tokio::task::spawn_blocking(fs::pacemaker::fencing)
                 .await
                 .ok()
                 .flatten()
