@@ -567,21 +567,6 @@ impl Pause {
             until: Some((merged, Duration::ZERO, Duration::ZERO)),
         }
     }
-
-    /// A pause of n1 in one schedule of eight with a failsafe (its own generator: the other
-    /// draws stay as they were).
-    fn draw(seed: u64, membership_time: Duration) -> Option<Pause> {
-        let mut g = SplitMix64(seed ^ 0x5041_5553_4521_2121);
-        let mut ms = |lo: u64, hi: u64| Duration::from_millis(lo + g.next_u64() % (hi - lo + 1));
-        let m = membership_time.as_millis() as u64;
-        (ms(0, 7) == Duration::ZERO).then(|| Pause {
-            at: ms(5_000, 50_000),
-            length: ms(1_000, 40_000),
-            stale: ms(0, m),
-            seen_b: ms(0, m),
-            merge: ms(0, m),
-        })
-    }
 }
 
 /// n1's RTC at true time `t`: the host's clock, which a pause does not stop (whole seconds).
@@ -1198,9 +1183,6 @@ impl Sim {
             ..World::default()
         };
         let (mut s, mut world) = (s, world);
-        if let Some(h) = s.hold.as_mut() {
-            h.pause = Pause::draw(seed, h.membership_time);
-        }
         shape(&mut s, &mut world);
         world.node_rate = s.node_rate;
         Sim::with(rng, s, world, rules)
@@ -2365,9 +2347,6 @@ struct Tally {
     powered_off: u32,
     fabric_fenced: u32,
     outside_blocked: u32,
-    /// n1 paused while it held; of those, fenced for the pause its RTC showed.
-    paused: u32,
-    pause_seen: u32,
 }
 
 impl Sim {
@@ -2424,11 +2403,6 @@ impl Sim {
                 t.powered_off += u32::from(fence.is_some_and(|f| f.1));
                 t.fabric_fenced += u32::from(fence.is_some_and(|f| !f.1));
                 t.outside_blocked += u32::from(s.successor_outside && h.blocked);
-                t.paused += u32::from(s.pause.is_some());
-                t.pause_seen += u32::from(matches!(
-                    self.m.fenced(),
-                    Some((_, Cause::HoldWithdrawn(why))) if why.contains("paused")
-                ));
             }
         }
     }

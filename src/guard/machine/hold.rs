@@ -234,11 +234,15 @@ impl<K: Kernel> Machine<K> {
         if now >= next {
             self.hold.ask_out = Some(now);
             self.hold.next_ask_at = now + ASK_EVERY;
-            let plan = self.hold.plan.clone().unwrap_or_default();
+            let (fencing, online) = self
+                .hold
+                .plan
+                .as_ref()
+                .map_or((false, false), |p| (p.power_fencing, p.pacemaker));
             self.out(Order::AskMembership {
                 asked: now,
-                fencing: plan.power_fencing,
-                online: plan.pacemaker,
+                fencing,
+                online,
             });
             self.timers.set(Timer::Ask, now + ASK_LIMIT * 2);
         } else {
@@ -378,7 +382,8 @@ impl<K: Kernel> Machine<K> {
         if !self.whole(&c) {
             return Verdict::No(Cause::ClusterNotWhole(c.describe()));
         }
-        let plan = self.hold.plan.clone().unwrap_or_default();
+        let none = HoldPlan::default();
+        let plan = self.hold.plan.as_ref().unwrap_or(&none);
         if c.ids() != plan.nodelist {
             return Verdict::No(Cause::HoldWithdrawn(format!(
                 "the nodelist is now {:?}, the failsafe record names {:?}",
