@@ -236,6 +236,10 @@ impl Watchdog {
         let mut ask = wanted.saturating_sub(self.excess);
         while ask >= 1 {
             applied = kernel.ping_watchdog(ask)?.0;
+            // What each ask was rounded up by is learned here too: a later ping asks no more
+            // than the driver's worst rounding allows (asked 13 of a driver with 10-s steps,
+            // 20 is applied; 10 is the ask that fits 19).
+            self.excess = self.excess.max(applied.saturating_sub(ask));
             if applied <= wanted {
                 break;
             }
@@ -469,6 +473,47 @@ mod tests {
             panic!("{:?}", dog.state())
         };
         assert!(timeout_s as f64 * (1.0 + WATCHDOG_TOLERANCE) <= 10.0 / 1.0838 - 3.35 / 0.9162);
+    }
+
+    #[test]
+    fn a_driver_with_ten_second_steps_is_asked_what_it_cannot_round_past_the_bound() {
+        // Found by the simulation (seed 113714283457851294): the fit walked down from 13 to
+        // 10 without learning that 11 had been rounded up to 20, so the renewal's ping asked
+        // 13 again, got 20, and the reset lay past the lease's end.
+        let mut k = Late {
+            step: 10,
+            now: Duration::from_millis(100_020),
+            ..Late::default()
+        };
+        let l = lead(21, 3);
+        let mut dog = Watchdog::new(WatchdogPlan::Auto);
+        let now = k.now;
+        let Arming::Fitted { timeout_s } = dog.arm(&mut k, &l, now, &Rules::default()) else {
+            panic!("{:?}", dog.state())
+        };
+        assert_eq!(timeout_s, 10, "asked {:?}", k.asks);
+        // Asked 11, it applied 20: the driver may round up by 9, and every later ask is kept
+        // that far below the bound.
+        assert!(k.asks.contains(&11), "asked {:?}", k.asks);
+        assert_eq!(dog.excess, 9, "asked {:?}", k.asks);
+        dog.armed(&l, timeout_s, now);
+        k.asks.clear();
+        let at = Duration::from_millis(106_540);
+        let ping = dog.ping(&mut k, &l, at, &Rules::default());
+        assert!(
+            matches!(ping, Pinging::Pinged { .. }),
+            "{ping:?} {:?}",
+            k.asks
+        );
+        assert_eq!(k.asks.len(), 1, "one ask: {:?}", k.asks);
+        let WatchdogState::Armed { timeout_s, .. } = dog.state().clone() else {
+            panic!("{:?}", dog.state())
+        };
+        assert!(
+            Some(timeout_s) <= l.watchdog_timeout(at),
+            "{timeout_s} s within {:?}",
+            l.watchdog_timeout(at)
+        );
     }
 
     #[test]
