@@ -268,7 +268,10 @@ impl World {
     /// (a pause in between adds its length): a timer of its kernel or of its emulated device.
     fn running_after(&self, t: Duration, d: Duration) -> Duration {
         match self.paused {
-            Some((from, until)) if t < until && t + d > from => t.max(from) + d + (until - from),
+            // From inside the pause: its time starts at the resume.
+            Some((from, until)) if from <= t && t < until => until + d,
+            // Across it: the pause adds its length.
+            Some((from, until)) if t < from && t + d > from => t + d + (until - from),
             _ => t + d,
         }
     }
@@ -566,6 +569,21 @@ impl Pause {
             seen_b: self.seen_b,
             until: Some((merged, Duration::ZERO, Duration::ZERO)),
         }
+    }
+
+    /// A pause of n1 in one schedule of eight with a failsafe (its own generator: the other
+    /// draws stay as they were).
+    fn draw(seed: u64, membership_time: Duration) -> Option<Pause> {
+        let mut g = SplitMix64(seed ^ 0x5041_5553_4521_2121);
+        let mut ms = |lo: u64, hi: u64| Duration::from_millis(lo + g.next_u64() % (hi - lo + 1));
+        let m = membership_time.as_millis() as u64;
+        (ms(0, 7) == Duration::ZERO).then(|| Pause {
+            at: ms(5_000, 50_000),
+            length: ms(1_000, 40_000),
+            stale: ms(0, m),
+            seen_b: ms(0, m),
+            merge: ms(0, m),
+        })
     }
 }
 
@@ -1183,6 +1201,9 @@ impl Sim {
             ..World::default()
         };
         let (mut s, mut world) = (s, world);
+        if let Some(h) = s.hold.as_mut() {
+            h.pause = Pause::draw(seed, h.membership_time);
+        }
         shape(&mut s, &mut world);
         world.node_rate = s.node_rate;
         Sim::with(rng, s, world, rules)
@@ -2244,22 +2265,35 @@ impl Sim {
             _ => PROOF_LIFE + crate::failsafe::FENCE_BOUND,
         };
         let pause_residual = until_noticed.div_f64(self.s.node_rate) + self.late_by();
-        let in_pause = self
-            .pause()
-            .is_some_and(|p| p.at <= t && t <= p.end() + pause_residual);
-        if let Some(since) = other_since.filter(|_| !in_pause) {
-            if w.vip && t > since {
+        // A service that SIGKILL does not end (or a frozen guard's) goes with the watchdog's
+        // reset, whose timeout was set from that same proof's end at the slowest clock the
+        // bound allows ((W + F)/(1 − r) after the pause at the most; a ping after the resume,
+        // before the ask that notices the pause, sets it from there).
+        let dog_only = (residual || w.unkillable) && w.dog.is_some();
+        let service_residual = if dog_only {
+            until_noticed.div_f64(1.0 - crate::lease::clock::MAX_SLEW) + self.late_by()
+        } else {
+            pause_residual
+        };
+        let within = |residual: Duration| {
+            self.pause()
+                .is_some_and(|p| p.at <= t && t <= p.end() + residual)
+        };
+        let in_pause = within(pause_residual);
+        if let Some(since) = other_since {
+            if w.vip && t > since && !in_pause {
                 return Err(self.fail(seed, format!("VIP up at {t:?}, {what} ({since:?})")));
             }
             // An armed watchdog covers them both: its reset comes before the lease's end.
             let service_exempt = (residual || w.unkillable) && w.dog.is_none();
-            if w.service && t > since && !service_exempt {
+            if w.service && t > since && !service_exempt && !within(service_residual) {
                 return Err(self.fail(seed, format!("service up at {t:?}, {what} ({since:?})")));
             }
         }
         if !residual {
             // The bounds are on this node's clock; the fencing thread's latency in true time.
-            let on_time = |n: Duration| w.true_at(n) + self.late_by();
+            // (A pause in between adds its length: nothing of n1 runs meanwhile.)
+            let on_time = |n: Duration| w.running_after(w.true_at(n), self.late_by());
             // One failed removal costs one retry, which is one more wake-up of the thread.
             let retry = if w.remove_fault == Some(RemoveFault::Once) {
                 VIP_RETRY + FENCE_LATENCY_BOUND
@@ -2267,13 +2301,14 @@ impl Sim {
                 Duration::ZERO
             };
             let deadline = self.ground_deadline();
-            let late = on_time(deadline) + retry;
+            let late = w.running_after(on_time(deadline), retry);
             let removal_fails = w.remove_fault == Some(RemoveFault::Always);
             if w.vip && t > late && !removal_fails {
                 return Err(self.fail(seed, format!("VIP up at {t:?}, deadline {deadline:?}")));
             }
             if let Some(told) = self.told_lost {
-                if w.vip && t > told + self.late_by() + retry && !removal_fails {
+                let late = w.running_after(told, self.late_by() + retry);
+                if w.vip && t > late && !removal_fails {
                     return Err(self.fail(seed, format!("VIP up at {t:?}, loss told at {told:?}")));
                 }
             }
@@ -2347,6 +2382,9 @@ struct Tally {
     powered_off: u32,
     fabric_fenced: u32,
     outside_blocked: u32,
+    /// n1 paused while it held; of those, fenced for the pause its RTC showed.
+    paused: u32,
+    pause_seen: u32,
 }
 
 impl Sim {
@@ -2403,6 +2441,11 @@ impl Sim {
                 t.powered_off += u32::from(fence.is_some_and(|f| f.1));
                 t.fabric_fenced += u32::from(fence.is_some_and(|f| !f.1));
                 t.outside_blocked += u32::from(s.successor_outside && h.blocked);
+                t.paused += u32::from(s.pause.is_some());
+                t.pause_seen += u32::from(matches!(
+                    self.m.fenced(),
+                    Some((_, Cause::HoldWithdrawn(why))) if why.contains("paused")
+                ));
             }
         }
     }
@@ -2479,6 +2522,11 @@ fn ten_thousand_fault_schedules_hold_every_invariant_of_the_real_machine() {
     );
     assert!(
         tally.taken_over_after_hold > 0 && tally.successor_blocked > runs as u32 / 20,
+        "{tally:?}"
+    );
+    // Paused holders, and of them some fenced for the pause their RTC showed.
+    assert!(
+        tally.paused > runs as u32 / 100 && tally.pause_seen > 0,
         "{tally:?}"
     );
 }
