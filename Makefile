@@ -37,9 +37,15 @@ lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets $(ROOT) -- -D warnings
 
+# Most live tests wait (on leases, timeouts, daemons) far more than they compute, and each makes
+# its own namespaces, etcd and systemd: they run this many at a time on two cores. Cluster and
+# VM scenarios, which compute (Pacemaker, qemu's emulation) and time failovers, run one at a
+# time.
+WAITING := 4
+
 test:
 	rm -f target/action-durations.tsv
-	$(LAB) $(CARGO) test --workspace $(ROOT)
+	RUST_TEST_THREADS=$(WAITING) $(LAB) $(CARGO) test --workspace $(ROOT)
 
 check: deps lint test check-etcd-fixed check-rpm check-generations check-systemd check-guard check-watchdog check-sbd check-cluster
 	@echo; echo "Worst agent action durations against their timeouts (all tests above):"
@@ -53,10 +59,10 @@ check: deps lint test check-etcd-fixed check-rpm check-generations check-systemd
 # Then docs/runbook.md's etcd restore, which needs 3.5's etcdutl.
 ETCD_TESTS := etcd leader lease two_nodes promote_monitor holder_crash frozen deep_monitor mutual_tls
 check-etcd-fixed: deps
-	HAMASTER_TEST_ETCD=$$(scripts/fetch-etcd-fixed) $(LAB) $(CARGO) test $(ROOT) --test guard_phases -- --test-threads=1
-	HAMASTER_TEST_ETCD=$$(scripts/fetch-etcd-fixed) $(LAB) $(CARGO) test $(ROOT) --test master_agent -- --test-threads=1 $(ETCD_TESTS)
+	HAMASTER_TEST_ETCD=$$(scripts/fetch-etcd-fixed) $(LAB) $(CARGO) test $(ROOT) --test guard_phases -- --test-threads=$(WAITING)
+	HAMASTER_TEST_ETCD=$$(scripts/fetch-etcd-fixed) $(LAB) $(CARGO) test $(ROOT) --test master_agent -- --test-threads=$(WAITING) $(ETCD_TESTS)
 	HAMASTER_TEST_ETCD=$$(scripts/fetch-etcd-fixed) $(LAB) $(CARGO) test $(ROOT) --test etcd_restore -- --ignored --nocapture
-	HAMASTER_TEST_ETCD=$$(scripts/fetch-etcd-fixed) $(LAB) $(CARGO) test $(ROOT) --test takeover -- --test-threads=1 etcd_with_authentication an_idle_clients
+	HAMASTER_TEST_ETCD=$$(scripts/fetch-etcd-fixed) $(LAB) $(CARGO) test $(ROOT) --test takeover -- --test-threads=$(WAITING) etcd_with_authentication an_idle_clients
 
 # Each cluster generation with the RPM's glibc-2.17 binary: Debian roots (scripts/make-root:
 # bullseye = RHEL 8.4's Pacemaker 2.0.5 / pcs 0.10.8, trixie = RHEL 10's 3.0.0 / 0.12.0; cached
@@ -70,7 +76,7 @@ check-generations: deps
 # /var/tmp; scripts/systemd-ns): a slow ExecStop, daemon-reexec during a stop, failing units,
 # the packaged takeover unit (Type=notify, static).
 check-systemd: deps
-	$(LAB) $(CARGO) test $(ROOT) --test systemd -- --ignored --test-threads=1 --nocapture
+	$(LAB) $(CARGO) test $(ROOT) --test systemd -- --ignored --test-threads=$(WAITING) --nocapture
 
 # The watchdog on a real (emulated) i6300esb in a qemu VM (software emulation), etcd outside it:
 # a frozen guard's node is reset before etcd drops the key; a step-down disarms it.
@@ -87,9 +93,9 @@ check-rpm: deps
 	$(LAB) $(CARGO) test $(ROOT) --test rpm -- --ignored --test-threads=1
 
 # The guard's promise at the DEFAULT lease settings (and at lease_ttl 3), timed from etcd's side:
-# master link silent, guard SIGKILLed or SIGSTOPped, compaction, a revoked lease (about 8 min).
+# master link silent, guard SIGKILLed or SIGSTOPped, compaction, a revoked lease (about 2 min, four at a time).
 check-guard: deps
-	$(LAB) $(CARGO) test $(ROOT) --test guard_deadline -- --ignored --test-threads=1 --nocapture
+	$(LAB) $(CARGO) test $(ROOT) --test guard_deadline -- --ignored --test-threads=$(WAITING) --nocapture
 
 # Real Pacemaker clusters in namespaces, one scenario at a time; the timings table at the end.
 check-cluster: deps
