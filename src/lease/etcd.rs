@@ -172,39 +172,78 @@ fn url_host(url: &str) -> Option<std::net::IpAddr> {
         .ok()
 }
 
-/// Whether etcd's error says the client's token is no longer good: expired, invalidated by a
-/// change of users or roles (the auth store's revision moved on), or gone.
-fn stale_token(text: &str) -> bool {
-    [
-        "invalid auth token",
-        "revision of auth store is old",
-        "user name is empty",
-    ]
-    .iter()
-    .any(|m| text.contains(m))
+/// How etcd refused a request's user — an answer, not an outage — told once, here, by the
+/// gRPC status code and etcd's own description of the error, the way etcd's Go client tells
+/// them (api/v3rpc/rpctypes: each error is one status with a fixed message, and
+/// `rpctypes.Error` maps the message back to it). Whatever else fails is an outage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Refusal {
+    /// Authentication is on and the request carried no user (ErrGRPCUserEmpty).
+    UserEmpty,
+    /// No such user, or not its password (ErrGRPCAuthFailed).
+    AuthFailed,
+    /// The user's role lacks the permission (ErrGRPCPermissionDenied).
+    PermissionDenied,
+    /// The client's token is no longer good: expired or gone (ErrGRPCInvalidAuthToken), or
+    /// issued before a change of users or roles (ErrGRPCAuthOldRevision).
+    StaleToken,
+}
+
+/// gRPC's status codes that etcd's refusals carry.
+const GRPC_INVALID_ARGUMENT: i32 = 3;
+const GRPC_PERMISSION_DENIED: i32 = 7;
+const GRPC_UNAUTHENTICATED: i32 = 16;
+
+impl Refusal {
+    fn of(e: &etcd_client::Error) -> Option<Refusal> {
+        let etcd_client::Error::GRpcStatus(s) = e else {
+            return None;
+        };
+        match (i32::from(s.code()), s.message()) {
+            (GRPC_PERMISSION_DENIED, _) => Some(Refusal::PermissionDenied),
+            (GRPC_UNAUTHENTICATED, _) => Some(Refusal::StaleToken),
+            (GRPC_INVALID_ARGUMENT, "etcdserver: user name is empty") => Some(Refusal::UserEmpty),
+            (
+                GRPC_INVALID_ARGUMENT,
+                "etcdserver: authentication failed, invalid user ID or password",
+            ) => Some(Refusal::AuthFailed),
+            (GRPC_INVALID_ARGUMENT, "etcdserver: revision of auth store is old") => {
+                Some(Refusal::StaleToken)
+            }
+            _ => None,
+        }
+    }
+
+    /// etcd refused this user: another member would refuse the same.
+    fn is_final(self) -> bool {
+        !matches!(self, Refusal::StaleToken)
+    }
+
+    /// A guard with credentials authenticates again, the password read anew: etcd-client
+    /// renews only an expired token, and with the password it was given.
+    fn wants_new_token(self) -> bool {
+        !matches!(self, Refusal::PermissionDenied)
+    }
 }
 
 /// The errors of a call as a refusal when the last was one: an answer, not an outage — the
 /// member stays the current one, and another would refuse the same.
-fn refused(op: &'static str, errors: &[String]) -> Option<LeaseError> {
+fn refused(op: &'static str, errors: &[(String, Option<Refusal>)]) -> Option<LeaseError> {
     errors
         .last()
-        .is_some_and(|e| refusal(e))
+        .is_some_and(|(_, r)| r.is_some_and(Refusal::is_final))
         .then(|| LeaseError::Refused {
             op,
-            detail: errors.join("; "),
+            detail: joined(errors),
         })
 }
 
-/// Whether etcd's error says it refused the request's user: an answer, not an outage.
-fn refusal(text: &str) -> bool {
-    [
-        "user name is empty",
-        "authentication failed",
-        "permission denied",
-    ]
-    .iter()
-    .any(|m| text.contains(m))
+fn joined(errors: &[(String, Option<Refusal>)]) -> String {
+    errors
+        .iter()
+        .map(|(e, _)| e.as_str())
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// Reads and checks the TLS files named in the configuration.
@@ -470,38 +509,50 @@ impl Etcd {
             .or_else(|| self.creds.clone())
     }
 
-    /// An error of etcd's, with what to do about the ones authentication causes: etcd
-    /// answered, but refused this user (or the anonymous one).
-    fn explain(&self, op: &str, e: &etcd_client::Error) -> String {
+    /// `explain`, the member's endpoint before it.
+    fn explained(
+        &self,
+        endpoint: &str,
+        op: &str,
+        e: &etcd_client::Error,
+    ) -> (String, Option<Refusal>) {
+        let (text, refusal) = self.explain(op, e);
+        (format!("{endpoint}: {text}"), refusal)
+    }
+
+    /// An error of etcd's, with what to do about the ones authentication causes (etcd
+    /// answered, but refused this user, or the anonymous one), and the refusal it is.
+    fn explain(&self, op: &str, e: &etcd_client::Error) -> (String, Option<Refusal>) {
         let text = causes(e);
-        if !refusal(&text) {
-            return text;
-        }
-        let hint = if text.contains("user name is empty") {
-            "etcd has authentication enabled: set etcd_user and etcd_password_file".to_string()
-        } else if text.contains("authentication failed") {
-            match &self.creds {
+        let refusal = Refusal::of(e);
+        let hint = match refusal {
+            Some(Refusal::UserEmpty) => {
+                "etcd has authentication enabled: set etcd_user and etcd_password_file".to_string()
+            }
+            Some(Refusal::AuthFailed) => match &self.creds {
                 Some((user, _)) => format!(
                     "etcd_user=\"{user}\" does not exist or etcd_password_file does not hold its \
                      password"
                 ),
                 None => "etcd refused the credentials".to_string(),
+            },
+            Some(Refusal::PermissionDenied) => {
+                let user = self.creds.as_ref().map_or("(none)", |c| c.0.as_str());
+                if op == "move leader" {
+                    format!(
+                        "etcd user {user} may not move etcd's leader (set etcd_move_leader=false)"
+                    )
+                } else {
+                    format!(
+                        "etcd user {user} lacks the permission for {op}: its role needs readwrite \
+                         on the key prefix {}/ (docs/etcd-auth.md)",
+                        self.cfg.prefix.trim_end_matches('/')
+                    )
+                }
             }
-        } else if text.contains("permission denied") {
-            let user = self.creds.as_ref().map_or("(none)", |c| c.0.as_str());
-            if op == "move leader" {
-                format!("etcd user {user} may not move etcd's leader (set etcd_move_leader=false)")
-            } else {
-                format!(
-                    "etcd user {user} lacks the permission for {op}: its role needs readwrite on \
-                     the key prefix {}/ (docs/etcd-auth.md)",
-                    self.cfg.prefix.trim_end_matches('/')
-                )
-            }
-        } else {
-            return text;
+            Some(Refusal::StaleToken) | None => return (text, refusal),
         };
-        format!("{text} — {hint}")
+        (format!("{text} — {hint}"), refusal)
     }
 
     /// Runs `f` on the current member, then on each other one, until one answers.
@@ -530,12 +581,12 @@ impl Etcd {
         F: Fn(Client) -> Fut,
         Fut: Future<Output = Result<T, etcd_client::Error>>,
     {
-        let mut errors = Vec::new();
+        let mut errors: Vec<(String, Option<Refusal>)> = Vec::new();
         for attempt in 0..2 {
             if attempt > 0 || !self.picked.load(Ordering::Relaxed) {
                 let failed = (attempt > 0).then(|| self.current.load(Ordering::Relaxed));
                 if let Err(e) = self.pick_live(failed).await {
-                    errors.push(e);
+                    errors.push((e, None));
                     break;
                 }
                 // In the background: it must not delay the request that waits for it.
@@ -547,16 +598,19 @@ impl Etcd {
             let client = match tokio::time::timeout(self.timeout, self.ready(&m)).await {
                 Ok(Ok(c)) => c,
                 Ok(Err(e)) => {
-                    errors.push(format!("{endpoint}: {}", self.explain(op, &e)));
+                    errors.push(self.explained(&endpoint, op, &e));
                     if let Some(refused) = refused(op, &errors) {
                         return Err(refused);
                     }
                     continue;
                 }
                 Err(_) => {
-                    errors.push(format!(
-                        "{endpoint}: no answer to Authenticate within {} ms",
-                        self.timeout.as_millis()
+                    errors.push((
+                        format!(
+                            "{endpoint}: no answer to Authenticate within {} ms",
+                            self.timeout.as_millis()
+                        ),
+                        None,
                     ));
                     continue;
                 }
@@ -564,14 +618,11 @@ impl Etcd {
             let sent = boottime();
             let mut answer = tokio::time::timeout(self.timeout, f(client)).await;
             if let Ok(Err(e)) = &answer {
-                let text = causes(e);
-                if self.creds.is_some()
-                    && (stale_token(&text) || text.contains("authentication failed"))
-                {
+                if self.creds.is_some() && Refusal::of(e).is_some_and(Refusal::wants_new_token) {
                     // etcd no longer takes this client's token (etcd-client renews only an
-                    // expired one, and with the password it was given: "authentication failed"
-                    // after a change of password): authenticate again, the password read anew,
-                    // and send once more to the same member.
+                    // expired one, and with the password it was given: AuthFailed after a
+                    // change of password): authenticate again, the password read anew, and
+                    // send once more to the same member.
                     m.authed.store(false, Ordering::Relaxed);
                     answer = tokio::time::timeout(self.timeout, async {
                         let c = self.ready(&m).await?;
@@ -582,10 +633,13 @@ impl Etcd {
             }
             match answer {
                 Ok(Ok(v)) => return Ok((v, sent)),
-                Ok(Err(e)) => errors.push(format!("{endpoint}: {}", self.explain(op, &e))),
-                Err(_) => errors.push(format!(
-                    "{endpoint}: no answer within {} ms",
-                    self.timeout.as_millis()
+                Ok(Err(e)) => errors.push(self.explained(&endpoint, op, &e)),
+                Err(_) => errors.push((
+                    format!(
+                        "{endpoint}: no answer within {} ms",
+                        self.timeout.as_millis()
+                    ),
+                    None,
                 )),
             }
             if let Some(refused) = refused(op, &errors) {
@@ -595,7 +649,7 @@ impl Etcd {
         self.unpick();
         Err(refused(op, &errors).unwrap_or_else(|| LeaseError::Etcd {
             op,
-            detail: errors.join("; "),
+            detail: joined(&errors),
         }))
     }
 
@@ -618,7 +672,7 @@ impl Etcd {
                         status
                             .await
                             .map(|_| ())
-                            .map_err(|e| me.explain("status", &e)),
+                            .map_err(|e| me.explain("status", &e).0),
                     )
                 });
             }
@@ -836,14 +890,16 @@ impl Etcd {
         };
         match tokio::time::timeout(self.timeout, moved).await {
             Ok(Ok(_)) => Ok(Some(target.name().to_string())),
-            Ok(Err(e)) if refusal(&causes(&e)) => Err(LeaseError::Refused {
-                op: "move leader",
-                detail: format!("{endpoint}: {}", self.explain("move leader", &e)),
-            }),
-            Ok(Err(e)) => Err(LeaseError::Etcd {
-                op: "move leader",
-                detail: format!("{endpoint}: {}", self.explain("move leader", &e)),
-            }),
+            Ok(Err(e)) => match self.explained(&endpoint, "move leader", &e) {
+                (detail, Some(r)) if r.is_final() => Err(LeaseError::Refused {
+                    op: "move leader",
+                    detail,
+                }),
+                (detail, _) => Err(LeaseError::Etcd {
+                    op: "move leader",
+                    detail,
+                }),
+            },
             Err(_) => Err(LeaseError::Etcd {
                 op: "move leader",
                 detail: format!(
@@ -1228,7 +1284,7 @@ impl KeepAlive {
             let client = self.etcd.ready(&m).await.map_err(|e| {
                 RenewError::Failed(format!(
                     "{endpoint}: {}",
-                    self.etcd.explain("lease keepalive", &e)
+                    self.etcd.explain("lease keepalive", &e).0
                 ))
             })?;
             self.renew_on(client).await.map_err(|e| match e {
@@ -1325,5 +1381,68 @@ mod version_tests {
         assert_eq!(fixed("3.3.27"), Some(false));
         assert_eq!(fixed("3.5.13-rc1"), Some(true));
         assert_eq!(fixed("not a version"), None);
+    }
+}
+
+#[cfg(test)]
+mod refusal_tests {
+    use super::*;
+    use tonic::{Code, Status};
+
+    fn status(code: Code, message: &str) -> etcd_client::Error {
+        etcd_client::Error::GRpcStatus(Status::new(code, message))
+    }
+
+    #[test]
+    fn etcds_refusals_are_told_by_their_status_and_etcds_own_description() {
+        // Each as etcd's server makes it (api/v3rpc/rpctypes/error.go).
+        for (code, message, want) in [
+            (
+                Code::InvalidArgument,
+                "etcdserver: user name is empty",
+                Refusal::UserEmpty,
+            ),
+            (
+                Code::InvalidArgument,
+                "etcdserver: authentication failed, invalid user ID or password",
+                Refusal::AuthFailed,
+            ),
+            (
+                Code::PermissionDenied,
+                "etcdserver: permission denied",
+                Refusal::PermissionDenied,
+            ),
+            (
+                Code::Unauthenticated,
+                "etcdserver: invalid auth token",
+                Refusal::StaleToken,
+            ),
+            (
+                Code::InvalidArgument,
+                "etcdserver: revision of auth store is old",
+                Refusal::StaleToken,
+            ),
+        ] {
+            assert_eq!(Refusal::of(&status(code, message)), Some(want), "{message}");
+        }
+        assert!(Refusal::UserEmpty.is_final() && Refusal::AuthFailed.is_final());
+        assert!(Refusal::PermissionDenied.is_final() && !Refusal::StaleToken.is_final());
+        assert!(!Refusal::PermissionDenied.wants_new_token());
+        assert!(Refusal::StaleToken.wants_new_token() && Refusal::AuthFailed.wants_new_token());
+    }
+
+    #[test]
+    fn words_alone_decide_nothing() {
+        // An outage that quotes a refusal's words is still an outage; another InvalidArgument
+        // is no refusal; nor is anything that is not etcd's status.
+        for e in [
+            status(Code::Unavailable, "etcdserver: permission denied"),
+            status(Code::Unavailable, "etcdserver: no leader"),
+            status(Code::InvalidArgument, "etcdserver: key is not provided"),
+            status(Code::InvalidArgument, "authentication failed"),
+            etcd_client::Error::LeaseKeepAliveError("permission denied".into()),
+        ] {
+            assert_eq!(Refusal::of(&e), None, "{e}");
+        }
     }
 }
