@@ -1,15 +1,17 @@
-//! The guard machine's clock and lock: the one part of the guard that no I/O can delay. A
-//! thread of its own sleeps on a CLOCK_BOOTTIME timerfd armed at the machine's next wake-up
-//! (it keeps counting through a suspend and fires at once on resume) and calls the machine
-//! then: at the deadline the machine removes the VIP through this thread's netlink socket and
-//! signals the service before anything else happens. The machine's other effects go out as
-//! orders on a channel that never blocks, to the tokio shell (guard::lead), which performs
-//! them and feeds the answers back through `Fence::handle`, under the same lock — held for one
-//! short kernel call at a time, never across an await, a log write or an etcd request. The
-//! thread itself never logs: a blocked log sink must not hold up the SIGKILL that follows.
+//! The guard machine's clock and its only owner: the one part of the guard that no I/O can
+//! delay. A thread of its own owns the machine (no lock: nothing else touches it) and waits on
+//! two descriptors: a CLOCK_BOOTTIME timerfd armed at the machine's next wake-up (it keeps
+//! counting through a suspend and fires at once on resume), and an eventfd that says inputs
+//! are queued. At the deadline the machine removes the VIP through this thread's netlink
+//! socket and signals the service before anything else happens. The machine's other effects
+//! go out as orders on a channel that never blocks, to the tokio shell (guard::lead), which
+//! performs them and feeds the answers back through `Fence::handle`: a send on a channel and a
+//! write to the eventfd, never a wait. What the rest of the guard may see of the machine is
+//! published after every step as a `View` in an ArcSwap (a lock-free load). The thread itself
+//! never logs: a blocked log sink must not hold up the SIGKILL that follows.
 //!
-//! It owns: the machine (guard::machine) behind that lock, the timer, the thread, and the
-//! host's side of the kernel effects (`Host`). It does not talk to etcd or write files.
+//! It owns: the machine (guard::machine), the timer, the thread, and the host's side of the
+//! kernel effects (`Host`). It does not talk to etcd or write files.
 
 use std::os::fd::AsFd;
 use std::path::PathBuf;

@@ -34,7 +34,9 @@
 //! transitions), `timers` (the one table of wake-ups), this file (the machine, `handle` and
 //! `advance`: every rule applied in one order), `lease` (the deadline arithmetic), `raise`,
 //! `vip` (the VIP's kernel lifetime), `lower` (fencing, the step-down, the release),
-//! `watchdog`, `view` (what the rest of the guard sees); the mutation tests' switches are
+//! `watchdog`, `hold` (holding through an etcd outage on corosync's proofs, and taking the key
+//! back after it), `observe` (what the guard saw of its service and its VIP, and what follows:
+//! Pacemaker told, the VIP defended), `view` (what the rest of the guard sees); the mutation tests' switches are
 //! `crate::rules` (the takeover rule reads them too).
 
 mod hold;
