@@ -36,8 +36,8 @@
 //! `vip` (the VIP's kernel lifetime), `lower` (fencing, the step-down, the release),
 //! `watchdog`, `hold` (holding through an etcd outage on corosync's proofs, and taking the key
 //! back after it), `observe` (what the guard saw of its service and its VIP, and what follows:
-//! Pacemaker told, the VIP defended), `view` (what the rest of the guard sees); the mutation tests' switches are
-//! `crate::rules` (the takeover rule reads them too).
+//! Pacemaker told, the VIP defended), `view` (what the rest of the guard sees); the mutation
+//! tests' switches are `crate::rules` (the takeover rule reads them too).
 
 mod hold;
 mod lease;
