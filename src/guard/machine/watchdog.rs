@@ -22,6 +22,13 @@ pub const WATCHDOG_TOLERANCE: f64 = 1.0 / 32.0;
 /// so that a guard that is alive stops its service and disarms instead of being reset.
 pub const WATCHDOG_LEAD: Duration = Duration::from_millis(200);
 
+/// How long a watchdog ioctl may take (a slow driver's; the simulation draws up to 20 ms): a
+/// ping asks for the timeout that still fits if it takes effect this much later, since its
+/// reset counts from then. Without it, a ping that asked for just the room left, took 20 ms and
+/// was rounded up by the driver put the reset past the lease's end (simulation, seed
+/// 15821113133237655244).
+pub const PING_ALLOWANCE: Duration = Duration::from_millis(50);
+
 /// A second ping closer than this to the first is not worth a wake-up.
 const SECOND_PING_MIN: Duration = Duration::from_millis(50);
 
@@ -275,7 +282,9 @@ impl Watchdog {
         }
         let mut at = now;
         for attempt in 0..4 {
-            let wanted = lead.watchdog_timeout(at).filter(|w| *w > self.excess);
+            let wanted = lead
+                .watchdog_timeout(at + PING_ALLOWANCE)
+                .filter(|w| *w > self.excess);
             let Some(wanted) = wanted else {
                 if attempt == 0 {
                     return Pinging::Skipped;
@@ -514,6 +523,35 @@ mod tests {
             "{timeout_s} s within {:?}",
             l.watchdog_timeout(at)
         );
+    }
+
+    #[test]
+    fn a_ping_leaves_room_for_its_own_ioctl_so_a_slow_one_never_sets_the_reset_past_the_lease() {
+        // Found by the simulation (seed 15821113133237655244): a driver that rounds up to even
+        // seconds (1 asked, 2 applied: learned at arming), a ping with just room for 2 s whose
+        // ioctl takes 20 ms — its reset counts from then, and lay past the lease's end.
+        let l = lead(3, 1);
+        let at = l
+            .watchdog_exact(2)
+            .saturating_sub(Duration::from_millis(10));
+        assert_eq!(l.watchdog_timeout(at), Some(2), "room for 2 s at the ping");
+        let mut k = Late {
+            step: 2,
+            now: at,
+            late: Duration::from_millis(20),
+            ..Late::default()
+        };
+        let mut dog = Watchdog::new(WatchdogPlan::Auto);
+        dog.excess = 1;
+        dog.state = WatchdogState::Armed {
+            timeout_s: 2,
+            pinged: at.saturating_sub(Duration::from_millis(700)),
+        };
+        let ping = dog.ping(&mut k, &l, at, &Rules::default());
+        // Not pinged: the reset stays where the last ping put it, within its bound, and the
+        // guard fences before it.
+        assert_eq!(ping, Pinging::Skipped, "asked {:?}", k.asks);
+        assert!(k.asks.is_empty(), "asked {:?}", k.asks);
     }
 
     #[test]
