@@ -17,10 +17,16 @@ pub struct Systemd {
     state: PathBuf,
 }
 
-/// The cached root with systemd (built once, a few minutes the first time).
+/// The cached root with systemd (built once, a few minutes the first time): the tests of one
+/// process run side by side (make check-systemd), and only the first builds it — the others
+/// wait for it here rather than build the same cache at once.
 pub fn root() -> PathBuf {
-    let out = must(&format!("{}/scripts/make-systemd-root", repo()), &[]);
-    PathBuf::from(out.trim())
+    static ROOT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    ROOT.get_or_init(|| {
+        let out = must(&format!("{}/scripts/make-systemd-root", repo()), &[]);
+        PathBuf::from(out.trim())
+    })
+    .clone()
 }
 
 impl Systemd {
