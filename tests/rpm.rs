@@ -286,6 +286,10 @@ fn rpm_builds_installs_the_right_files_and_its_unpacked_agents_pass_ocf_tester_a
         .env("CARGO_PROFILE_RELEASE_LTO", "false")
         .env("CARGO_PROFILE_RELEASE_OPT_LEVEL", "0")
         .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "256")
+        // %check's test build without debug information, and the simulation's one replayed
+        // schedule for its 10,000 (they ran in make test, on the same sources).
+        .env("CARGO_PROFILE_DEV_DEBUG", "0")
+        .env("HAMASTER_SIM_SEED", "1")
         .output()
         .unwrap();
     let said = format!(
