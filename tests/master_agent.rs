@@ -1346,11 +1346,18 @@ fn a_silent_etcd_member_anywhere_in_the_list_costs_promote_no_attempt_timeout() 
     for dark in 0..3 {
         etcd.cut_member(dark);
         assert!(etcd.wait_writable(Duration::from_secs(30)));
-        let took = promote(&etcd, &format!("member {dark} silent"));
-        eprintln!("promote: all alive {alive:?}; member {dark} of 3 silent: {took:?}");
+        // A wait for the silent member costs every promote its second; a busy machine (make
+        // test runs four tests at a time) slows one now and then: up to three tries, the
+        // first under the bound passes.
+        let bound = fastest + Duration::from_millis(700);
+        let mut tries = Vec::new();
+        while tries.len() < 3 && tries.last().is_none_or(|t| *t >= bound) {
+            tries.push(promote(&etcd, &format!("member {dark} silent")));
+        }
+        eprintln!("promote: all alive {alive:?}; member {dark} of 3 silent: {tries:?}");
         assert!(
-            took < fastest + Duration::from_millis(700),
-            "member {dark} silent: promote took {took:?}, all alive {fastest:?}: it waited for the silent member"
+            tries.iter().any(|t| *t < bound),
+            "member {dark} silent: promote took {tries:?}, all alive {fastest:?}: it waited for the silent member"
         );
         etcd.heal_member(dark);
         assert!(etcd.wait_healthy(Duration::from_secs(30)));
