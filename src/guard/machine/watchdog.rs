@@ -236,23 +236,28 @@ impl Watchdog {
         let mut applied = first?;
         self.excess = applied.saturating_sub(wanted);
         for ask in (wanted.saturating_sub(3).max(1)..wanted).rev() {
-            applied = kernel.ping_watchdog(ask)?.0;
-            self.excess = self.excess.max(applied.saturating_sub(ask));
+            applied = self.ask(kernel, ask)?.0;
         }
-        // The longest ask the driver does not round above `wanted`.
+        // The longest ask the driver does not round above `wanted` (each of these asks
+        // teaches the rounding too: asked 13 of a driver with 10-s steps, 20 is applied; 10 is
+        // the ask that fits 19).
         let mut ask = wanted.saturating_sub(self.excess);
         while ask >= 1 {
-            applied = kernel.ping_watchdog(ask)?.0;
-            // What each ask was rounded up by is learned here too: a later ping asks no more
-            // than the driver's worst rounding allows (asked 13 of a driver with 10-s steps,
-            // 20 is applied; 10 is the ask that fits 19).
-            self.excess = self.excess.max(applied.saturating_sub(ask));
+            applied = self.ask(kernel, ask)?.0;
             if applied <= wanted {
                 break;
             }
             ask -= 1;
         }
         Ok(applied)
+    }
+
+    /// One ping asking for `ask` seconds, and what the driver's rounding of it teaches: every
+    /// later ask stays that far below the bound.
+    fn ask<K: Kernel>(&mut self, kernel: &mut K, ask: u32) -> Result<(u32, Duration), Fault> {
+        let (applied, done) = kernel.ping_watchdog(ask)?;
+        self.excess = self.excess.max(applied.saturating_sub(ask));
+        Ok((applied, done))
     }
 
     /// After a renewal applied in time, at `now`: the reset moves to just before the lease's
@@ -292,10 +297,9 @@ impl Watchdog {
                 break;
             };
             let ask = wanted - self.excess;
-            match kernel.ping_watchdog(ask) {
+            match self.ask(kernel, ask) {
                 Ok((applied, done)) => {
                     let done = done.max(at);
-                    self.excess = self.excess.max(applied.saturating_sub(ask));
                     self.state = WatchdogState::Armed {
                         timeout_s: applied,
                         pinged: done,
