@@ -1347,8 +1347,8 @@ fn a_silent_etcd_member_anywhere_in_the_list_costs_promote_no_attempt_timeout() 
         etcd.cut_member(dark);
         assert!(etcd.wait_writable(Duration::from_secs(30)));
         // A wait for the silent member costs every promote its second; a busy machine (make
-        // test runs four tests at a time) slows one now and then: up to three tries, the
-        // first under the bound passes.
+        // test runs other live tests beside this one) slows one now and then: up to three
+        // tries, the first under the bound passes.
         let bound = fastest + Duration::from_millis(700);
         let mut tries = Vec::new();
         while tries.len() < 3 && tries.last().is_none_or(|t| *t >= bound) {
