@@ -134,9 +134,11 @@ impl Sim {
         // reset, whose timeout was set from that same proof's end at the slowest clock the
         // bound allows ((W + F)/(1 − r) after the pause at the most; a ping after the resume,
         // before the ask that notices the pause, sets it from there).
-        let dog_only = (residual || w.unkillable) && w.dog.is_some();
-        let service_residual = if dog_only {
-            until_noticed.div_f64(1.0 - crate::lease::clock::MAX_SLEW) + self.late_by()
+        // Signals cannot end the service (a frozen or killed guard, an unkillable service):
+        // an armed watchdog's reset does, or nothing.
+        let unsignalled = residual || w.unkillable;
+        let service_residual = if unsignalled && w.dog.is_some() {
+            until_noticed.div_f64(1.0 - MAX_SLEW) + self.late_by()
         } else {
             pause_residual
         };
@@ -144,13 +146,12 @@ impl Sim {
             self.pause()
                 .is_some_and(|p| p.at <= t && t <= p.end() + residual)
         };
-        let in_pause = within(pause_residual);
         if let Some(since) = other_since {
-            if w.vip && t > since && !in_pause {
+            if w.vip && t > since && !within(pause_residual) {
                 return Err(self.fail(seed, format!("VIP up at {t:?}, {what} ({since:?})")));
             }
             // An armed watchdog covers them both: its reset comes before the lease's end.
-            let service_exempt = (residual || w.unkillable) && w.dog.is_none();
+            let service_exempt = unsignalled && w.dog.is_none();
             if w.service && t > since && !service_exempt && !within(service_residual) {
                 return Err(self.fail(seed, format!("service up at {t:?}, {what} ({since:?})")));
             }
