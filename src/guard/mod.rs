@@ -549,15 +549,15 @@ fn from_machine(
     device: Option<&std::path::Path>,
     clock: LeaseClock,
 ) {
-    use machine::Phase;
+    use machine::State;
     let now = boottime();
-    s.role = match m.phase {
-        Phase::Raising(_) | Phase::Leading | Phase::Holding => Role::Leader,
-        Phase::Fenced => Role::Fenced,
-        // A raise that failed stays a failure once everything is down (promote reads it).
-        Phase::Done if m.failure.is_some() => Role::Failed,
-        Phase::SteppingDown | Phase::Done => Role::SteppingDown,
-        Phase::Failed => Role::Failed,
+    s.role = match &m.state {
+        State::Raising(_) | State::Up { .. } => Role::Leader,
+        // A raise that failed stays a failure, fenced or not, and once everything is down
+        // (promote reads it).
+        State::Lowering(l) | State::Done(l) if l.failure.is_some() => Role::Failed,
+        State::Lowering(l) if l.fenced.is_some() => Role::Fenced,
+        State::Lowering(_) | State::Done(_) => Role::SteppingDown,
     };
     let health = m.observed.health.as_ref();
     s.service_running = m.service_running();
@@ -597,7 +597,7 @@ fn from_machine(
         .map(|(l, n)| (l.label().to_string(), n))
         .collect();
     s.last_renewal_unix_ms = Some(unix_ms_at(m.last_renewal_sent));
-    s.lease_ttl_left_ms = Some(match m.fenced {
+    s.lease_ttl_left_ms = Some(match m.fenced() {
         Some(_) => 0,
         None => clock.ttl_left(m.deadline, now).as_millis() as u64,
     });
@@ -618,7 +618,7 @@ fn from_machine(
             _ => {}
         }
     }
-    if let Some((at, cause)) = &m.fenced {
+    if let Some((at, cause)) = m.fenced() {
         s.fenced_at_unix_ms = Some(unix_ms_at(*at));
         s.fence_cause = Some(cause.label().into());
     }

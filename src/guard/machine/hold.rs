@@ -26,7 +26,7 @@
 
 use std::time::Duration;
 
-use super::state::Phase;
+use super::state::{Phase, State};
 use super::types::{Cause, Kernel, Level, Order, Regrant, RetakeError};
 use super::{Machine, Timer};
 use crate::failsafe::witness::Cluster;
@@ -83,8 +83,12 @@ pub struct HoldView {
 /// The hold's own state.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(super) struct Hold {
-    view: HoldView,
+    /// What a proof must show besides a whole cluster; None: no failsafe record, no hold.
     plan: Option<HoldPlan>,
+    /// The latest proof: when it was asked, and what corosync said then.
+    proof: Option<(Duration, String)>,
+    /// When etcd last answered (boot clock).
+    etcd_seen: Duration,
     /// The ask out (when it was asked), and when the next may go.
     ask_out: Option<Duration>,
     next_ask_at: Duration,
@@ -112,26 +116,24 @@ pub(super) struct Hold {
 impl Hold {
     pub(super) fn new(plan: Option<HoldPlan>, since: Duration) -> Hold {
         Hold {
-            view: HoldView {
-                enabled: plan.is_some(),
-                etcd_seen: since,
-                ..HoldView::default()
-            },
+            etcd_seen: since,
             plan,
             ..Hold::default()
         }
     }
 
-    pub(super) fn view(&self) -> HoldView {
-        self.view.clone()
-    }
-
-    pub(super) fn holding(&self) -> bool {
-        self.view.since.is_some()
+    /// The hold as the view shows it, holding since `since` (the machine's state says).
+    pub(super) fn view(&self, since: Option<Duration>) -> HoldView {
+        HoldView {
+            enabled: self.plan.is_some(),
+            since,
+            proof: self.proof.clone(),
+            etcd_seen: self.etcd_seen,
+        }
     }
 
     pub(super) fn etcd_answered(&mut self, now: Duration) {
-        self.view.etcd_seen = self.view.etcd_seen.max(now);
+        self.etcd_seen = self.etcd_seen.max(now);
     }
 }
 
@@ -139,35 +141,33 @@ impl<K: Kernel> Machine<K> {
     /// Whether the hold applies now: enabled, not fenced, leading, holding, or stepping down
     /// (the service may take its grace to stop, past the lease's deadline: on a proof still).
     fn may_hold(&self) -> bool {
-        let up = self.phase.is_leading() || self.phase == Phase::SteppingDown;
-        self.hold.view.enabled && self.fenced.is_none() && up
+        let up = self.phase().is_leading() || self.phase() == Phase::SteppingDown;
+        self.hold.plan.is_some() && self.fenced().is_none() && up
     }
 
     /// Everything the hold calls for at `now`: the phase (into or out of Holding), the next
     /// ask of corosync, the retake.
     pub(super) fn hold_step(&mut self, now: Duration) {
-        if self.phase != Phase::Holding {
-            self.hold.view.since = None;
-        }
         if !self.may_hold() {
             self.timers.clear(Timer::Ask);
             self.timers.clear(Timer::Retake);
             return;
         }
         let lease_deadline = self.leadership.lease_deadline();
-        match self.phase {
+        match self.phase() {
             Phase::Leading if now >= lease_deadline => {
                 // The deadline is past and we were not fenced: a proof covers it.
-                let proof = self.hold.view.proof.clone().map(|p| p.1);
-                self.hold.view.since = Some(now);
+                let proof = self.hold.proof.clone().map(|p| p.1);
                 self.hold.logged = Some(now);
-                self.set_phase(Phase::Holding);
+                self.set_state(State::Up {
+                    holding_since: Some(now),
+                });
                 self.log(
                     Level::Warn,
                     format!(
                         "etcd has not renewed the lease since {:.1} s ago: holding the VIP and \
                          the service on corosync's word ({}), asking it every {} ms",
-                        now.saturating_sub(self.last_renewal_sent).as_secs_f64(),
+                        now.saturating_sub(self.renewal.last_sent).as_secs_f64(),
                         proof.unwrap_or_default(),
                         ASK_EVERY.as_millis()
                     ),
@@ -175,8 +175,10 @@ impl<K: Kernel> Machine<K> {
                 self.out(Order::Persist);
             }
             Phase::Holding if now < lease_deadline => {
-                let since = self.hold.view.since.take().unwrap_or(now);
-                self.set_phase(Phase::Leading);
+                let since = self.holding_since().unwrap_or(now);
+                self.set_state(State::Up {
+                    holding_since: None,
+                });
                 self.hold.key_gone = false;
                 self.hold.lease_gone = false;
                 self.hold.logged = None;
@@ -192,7 +194,7 @@ impl<K: Kernel> Machine<K> {
                 self.out(Order::Persist);
             }
             Phase::Holding => {
-                let since = self.hold.view.since.unwrap_or(now);
+                let since = self.holding_since().unwrap_or(now);
                 if self.hold.logged.is_none_or(|t| now >= t + HOLD_LOG_EVERY) {
                     self.hold.logged = Some(now);
                     let words = self.proof_words();
@@ -202,7 +204,7 @@ impl<K: Kernel> Machine<K> {
                             "holding the VIP and the service through an etcd outage for {:.1} s \
                              on corosync's word ({words}); etcd last answered {:.1} s ago",
                             now.saturating_sub(since).as_secs_f64(),
-                            now.saturating_sub(self.hold.view.etcd_seen).as_secs_f64()
+                            now.saturating_sub(self.hold.etcd_seen).as_secs_f64()
                         ),
                     );
                 }
@@ -252,7 +254,7 @@ impl<K: Kernel> Machine<K> {
 
     /// The latest proof in words, with how old it is.
     fn proof_words(&self) -> String {
-        match &self.hold.view.proof {
+        match &self.hold.proof {
             Some((asked, said)) => format!("{said}, asked at {:.1} s", asked.as_secs_f64()),
             None => "none".into(),
         }
@@ -292,7 +294,7 @@ impl<K: Kernel> Machine<K> {
         self.hold.answered = Some(asked);
         let seen = match (seen, &self.hold.last_seen) {
             // The mistake (a mutation test): corosync silent, its last answer taken again.
-            (Err(_), Some(last)) if !self.rules.holds(Rule::FreshProof) => Ok(last.clone()),
+            (Err(_), Some(last)) if !self.holds(Rule::FreshProof) => Ok(last.clone()),
             (seen, _) => seen,
         };
         if let Ok(c) = &seen {
@@ -306,30 +308,30 @@ impl<K: Kernel> Machine<K> {
         match verdict {
             Verdict::Proof(c) => {
                 self.hold.doubt = None;
-                let first = self.hold.view.proof.is_none();
-                self.hold.view.proof = Some((asked, c.describe()));
+                let first = self.hold.proof.is_none();
+                self.hold.proof = Some((asked, c.describe()));
                 self.leadership.cover(asked, PROOF_LIFE, FENCE_BOUND);
-                if first && !self.hold.holding() {
+                if first && self.holding_since().is_none() {
                     self.log(
                         Level::Warn,
                         format!(
                             "etcd has not renewed the lease for {:.1} s; corosync: {} — the \
                              guard will hold the VIP and the service past the lease's deadline \
                              while this lasts",
-                            now.saturating_sub(self.last_renewal_sent).as_secs_f64(),
+                            now.saturating_sub(self.renewal.last_sent).as_secs_f64(),
                             c.describe()
                         ),
                     );
                 }
                 // A fresh proof moves the VIP's lifetime and the watchdog's reset, and only
                 // a fresh proof does, while etcd is out.
-                if self.vip == super::state::VipState::Up {
+                if self.vip.state == super::state::VipState::Up {
                     self.extend_vip();
                 }
                 self.ping_watchdog();
             }
             Verdict::No(cause) => {
-                self.hold.view.proof = None;
+                self.hold.proof = None;
                 self.leadership.void_cover();
                 // Past the lease's deadline only the proof covered: it ends now.
                 if now >= self.leadership.lease_deadline() {
@@ -357,7 +359,7 @@ impl<K: Kernel> Machine<K> {
     fn paused(&mut self, asked: Duration, rtc: Option<u64>) -> Option<String> {
         let rtc = rtc?;
         let last = self.hold.rtc_seen.replace((asked, rtc));
-        if !self.rules.holds(Rule::PauseSeen) {
+        if !self.holds(Rule::PauseSeen) {
             return None;
         }
         let (then, was) = last?;
@@ -391,7 +393,7 @@ impl<K: Kernel> Machine<K> {
                 plan.nodelist
             )));
         }
-        if !self.rules.holds(Rule::FencingWatched) {
+        if !self.holds(Rule::FencingWatched) {
             // The mistake: Pacemaker read once, when the key was taken.
             return Verdict::Proof(c);
         }
@@ -434,7 +436,7 @@ impl<K: Kernel> Machine<K> {
     /// The cluster is whole: quorate, and every node of the nodelist in this node's
     /// membership (this one included).
     fn whole(&self, c: &Cluster) -> bool {
-        if !self.rules.holds(Rule::AllMembers) {
+        if !self.holds(Rule::AllMembers) {
             // The mistake: quorum alone, which both halves of a two-node cluster keep.
             return c.quorate;
         }
@@ -444,7 +446,7 @@ impl<K: Kernel> Machine<K> {
     /// The watch or a confirm said the key was deleted: while holding, not yet a loss (etcd
     /// deletes it with a lease it let go, and the key is then taken back).
     pub(super) fn key_deleted(&mut self, now: Duration) {
-        if self.hold.holding() {
+        if self.holding_since().is_some() {
             self.hold.key_gone = true;
         } else {
             self.lost(now, Cause::KeyDeleted);
@@ -454,7 +456,7 @@ impl<K: Kernel> Machine<K> {
     /// etcd said our lease is gone: while holding, take the key back; else a loss.
     pub(super) fn lease_gone(&mut self, now: Duration) {
         self.hold.etcd_answered(now);
-        if self.hold.holding() && self.may_hold() {
+        if self.holding_since().is_some() && self.may_hold() {
             if !self.hold.lease_gone {
                 self.log(
                     Level::Warn,
@@ -480,7 +482,7 @@ impl<K: Kernel> Machine<K> {
     }
 
     fn retake_step(&mut self, now: Duration) {
-        if !(self.hold.holding() && self.hold.lease_gone) || self.hold.retake_out {
+        if !(self.holding_since().is_some() && self.hold.lease_gone) || self.hold.retake_out {
             self.timers.clear(Timer::Retake);
             return;
         }
@@ -505,15 +507,15 @@ impl<K: Kernel> Machine<K> {
                 self.hold.failing = false;
                 self.hold.failed_in_row = 0;
                 self.leadership.regrant(sent, ttl);
-                self.last_renewal_sent = self.last_renewal_sent.max(sent);
-                self.renewal_out = None;
-                self.next_renewal_at = sent + self.plan.clock.keepalive_interval();
+                self.renewal.last_sent = self.renewal.last_sent.max(sent);
+                self.renewal.out = None;
+                self.renewal.next_at = sent + self.plan.clock.keepalive_interval();
                 self.log(
                     Level::Info,
                     "the key is ours again, with a new lease".into(),
                 );
                 self.ping_watchdog();
-                if self.vip == super::state::VipState::Up {
+                if self.vip.state == super::state::VipState::Up {
                     self.extend_vip();
                 }
                 self.out(Order::Persist);

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use super::state::{Look, Phase, Release, ServiceState, StepDown};
+use super::state::{Look, Lowering, Phase, Release, ServiceState, State, StepDown};
 use super::types::{Cause, Fault, Kernel, Level, Order};
 use super::{
     Machine, Timer, CHECK_EVERY, DEFAULT_STEP_DOWN, RELEASE_RESERVE, RELEASE_RETRY, WATCHDOG_LEAD,
@@ -21,11 +21,11 @@ use crate::service::stop::{self, STOP_GRACE};
 
 impl<K: Kernel> Machine<K> {
     pub(super) fn check_deadline(&mut self, now: Duration) {
-        if !self.rules.holds(Rule::Deadline) {
+        if !self.holds(Rule::Deadline) {
             return;
         }
-        if self.fenced.is_none() && now >= self.fence_at() {
-            let cause = match (now >= self.leadership.deadline(), self.phase) {
+        if self.fenced().is_none() && now >= self.fence_at() {
+            let cause = match (now >= self.leadership.deadline(), self.phase()) {
                 (true, Phase::Holding) => Cause::HoldLapsed,
                 (true, _) => Cause::Deadline,
                 (false, _) => Cause::WatchdogDue,
@@ -35,26 +35,25 @@ impl<K: Kernel> Machine<K> {
     }
 
     pub(super) fn lost(&mut self, now: Duration, cause: Cause) {
-        if !self.rules.holds(Rule::LossFencesTheRaise) && self.phase.is_raising() {
-            // The old guard: the loss queued until the raise was over.
-            self.queued_loss = Some(cause);
+        let raising = self.phase().is_raising();
+        // The old guard (a mutation test): the loss queued until the raise was over.
+        let Some(cause) = self.mutant.loss(raising, cause) else {
             return;
-        }
+        };
         // Once the release began, everything is down and the key is ours to delete: its
         // deletion, or another holder's key after it, is the release's end, not a loss.
-        let releasing = self.release != Release::NotYet && self.all_down();
-        if self.fenced.is_none() && !releasing {
+        let releasing = self.release() != Release::NotYet && self.all_down();
+        if self.fenced().is_none() && !releasing {
             self.fence(now, cause);
         }
     }
 
     /// Rule::LossFencesTheRaise off: the loss heard while raising, once the raise is over.
     pub(super) fn apply_queued_loss(&mut self, now: Duration) {
-        if !self.phase.is_raising() {
-            if let Some(cause) = self.queued_loss.take() {
-                if self.fenced.is_none() {
-                    self.fence(now, cause);
-                }
+        let raising = self.phase().is_raising();
+        if let Some(cause) = self.mutant.queued_loss(raising) {
+            if self.fenced().is_none() {
+                self.fence(now, cause);
             }
         }
     }
@@ -63,12 +62,9 @@ impl<K: Kernel> Machine<K> {
     /// abandoned; renewals stop (the lease is left to run out unless released).
     pub(super) fn fence(&mut self, now: Duration, cause: Cause) {
         self.kernel.lowering();
-        self.fenced = Some((now, cause));
-        self.timers.clear(Timer::SecondPing);
         // A failed raise stays failed (promote reads it), fenced or not.
-        if self.phase != Phase::Failed {
-            self.set_phase(Phase::Fenced);
-        }
+        self.lower_for(|l| l.fenced = Some((now, cause)));
+        self.timers.clear(Timer::SecondPing);
         self.lower_vip(now);
         let kill_at = self.kill_time(now);
         self.stop_service(now, kill_at);
@@ -82,10 +78,10 @@ impl<K: Kernel> Machine<K> {
         // Only a service whose leader runs can confirm anything: one that exited (its group
         // may live on) is stopped; so is one when too little time is left.
         let may_ask =
-            self.plan.take_back && self.exit_detail.is_none() && end >= now + TAKE_BACK_MIN;
-        match &self.service {
+            self.plan.take_back && self.service.exit_detail.is_none() && end >= now + TAKE_BACK_MIN;
+        match &self.service.state {
             ServiceState::Running(s) if may_ask => {
-                self.service = ServiceState::GivingBack(s.clone());
+                self.service.state = ServiceState::GivingBack(s.clone());
                 self.timers.set_earlier(Timer::TakeBack, end);
                 self.log(
                     Level::Info,
@@ -109,8 +105,8 @@ impl<K: Kernel> Machine<K> {
     /// the time left when less is left) before it must be gone: the step-down's budget less
     /// the release's reserve, or the KILL time (`kill_at`) once fenced.
     fn take_back_end(&self, now: Duration, kill_at: Duration) -> Duration {
-        let stop_by = match self.step_down {
-            Some(s) if self.fenced.is_none() && self.rules.holds(Rule::Budget) => {
+        let stop_by = match self.step_down_asked() {
+            Some(s) if self.fenced().is_none() && self.holds(Rule::Budget) => {
                 s.by.saturating_sub(RELEASE_RESERVE).max(kill_at)
             }
             _ => kill_at,
@@ -123,7 +119,7 @@ impl<K: Kernel> Machine<K> {
     /// failed, or confirmed only after the budget's end (an answer queued behind a late
     /// wake-up), it is stopped. Once it is stopping, an answer changes nothing.
     pub(super) fn taken_back(&mut self, now: Duration, r: Result<(), Fault>) {
-        if !matches!(self.service, ServiceState::GivingBack(_)) {
+        if !matches!(self.service.state, ServiceState::GivingBack(_)) {
             return;
         }
         let r = match r {
@@ -135,7 +131,7 @@ impl<K: Kernel> Machine<K> {
         match r {
             Ok(()) => {
                 self.timers.clear(Timer::TakeBack);
-                self.service = ServiceState::GivenBack;
+                self.service.state = ServiceState::GivenBack;
                 self.log(
                     Level::Info,
                     "the service gave the role back (demote_command); it runs on as a standby"
@@ -149,7 +145,7 @@ impl<K: Kernel> Machine<K> {
 
     /// The hook failed, or did not confirm in its budget: the service is stopped.
     pub(super) fn take_back_failed(&mut self, now: Duration, why: String) {
-        if let ServiceState::GivingBack(service) = &self.service {
+        if let ServiceState::GivingBack(service) = &self.service.state {
             let service = service.clone();
             let kill_at = self.kill_time(now);
             self.timers.clear(Timer::TakeBack);
@@ -157,14 +153,14 @@ impl<K: Kernel> Machine<K> {
                 Level::Error,
                 format!("{why}: the service is stopped instead"),
             );
-            self.service = ServiceState::Running(service);
+            self.service.state = ServiceState::Running(service);
             self.terminate(now, kill_at);
         }
     }
 
     /// TERM now, KILL at `kill_at` (kept if an earlier KILL time is set already).
     fn terminate(&mut self, now: Duration, kill_at: Duration) {
-        let (service, start_out) = match &mut self.service {
+        let (service, start_out) = match &mut self.service.state {
             ServiceState::Running(s) => (s.clone(), false),
             ServiceState::Starting(Some(s)) => (s.clone(), true),
             ServiceState::Stopping { killed, .. } => {
@@ -180,7 +176,7 @@ impl<K: Kernel> Machine<K> {
         if let Err(e) = self.kernel.signal_service(&service, false) {
             self.log(Level::Error, format!("SIGTERM to the service: {e}"));
         }
-        self.service = ServiceState::Stopping {
+        self.service.state = ServiceState::Stopping {
             service,
             killed: false,
             start_out,
@@ -195,7 +191,7 @@ impl<K: Kernel> Machine<K> {
     /// and before an armed watchdog would reset the node; else at the end of the step-down's
     /// grace.
     pub(super) fn kill_time(&self, now: Duration) -> Duration {
-        match &self.fenced {
+        match self.fenced() {
             Some((at, _)) => {
                 let at = (*at).min(self.fence_at());
                 let kill = self.leadership.kill_at(at);
@@ -210,23 +206,25 @@ impl<K: Kernel> Machine<K> {
 
     /// TERM → KILL time for an orderly stop: the budget less what the release needs.
     fn grace(&self, now: Duration) -> Duration {
-        if !self.rules.holds(Rule::Budget) {
+        if !self.holds(Rule::Budget) {
             return STOP_GRACE;
         }
-        let by = self.step_down.map_or(now + DEFAULT_STEP_DOWN, |s| s.by);
+        let by = self
+            .step_down_asked()
+            .map_or(now + DEFAULT_STEP_DOWN, |s| s.by);
         stop::grace(by.saturating_sub(now))
     }
 
     /// Lowering goes on until VIP and service are confirmed down: a service still running (or
     /// starting, a unit) is stopped, SIGKILL goes at its time.
     pub(super) fn lower(&mut self, now: Duration) {
-        if matches!(self.service, ServiceState::GivingBack(_))
+        if matches!(self.service.state, ServiceState::GivingBack(_))
             && self.timers.take(Timer::TakeBack, now)
         {
             self.take_back_failed(now, "demote_command did not confirm in its budget".into());
         }
         if matches!(
-            self.service,
+            self.service.state,
             ServiceState::Running(_) | ServiceState::Starting(Some(_))
         ) {
             let kill_at = self.kill_time(now);
@@ -236,14 +234,14 @@ impl<K: Kernel> Machine<K> {
             service,
             killed: false,
             ..
-        } = &self.service
+        } = &self.service.state
         {
             if self.timers.take(Timer::Kill, now) {
                 let service = service.clone();
                 if let Err(e) = self.kernel.signal_service(&service, true) {
                     self.log(Level::Error, format!("SIGKILL to the service: {e}"));
                 }
-                if let ServiceState::Stopping { killed, .. } = &mut self.service {
+                if let ServiceState::Stopping { killed, .. } = &mut self.service.state {
                     *killed = true;
                 }
                 self.look_at(now);
@@ -254,23 +252,23 @@ impl<K: Kernel> Machine<K> {
     /// Asks for a look at the service at `at`; one already out is answered first, and its
     /// answer, which says nothing of what happened since, is followed by a fresh look.
     pub(super) fn look_at(&mut self, at: Duration) {
-        match self.look {
+        match self.service.look {
             Look::Idle => self.timers.set(Timer::Look, at),
-            Look::Out { .. } => self.look = Look::Out { stale: true },
+            Look::Out { .. } => self.service.look = Look::Out { stale: true },
         }
     }
 
     /// A look already out says nothing of the service as it is now.
     pub(super) fn look_is_stale(&mut self) {
-        if let Look::Out { .. } = self.look {
-            self.look = Look::Out { stale: true };
+        if let Look::Out { .. } = self.service.look {
+            self.service.look = Look::Out { stale: true };
         }
     }
 
     pub(super) fn look_step(&mut self, now: Duration) {
-        if self.look == Look::Idle && self.timers.take(Timer::Look, now) {
-            if let Some(s) = self.service.reference().cloned() {
-                self.look = Look::Out { stale: false };
+        if self.service.look == Look::Idle && self.timers.take(Timer::Look, now) {
+            if let Some(s) = self.service.state.reference().cloned() {
+                self.service.look = Look::Out { stale: false };
                 self.out(Order::CheckService(s));
             }
         }
@@ -278,28 +276,28 @@ impl<K: Kernel> Machine<K> {
 
     pub(super) fn service_checked(&mut self, now: Duration, look: Presence) {
         let look = match look {
-            Presence::CannotTell(_) if !self.rules.holds(Rule::OnlyAbsence) => Presence::Absent,
+            Presence::CannotTell(_) if !self.holds(Rule::OnlyAbsence) => Presence::Absent,
             other => other,
         };
-        let stale = self.look == Look::Out { stale: true };
-        self.look = Look::Idle;
+        let stale = self.service.look == Look::Out { stale: true };
+        self.service.look = Look::Idle;
         if stale {
             return self.look_at(now);
         }
         if look.doubt().is_none() {
-            self.doubt = None;
+            self.service.doubt = None;
         }
         match look {
-            Presence::Absent if self.service.start_out() => {
+            Presence::Absent if self.service.state.start_out() => {
                 // Not up yet is not stopped: the start has not answered.
                 self.look_at(now + CHECK_EVERY);
             }
             Presence::Absent => {
-                if let Some(s) = self.service.reference().cloned() {
+                if let Some(s) = self.service.state.reference().cloned() {
                     self.kernel.forget_service(&s);
                 }
-                if self.service.may_run() {
-                    self.service = ServiceState::Stopped;
+                if self.service.state.may_run() {
+                    self.service.state = ServiceState::Stopped;
                     self.timers.clear(Timer::Kill);
                     self.timers.clear(Timer::TakeBack);
                     self.timers.clear(Timer::Look);
@@ -307,21 +305,21 @@ impl<K: Kernel> Machine<K> {
                 }
             }
             Presence::Present => {
-                if matches!(self.service, ServiceState::Stopping { .. }) {
+                if matches!(self.service.state, ServiceState::Stopping { .. }) {
                     self.look_at(now + CHECK_EVERY);
-                } else if self.phase.is_leading() {
+                } else if self.phase().is_leading() {
                     // Remnants of an exited leader while leading: left to the step-down.
                     self.timers.clear(Timer::Look);
                 }
             }
             // Never taken for stopped: look again; said once per doubt.
             Presence::CannotTell(why) => {
-                if self.doubt.as_ref() != Some(&why) {
+                if self.service.doubt.as_ref() != Some(&why) {
                     self.log(
                         Level::Warn,
                         format!("cannot tell whether the service is stopped: {why}"),
                     );
-                    self.doubt = Some(why);
+                    self.service.doubt = Some(why);
                 }
                 self.look_at(now + CHECK_EVERY);
             }
@@ -332,19 +330,21 @@ impl<K: Kernel> Machine<K> {
         self.kernel.lowering();
         // A request while another waits: the earlier answer is owed. A request after an
         // answer (demote failed, now stop asks): its own budget.
-        let by = match self.step_down {
+        let by = match self.step_down_asked() {
             Some(s) if !s.answered => s.by.min(by),
             _ => by,
         };
-        self.step_down = Some(StepDown {
+        let asked = StepDown {
             by,
             answered: false,
-        });
-        if self.rules.holds(Rule::Budget) {
+        };
+        if self.holds(Rule::Budget) {
             self.timers.set(Timer::Budget, by);
         }
-        if self.phase.is_raising() || self.phase.is_leading() {
-            self.set_phase(Phase::SteppingDown);
+        if let State::Lowering(l) = &mut self.state {
+            l.step_down = Some(asked);
+        } else {
+            self.lower_for(|l| l.step_down = Some(asked));
             self.log(Level::Info, "stepping down".into());
         }
         self.lower_vip(now);
@@ -353,27 +353,26 @@ impl<K: Kernel> Machine<K> {
     }
 
     pub(super) fn release_step(&mut self, now: Duration) {
-        let may_release = self.all_down() || !self.rules.holds(Rule::ReleaseWhenDown);
+        let may_release = self.all_down() || !self.holds(Rule::ReleaseWhenDown);
         if !may_release {
-            if self.release == Release::Failed {
+            if self.release() == Release::Failed {
                 // Tried again once everything is down again.
                 self.timers.clear(Timer::ReleaseRetry);
-                self.release = Release::NotYet;
+                self.set_release(Release::NotYet);
             }
             return;
         }
-        let due = match self.release {
+        let due = match self.release() {
             Release::NotYet => true,
             Release::Failed => self.timers.take(Timer::ReleaseRetry, now),
             Release::InFlight | Release::Done => false,
         };
         // Past the lease's end it is gone at etcd anyway.
-        if due && now >= self.leadership.latest_end() && self.renewal_out.is_none() {
-            self.release = Release::Done;
-            return;
+        if due && now >= self.leadership.latest_end() && self.renewal.out.is_none() {
+            return self.set_release(Release::Done);
         }
         if due {
-            self.release = Release::InFlight;
+            self.set_release(Release::InFlight);
             self.out(Order::Release);
         }
     }
@@ -381,11 +380,11 @@ impl<K: Kernel> Machine<K> {
     pub(super) fn released_answer(&mut self, now: Duration, r: Result<(), Fault>) {
         match r {
             Ok(()) => {
-                self.release = Release::Done;
+                self.set_release(Release::Done);
                 self.log(Level::Info, "leader key released".into());
             }
             Err(e) => {
-                self.release = Release::Failed;
+                self.set_release(Release::Failed);
                 self.timers.set(Timer::ReleaseRetry, now + RELEASE_RETRY);
                 self.log(
                     Level::Warn,
@@ -396,29 +395,31 @@ impl<K: Kernel> Machine<K> {
     }
 
     pub(super) fn answer_step(&mut self, now: Duration) {
-        let failed = self.failure.is_some();
+        let failed = self.failure().is_some();
         let Some(by) = self
-            .step_down
+            .step_down_asked()
             .map(|s| s.by)
             .or_else(|| failed.then_some(now + DEFAULT_STEP_DOWN))
         else {
             return;
         };
-        let asked = self.step_down.is_some_and(|s| !s.answered);
+        let asked = self.step_down_asked().is_some_and(|s| !s.answered);
         let down = self.all_down();
-        if down && self.release.settled() {
+        if down && self.release().settled() {
             if asked {
                 self.answer(Ok(()));
             }
             self.out(Order::Exit {
                 raise_failed: failed,
-                given_back: self.service == ServiceState::GivenBack,
+                given_back: self.service.state == ServiceState::GivenBack,
             });
-            self.set_phase(Phase::Done);
+            if let State::Lowering(l) = &self.state {
+                self.set_state(State::Done(l.clone()));
+            }
             self.timers.clear_all();
             return;
         }
-        if !self.rules.holds(Rule::Budget) || now < by || !asked {
+        if !self.holds(Rule::Budget) || now < by || !asked {
             return;
         }
         if down {
@@ -434,8 +435,18 @@ impl<K: Kernel> Machine<K> {
         self.answer(Err(why));
     }
 
+    /// The release as it now is (only ever in a lowering).
+    fn set_release(&mut self, to: Release) {
+        if let State::Lowering(l) = &mut self.state {
+            l.release = to;
+        }
+    }
+
     fn answer(&mut self, r: Result<(), String>) {
-        if let Some(s) = &mut self.step_down {
+        if let State::Lowering(Lowering {
+            step_down: Some(s), ..
+        }) = &mut self.state
+        {
             s.answered = true;
         }
         self.timers.clear(Timer::Budget);
@@ -445,11 +456,11 @@ impl<K: Kernel> Machine<K> {
     /// What keeps the step-down from being complete, in words.
     fn still_up(&self) -> String {
         let mut up = Vec::new();
-        if self.vip.may_be_up() {
+        if self.vip.state.may_be_up() {
             up.push("the VIP may still be up (not confirmed removed)".to_string());
         }
-        if self.service.may_run() {
-            up.push(match &self.doubt {
+        if self.service.state.may_run() {
+            up.push(match &self.service.doubt {
                 Some(why) => format!("the service is not confirmed stopped (cannot tell: {why})"),
                 None => "the service is not confirmed stopped".to_string(),
             });

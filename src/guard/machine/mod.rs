@@ -30,18 +30,20 @@
 //! - a step-down answers by its budget: done, or what is still up;
 //! - a service confirmed stopped is forgotten: no signal ever goes to its pid again.
 //!
-//! Read it in this order: `types` (what goes in and out), `state` (the states and the phases'
-//! transitions), `timers` (the one table of wake-ups), this file (the machine, `handle` and
+//! Read it in this order: `types` (what goes in and out), `state` (each phase with its own
+//! data, and the phases' transitions), `timers` (the one table of wake-ups), this file (the machine, `handle` and
 //! `advance`: every rule applied in one order), `lease` (the deadline arithmetic), `raise`,
 //! `vip` (the VIP's kernel lifetime), `lower` (fencing, the step-down, the release),
 //! `watchdog`, `hold` (holding through an etcd outage on corosync's proofs, and taking the key
 //! back after it), `observe` (what the guard saw of its service and its VIP, and what follows:
 //! Pacemaker told, the VIP defended), `view` (what the rest of the guard sees); the mutation
-//! tests' switches are `crate::rules` (the takeover rule reads them too).
+//! tests reach the machine through `mutant` alone (empty in production; the rules it switches
+//! off are named in `crate::rules`, which the takeover rule reads too).
 
 mod hold;
 mod lease;
 mod lower;
+mod mutant;
 mod observe;
 mod raise;
 mod state;
@@ -60,8 +62,12 @@ use std::time::Duration;
 pub use crate::rules::{Rule, Rules};
 pub use hold::{HoldPlan, HoldView};
 pub use lease::Leadership;
+pub use mutant::Mutant;
 pub use observe::{Claim, Conflict, Gone, HealthReport, Loss, Observed};
-pub use state::{diagram, Look, Phase, RaiseStep, Release, ServiceState, StepDown, VipState};
+pub use state::{
+    diagram, Look, Lowering, Phase, RaiseFailure, RaiseStep, Release, ServiceState, State,
+    StepDown, VipState,
+};
 pub use timers::{Timer, Timers};
 pub use types::{ArmError, Cause, Fault, Input, Kernel, Level, Order, Regrant, RetakeError};
 pub use view::View;
@@ -108,44 +114,54 @@ pub struct Machine<K> {
     plan: Plan,
     leadership: Leadership,
     pub kernel: K,
-    phase: Phase,
-    /// Why the guard fenced, and when.
-    fenced: Option<(Duration, Cause)>,
-    /// Why the raise failed.
-    failure: Option<String>,
-    vip: VipState,
+    /// The phase, with what only it has.
+    state: State,
+    vip: Vip,
+    service: Service,
+    renewal: Renewal,
+    dog: Watchdog,
+    timers: Timers,
+    orders: VecDeque<Order>,
+    /// What the guard observed of the service and the VIP (observe.rs).
+    observed: Observed,
+    /// Holding through an etcd outage (hold.rs).
+    hold: hold::Hold,
+    /// Every rule holds, but in the mutation tests (mutant.rs).
+    pub mutant: Mutant,
+}
+
+/// The VIP as the machine holds it (vip.rs).
+#[derive(Debug)]
+struct Vip {
+    state: VipState,
     /// The kernel keeps the VIP at least until then (`vip::floor`): it may be replaced in
     /// place (its lifetime extended) only before.
-    vip_floor: Duration,
+    floor: Duration,
     /// Failed removals in a row (the retry backs off to a second).
-    vip_failures: u32,
-    service: ServiceState,
+    failures: u32,
+}
+
+/// The service as the machine knows it (raise.rs starts it, lower.rs stops it and looks).
+#[derive(Debug)]
+struct Service {
+    state: ServiceState,
     look: Look,
     /// What the service's leader said when it exited.
     exit_detail: Option<String>,
     /// The last "cannot tell" a look at the service said (logged once, not at every look).
     doubt: Option<String>,
-    /// The keepalive out (its send time), and when the next one goes.
-    renewal_out: Option<Duration>,
-    next_renewal_at: Duration,
-    last_renewal_sent: Duration,
-    release: Release,
-    step_down: Option<StepDown>,
-    dog: Watchdog,
-    timers: Timers,
-    orders: VecDeque<Order>,
-    /// Every rule holds, but in the mutation tests (crate::rules).
-    pub rules: Rules,
-    /// When the input being handled came in (what effects are timed by with Rule::OwnTime off).
-    handled_at: Duration,
-    /// A loss heard while raising with Rule::LossFencesTheRaise off: applied after the raise.
-    queued_loss: Option<Cause>,
-    /// What the guard observed of the service and the VIP (observe.rs).
-    observed: Observed,
-    /// Holding through an etcd outage (hold.rs).
-    hold: hold::Hold,
+}
+
+/// The keepalives.
+#[derive(Debug)]
+struct Renewal {
+    /// The keepalive out (its send time).
+    out: Option<Duration>,
+    next_at: Duration,
+    /// The send time of the last renewal applied.
+    last_sent: Duration,
     /// When a keepalive's failure was last logged.
-    last_renew_log: Option<Duration>,
+    last_log: Option<Duration>,
 }
 
 impl<K: Kernel> Machine<K> {
@@ -161,54 +177,53 @@ impl<K: Kernel> Machine<K> {
         };
         let mut m = Machine {
             dog: Watchdog::new(plan.watchdog),
-            // Counted from when the grant was sent: the time the raise takes is no reason to
-            // renew late.
-            next_renewal_at: sent + plan.clock.keepalive_interval(),
+            renewal: Renewal {
+                // Counted from when the grant was sent: the time the raise takes is no reason
+                // to renew late.
+                next_at: sent + plan.clock.keepalive_interval(),
+                out: None,
+                last_sent: sent,
+                last_log: None,
+            },
+            hold: hold::Hold::new(plan.hold.clone(), sent),
             plan,
             leadership: lead,
             kernel,
-            phase: Phase::Raising(first),
-            fenced: None,
-            failure: None,
-            vip: VipState::NotRaised,
-            vip_floor: Duration::ZERO,
-            vip_failures: 0,
-            service: ServiceState::NotStarted,
-            look: Look::Idle,
-            exit_detail: None,
-            doubt: None,
-            renewal_out: None,
-            last_renewal_sent: sent,
-            release: Release::NotYet,
-            step_down: None,
+            state: State::Raising(first),
+            vip: Vip {
+                state: VipState::NotRaised,
+                floor: Duration::ZERO,
+                failures: 0,
+            },
+            service: Service {
+                state: ServiceState::NotStarted,
+                look: Look::Idle,
+                exit_detail: None,
+                doubt: None,
+            },
             timers: Timers::default(),
             orders: VecDeque::new(),
-            rules: Rules::all(),
-            handled_at: sent,
-            queued_loss: None,
+            mutant: Mutant::default(),
             observed: Observed::default(),
-            hold: hold::Hold::new(None, sent),
-            last_renew_log: None,
         };
-        m.hold = hold::Hold::new(m.plan.hold.clone(), sent);
         m.sync_timers();
         m
     }
 
     pub fn phase(&self) -> Phase {
-        self.phase
+        self.state.phase()
     }
     pub fn deadline(&self) -> Duration {
         self.leadership.deadline()
     }
     pub fn fenced(&self) -> Option<&(Duration, Cause)> {
-        self.fenced.as_ref()
+        self.state.lowering().and_then(|l| l.fenced.as_ref())
     }
-    pub fn failure(&self) -> Option<&str> {
-        self.failure.as_deref()
+    pub fn failure(&self) -> Option<&RaiseFailure> {
+        self.state.lowering().and_then(|l| l.failure.as_ref())
     }
     pub fn vip(&self) -> VipState {
-        self.vip
+        self.vip.state
     }
     pub fn watchdog(&self) -> &WatchdogState {
         self.dog.state()
@@ -219,20 +234,21 @@ impl<K: Kernel> Machine<K> {
         self.dog.late()
     }
     pub fn service(&self) -> &ServiceState {
-        &self.service
+        &self.service.state
     }
 
     /// What is wrong, in words, for the status: a failed raise first (promote reports why it
     /// failed), then a fence.
     pub fn problem(&self) -> Option<String> {
-        match (&self.failure, &self.fenced) {
-            (Some(why), Some((_, cause))) => Some(format!("{why}; then fenced: {cause}")),
-            (Some(why), None) => Some(why.clone()),
-            (None, Some((_, cause))) => Some(format!("fenced: {cause}")),
-            (None, None) => self
-                .phase
-                .is_raising()
-                .then(|| "raising VIP and service".to_string()),
+        match &self.state {
+            State::Raising(_) => Some("raising VIP and service".to_string()),
+            State::Up { .. } => None,
+            State::Lowering(l) | State::Done(l) => match (&l.failure, &l.fenced) {
+                (Some(why), Some((_, cause))) => Some(format!("{why}; then fenced: {cause}")),
+                (Some(why), None) => Some(why.to_string()),
+                (None, Some((_, cause))) => Some(format!("fenced: {cause}")),
+                (None, None) => None,
+            },
         }
     }
 
@@ -259,21 +275,19 @@ impl<K: Kernel> Machine<K> {
     /// never the machine itself).
     pub fn view(&self) -> View {
         View {
-            phase: self.phase,
-            vip: self.vip,
-            service: self.service.clone(),
-            exit_detail: self.exit_detail.clone(),
-            fenced: self.fenced.clone(),
-            failure: self.failure.clone(),
+            state: self.state.clone(),
+            vip: self.vip.state,
+            service: self.service.state.clone(),
+            exit_detail: self.service.exit_detail.clone(),
             problem: self.problem(),
             deadline: self.leadership.deadline(),
             fence_at: self.fence_at(),
-            last_renewal_sent: self.last_renewal_sent,
+            last_renewal_sent: self.renewal.last_sent,
             watchdog: self.dog.state().clone(),
             watchdog_late: self.dog.late(),
-            vip_floor: self.vip_floor,
+            vip_floor: self.vip.floor,
             observed: self.observed.clone(),
-            hold: self.hold.view(),
+            hold: self.hold.view(self.holding_since()),
         }
     }
 
@@ -285,34 +299,35 @@ impl<K: Kernel> Machine<K> {
     /// One input at `now` (boot clock); the kernel effects it calls for are made before it
     /// returns, the other effects are queued as orders.
     pub fn handle(&mut self, now: Duration, input: Input) {
-        if self.phase == Phase::Done {
+        if let State::Done(_) = self.state {
             return;
         }
-        self.handled_at = now;
+        self.mutant.input_at(now);
         // Deadline first: nothing in an input is worth more than the fence.
         self.check_deadline(now);
         match input {
-            Input::Tick if !self.rules.holds(Rule::PingOnRenewal) => self.ping_watchdog(),
+            Input::Tick if !self.holds(Rule::PingOnRenewal) => self.ping_watchdog(),
             Input::Tick => {}
             Input::Renewed { sent, ttl } => self.renewed(now, sent, ttl),
             Input::RenewFailed { sent, why } => {
-                if self.renewal_out == Some(sent) {
-                    self.renewal_out = None;
+                if self.renewal.out == Some(sent) {
+                    self.renewal.out = None;
                     let in_row = self.renewal_failed();
                     // Racing for a member that answers; after a few failures in a row, and
                     // while holding, etcd is out: no storm of attempts.
-                    let retry = match (self.phase, in_row) {
+                    let retry = match (self.phase(), in_row) {
                         (Phase::Holding, _) => hold::RETRY_HOLDING,
                         (_, n) if n > RACE_ATTEMPTS => hold::RETRY_HOLDING,
                         _ => RENEW_RETRY,
                     };
-                    self.next_renewal_at = now + retry;
+                    self.renewal.next_at = now + retry;
                     // Said once, then once in a while: an outage is not a log flood.
                     if self
-                        .last_renew_log
+                        .renewal
+                        .last_log
                         .is_none_or(|t| now >= t + RENEW_LOG_EVERY)
                     {
-                        self.last_renew_log = Some(now);
+                        self.renewal.last_log = Some(now);
                         self.log(
                             Level::Warn,
                             format!("keepalive: {why} ({in_row} failed in a row)"),
@@ -321,9 +336,9 @@ impl<K: Kernel> Machine<K> {
                 }
             }
             Input::LeaseGone { sent } => {
-                if self.renewal_out == Some(sent) {
-                    self.renewal_out = None;
-                    self.next_renewal_at = now + hold::RETRY_HOLDING;
+                if self.renewal.out == Some(sent) {
+                    self.renewal.out = None;
+                    self.renewal.next_at = now + hold::RETRY_HOLDING;
                 }
                 self.lease_gone(now);
             }
@@ -336,7 +351,7 @@ impl<K: Kernel> Machine<K> {
             Input::TokenWritten(r) => self.token_written(now, r),
             Input::ServiceStarted(r) => self.service_started(now, r),
             Input::ServiceExited(detail) => {
-                if self.phase.is_leading() {
+                if self.phase().is_leading() {
                     self.log(Level::Error, format!("service {detail}"));
                 }
                 // Its leader gone, nothing can confirm the role given back: what is left of
@@ -346,7 +361,7 @@ impl<K: Kernel> Machine<K> {
                     format!("the service {detail} while giving the role back"),
                 );
                 self.push_exit(&detail);
-                self.exit_detail = Some(detail);
+                self.service.exit_detail = Some(detail);
                 // Its group may live on: look, and forget its pid once the group is empty
                 // (while its leader is unreaped, the group's id is ours).
                 self.look_at(now);
@@ -367,25 +382,23 @@ impl<K: Kernel> Machine<K> {
 
     /// Everything the rules call for at `now`, after the input, in this order.
     fn advance(&mut self, now: Duration) {
-        if !self.rules.holds(Rule::LossFencesTheRaise) {
-            self.apply_queued_loss(now);
-        }
+        self.apply_queued_loss(now);
         // A removal that failed is tried again in every phase (a VIP whose lifetime could not
         // be extended is removed while leading).
-        if self.vip == VipState::MaybeUp && self.timers.take(Timer::VipRetry, now) {
+        if self.vip.state == VipState::MaybeUp && self.timers.take(Timer::VipRetry, now) {
             self.lower_vip(now);
         }
-        if self.phase.is_down() {
+        if self.phase().is_down() {
             self.lower(now);
         }
         self.look_step(now);
         self.second_ping(now);
-        if self.phase.is_raising() {
+        if self.phase().is_raising() {
             self.raise_step();
         }
         self.hold_step(now);
         self.renew_step(now);
-        if self.phase.is_down() {
+        if self.phase().is_down() {
             self.disarm_step(now);
             self.release_step(now);
             self.answer_step(now);
@@ -396,24 +409,24 @@ impl<K: Kernel> Machine<K> {
     /// The timers that follow from the state rather than from a step: the fence (the
     /// deadline, or before the watchdog's reset) and the next keepalive.
     fn sync_timers(&mut self) {
-        if self.phase == Phase::Done {
+        if let State::Done(_) = self.state {
             return self.timers.clear_all();
         }
-        if self.fenced.is_none() && self.rules.holds(Rule::Deadline) {
+        if self.fenced().is_none() && self.holds(Rule::Deadline) {
             self.timers.set(Timer::Fence, self.fence_at());
         } else {
             self.timers.clear(Timer::Fence);
         }
-        if self.renewing() && self.renewal_out.is_none() {
-            self.timers.set(Timer::Renewal, self.next_renewal_at);
+        if self.renewing() && self.renewal.out.is_none() {
+            self.timers.set(Timer::Renewal, self.renewal.next_at);
         } else {
             self.timers.clear(Timer::Renewal);
         }
     }
 
     fn renew_step(&mut self, now: Duration) {
-        if self.renewing() && self.renewal_out.is_none() && now >= self.next_renewal_at {
-            self.renewal_out = Some(now);
+        if self.renewing() && self.renewal.out.is_none() && now >= self.renewal.next_at {
+            self.renewal.out = Some(now);
             self.out(Order::Keepalive { sent: now });
         }
     }
@@ -421,26 +434,56 @@ impl<K: Kernel> Machine<K> {
     fn renewing(&self) -> bool {
         // Renewals go on while anything may still be up in an orderly step-down; once fenced
         // the lease is left to run out; once everything is down there is nothing to keep.
-        self.fenced.is_none()
-            && self.release == Release::NotYet
-            && !(self.phase.is_down() && self.all_down())
-            && self.phase != Phase::Done
+        match &self.state {
+            State::Raising(_) | State::Up { .. } => true,
+            State::Lowering(l) => {
+                l.fenced.is_none() && l.release == Release::NotYet && !self.all_down()
+            }
+            State::Done(_) => false,
+        }
     }
 
     fn all_down(&self) -> bool {
-        matches!(self.vip, VipState::NotRaised | VipState::Absent) && !self.service.may_run()
+        matches!(self.vip.state, VipState::NotRaised | VipState::Absent)
+            && !self.service.state.may_run()
+    }
+
+    /// Whether `rule` holds (always, but in the mutation tests).
+    fn holds(&self, rule: Rule) -> bool {
+        self.mutant.holds(rule)
+    }
+
+    /// The release, as far as it went (not begun before anything goes down).
+    fn release(&self) -> Release {
+        self.state.lowering().map_or(Release::NotYet, |l| l.release)
+    }
+
+    /// The step-down asked, if any.
+    fn step_down_asked(&self) -> Option<StepDown> {
+        self.state.lowering().and_then(|l| l.step_down)
+    }
+
+    /// Things go down (or go on going down) for the reason `change` writes into the
+    /// lowering.
+    fn lower_for(&mut self, change: impl FnOnce(&mut Lowering)) {
+        let mut l = match &self.state {
+            State::Lowering(l) => l.clone(),
+            _ => Lowering::default(),
+        };
+        change(&mut l);
+        self.set_state(State::Lowering(l));
     }
 
     fn renewed(&mut self, now: Duration, sent: Duration, ttl: Duration) {
-        if self.renewal_out == Some(sent) {
-            self.renewal_out = None;
+        if self.renewal.out == Some(sent) {
+            self.renewal.out = None;
         }
         if ttl.is_zero() {
             self.lease_gone(now);
             return;
         }
         // The classic mistake (a mutation test): counting from the answer.
-        let sent = if self.rules.holds(Rule::SendTime) {
+        let sent = if self.holds(Rule::SendTime) {
             sent
         } else {
             now
@@ -448,18 +491,18 @@ impl<K: Kernel> Machine<K> {
         // A late answer still says how long etcd keeps the lease: the release must not
         // think it gone before it is.
         self.leadership.heard(sent, ttl);
-        if self.fenced.is_some() || !self.leadership.renew(now, sent, ttl, &self.rules) {
+        if self.fenced().is_some() || !self.leadership.renew(now, sent, ttl, &self.mutant.rules) {
             return;
         }
         if self.renewed_while_key_gone(now) {
             return;
         }
         self.renewal_applied(now);
-        self.last_renew_log = None;
-        self.last_renewal_sent = self.last_renewal_sent.max(sent);
-        self.next_renewal_at = sent + self.plan.clock.keepalive_interval();
+        self.renewal.last_log = None;
+        self.renewal.last_sent = self.renewal.last_sent.max(sent);
+        self.renewal.next_at = sent + self.plan.clock.keepalive_interval();
         self.ping_watchdog();
-        if self.vip == VipState::Up {
+        if self.vip.state == VipState::Up {
             self.extend_vip();
         }
         self.renew_before_floor();
@@ -469,11 +512,10 @@ impl<K: Kernel> Machine<K> {
 
     /// The boot clock now, after the effects made so far in this call (each one takes time).
     fn time(&mut self) -> Duration {
-        if self.rules.holds(Rule::OwnTime) {
-            self.kernel.now()
-        } else {
+        match self.mutant.stale_clock() {
             // The mistake: every effect timed by the clock read when the input came in.
-            self.handled_at
+            Some(then) => then,
+            None => self.kernel.now(),
         }
     }
 
@@ -486,14 +528,22 @@ impl<K: Kernel> Machine<K> {
     }
 
     /// Moves to `to`, along `state::TRANSITIONS` only.
-    fn set_phase(&mut self, to: Phase) {
+    fn set_state(&mut self, to: State) {
         debug_assert!(
-            state::may_move(&self.phase, &to),
+            state::may_move(self.state.phase(), to.phase()),
             "no transition from {:?} to {:?}",
-            self.phase,
+            self.state,
             to
         );
-        self.phase = to;
+        self.state = to;
+    }
+
+    /// Since when the machine holds through an etcd outage, if it does.
+    fn holding_since(&self) -> Option<Duration> {
+        match self.state {
+            State::Up { holding_since } => holding_since,
+            _ => None,
+        }
     }
 
     fn out(&mut self, order: Order) {

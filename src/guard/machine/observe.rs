@@ -118,7 +118,7 @@ impl<K: Kernel> Machine<K> {
     /// machine leads is told to Pacemaker at once (not a service the guard stops itself).
     pub(super) fn health_checked(&mut self, report: HealthReport) {
         let was_healthy = self.observed.health.as_ref().is_some_and(|h| h.healthy);
-        if was_healthy && !report.healthy && self.phase.is_leading() {
+        if was_healthy && !report.healthy && self.phase().is_leading() {
             self.out(Order::Push {
                 why: format!("service unhealthy: {}", report.detail),
                 regardless: false,
@@ -129,7 +129,7 @@ impl<K: Kernel> Machine<K> {
 
     /// The supervised command's leader exited while the machine leads: told at once.
     pub(super) fn push_exit(&mut self, detail: &str) {
-        if self.phase.is_leading() {
+        if self.phase().is_leading() {
             self.out(Order::Push {
                 why: format!("service {detail}"),
                 regardless: false,
@@ -142,16 +142,16 @@ impl<K: Kernel> Machine<K> {
     /// once.
     pub(super) fn vip_gone(&mut self, now: Duration, how: Gone, detail: String) {
         // Leading with the VIP up: the change is not the guard's own doing.
-        let ours = self.phase.is_leading() && self.vip == VipState::Up;
+        let ours = self.phase().is_leading() && self.vip.state == VipState::Up;
         let loss = match how {
             Gone::Deleted { with_link: true } | Gone::LinkDown => Loss::LinkDown,
-            Gone::Deleted { .. } if now >= self.vip_floor => Loss::Expired,
+            Gone::Deleted { .. } if now >= self.vip.floor => Loss::Expired,
             Gone::Deleted { .. } => Loss::Deleted,
         };
         // One address deleted: never extended again (a replace would add it anew). Others of
         // the master's VIPs (extra_vips) may still be up: the next lowering removes them all.
-        if matches!(how, Gone::Deleted { .. }) && self.vip == VipState::Up {
-            self.vip = VipState::MaybeUp;
+        if matches!(how, Gone::Deleted { .. }) && self.vip.state == VipState::Up {
+            self.vip.state = VipState::MaybeUp;
             self.out(Order::Persist);
         }
         if !ours || self.observed.lost.is_some() {
@@ -180,7 +180,7 @@ impl<K: Kernel> Machine<K> {
     /// announcement at most every DEFEND_INTERVAL while the lease covers the VIP, and told to
     /// Pacemaker where conflict_action=push (`push`).
     pub(super) fn vip_claimed(&mut self, now: Duration, claim: Claim) {
-        if !self.phase.is_leading() || self.vip != VipState::Up {
+        if !self.phase().is_leading() || self.vip.state != VipState::Up {
             return;
         }
         let Claim {

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use super::state::{Phase, RaiseStep, ServiceState, VipState};
+use super::state::{RaiseFailure, RaiseStep, ServiceState, State, VipState};
 use super::types::{Fault, Kernel, Level, Order};
 use super::watchdog::Arming;
 use super::{Machine, CHECK_EVERY};
@@ -15,7 +15,7 @@ use crate::service::ServiceRef;
 impl<K: Kernel> Machine<K> {
     /// Whether anything may be raised at `now`.
     pub(super) fn may_raise(&self, now: Duration) -> bool {
-        self.fenced.is_none() && self.phase.is_raising() && now < self.fence_at()
+        self.fenced().is_none() && self.phase().is_raising() && now < self.fence_at()
     }
 
     pub(super) fn raise_step(&mut self) {
@@ -24,35 +24,35 @@ impl<K: Kernel> Machine<K> {
         if !self.may_raise(now) {
             return;
         }
-        let Phase::Raising(step) = self.phase else {
+        let State::Raising(step) = self.state else {
             return;
         };
         match step {
-            RaiseStep::ArmWatchdog if self.rules.holds(Rule::ArmFirst) => {
+            RaiseStep::ArmWatchdog if self.holds(Rule::ArmFirst) => {
                 self.arm_watchdog(now);
-                if self.phase.is_raising() {
+                if self.phase().is_raising() {
                     self.raise_step();
                 }
             }
             RaiseStep::ArmWatchdog => {
                 // The mutation: the VIP first, the watchdog after it.
-                self.set_phase(Phase::Raising(RaiseStep::AddVip));
+                self.set_state(State::Raising(RaiseStep::AddVip));
                 self.raise_step();
                 self.arm_watchdog(now);
-                if self.phase.is_raising() {
-                    self.set_phase(Phase::Raising(RaiseStep::Settling));
+                if self.phase().is_raising() {
+                    self.set_state(State::Raising(RaiseStep::Settling));
                 }
             }
             RaiseStep::AddVip => self.add_vip(now),
             RaiseStep::WriteToken => {
-                self.set_phase(Phase::Raising(RaiseStep::WritingToken));
+                self.set_state(State::Raising(RaiseStep::WritingToken));
                 self.out(Order::WriteToken);
             }
             RaiseStep::StartService => {
-                self.set_phase(Phase::Raising(RaiseStep::StartingService));
+                self.set_state(State::Raising(RaiseStep::StartingService));
                 // A unit (or a warm standby's service) is known before its start, so fencing
                 // can stop it mid-start.
-                self.service = ServiceState::Starting(self.plan.known.clone());
+                self.service.state = ServiceState::Starting(self.plan.known.clone());
                 self.out(Order::StartService);
             }
             RaiseStep::Settling | RaiseStep::WritingToken | RaiseStep::StartingService => {}
@@ -70,22 +70,19 @@ impl<K: Kernel> Machine<K> {
 
     fn add_vip(&mut self, now: Duration) {
         let Some(secs) = self.leadership.vip_lifetime(now) else {
-            return self.raise_failed(
-                now,
-                "too little of the lease is left to raise the VIP".into(),
-            );
+            return self.raise_failed(now, RaiseFailure::NoTimeForVip);
         };
         match self.kernel.add_vip(secs) {
             Ok(()) => {
-                self.vip = VipState::Up;
-                self.vip_floor = super::vip::floor(now, secs);
+                self.vip.state = VipState::Up;
+                self.vip.floor = super::vip::floor(now, secs);
                 self.fit_vip(secs);
-                if !self.phase.is_raising() {
+                if !self.phase().is_raising() {
                     // No lifetime fitted: the raise failed, the VIP went again.
                     return;
                 }
                 self.renew_before_floor();
-                self.set_phase(Phase::Raising(RaiseStep::Settling));
+                self.set_state(State::Raising(RaiseStep::Settling));
                 self.out(Order::Persist);
                 // Not bounded by the deadline: renewals go on while DAD runs, and the
                 // deadline fences on its own (the settle's announcements ask first).
@@ -95,9 +92,9 @@ impl<K: Kernel> Machine<K> {
             }
             Err(e) => {
                 // It may have gone on all the same (a lost answer): treat as maybe up.
-                self.vip = VipState::MaybeUp;
+                self.vip.state = VipState::MaybeUp;
                 self.timers.set(super::Timer::VipRetry, now);
-                self.raise_failed(now, format!("VIP: {e}"));
+                self.raise_failed(now, RaiseFailure::Vip(e.to_string()));
             }
         }
     }
@@ -106,13 +103,13 @@ impl<K: Kernel> Machine<K> {
     /// A failure (or a driver that applied more) fails the raise when the watchdog is
     /// required; with auto the guard leads without it and says why.
     fn arm_watchdog(&mut self, now: Duration) {
-        if self.phase == Phase::Raising(RaiseStep::ArmWatchdog) {
+        if self.state == State::Raising(RaiseStep::ArmWatchdog) {
             let next = self.after_watchdog();
-            self.set_phase(Phase::Raising(next));
+            self.set_state(State::Raising(next));
         }
         let mut arming = self
             .dog
-            .arm(&mut self.kernel, &self.leadership, now, &self.rules);
+            .arm(&mut self.kernel, &self.leadership, now, &self.mutant.rules);
         if let Arming::Fitted { timeout_s } = arming {
             // The reset counts from the last of the arming's calls, which ended by now.
             let done = self.time().max(now);
@@ -138,33 +135,33 @@ impl<K: Kernel> Machine<K> {
             Arming::Without(why) => {
                 self.log(Level::Warn, format!("leading without a watchdog: {why}"));
             }
-            Arming::Fails(why) => self.raise_failed(now, why),
+            Arming::Fails(why) => self.raise_failed(now, RaiseFailure::Watchdog(why)),
         }
     }
 
     pub(super) fn settled(&mut self, now: Duration, r: Result<(), Fault>) {
-        if self.phase != Phase::Raising(RaiseStep::Settling) {
+        if self.state != State::Raising(RaiseStep::Settling) {
             return;
         }
         match r {
-            Ok(()) => self.set_phase(Phase::Raising(RaiseStep::WriteToken)),
-            Err(e) => self.raise_failed(now, format!("VIP: {e}")),
+            Ok(()) => self.set_state(State::Raising(RaiseStep::WriteToken)),
+            Err(e) => self.raise_failed(now, RaiseFailure::Vip(e.to_string())),
         }
     }
 
     pub(super) fn token_written(&mut self, now: Duration, r: Result<(), Fault>) {
-        if self.phase != Phase::Raising(RaiseStep::WritingToken) {
+        if self.state != State::Raising(RaiseStep::WritingToken) {
             return;
         }
         match r {
-            Ok(()) => self.set_phase(Phase::Raising(RaiseStep::StartService)),
-            Err(e) => self.raise_failed(now, e.to_string()),
+            Ok(()) => self.set_state(State::Raising(RaiseStep::StartService)),
+            Err(e) => self.raise_failed(now, RaiseFailure::Token(e.to_string())),
         }
     }
 
     pub(super) fn service_started(&mut self, now: Duration, r: Result<ServiceRef, Fault>) {
-        let starting = matches!(self.service, ServiceState::Starting(_));
-        if let ServiceState::Stopping { start_out, .. } = &mut self.service {
+        let starting = matches!(self.service.state, ServiceState::Starting(_));
+        if let ServiceState::Stopping { start_out, .. } = &mut self.service.state {
             *start_out = false;
         }
         // A look already out saw the service before this answer: it says nothing now.
@@ -173,12 +170,12 @@ impl<K: Kernel> Machine<K> {
             Ok(s) if !starting => {
                 // A stop overtook the start, and the start may have won the race after it:
                 // stop again, and look again before anything counts as stopped.
-                match self.service.clone() {
+                match self.service.state.clone() {
                     ServiceState::Stopping { killed, .. } => {
                         if let Err(e) = self.kernel.signal_service(&s, false) {
                             self.log(Level::Error, format!("SIGTERM to the service: {e}"));
                         }
-                        self.service = ServiceState::Stopping {
+                        self.service.state = ServiceState::Stopping {
                             service: s,
                             killed: false,
                             start_out: false,
@@ -192,7 +189,7 @@ impl<K: Kernel> Machine<K> {
                         }
                     }
                     _ => {
-                        self.service = ServiceState::Running(s);
+                        self.service.state = ServiceState::Running(s);
                         let kill_at = self.kill_time(now);
                         self.stop_service(now, kill_at);
                     }
@@ -200,9 +197,11 @@ impl<K: Kernel> Machine<K> {
                 self.look_at(now + CHECK_EVERY);
             }
             Ok(s) => {
-                self.service = ServiceState::Running(s);
-                if self.phase == Phase::Raising(RaiseStep::StartingService) && self.may_raise(now) {
-                    self.set_phase(Phase::Leading);
+                self.service.state = ServiceState::Running(s);
+                if self.state == State::Raising(RaiseStep::StartingService) && self.may_raise(now) {
+                    self.set_state(State::Up {
+                        holding_since: None,
+                    });
                     self.out(Order::Persist);
                     return;
                 }
@@ -214,27 +213,26 @@ impl<K: Kernel> Machine<K> {
                 if starting {
                     // A unit whose start failed may still be activating: stop it and look
                     // before forgetting it. A command that never spawned is nothing.
-                    match self.service.reference().cloned() {
+                    match self.service.state.reference().cloned() {
                         Some(s) => {
-                            self.service = ServiceState::Running(s);
+                            self.service.state = ServiceState::Running(s);
                             let kill_at = self.kill_time(now);
                             self.stop_service(now, kill_at);
                         }
-                        None => self.service = ServiceState::Stopped,
+                        None => self.service.state = ServiceState::Stopped,
                     }
                 }
-                if self.phase.is_raising() {
-                    self.raise_failed(now, format!("service: {e}"));
+                if self.phase().is_raising() {
+                    self.raise_failed(now, RaiseFailure::Service(e.to_string()));
                 }
             }
         }
     }
 
-    pub(super) fn raise_failed(&mut self, now: Duration, why: String) {
+    pub(super) fn raise_failed(&mut self, now: Duration, why: RaiseFailure) {
         self.kernel.lowering();
-        self.log(Level::Error, why.clone());
-        self.failure = Some(why);
-        self.set_phase(Phase::Failed);
+        self.log(Level::Error, why.to_string());
+        self.lower_for(|l| l.failure = Some(why));
         self.lower_vip(now);
         let kill_at = self.kill_time(now);
         self.stop_service(now, kill_at);

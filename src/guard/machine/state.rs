@@ -1,17 +1,100 @@
 //! The machine's states, each a type of its own, so that no combination of them means
-//! nonsense: the phase (with the raise's step inside it: there is none outside the raise),
-//! what is up (the VIP, the service with its start and its stop), what is out (a look at the
-//! service, the release), and the step-down. The phases' transitions are one table
-//! (`TRANSITIONS`): the machine moves only along it, and docs/architecture.md's diagram is
-//! drawn from it (a test compares them).
+//! nonsense: the `State` (each phase with what only it has: the raise's step, the hold's
+//! start, why things go down and how far the release is), what is up (the VIP, the service
+//! with its start and its stop), what is out (a look at the service, the release), and the
+//! step-down. `Phase` is a state's name, for status and state.json. The phases' transitions
+//! are one table (`TRANSITIONS`): the machine moves only along it, and docs/architecture.md's
+//! diagram is drawn from it (a test compares them).
 
+use std::time::Duration;
+
+use super::types::Cause;
 use crate::service::ServiceRef;
 
-/// What the machine is doing, for status and state.json.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Phase {
+/// The machine's state: each phase with what only it has.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum State {
     /// Raising, at this step.
     Raising(RaiseStep),
+    /// Everything raised and kept up: leading on the lease, or, since `holding_since`, past
+    /// the lease's deadline on a fresh proof that the cluster is whole while etcd cannot be
+    /// reached (hold.rs).
+    Up { holding_since: Option<Duration> },
+    /// Things go down (and come no more up).
+    Lowering(Lowering),
+    /// VIP and service down, the release settled: how it ended.
+    Done(Lowering),
+}
+
+impl State {
+    /// The state's name.
+    pub fn phase(&self) -> Phase {
+        match self {
+            State::Raising(_) => Phase::Raising,
+            State::Up {
+                holding_since: None,
+            } => Phase::Leading,
+            State::Up { .. } => Phase::Holding,
+            State::Lowering(l) if l.failure.is_some() => Phase::Failed,
+            State::Lowering(l) if l.fenced.is_some() => Phase::Fenced,
+            State::Lowering(_) => Phase::SteppingDown,
+            State::Done(_) => Phase::Done,
+        }
+    }
+
+    /// Why things went down, from the moment they began to.
+    pub fn lowering(&self) -> Option<&Lowering> {
+        match self {
+            State::Lowering(l) | State::Done(l) => Some(l),
+            _ => None,
+        }
+    }
+}
+
+/// Why things go down, and how far the release is.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Lowering {
+    /// The raise failed: stepping down, then exiting with 1 (it stays failed, fenced or not).
+    pub failure: Option<RaiseFailure>,
+    /// Ownership ended: when, and why.
+    pub fenced: Option<(Duration, Cause)>,
+    /// An orderly step-down was asked (also after a fence: its answer is owed).
+    pub step_down: Option<StepDown>,
+    pub release: Release,
+}
+
+/// Why a raise failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RaiseFailure {
+    /// Too little of the lease is left to raise the VIP.
+    NoTimeForVip,
+    /// The VIP could not be added, settled, or kept with a lifetime that fits.
+    Vip(String),
+    /// The watchdog is required and could not be armed as it must.
+    Watchdog(String),
+    /// The fencing token could not be written.
+    Token(String),
+    /// The service did not start.
+    Service(String),
+}
+
+impl std::fmt::Display for RaiseFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RaiseFailure::NoTimeForVip => {
+                f.write_str("too little of the lease is left to raise the VIP")
+            }
+            RaiseFailure::Vip(why) => write!(f, "VIP: {why}"),
+            RaiseFailure::Watchdog(why) | RaiseFailure::Token(why) => f.write_str(why),
+            RaiseFailure::Service(why) => write!(f, "service: {why}"),
+        }
+    }
+}
+
+/// A state's name: what the machine is doing, for status and state.json.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Raising,
     Leading,
     /// Leading past the lease's deadline on a fresh proof that the cluster is whole, while
     /// etcd cannot be reached (hold.rs).
@@ -26,7 +109,7 @@ pub enum Phase {
 impl Phase {
     pub fn name(&self) -> &'static str {
         match self {
-            Phase::Raising(_) => "Raising",
+            Phase::Raising => "Raising",
             Phase::Leading => "Leading",
             Phase::Holding => "Holding",
             Phase::Fenced => "Fenced",
@@ -37,7 +120,7 @@ impl Phase {
     }
 
     pub fn is_raising(&self) -> bool {
-        matches!(self, Phase::Raising(_))
+        *self == Phase::Raising
     }
 
     /// Everything raised and kept up: leading on the lease, or holding on a proof.
@@ -51,70 +134,84 @@ impl Phase {
     }
 }
 
-/// Every move between phases, with what makes it (the raise's own steps stay in Raising).
-pub const TRANSITIONS: [(&str, &str, &str); 15] = [
-    ("[*]", "Raising", "the leader key taken"),
+/// Every move between phases (None: the start), with what makes it (the raise's own steps
+/// stay in Raising).
+pub const TRANSITIONS: [(Option<Phase>, Phase, &str); 15] = [
+    (None, Phase::Raising, "the leader key taken"),
     (
-        "Raising",
-        "Leading",
+        Some(Phase::Raising),
+        Phase::Leading,
         "the service started, the raise is complete",
     ),
-    ("Raising", "Failed", "an effect of the raise failed"),
-    ("Raising", "Fenced", "ownership lost or the deadline passed"),
-    ("Raising", "SteppingDown", "step-down asked"),
-    ("Leading", "Fenced", "ownership lost or the deadline passed"),
-    ("Leading", "SteppingDown", "step-down asked"),
     (
-        "Leading",
-        "Holding",
+        Some(Phase::Raising),
+        Phase::Failed,
+        "an effect of the raise failed",
+    ),
+    (
+        Some(Phase::Raising),
+        Phase::Fenced,
+        "ownership lost or the deadline passed",
+    ),
+    (Some(Phase::Raising), Phase::SteppingDown, "step-down asked"),
+    (
+        Some(Phase::Leading),
+        Phase::Fenced,
+        "ownership lost or the deadline passed",
+    ),
+    (Some(Phase::Leading), Phase::SteppingDown, "step-down asked"),
+    (
+        Some(Phase::Leading),
+        Phase::Holding,
         "etcd silent past the deadline, the cluster proven whole",
     ),
     (
-        "Holding",
-        "Leading",
+        Some(Phase::Holding),
+        Phase::Leading,
         "etcd answers: the lease renewed, or the key taken back",
     ),
     (
-        "Holding",
-        "Fenced",
+        Some(Phase::Holding),
+        Phase::Fenced,
         "the proof lapsed or failed, or ownership lost",
     ),
-    ("Holding", "SteppingDown", "step-down asked"),
+    (Some(Phase::Holding), Phase::SteppingDown, "step-down asked"),
     (
-        "SteppingDown",
-        "Fenced",
+        Some(Phase::SteppingDown),
+        Phase::Fenced,
         "ownership lost or the deadline passed",
     ),
     (
-        "SteppingDown",
-        "Done",
+        Some(Phase::SteppingDown),
+        Phase::Done,
         "VIP and service down, the release settled",
     ),
     (
-        "Fenced",
-        "Done",
+        Some(Phase::Fenced),
+        Phase::Done,
         "VIP and service down, the release settled",
     ),
     (
-        "Failed",
-        "Done",
+        Some(Phase::Failed),
+        Phase::Done,
         "VIP and service down, the release settled",
     ),
 ];
 
 /// Whether the machine may move from `from` to `to`.
-pub fn may_move(from: &Phase, to: &Phase) -> bool {
-    from.name() == to.name()
+pub fn may_move(from: Phase, to: Phase) -> bool {
+    from == to
         || TRANSITIONS
             .iter()
-            .any(|(a, b, _)| *a == from.name() && *b == to.name())
+            .any(|(a, b, _)| *a == Some(from) && *b == to)
 }
 
 /// The phases as a Mermaid state diagram, drawn from `TRANSITIONS`.
 pub fn diagram() -> String {
     let mut d = String::from("```mermaid\nstateDiagram-v2\n");
     for (from, to, why) in TRANSITIONS {
-        d.push_str(&format!("    {from} --> {to}: {why}\n"));
+        let from = from.map_or("[*]", |p| p.name());
+        d.push_str(&format!("    {from} --> {}: {why}\n", to.name()));
     }
     d.push_str("    Done --> [*]\n```\n");
     d
@@ -218,8 +315,9 @@ pub enum Look {
 }
 
 /// The key's release (delete the key while it carries our lease, revoke the lease).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Release {
+    #[default]
     NotYet,
     InFlight,
     /// Failed; tried again when its timer fires (it expires with the lease anyway).
@@ -237,7 +335,7 @@ impl Release {
 /// An orderly step-down: its budget's end (boot clock), and whether it has been answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StepDown {
-    pub by: std::time::Duration,
+    pub by: Duration,
     pub answered: bool,
 }
 
@@ -257,16 +355,26 @@ mod tests {
 
     #[test]
     fn phases_move_only_along_the_table() {
-        let r = Phase::Raising(RaiseStep::AddVip);
-        assert!(may_move(&r, &Phase::Raising(RaiseStep::Settling)));
-        assert!(may_move(&r, &Phase::Leading));
-        assert!(may_move(&Phase::Leading, &Phase::Fenced));
-        assert!(!may_move(&Phase::Leading, &r), "nothing is raised again");
-        assert!(!may_move(&Phase::Fenced, &Phase::Leading));
+        let r = Phase::Raising;
+        assert!(may_move(r, r), "the raise's own steps");
+        assert!(may_move(r, Phase::Leading));
+        assert!(may_move(Phase::Leading, Phase::Fenced));
+        assert!(!may_move(Phase::Leading, r), "nothing is raised again");
+        assert!(!may_move(Phase::Fenced, Phase::Leading));
         assert!(
-            !may_move(&Phase::Failed, &Phase::Fenced),
+            !may_move(Phase::Failed, Phase::Fenced),
             "a failed raise stays failed"
         );
-        assert!(!may_move(&Phase::Done, &Phase::SteppingDown));
+        assert!(!may_move(Phase::Done, Phase::SteppingDown));
+        let failed = State::Lowering(Lowering {
+            failure: Some(RaiseFailure::NoTimeForVip),
+            fenced: Some((Duration::ZERO, Cause::Deadline)),
+            ..Lowering::default()
+        });
+        assert_eq!(
+            failed.phase(),
+            Phase::Failed,
+            "a failed raise stays failed, fenced or not"
+        );
     }
 }

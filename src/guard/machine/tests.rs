@@ -743,7 +743,7 @@ fn a_hold_whose_ground_goes_fences_at_the_next_answer_and_pacemaker_silent_lets_
         assert!(at >= t(12_000) && at <= t(12_000) + ASK_EVERY, "{at:?}");
         // The mistake: Pacemaker read only when the key was taken — holds on.
         let mut m = hold_machine();
-        m.rules = crate::rules::Rules::without(crate::rules::Rule::FencingWatched);
+        m.mutant.rules = crate::rules::Rules::without(crate::rules::Rule::FencingWatched);
         run_outage_with(&mut m, 100, 16_000, whole, move |_| changed.clone());
         assert!(m.fenced().is_none(), "{words}");
     }
@@ -839,7 +839,7 @@ fn a_pause_seen_by_the_rtc_running_ahead_of_the_boot_clock_fences_a_hold() {
     assert!(m.fenced().is_none(), "{:?}", m.fenced());
     // The mistake: the stale "whole" after the resume believed.
     let mut m = hold_machine();
-    m.rules = crate::rules::Rules::without(crate::rules::Rule::PauseSeen);
+    m.mutant.rules = crate::rules::Rules::without(crate::rules::Rule::PauseSeen);
     run_outage_with(&mut m, 100, 16_000, |_| vec![1, 2, 3], rtc);
     assert!(m.fenced().is_none(), "{:?}", m.fenced());
 }

@@ -7,21 +7,19 @@ use std::time::Duration;
 
 use super::hold::HoldView;
 use super::observe::Observed;
-use super::state::{Phase, RaiseStep, ServiceState, VipState};
+use super::state::{Phase, RaiseFailure, RaiseStep, ServiceState, State, VipState};
 use super::types::Cause;
 use super::watchdog::WatchdogState;
 
 /// What the machine shows the rest of the guard (`Machine::view`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct View {
-    pub phase: Phase,
+    /// The phase, with what only it has (`phase()` names it).
+    pub state: State,
     pub vip: VipState,
     pub service: ServiceState,
     /// What the service's leader said when it exited.
     pub exit_detail: Option<String>,
-    pub fenced: Option<(Duration, Cause)>,
-    /// Why the raise failed.
-    pub failure: Option<String>,
     /// What is wrong, in words (`Machine::problem`).
     pub problem: Option<String>,
     pub deadline: Duration,
@@ -41,8 +39,22 @@ pub struct View {
 }
 
 impl View {
+    pub fn phase(&self) -> Phase {
+        self.state.phase()
+    }
+
+    /// Why and when ownership ended, if it did.
+    pub fn fenced(&self) -> Option<&(Duration, Cause)> {
+        self.state.lowering().and_then(|l| l.fenced.as_ref())
+    }
+
+    /// Why the raise failed, if it did.
+    pub fn failure(&self) -> Option<&RaiseFailure> {
+        self.state.lowering().and_then(|l| l.failure.as_ref())
+    }
+
     fn may_raise(&self, now: Duration) -> bool {
-        self.fenced.is_none() && self.phase.is_raising() && now < self.fence_at
+        matches!(self.state, State::Raising(_)) && now < self.fence_at
     }
 
     /// Whether announcements for the VIP may go on (the raise is ours to finish).
@@ -53,16 +65,13 @@ impl View {
     /// Whether a conflict on the wire may be answered with an announcement of the VIP: the
     /// machine leads with it up, and the lease still covers it.
     pub fn may_defend(&self, now: Duration) -> bool {
-        self.fenced.is_none()
-            && self.phase.is_leading()
-            && self.vip == VipState::Up
-            && now < self.fence_at
+        self.phase().is_leading() && self.vip == VipState::Up && now < self.fence_at
     }
 
     /// Whether the service's start is still wanted: asked by the shell right before it
     /// spawns, so a start that waited in the queue never runs after ownership is lost.
     pub fn wants_service(&self, now: Duration) -> bool {
-        self.may_raise(now) && self.phase == Phase::Raising(RaiseStep::StartingService)
+        self.may_raise(now) && self.state == State::Raising(RaiseStep::StartingService)
     }
 
     /// The service runs as the machine sees it: started, not exited, not being stopped, and

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use super::state::VipState;
+use super::state::{RaiseFailure, VipState};
 use super::types::{Kernel, Level, Order};
 use super::{Machine, Timer, VIP_RETRY};
 use crate::lease::clock::KERNEL_EXPIRY_SLACK;
@@ -31,29 +31,29 @@ pub(super) fn floor(began: Duration, secs: u32) -> Duration {
 impl<K: Kernel> Machine<K> {
     /// Takes the VIP down (its lowering told first): confirmed absent, or tried again soon.
     pub(super) fn lower_vip(&mut self, now: Duration) {
-        if self.vip.may_be_up() {
+        if self.vip.state.may_be_up() {
             self.kernel.lowering();
             match self.kernel.remove_vip() {
                 Ok(()) => {
-                    self.vip = VipState::Absent;
+                    self.vip.state = VipState::Absent;
                     self.timers.clear(Timer::VipRetry);
-                    self.vip_failures = 0;
+                    self.vip.failures = 0;
                 }
                 Err(e) => {
-                    self.vip = VipState::MaybeUp;
-                    let backoff = VIP_RETRY * 2u32.saturating_pow(self.vip_failures.min(6));
+                    self.vip.state = VipState::MaybeUp;
+                    let backoff = VIP_RETRY * 2u32.saturating_pow(self.vip.failures.min(6));
                     let at = now + backoff.min(Duration::from_secs(1));
                     self.timers.set(Timer::VipRetry, at);
-                    if self.vip_failures == 0 {
+                    if self.vip.failures == 0 {
                         self.log(Level::Error, format!("removing the VIP: {e}; trying again"));
                     }
-                    self.vip_failures += 1;
+                    self.vip.failures += 1;
                 }
             }
             self.out(Order::CancelAnnouncements);
-        } else if self.vip == VipState::NotRaised && self.plan.vip {
+        } else if self.vip.state == VipState::NotRaised && self.plan.vip {
             // Never added: nothing can be up.
-            self.vip = VipState::Absent;
+            self.vip.state = VipState::Absent;
         }
     }
 
@@ -63,8 +63,8 @@ impl<K: Kernel> Machine<K> {
     /// whose replace ended past that moment too.
     pub(super) fn extend_vip(&mut self) {
         let now = self.time();
-        let kept_until = match self.rules.holds(Rule::ReplaceBeforeFloor) {
-            true => self.vip_floor,
+        let kept_until = match self.holds(Rule::ReplaceBeforeFloor) {
+            true => self.vip.floor,
             false => Duration::MAX,
         };
         if now + REPLACE_TAKES >= kept_until {
@@ -86,7 +86,7 @@ impl<K: Kernel> Machine<K> {
                 );
             }
             Ok(()) => {
-                self.vip_floor = floor(now, secs);
+                self.vip.floor = floor(now, secs);
                 self.fit_vip(secs);
             }
             // The address that failed keeps its old, shorter lifetime, and with it the floor;
@@ -111,8 +111,8 @@ impl<K: Kernel> Machine<K> {
     /// raise under way fails; a leader goes on without it (monitor reports it, Pacemaker
     /// recovers).
     fn vip_given_up(&mut self, now: Duration, why: &str) {
-        if self.phase.is_raising() {
-            return self.raise_failed(now, format!("VIP: {why}"));
+        if self.phase().is_raising() {
+            return self.raise_failed(now, RaiseFailure::Vip(why.to_string()));
         }
         self.log(
             Level::Error,
@@ -126,10 +126,10 @@ impl<K: Kernel> Machine<K> {
     /// member and times out: whole seconds of lifetime at a small TTL can leave less than one
     /// keepalive interval.
     pub(super) fn renew_before_floor(&mut self) {
-        if self.vip == VipState::Up {
+        if self.vip.state == VipState::Up {
             let attempts = self.plan.clock.renewal_attempt_timeout() * 2;
-            let before = self.vip_floor.saturating_sub(attempts + RENEW_BEFORE_FLOOR);
-            self.next_renewal_at = self.next_renewal_at.min(before);
+            let before = self.vip.floor.saturating_sub(attempts + RENEW_BEFORE_FLOOR);
+            self.renewal.next_at = self.renewal.next_at.min(before);
         }
     }
 
@@ -150,7 +150,7 @@ impl<K: Kernel> Machine<K> {
                 break;
             }
             secs = shorter;
-            self.vip_floor = floor(done, secs);
+            self.vip.floor = floor(done, secs);
         }
         let now = self.time();
         self.vip_given_up(

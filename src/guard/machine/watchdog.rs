@@ -384,7 +384,7 @@ impl<K: Kernel> super::Machine<K> {
         let now = self.time();
         match self
             .dog
-            .ping(&mut self.kernel, &self.leadership, now, &self.rules)
+            .ping(&mut self.kernel, &self.leadership, now, &self.mutant.rules)
         {
             Pinging::Skipped => {}
             Pinging::Pinged { second_ping } => self.plan_second_ping(second_ping),
@@ -408,7 +408,7 @@ impl<K: Kernel> super::Machine<K> {
 
     pub(super) fn plan_second_ping(&mut self, at: Option<Duration>) {
         match at {
-            Some(t) if self.fenced.is_none() => self.timers.set(Timer::SecondPing, t),
+            Some(t) if self.fenced().is_none() => self.timers.set(Timer::SecondPing, t),
             _ => self.timers.clear(Timer::SecondPing),
         }
     }
@@ -420,7 +420,7 @@ impl<K: Kernel> super::Machine<K> {
             return;
         }
         let helps = self.dog.second_ping_helps(&self.leadership, now);
-        if helps && self.fenced.is_none() && now < self.fence_at() {
+        if helps && self.fenced().is_none() && now < self.fence_at() {
             self.ping_watchdog();
             self.timers.clear(Timer::SecondPing);
         }
@@ -428,7 +428,7 @@ impl<K: Kernel> super::Machine<K> {
 
     /// The magic close, once VIP and service are confirmed down.
     pub(super) fn disarm_step(&mut self, now: Duration) {
-        if !self.all_down() && self.rules.holds(Rule::DisarmWhenDown) {
+        if !self.all_down() && self.holds(Rule::DisarmWhenDown) {
             return;
         }
         match self.dog.disarm(&mut self.kernel) {

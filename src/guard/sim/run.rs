@@ -123,7 +123,7 @@ impl Sim {
             take_back: s.take_back.is_some(),
         };
         let mut m = Machine::new(plan, Duration::ZERO, ttl, world);
-        m.rules = rules;
+        m.mutant.rules = rules;
         let deadline = m.deadline();
         let mut sim = Sim {
             rng,

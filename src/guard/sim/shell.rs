@@ -254,7 +254,7 @@ impl Sim {
         // Free by the lease's end or the guard's own release: an operator's deletion behind
         // the guard's back (OwnershipLost) is outside the guarantee, as without a record.
         let key_free = self.released || t >= self.etcd_expiry;
-        let rules = self.m.rules;
+        let rules = self.m.mutant.rules;
         let Some(hw) = &mut self.hold else {
             return;
         };
