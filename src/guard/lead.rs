@@ -210,7 +210,7 @@ impl Guard {
         // Whether it has served (a healthy leader) in this leadership, and since when it leads.
         let (mut served, led_at) = (false, std::time::Instant::now());
         loop {
-            if !health_started && fence.view().phase().is_leading() {
+            if !health_started && fence.view().state.phase().is_leading() {
                 health_started = true;
                 self.start_leading_helpers(&mut shell, &a.etcd);
             }
@@ -275,7 +275,7 @@ impl Guard {
         served: &mut bool,
         led_at: std::time::Instant,
     ) -> Option<String> {
-        if let Some((_, cause)) = fence.view().fenced().cloned() {
+        if let Some((_, cause)) = fence.view().state.fenced().cloned() {
             return Some(format!("fenced ({cause})"));
         }
         if st.is_healthy_leader() {
@@ -701,6 +701,7 @@ impl Guard {
             let why = shell
                 .fence
                 .view()
+                .state
                 .failure()
                 .map_or_else(|| "the raise failed".into(), |f| f.to_string());
             return self.give_up(GuardError::Raise(why), stepdown).await;
@@ -723,7 +724,7 @@ impl Guard {
             m.vip,
             super::machine::VipState::Up | super::machine::VipState::MaybeUp
         );
-        let fenced = m.fenced().map(|(_, c)| c.to_string());
+        let fenced = m.state.fenced().map(|(_, c)| c.to_string());
         // Confirmed stopped, or its role given back (the resident's standby from then on).
         let service_gone = matches!(m.service, ServiceState::Stopped | ServiceState::GivenBack);
         self.persisted.vip_added = vip_up;

@@ -597,7 +597,7 @@ fn from_machine(
         .map(|(l, n)| (l.label().to_string(), n))
         .collect();
     s.last_renewal_unix_ms = Some(unix_ms_at(m.last_renewal_sent));
-    s.lease_ttl_left_ms = Some(match m.fenced() {
+    s.lease_ttl_left_ms = Some(match m.state.fenced() {
         Some(_) => 0,
         None => clock.ttl_left(m.deadline, now).as_millis() as u64,
     });
@@ -618,7 +618,7 @@ fn from_machine(
             _ => {}
         }
     }
-    if let Some((at, cause)) = m.fenced() {
+    if let Some((at, cause)) = m.state.fenced() {
         s.fenced_at_unix_ms = Some(unix_ms_at(*at));
         s.fence_cause = Some(cause.label().into());
     }

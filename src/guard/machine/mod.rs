@@ -217,10 +217,10 @@ impl<K: Kernel> Machine<K> {
         self.leadership.deadline()
     }
     pub fn fenced(&self) -> Option<&(Duration, Cause)> {
-        self.state.lowering().and_then(|l| l.fenced.as_ref())
+        self.state.fenced()
     }
     pub fn failure(&self) -> Option<&RaiseFailure> {
-        self.state.lowering().and_then(|l| l.failure.as_ref())
+        self.state.failure()
     }
     pub fn vip(&self) -> VipState {
         self.vip.state

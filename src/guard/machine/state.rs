@@ -49,6 +49,16 @@ impl State {
             _ => None,
         }
     }
+
+    /// Why and when ownership ended, if it did.
+    pub fn fenced(&self) -> Option<&(Duration, Cause)> {
+        self.lowering().and_then(|l| l.fenced.as_ref())
+    }
+
+    /// Why the raise failed, if it did.
+    pub fn failure(&self) -> Option<&RaiseFailure> {
+        self.lowering().and_then(|l| l.failure.as_ref())
+    }
 }
 
 /// Why things go down, and how far the release is.

@@ -7,8 +7,7 @@ use std::time::Duration;
 
 use super::hold::HoldView;
 use super::observe::Observed;
-use super::state::{Phase, RaiseFailure, RaiseStep, ServiceState, State, VipState};
-use super::types::Cause;
+use super::state::{RaiseStep, ServiceState, State, VipState};
 use super::watchdog::WatchdogState;
 
 /// What the machine shows the rest of the guard (`Machine::view`).
@@ -39,20 +38,6 @@ pub struct View {
 }
 
 impl View {
-    pub fn phase(&self) -> Phase {
-        self.state.phase()
-    }
-
-    /// Why and when ownership ended, if it did.
-    pub fn fenced(&self) -> Option<&(Duration, Cause)> {
-        self.state.lowering().and_then(|l| l.fenced.as_ref())
-    }
-
-    /// Why the raise failed, if it did.
-    pub fn failure(&self) -> Option<&RaiseFailure> {
-        self.state.lowering().and_then(|l| l.failure.as_ref())
-    }
-
     fn may_raise(&self, now: Duration) -> bool {
         matches!(self.state, State::Raising(_)) && now < self.fence_at
     }
@@ -65,7 +50,7 @@ impl View {
     /// Whether a conflict on the wire may be answered with an announcement of the VIP: the
     /// machine leads with it up, and the lease still covers it.
     pub fn may_defend(&self, now: Duration) -> bool {
-        self.phase().is_leading() && self.vip == VipState::Up && now < self.fence_at
+        self.state.phase().is_leading() && self.vip == VipState::Up && now < self.fence_at
     }
 
     /// Whether the service's start is still wanted: asked by the shell right before it
