@@ -89,9 +89,9 @@ pub(super) struct Hold {
     proof: Option<(Duration, String)>,
     /// When etcd last answered (boot clock).
     etcd_seen: Duration,
-    /// The ask out (when it was asked), and when the next may go.
+    /// The ask out (when it was asked), and when the last one went.
     ask_out: Option<Duration>,
-    next_ask_at: Duration,
+    last_asked: Option<Duration>,
     /// The latest ask answered (answers older than it say nothing).
     answered: Option<Duration>,
     /// The watch or a confirm said the key is gone while holding: whether our lease lives
@@ -211,45 +211,62 @@ impl<K: Kernel> Machine<K> {
             }
             _ => {}
         }
-        self.ask_step(now, lease_deadline);
-        self.retake_step(now);
+        self.plan_ask(lease_deadline);
+        self.plan_retake(now);
     }
 
-    fn ask_step(&mut self, now: Duration, lease_deadline: Duration) {
+    /// When the next ask of corosync goes: only while etcd is not keeping the lease (a
+    /// keepalive failed since the last one applied), from PROOF_LIFE before the lease's
+    /// deadline (a proof is then at hand when the deadline passes), ASK_EVERY after the last.
+    /// A healthy etcd costs no ask.
+    fn next_ask(&self, lease_deadline: Duration) -> Option<Duration> {
+        let from = lease_deadline.saturating_sub(PROOF_LIFE);
+        let next = self
+            .hold
+            .last_asked
+            .map_or(from, |a| (a + ASK_EVERY).max(from));
+        self.hold.failing.then_some(next)
+    }
+
+    /// Timer::Ask at the ask out's end (the shell answers within ASK_LIMIT; one lost on the
+    /// way is given up then), or at the next ask.
+    fn plan_ask(&mut self, lease_deadline: Duration) {
+        let at = match self.hold.ask_out {
+            Some(asked) => Some(asked + ASK_LIMIT * 2),
+            None => self.next_ask(lease_deadline),
+        };
+        match at {
+            Some(at) => self.timers.set(Timer::Ask, at),
+            None => self.timers.clear(Timer::Ask),
+        }
+    }
+
+    /// Timer::Ask: the ask out given up, and the next ask when it is due.
+    pub(super) fn ask(&mut self, now: Duration) {
         if let Some(asked) = self.hold.ask_out {
-            // The shell answers within ASK_LIMIT; one lost on the way is given up.
             if now < asked + ASK_LIMIT * 2 {
-                self.timers.set(Timer::Ask, asked + ASK_LIMIT * 2);
                 return;
             }
             self.hold.ask_out = None;
         }
-        // Only while etcd is not keeping the lease (a keepalive failed since the last one
-        // applied), and from PROOF_LIFE before the lease's deadline: a proof is then at hand
-        // when the deadline passes. A healthy etcd costs no ask.
-        if !self.hold.failing {
-            self.timers.clear(Timer::Ask);
+        let due = self
+            .next_ask(self.leadership.lease_deadline())
+            .is_some_and(|next| now >= next);
+        if !self.may_hold() || !due {
             return;
         }
-        let from = lease_deadline.saturating_sub(PROOF_LIFE);
-        let next = self.hold.next_ask_at.max(from);
-        if now >= next {
-            self.hold.ask_out = Some(now);
-            self.hold.next_ask_at = now + ASK_EVERY;
-            let (fencing, online) = self
-                .hold
-                .plan
-                .as_ref()
-                .map_or((false, false), |p| (p.power_fencing, p.pacemaker));
-            self.out(Order::AskMembership {
-                asked: now,
-                fencing,
-                online,
-            });
-            self.timers.set(Timer::Ask, now + ASK_LIMIT * 2);
-        } else {
-            self.timers.set(Timer::Ask, next);
-        }
+        self.hold.ask_out = Some(now);
+        self.hold.last_asked = Some(now);
+        let (fencing, online) = self
+            .hold
+            .plan
+            .as_ref()
+            .map_or((false, false), |p| (p.power_fencing, p.pacemaker));
+        self.out(Order::AskMembership {
+            asked: now,
+            fencing,
+            online,
+        });
     }
 
     /// The latest proof in words, with how old it is.
@@ -481,16 +498,27 @@ impl<K: Kernel> Machine<K> {
         false
     }
 
-    fn retake_step(&mut self, now: Duration) {
-        if !(self.holding_since().is_some() && self.hold.lease_gone) || self.hold.retake_out {
-            self.timers.clear(Timer::Retake);
-            return;
+    /// Timer::Retake at once when etcd let the lease go while holding, unless a retake is out
+    /// or a failed one waits for its retry.
+    fn plan_retake(&mut self, now: Duration) {
+        if !self.retake_wanted() {
+            return self.timers.clear(Timer::Retake);
         }
-        if self.timers.armed(Timer::Retake) && !self.timers.take(Timer::Retake, now) {
-            return;
+        if !self.timers.armed(Timer::Retake) {
+            self.timers.set(Timer::Retake, now);
         }
-        self.hold.retake_out = true;
-        self.out(Order::Retake);
+    }
+
+    fn retake_wanted(&self) -> bool {
+        self.holding_since().is_some() && self.hold.lease_gone && !self.hold.retake_out
+    }
+
+    /// Timer::Retake: the key taken back under a new lease.
+    pub(super) fn retake(&mut self) {
+        if self.retake_wanted() {
+            self.hold.retake_out = true;
+            self.out(Order::Retake);
+        }
     }
 
     /// The retake's outcome.
@@ -509,7 +537,7 @@ impl<K: Kernel> Machine<K> {
                 self.leadership.regrant(sent, ttl);
                 self.renewal.last_sent = self.renewal.last_sent.max(sent);
                 self.renewal.out = None;
-                self.renewal.next_at = sent + self.plan.clock.keepalive_interval();
+                self.plan_renewal(sent + self.plan.clock.keepalive_interval());
                 self.log(
                     Level::Info,
                     "the key is ours again, with a new lease".into(),

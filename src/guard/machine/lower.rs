@@ -105,10 +105,8 @@ impl<K: Kernel> Machine<K> {
     /// the time left when less is left) before it must be gone: the step-down's budget less
     /// the release's reserve, or the KILL time (`kill_at`) once fenced.
     fn take_back_end(&self, now: Duration, kill_at: Duration) -> Duration {
-        let stop_by = match self.step_down_asked() {
-            Some(s) if self.fenced().is_none() && self.holds(Rule::Budget) => {
-                s.by.saturating_sub(RELEASE_RESERVE).max(kill_at)
-            }
+        let stop_by = match self.timers.get(Timer::Budget) {
+            Some(by) if self.fenced().is_none() => by.saturating_sub(RELEASE_RESERVE).max(kill_at),
             _ => kill_at,
         };
         let left = stop_by.saturating_sub(now);
@@ -204,25 +202,23 @@ impl<K: Kernel> Machine<K> {
         }
     }
 
-    /// TERM → KILL time for an orderly stop: the budget less what the release needs.
+    /// TERM → KILL time for an orderly stop: the budget less what the release needs (none
+    /// once the budget is spent).
     fn grace(&self, now: Duration) -> Duration {
         if !self.holds(Rule::Budget) {
             return STOP_GRACE;
         }
-        let by = self
-            .step_down_asked()
-            .map_or(now + DEFAULT_STEP_DOWN, |s| s.by);
+        let by = match (self.timers.get(Timer::Budget), self.step_down_asked()) {
+            (Some(by), _) => by,
+            (None, Some(_)) => now,
+            (None, None) => now + DEFAULT_STEP_DOWN,
+        };
         stop::grace(by.saturating_sub(now))
     }
 
     /// Lowering goes on until VIP and service are confirmed down: a service still running (or
     /// starting, a unit) is stopped, SIGKILL goes at its time.
     pub(super) fn lower(&mut self, now: Duration) {
-        if matches!(self.service.state, ServiceState::GivingBack(_))
-            && self.timers.take(Timer::TakeBack, now)
-        {
-            self.take_back_failed(now, "demote_command did not confirm in its budget".into());
-        }
         if matches!(
             self.service.state,
             ServiceState::Running(_) | ServiceState::Starting(Some(_))
@@ -230,22 +226,24 @@ impl<K: Kernel> Machine<K> {
             let kill_at = self.kill_time(now);
             self.stop_service(now, kill_at);
         }
+    }
+
+    /// Timer::Kill: SIGKILL to a service that got SIGTERM.
+    pub(super) fn kill(&mut self, now: Duration) {
         if let ServiceState::Stopping {
             service,
             killed: false,
             ..
         } = &self.service.state
         {
-            if self.timers.take(Timer::Kill, now) {
-                let service = service.clone();
-                if let Err(e) = self.kernel.signal_service(&service, true) {
-                    self.log(Level::Error, format!("SIGKILL to the service: {e}"));
-                }
-                if let ServiceState::Stopping { killed, .. } = &mut self.service.state {
-                    *killed = true;
-                }
-                self.look_at(now);
+            let service = service.clone();
+            if let Err(e) = self.kernel.signal_service(&service, true) {
+                self.log(Level::Error, format!("SIGKILL to the service: {e}"));
             }
+            if let ServiceState::Stopping { killed, .. } = &mut self.service.state {
+                *killed = true;
+            }
+            self.look_at(now);
         }
     }
 
@@ -265,12 +263,12 @@ impl<K: Kernel> Machine<K> {
         }
     }
 
-    pub(super) fn look_step(&mut self, now: Duration) {
-        if self.service.look == Look::Idle && self.timers.take(Timer::Look, now) {
-            if let Some(s) = self.service.state.reference().cloned() {
-                self.service.look = Look::Out { stale: false };
-                self.out(Order::CheckService(s));
-            }
+    /// Timer::Look: a look at whether anything of the service is left (one at a time: the
+    /// timer is armed only while none is out).
+    pub(super) fn look(&mut self) {
+        if let Some(s) = self.service.state.reference().cloned() {
+            self.service.look = Look::Out { stale: false };
+            self.out(Order::CheckService(s));
         }
     }
 
@@ -328,18 +326,14 @@ impl<K: Kernel> Machine<K> {
 
     pub(super) fn step_down(&mut self, now: Duration, by: Duration) {
         self.kernel.lowering();
-        // A request while another waits: the earlier answer is owed. A request after an
-        // answer (demote failed, now stop asks): its own budget.
-        let by = match self.step_down_asked() {
-            Some(s) if !s.answered => s.by.min(by),
-            _ => by,
-        };
-        let asked = StepDown {
-            by,
-            answered: false,
-        };
+        let asked = StepDown { answered: false };
         if self.holds(Rule::Budget) {
-            self.timers.set(Timer::Budget, by);
+            // A request while another waits: the earlier answer is owed. A request after an
+            // answer (demote failed, now stop asks): its own budget.
+            match self.step_down_asked() {
+                Some(s) if !s.answered => self.timers.set_earlier(Timer::Budget, by),
+                _ => self.timers.set(Timer::Budget, by),
+            }
         }
         if let State::Lowering(l) = &mut self.state {
             l.step_down = Some(asked);
@@ -353,28 +347,39 @@ impl<K: Kernel> Machine<K> {
     }
 
     pub(super) fn release_step(&mut self, now: Duration) {
-        let may_release = self.all_down() || !self.holds(Rule::ReleaseWhenDown);
-        if !may_release {
+        if !self.may_release() {
             if self.release() == Release::Failed {
-                // Tried again once everything is down again.
+                // Tried again once everything is down again; meanwhile renewed again.
                 self.timers.clear(Timer::ReleaseRetry);
                 self.set_release(Release::NotYet);
+                if self.renewing() {
+                    self.plan_renewal(now);
+                }
             }
             return;
         }
-        let due = match self.release() {
-            Release::NotYet => true,
-            Release::Failed => self.timers.take(Timer::ReleaseRetry, now),
-            Release::InFlight | Release::Done => false,
-        };
+        if self.release() == Release::NotYet {
+            self.release_now(now);
+        }
+    }
+
+    fn may_release(&self) -> bool {
+        self.all_down() || !self.holds(Rule::ReleaseWhenDown)
+    }
+
+    /// The release begins (also Timer::ReleaseRetry: one that failed, tried again), once
+    /// everything is down.
+    pub(super) fn release_now(&mut self, now: Duration) {
+        let due = matches!(self.release(), Release::NotYet | Release::Failed);
+        if !due || !self.may_release() {
+            return;
+        }
         // Past the lease's end it is gone at etcd anyway.
-        if due && now >= self.leadership.latest_end() && self.renewal.out.is_none() {
+        if now >= self.leadership.latest_end() && self.renewal.out.is_none() {
             return self.set_release(Release::Done);
         }
-        if due {
-            self.set_release(Release::InFlight);
-            self.out(Order::Release);
-        }
+        self.set_release(Release::InFlight);
+        self.out(Order::Release);
     }
 
     pub(super) fn released_answer(&mut self, now: Duration, r: Result<(), Fault>) {
@@ -394,19 +399,18 @@ impl<K: Kernel> Machine<K> {
         }
     }
 
-    pub(super) fn answer_step(&mut self, now: Duration) {
+    /// Once VIP and service are down and the release settled, a step-down is answered done
+    /// (and a failed raise ends): the machine is Done.
+    pub(super) fn answer_step(&mut self) {
         let failed = self.failure().is_some();
-        let Some(by) = self
+        let Some(step_down) = self
             .step_down_asked()
-            .map(|s| s.by)
-            .or_else(|| failed.then_some(now + DEFAULT_STEP_DOWN))
+            .or(failed.then_some(StepDown { answered: true }))
         else {
             return;
         };
-        let asked = self.step_down_asked().is_some_and(|s| !s.answered);
-        let down = self.all_down();
-        if down && self.release().settled() {
-            if asked {
+        if self.all_down() && self.release().settled() {
+            if !step_down.answered {
                 self.answer(Ok(()));
             }
             self.out(Order::Exit {
@@ -417,12 +421,16 @@ impl<K: Kernel> Machine<K> {
                 self.set_state(State::Done(l.clone()));
             }
             self.timers.clear_all();
+        }
+    }
+
+    /// Timer::Budget: the step-down's budget is spent; it is answered now — done, or what is
+    /// still up.
+    pub(super) fn budget_spent(&mut self) {
+        if self.step_down_asked().is_none_or(|s| s.answered) {
             return;
         }
-        if !self.holds(Rule::Budget) || now < by || !asked {
-            return;
-        }
-        if down {
+        if self.all_down() {
             // VIP and service down, the release still under way: the step-down is done (an
             // unreleased key only delays the next leader until the lease runs out).
             return self.answer(Ok(()));
@@ -449,7 +457,6 @@ impl<K: Kernel> Machine<K> {
         {
             s.answered = true;
         }
-        self.timers.clear(Timer::Budget);
         self.out(Order::StepDownAnswer(r));
     }
 

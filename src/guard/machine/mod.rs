@@ -31,8 +31,9 @@
 //! - a service confirmed stopped is forgotten: no signal ever goes to its pid again.
 //!
 //! Read it in this order: `types` (what goes in and out), `state` (each phase with its own
-//! data, and the phases' transitions), `timers` (the one table of wake-ups), this file (the machine, `handle` and
-//! `advance`: every rule applied in one order), `lease` (the deadline arithmetic), `raise`,
+//! data, and the phases' transitions), `timers` (the one table of wake-ups), this file (the
+//! machine, `handle` and `advance`: the timers' one dispatch, `on_timer`, then what follows
+//! from the state, `follow_state`, in one order), `lease` (the deadline arithmetic), `raise`,
 //! `vip` (the VIP's kernel lifetime), `lower` (fencing, the step-down, the release),
 //! `watchdog`, `hold` (holding through an etcd outage on corosync's proofs, and taking the key
 //! back after it), `observe` (what the guard saw of its service and its VIP, and what follows:
@@ -77,6 +78,10 @@ use crate::lease::LeaseClock;
 use crate::service::ServiceRef;
 
 pub use crate::service::stop::{CHECK_EVERY, RELEASE_RESERVE};
+
+/// Passes of the timers' arms and the state's rules at one wake-up, at most (each arm runs
+/// once per pass; a pass arms a timer for now only by a chain of effects that ends).
+const PASSES: usize = 4;
 
 /// The budget of a step-down nobody timed (a signal, a raise that failed).
 pub const DEFAULT_STEP_DOWN: Duration = Duration::from_secs(30);
@@ -155,9 +160,8 @@ struct Service {
 /// The keepalives.
 #[derive(Debug)]
 struct Renewal {
-    /// The keepalive out (its send time).
+    /// The keepalive out (its send time); the next one's time is Timer::Renewal's.
     out: Option<Duration>,
-    next_at: Duration,
     /// The send time of the last renewal applied.
     last_sent: Duration,
     /// When a keepalive's failure was last logged.
@@ -178,9 +182,6 @@ impl<K: Kernel> Machine<K> {
         let mut m = Machine {
             dog: Watchdog::new(plan.watchdog),
             renewal: Renewal {
-                // Counted from when the grant was sent: the time the raise takes is no reason
-                // to renew late.
-                next_at: sent + plan.clock.keepalive_interval(),
                 out: None,
                 last_sent: sent,
                 last_log: None,
@@ -206,7 +207,10 @@ impl<K: Kernel> Machine<K> {
             mutant: Mutant::default(),
             observed: Observed::default(),
         };
-        m.sync_timers();
+        // Counted from when the grant was sent: the time the raise takes is no reason to
+        // renew late.
+        let first_renewal = sent + m.plan.clock.keepalive_interval();
+        m.plan_renewal(first_renewal);
         m
     }
 
@@ -291,9 +295,16 @@ impl<K: Kernel> Machine<K> {
         }
     }
 
-    /// When the machine must be called again (with `Tick`), on the boot clock.
+    /// When the machine must be called again (with `Tick`), on the boot clock: the earliest
+    /// armed timer, or the fence.
     pub fn next_wake(&self) -> Option<Duration> {
-        self.timers.next()
+        let fence = match &self.state {
+            State::Raising(_) | State::Up { .. } => true,
+            State::Lowering(l) => l.fenced.is_none(),
+            State::Done(_) => false,
+        };
+        let fence = (fence && self.holds(Rule::Deadline)).then(|| self.fence_at());
+        self.timers.next().into_iter().chain(fence).min()
     }
 
     /// One input at `now` (boot clock); the kernel effects it calls for are made before it
@@ -320,7 +331,7 @@ impl<K: Kernel> Machine<K> {
                         (_, n) if n > RACE_ATTEMPTS => hold::RETRY_HOLDING,
                         _ => RENEW_RETRY,
                     };
-                    self.renewal.next_at = now + retry;
+                    self.plan_renewal(now + retry);
                     // Said once, then once in a while: an outage is not a log flood.
                     if self
                         .renewal
@@ -338,7 +349,7 @@ impl<K: Kernel> Machine<K> {
             Input::LeaseGone { sent } => {
                 if self.renewal.out == Some(sent) {
                     self.renewal.out = None;
-                    self.renewal.next_at = now + hold::RETRY_HOLDING;
+                    self.plan_renewal(now + hold::RETRY_HOLDING);
                 }
                 self.lease_gone(now);
             }
@@ -380,54 +391,72 @@ impl<K: Kernel> Machine<K> {
         self.advance(now);
     }
 
-    /// Everything the rules call for at `now`, after the input, in this order.
+    /// Everything the rules call for at `now`, after the input: each timer due, by its arm,
+    /// then what follows from the state. An arm or a rule may arm a timer for now (a KILL due
+    /// at once): a few passes, as long as one is due.
     fn advance(&mut self, now: Duration) {
         self.apply_queued_loss(now);
-        // A removal that failed is tried again in every phase (a VIP whose lifetime could not
-        // be extended is removed while leading).
-        if self.vip.state == VipState::MaybeUp && self.timers.take(Timer::VipRetry, now) {
-            self.lower_vip(now);
+        for _ in 0..PASSES {
+            for timer in timers::ALL {
+                if self.timers.take(timer, now) {
+                    self.on_timer(now, timer);
+                }
+            }
+            self.follow_state(now);
+            if timers::ALL.iter().all(|t| !self.timers.due(*t, now)) {
+                break;
+            }
         }
+    }
+
+    /// The one dispatch of timers: each timer's arm, taken when it is due.
+    fn on_timer(&mut self, now: Duration, timer: Timer) {
+        match timer {
+            // A removal that failed is tried again in every phase (a VIP whose lifetime could
+            // not be extended is removed while leading).
+            Timer::VipRetry => self.lower_vip(now),
+            Timer::TakeBack => {
+                self.take_back_failed(now, "demote_command did not confirm in its budget".into())
+            }
+            Timer::Kill => self.kill(now),
+            Timer::Look => self.look(),
+            Timer::SecondPing => self.second_ping(now),
+            Timer::Ask => self.ask(now),
+            Timer::Retake => self.retake(),
+            Timer::Renewal => self.renew(now),
+            Timer::ReleaseRetry => self.release_now(now),
+            Timer::Budget => self.budget_spent(),
+        }
+    }
+
+    /// What follows from the state, whatever woke the machine, in this order.
+    fn follow_state(&mut self, now: Duration) {
         if self.phase().is_down() {
             self.lower(now);
         }
-        self.look_step(now);
-        self.second_ping(now);
         if self.phase().is_raising() {
             self.raise_step();
         }
         self.hold_step(now);
-        self.renew_step(now);
         if self.phase().is_down() {
             self.disarm_step(now);
             self.release_step(now);
-            self.answer_step(now);
+            self.answer_step();
         }
-        self.sync_timers();
     }
 
-    /// The timers that follow from the state rather than from a step: the fence (the
-    /// deadline, or before the watchdog's reset) and the next keepalive.
-    fn sync_timers(&mut self) {
-        if let State::Done(_) = self.state {
-            return self.timers.clear_all();
-        }
-        if self.fenced().is_none() && self.holds(Rule::Deadline) {
-            self.timers.set(Timer::Fence, self.fence_at());
-        } else {
-            self.timers.clear(Timer::Fence);
-        }
+    /// Timer::Renewal: the next keepalive, while anything is kept.
+    fn renew(&mut self, now: Duration) {
         if self.renewing() && self.renewal.out.is_none() {
-            self.timers.set(Timer::Renewal, self.renewal.next_at);
-        } else {
-            self.timers.clear(Timer::Renewal);
-        }
-    }
-
-    fn renew_step(&mut self, now: Duration) {
-        if self.renewing() && self.renewal.out.is_none() && now >= self.renewal.next_at {
             self.renewal.out = Some(now);
             self.out(Order::Keepalive { sent: now });
+        }
+    }
+
+    /// The next keepalive at `at`, unless one is out (its answer plans the next).
+    fn plan_renewal(&mut self, at: Duration) {
+        if self.renewal.out.is_none() {
+            self.timers.set(Timer::Renewal, at);
         }
     }
 
@@ -477,6 +506,8 @@ impl<K: Kernel> Machine<K> {
     fn renewed(&mut self, now: Duration, sent: Duration, ttl: Duration) {
         if self.renewal.out == Some(sent) {
             self.renewal.out = None;
+            // Renewed again at once unless this answer is applied (which plans the next).
+            self.plan_renewal(now);
         }
         if ttl.is_zero() {
             self.lease_gone(now);
@@ -500,7 +531,7 @@ impl<K: Kernel> Machine<K> {
         self.renewal_applied(now);
         self.renewal.last_log = None;
         self.renewal.last_sent = self.renewal.last_sent.max(sent);
-        self.renewal.next_at = sent + self.plan.clock.keepalive_interval();
+        self.plan_renewal(sent + self.plan.clock.keepalive_interval());
         self.ping_watchdog();
         if self.vip.state == VipState::Up {
             self.extend_vip();

@@ -342,10 +342,9 @@ impl Release {
     }
 }
 
-/// An orderly step-down: its budget's end (boot clock), and whether it has been answered.
+/// An orderly step-down: whether it has been answered (its budget's end is Timer::Budget's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StepDown {
-    pub by: Duration,
     pub answered: bool,
 }
 

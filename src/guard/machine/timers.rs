@@ -1,49 +1,50 @@
 //! Every wake-up the machine can want, in one table (quinn-proto's connection/timer.rs): a
-//! step that schedules something arms its timer, the step that acts on it takes it when it is
-//! due, and the machine's next wake-up is the earliest armed one. No condition is written
-//! twice: a timer that must not fire is not armed.
+//! step that schedules something arms its timer, and `Machine::on_timer` acts on each when it
+//! is due, one arm per timer, in this table's order; the machine's next wake-up is the
+//! earliest armed one, or the fence. A timer is the one record of its time: no field mirrors
+//! it. The fence is not a timer: its time follows from the deadline and the watchdog
+//! (`Machine::fence_at`), checked before every input and after every effect.
 
 use std::time::Duration;
 
 /// What the machine may be woken for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Timer {
-    /// The fence: the deadline, or earlier, before an armed watchdog would reset the node.
-    Fence,
-    /// SIGKILL to a service that got SIGTERM.
-    Kill,
-    /// The end of the take-back's budget: a service that has not confirmed is stopped.
-    TakeBack,
-    /// A renewal's second watchdog ping (machine::watchdog).
-    SecondPing,
     /// A VIP removal that failed, tried again.
     VipRetry,
+    /// The end of the take-back's budget: a service that has not confirmed is stopped.
+    TakeBack,
+    /// SIGKILL to a service that got SIGTERM.
+    Kill,
     /// The next look at whether anything of the service is left.
     Look,
+    /// A renewal's second watchdog ping (machine::watchdog).
+    SecondPing,
+    /// The next ask of corosync while holding, or about to, or the ask out given up
+    /// (machine::hold).
+    Ask,
+    /// The next try to take the key back after a hold.
+    Retake,
     /// The next keepalive.
     Renewal,
     /// A release that failed, tried again.
     ReleaseRetry,
-    /// A step-down's budget: the answer is owed by then.
+    /// A step-down's budget: the answer is owed by then (while armed, the budget's end).
     Budget,
-    /// The next ask of corosync while holding, or about to (machine::hold).
-    Ask,
-    /// The next try to take the key back after a hold.
-    Retake,
 }
 
-const ALL: [Timer; 11] = [
-    Timer::Fence,
-    Timer::Kill,
-    Timer::TakeBack,
-    Timer::SecondPing,
+/// Every timer, in the order their arms run.
+pub const ALL: [Timer; 10] = [
     Timer::VipRetry,
+    Timer::TakeBack,
+    Timer::Kill,
     Timer::Look,
+    Timer::SecondPing,
+    Timer::Ask,
+    Timer::Retake,
     Timer::Renewal,
     Timer::ReleaseRetry,
     Timer::Budget,
-    Timer::Ask,
-    Timer::Retake,
 ];
 
 /// When each timer fires (boot clock), if armed.
@@ -108,7 +109,7 @@ mod tests {
         let s = Duration::from_secs;
         let mut t = Timers::default();
         assert_eq!(t.next(), None);
-        t.set(Timer::Fence, s(8));
+        t.set(Timer::Budget, s(8));
         t.set(Timer::Renewal, s(3));
         t.set_earlier(Timer::Kill, s(9));
         t.set_earlier(Timer::Kill, s(12));
@@ -120,5 +121,8 @@ mod tests {
         assert_eq!(t.next(), Some(s(8)));
         t.clear_all();
         assert_eq!(t.next(), None);
+        for (i, timer) in ALL.iter().enumerate() {
+            assert_eq!(*timer as usize, i, "ALL lists the timers in their order");
+        }
     }
 }

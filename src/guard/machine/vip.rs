@@ -129,7 +129,9 @@ impl<K: Kernel> Machine<K> {
         if self.vip.state == VipState::Up {
             let attempts = self.plan.clock.renewal_attempt_timeout() * 2;
             let before = self.vip.floor.saturating_sub(attempts + RENEW_BEFORE_FLOOR);
-            self.renewal.next_at = self.renewal.next_at.min(before);
+            if self.renewal.out.is_none() {
+                self.timers.set_earlier(Timer::Renewal, before);
+            }
         }
     }
 

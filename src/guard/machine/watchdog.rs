@@ -413,12 +413,9 @@ impl<K: Kernel> super::Machine<K> {
         }
     }
 
-    /// The renewal's second ping, when it is due and the promise still holds (one per
+    /// Timer::SecondPing: the renewal's second ping, when the promise still holds (one per
     /// renewal).
     pub(super) fn second_ping(&mut self, now: Duration) {
-        if !self.timers.take(Timer::SecondPing, now) {
-            return;
-        }
         let helps = self.dog.second_ping_helps(&self.leadership, now);
         if helps && self.fenced().is_none() && now < self.fence_at() {
             self.ping_watchdog();
