@@ -1,7 +1,8 @@
 //! The source's own rules, checked by reading it (what a reviewer would grep for): `unsafe`
 //! only in the modules of a kernel interface, each with its SAFETY line; no decision taken on
 //! an error's words; one `Presence`; one frames module that opens packet sockets and knows
-//! ARP's and NDP's layout; the leader key written by the library only. Runs anywhere.
+//! ARP's and NDP's layout; the leader key written by the library only; functions short enough
+//! to read (at most 8 over 80 lines, none over 120). Runs anywhere.
 
 use std::path::{Path, PathBuf};
 
@@ -118,10 +119,31 @@ fn no_decision_is_taken_on_an_errors_words() {
         "causes(e).contains(",
         "causes(&e).contains(",
         "text.contains(\"",
+        // The resident standby's answers (guard::resident::Answer is their one reader).
+        "starts_with(\"standby ",
+        "starts_with(\"cannot tell",
+        "== \"leading\"",
+        "!= \"leading\"",
+        "== \"stopped\"",
+        // etcd-client's own words for a lease etcd does not know.
+        "LeaseKeepAliveError(m) if",
     ] {
         let hits = lines_with(&files, pattern);
         assert!(hits.is_empty(), "matching an error's text: {hits:#?}");
     }
+    // The scan can fail: lines the agent and the keepalive had before are caught.
+    let before = [
+        (
+            "src/agents/master.rs".to_string(),
+            "Ok(s) if s.starts_with(\"standby \") || s == \"leading\" => {}".to_string(),
+        ),
+        (
+            "src/lease/etcd.rs".to_string(),
+            "etcd_client::Error::LeaseKeepAliveError(m) if m == LEASE_NOT_FOUND => {".to_string(),
+        ),
+    ];
+    assert_eq!(lines_with(&before, "starts_with(\"standby ").len(), 1);
+    assert_eq!(lines_with(&before, "LeaseKeepAliveError(m) if").len(), 1);
 }
 
 #[test]
@@ -238,4 +260,77 @@ fn modules_import_only_from_the_layers_beneath_them() {
         }
     }
     assert!(checked > 100, "{checked} imports read");
+}
+
+/// Each production function's length in lines, from its `fn` line to the `}` at its indent:
+/// (lines, file, line number, name). rustfmt's layout makes the indent the function's end.
+fn function_lengths(files: &[(String, String)]) -> Vec<(usize, String, usize, String)> {
+    let mut out = Vec::new();
+    for (name, code) in files {
+        let lines: Vec<&str> = code.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let t = line.trim_start();
+            let Some(at) = t.find("fn ") else { continue };
+            let head = &t[..at];
+            let words_before = head
+                .split_whitespace()
+                .all(|w| ["pub", "async", "const", "unsafe"].contains(&w) || w.starts_with("pub("));
+            if t.starts_with("//") || !words_before {
+                continue;
+            }
+            let fname: String = t[at + 3..]
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            // A declaration without a body (a trait's) ends with `;` before any `{`.
+            let Some(open) = (i..lines.len())
+                .find(|&j| lines[j].contains('{') || lines[j].trim_end().ends_with(';'))
+            else {
+                continue;
+            };
+            if !lines[open].contains('{') {
+                continue;
+            }
+            let indent = line.len() - t.len();
+            let close = (open..lines.len()).find(|&j| {
+                let l = lines[j];
+                l.len() > indent && l[indent..].starts_with('}') && l[..indent].trim().is_empty()
+            });
+            if let Some(close) = close {
+                out.push((close - i + 1, name.clone(), i + 1, fname));
+            }
+        }
+    }
+    out.sort_by(|a, b| b.cmp(a));
+    out
+}
+
+#[test]
+fn production_functions_stay_short_enough_to_read() {
+    let lengths = function_lengths(&production());
+    assert!(
+        lengths.len() > 500,
+        "the scan found {} functions: it reads the source",
+        lengths.len()
+    );
+    let over = |n: usize| lengths.iter().filter(|f| f.0 > n).collect::<Vec<_>>();
+    assert!(
+        over(120).is_empty(),
+        "functions over 120 lines: {:#?}",
+        over(120)
+    );
+    assert!(
+        over(80).len() <= 8,
+        "{} functions over 80 lines (at most 8): {:#?}",
+        over(80).len(),
+        over(80)
+    );
+    // The scan can fail: a 130-line function is seen as one.
+    let long = format!(
+        "    pub async fn long() {{\n{}    }}\n",
+        "        x();\n".repeat(128)
+    );
+    let found = function_lengths(&[("src/x.rs".into(), long)]);
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].0, 130);
 }

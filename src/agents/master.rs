@@ -7,7 +7,7 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::guard::resident::Unanswered;
+use crate::guard::resident::{Answer, Unanswered};
 use crate::lease::{leader_key, Etcd, MemberAnswers};
 use crate::ocf::failure::Failed;
 use crate::ocf::metadata::{advertised_timeout, ActionSpec, AgentInfo};
@@ -385,8 +385,8 @@ fn monitor(ctx: &Ctx) -> Done {
             match ask_resident(ctx, "status", status_timeout(ctx.env)) {
                 // A round just ended (demote answered, its guard gone, the resident not yet
                 // back to its standby), or the service started again after it: not failed.
-                Ok(s) if s.starts_with("standby ") || s == "starting" || s == "leading" => {}
-                Ok(s) if s.starts_with("cannot tell") => {
+                Ok(Answer::Standby(_) | Answer::Starting | Answer::Leading) => {}
+                Ok(s @ Answer::CannotTell(_)) => {
                     return Err(MasterError::Standby(format!("standby service: {s}")))
                 }
                 Ok(s) => {
@@ -647,7 +647,7 @@ fn promote(ctx: &Ctx) -> Done {
         true => {
             let asked = format!("lead {}\n{}", acquire_for.as_millis(), cfg.to_json());
             match ask_resident(ctx, &asked, Duration::from_secs(5).min(left(poll_until))) {
-                Ok(s) if s == "leading" => None,
+                Ok(Answer::Leading) => None,
                 // Refused: no round began.
                 Ok(s) => return Err(MasterError::NotPromoted(format!("standby=warm: {s}"))),
                 Err(Unanswered::Absent) => {
@@ -681,7 +681,7 @@ fn promote(ctx: &Ctx) -> Done {
         // resident is back to its standby.
         if warm && last.is_none() && looked.elapsed() > Duration::from_millis(500) {
             looked = Instant::now();
-            if matches!(ask_resident(ctx, "status", Duration::from_millis(500)), Ok(s) if s != "leading")
+            if matches!(ask_resident(ctx, "status", Duration::from_millis(500)), Ok(s) if s != Answer::Leading)
             {
                 break "the resident standby's round ended before its guard answered".into();
             }
@@ -767,7 +767,7 @@ fn spawn_guard(
 }
 
 /// One request to the resident standby (guard::resident), its one-line answer.
-fn ask_resident(ctx: &Ctx, lines: &str, limit: Duration) -> Result<String, Unanswered> {
+fn ask_resident(ctx: &Ctx, lines: &str, limit: Duration) -> Result<Answer, Unanswered> {
     status::block_on(crate::guard::resident::request(&ctx.dir, lines, limit))
 }
 
@@ -775,7 +775,7 @@ fn ask_resident(ctx: &Ctx, lines: &str, limit: Duration) -> Result<String, Unans
 /// its service started, within `until`.
 fn start_resident(ctx: &Ctx, cfg: &MasterConfig, until: Instant) -> Result<(), MasterError> {
     let short = Duration::from_millis(500);
-    if matches!(ask_resident(ctx, "status", short), Ok(s) if s.starts_with("standby ")) {
+    if let Ok(Answer::Standby(_)) = ask_resident(ctx, "status", short) {
         return Ok(());
     }
     let mut resident =
@@ -789,8 +789,8 @@ fn start_resident(ctx: &Ctx, cfg: &MasterConfig, until: Instant) -> Result<(), M
             )));
         }
         match ask_resident(ctx, "status", short.min(left(until))) {
-            Ok(s) if s.starts_with("standby ") => return Ok(()),
-            Ok(s) => last = s,
+            Ok(Answer::Standby(_)) => return Ok(()),
+            Ok(s) => last = s.to_string(),
             Err(Unanswered::Absent) => last = "not answering yet".into(),
             Err(Unanswered::Silent(why)) => last = why,
         }
@@ -816,7 +816,7 @@ fn stop_resident(ctx: &Ctx, until: Instant) -> Result<(), MasterError> {
     match ask_resident(ctx, &asked, left(until)) {
         Err(Unanswered::Absent) => left_by_a_dead_resident(ctx, until),
         Err(Unanswered::Silent(why)) => Err(MasterError::Standby(why)),
-        Ok(a) if a == "stopped" || a == "ending" => {
+        Ok(Answer::Stopped(None) | Answer::Ending) => {
             // It ends right after its answer: its socket goes with it.
             let gone = || {
                 matches!(

@@ -242,87 +242,7 @@ fn table(r: &Report) -> String {
         r.etcd.fencing_token.map_or("-".into(), |t| t.to_string()),
     );
     match &r.guard {
-        Some(g) => {
-            let role = serde_json::to_string(&g.role)
-                .unwrap_or_default()
-                .trim_matches('"')
-                .to_string();
-            row(
-                "this node",
-                format!(
-                    "{} is {} (guard pid {}{})",
-                    g.node,
-                    role,
-                    g.pid,
-                    g.lease_ttl_left_ms.map_or(String::new(), |t| format!(
-                        ", lease {:.1} s left",
-                        t as f64 / 1000.0
-                    ))
-                ),
-            );
-            row("guard binary", guard_binary(g));
-            let word = |present: Option<bool>| match present {
-                Some(true) => "present",
-                _ => "ABSENT",
-            };
-            if g.vips.is_empty() {
-                // A guard from before extra_vips: its one VIP.
-                if let Some(vip) = &g.vip {
-                    row("VIP", format!("{vip} {}", word(g.vip_present)));
-                }
-            }
-            for v in &g.vips {
-                row("VIP", format!("{} {}", v.address, word(v.present)));
-            }
-            row(
-                "service",
-                format!(
-                    "{} ({})",
-                    if g.service_healthy {
-                        "healthy"
-                    } else if g.service_running {
-                        "UNHEALTHY"
-                    } else {
-                        "not running"
-                    },
-                    g.service_detail
-                ),
-            );
-            if let Some(w) = &g.watchdog {
-                row("watchdog", watchdog_line(w));
-            }
-            if let Some(c) = &g.vip_conflict {
-                let ago = crate::lease::clock::unix_ms().saturating_sub(c.last_unix_ms);
-                row(
-                    "VIP conflict",
-                    format!(
-                        "claimed by {} ({}, {} frames, last {:.1} s ago)",
-                        c.mac,
-                        c.frame,
-                        c.frames,
-                        ago as f64 / 1000.0
-                    ),
-                );
-            }
-            if let Some(l) = &g.vip_lost {
-                row("VIP lost", l.clone());
-            }
-            if let Some(f) = &g.failsafe {
-                let now = crate::lease::clock::unix_ms();
-                row(
-                    "etcd outage",
-                    f.holding(now).unwrap_or_else(|| {
-                        format!(
-                            "would hold on corosync's proof (etcd last answered {:.1} s ago)",
-                            now.saturating_sub(f.etcd_last_seen_unix_ms) as f64 / 1000.0
-                        )
-                    }),
-                );
-            }
-            if let Some(p) = &g.problem {
-                row("problem", p.clone());
-            }
-        }
+        Some(g) => guard_rows(g, &mut row),
         None => row(
             "this node",
             match &r.guard_error {
@@ -332,6 +252,89 @@ fn table(r: &Report) -> String {
         ),
     }
     out
+}
+
+/// The service: healthy, UNHEALTHY or not running, and what was last said of it.
+fn service_line(g: &GuardStatus) -> String {
+    let how = if g.service_healthy {
+        "healthy"
+    } else if g.service_running {
+        "UNHEALTHY"
+    } else {
+        "not running"
+    };
+    format!("{how} ({})", g.service_detail)
+}
+
+/// The rows of this node's guard: its role, binary, VIPs, service, watchdog, conflicts,
+/// losses, an etcd outage, a problem.
+fn guard_rows(g: &GuardStatus, row: &mut impl FnMut(&str, String)) {
+    let role = serde_json::to_string(&g.role)
+        .unwrap_or_default()
+        .trim_matches('"')
+        .to_string();
+    row(
+        "this node",
+        format!(
+            "{} is {} (guard pid {}{})",
+            g.node,
+            role,
+            g.pid,
+            g.lease_ttl_left_ms.map_or(String::new(), |t| format!(
+                ", lease {:.1} s left",
+                t as f64 / 1000.0
+            ))
+        ),
+    );
+    row("guard binary", guard_binary(g));
+    let word = |present: Option<bool>| match present {
+        Some(true) => "present",
+        _ => "ABSENT",
+    };
+    if g.vips.is_empty() {
+        // A guard from before extra_vips: its one VIP.
+        if let Some(vip) = &g.vip {
+            row("VIP", format!("{vip} {}", word(g.vip_present)));
+        }
+    }
+    for v in &g.vips {
+        row("VIP", format!("{} {}", v.address, word(v.present)));
+    }
+    row("service", service_line(g));
+    if let Some(w) = &g.watchdog {
+        row("watchdog", watchdog_line(w));
+    }
+    if let Some(c) = &g.vip_conflict {
+        let ago = crate::lease::clock::unix_ms().saturating_sub(c.last_unix_ms);
+        row(
+            "VIP conflict",
+            format!(
+                "claimed by {} ({}, {} frames, last {:.1} s ago)",
+                c.mac,
+                c.frame,
+                c.frames,
+                ago as f64 / 1000.0
+            ),
+        );
+    }
+    if let Some(l) = &g.vip_lost {
+        row("VIP lost", l.clone());
+    }
+    if let Some(f) = &g.failsafe {
+        let now = crate::lease::clock::unix_ms();
+        row(
+            "etcd outage",
+            f.holding(now).unwrap_or_else(|| {
+                format!(
+                    "would hold on corosync's proof (etcd last answered {:.1} s ago)",
+                    now.saturating_sub(f.etcd_last_seen_unix_ms) as f64 / 1000.0
+                )
+            }),
+        );
+    }
+    if let Some(p) = &g.problem {
+        row("problem", p.clone());
+    }
 }
 
 #[cfg(test)]

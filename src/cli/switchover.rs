@@ -199,11 +199,10 @@ fn report_of(resource: &str, node: &str) -> String {
     }
 }
 
-fn run(a: &SwitchoverArgs) -> Result<OcfExit, CliError> {
-    let resource = a.resource.as_str();
-    let resources = super::config::cib_resources()?;
-    let cfg = super::config::from_resources(&resources, resource, EtcdConfig::from_values)?;
-    let clone = promotable_clone_of(&resources, resource)
+/// The promotable clone of `resource`, with no move or ban constraint on it already (ours
+/// would be added, and removed, beside it).
+fn movable_clone(resources: &str, resource: &str) -> Result<String, CliError> {
+    let clone = promotable_clone_of(resources, resource)
         .ok_or_else(|| CliError::NotInCib {
             resource: resource.into(),
         })?
@@ -218,7 +217,12 @@ fn run(a: &SwitchoverArgs) -> Result<OcfExit, CliError> {
             left.join(", ")
         )));
     }
-    // Pacemaker 2.0's crm_resource prints its version on stderr and exits 64.
+    Ok(clone)
+}
+
+/// The role flag this cluster's crm_resource takes (`--promoted`, or `--master` before
+/// Pacemaker 2.1); Pacemaker 2.0's crm_resource prints its version on stderr and exits 64.
+fn this_pacemakers_promoted_flag() -> Result<&'static str, CliError> {
     let version = std::process::Command::new("timeout")
         .args([&TOOL.as_secs().to_string(), "crm_resource", "--version"])
         .stdin(std::process::Stdio::null())
@@ -229,48 +233,28 @@ fn run(a: &SwitchoverArgs) -> Result<OcfExit, CliError> {
             text
         })
         .unwrap_or_default();
-    let flag = promoted_flag(&version).ok_or_else(|| {
+    promoted_flag(&version).ok_or_else(|| {
         CliError::CibUnreadable(format!(
             "cannot tell the Pacemaker release from `crm_resource --version`: {:?}",
             version.lines().next().unwrap_or_default()
         ))
-    })?;
+    })
+}
 
-    // Who leads now: etcd's word (Pacemaker promotes, the key decides).
-    let key = leader_key(
-        &cfg.scope()
-            .map_err(|why| CliError::Etcd(format!("cannot tell who leads: {why}")))?,
-        resource,
-    );
-    // One runtime for every question: the client's connections live in it.
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| CliError::Etcd(format!("cannot start a runtime: {e}")))?;
-    let etcd = rt
-        .block_on(Etcd::connect(&cfg, Duration::from_secs(2)))
-        .map_err(|e| CliError::Etcd(format!("cannot tell who leads: {e}")))?;
-    // A master of a release before the cluster's name was in the key (mid-upgrade, or the
-    // target of a downgrade) holds the legacy key: ours first, then that one.
-    let legacy = legacy_leader_key(&cfg.prefix, resource);
-    let leader = || -> Result<Option<(&str, Holder)>, LeaseError> {
-        for k in [key.as_str(), legacy.as_str()] {
-            if let Some(h) = rt.block_on(etcd.holder(k))? {
-                return Ok(Some((k, h)));
-            }
-        }
-        Ok(None)
-    };
-    let (key, holder) = leader()
-        .map_err(|e| CliError::Etcd(format!("cannot tell who leads: {e}")))?
-        .ok_or_else(|| {
-            CliError::Refused(format!(
-                "nobody holds {key} (nor {legacy}): there is no master to switch over from \
-                 (Pacemaker promotes one by itself)"
-            ))
-        })?;
-    let from = holder.node.clone();
-    let members = nodes()?;
+/// What crm_resource is asked: the master moved to `--to`, or banned from `from` (any
+/// promotable standby then); refused when `from` is not a member that is up (Pacemaker cannot
+/// move what it does not run) or no such node can be promoted now.
+fn crm_order(
+    a: &SwitchoverArgs,
+    clone: &str,
+    flag: &str,
+    from: &str,
+    key: &str,
+    members: &[(String, bool)],
+) -> Result<Vec<String>, CliError> {
+    let resource = a.resource.as_str();
+    let clone = clone.to_string();
+    let from = from.to_string();
     if !members.iter().any(|(n, up)| *n == from && *up) {
         return Err(CliError::Refused(format!(
             "{from} holds {key} but is not a cluster member that is up (a cold-standby \
@@ -283,7 +267,7 @@ fn run(a: &SwitchoverArgs) -> Result<OcfExit, CliError> {
         .filter(|(n, member)| *member && *n != from)
         .map(|(n, _)| n.as_str())
         .collect();
-    let order: Vec<String> = match &a.to {
+    Ok(match &a.to {
         Some(to) if *to == from => {
             return Err(CliError::Refused(format!(
                 "{to} is the master already (it holds {key})"
@@ -334,19 +318,20 @@ fn run(a: &SwitchoverArgs) -> Result<OcfExit, CliError> {
                 flag.into(),
             ]
         }
-    };
-    let order: Vec<&str> = order.iter().map(String::as_str).collect();
-    let asked = Instant::now();
-    tool("crm_resource", &order).map_err(CliError::Refused)?;
-    println!(
-        "{resource}: asked Pacemaker to move the master off {from} (crm_resource {})",
-        order.join(" ")
-    );
+    })
+}
 
-    // Done when another node holds the key and the scores agree, so that removing the
-    // constraint leaves the master where it is: the new master's promote sets 100, the old
-    // one's demote sets what a standby has.
-    let until = asked + Duration::from_secs(a.wait);
+/// Waits until `until` for another node (the one asked for, if any) to hold the key with a
+/// promotion score above the old master's, so that removing the constraint leaves the master
+/// where it is (the new master's promote sets 100, the old one's demote what a standby has):
+/// the new holder, and what was seen last.
+fn wait_for_another<'k>(
+    a: &SwitchoverArgs,
+    from: &str,
+    until: Instant,
+    leader: impl Fn() -> Result<Option<(&'k str, Holder)>, LeaseError>,
+) -> (Option<Holder>, String) {
+    let resource = a.resource.as_str();
     let mut last = String::from("nothing seen yet");
     let done = loop {
         if Instant::now() >= until {
@@ -355,7 +340,7 @@ fn run(a: &SwitchoverArgs) -> Result<OcfExit, CliError> {
         match leader().map(|l| l.map(|(_, h)| h)) {
             Ok(Some(h)) if h.node != from && a.to.as_ref().is_none_or(|t| *t == h.node) => {
                 let new = score(resource, &h.node);
-                let old = score(resource, &from);
+                let old = score(resource, from);
                 if new.is_some_and(|n| old.is_none_or(|o| n > o)) {
                     break Some(h);
                 }
@@ -370,6 +355,61 @@ fn run(a: &SwitchoverArgs) -> Result<OcfExit, CliError> {
         }
         std::thread::sleep(POLL);
     };
+    (done, last)
+}
+
+fn run(a: &SwitchoverArgs) -> Result<OcfExit, CliError> {
+    let resource = a.resource.as_str();
+    let resources = super::config::cib_resources()?;
+    let cfg = super::config::from_resources(&resources, resource, EtcdConfig::from_values)?;
+    let clone = movable_clone(&resources, resource)?;
+    let flag = this_pacemakers_promoted_flag()?;
+
+    // Who leads now: etcd's word (Pacemaker promotes, the key decides).
+    let key = leader_key(
+        &cfg.scope()
+            .map_err(|why| CliError::Etcd(format!("cannot tell who leads: {why}")))?,
+        resource,
+    );
+    // One runtime for every question: the client's connections live in it.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::Etcd(format!("cannot start a runtime: {e}")))?;
+    let etcd = rt
+        .block_on(Etcd::connect(&cfg, Duration::from_secs(2)))
+        .map_err(|e| CliError::Etcd(format!("cannot tell who leads: {e}")))?;
+    // A master of a release before the cluster's name was in the key (mid-upgrade, or the
+    // target of a downgrade) holds the legacy key: ours first, then that one.
+    let legacy = legacy_leader_key(&cfg.prefix, resource);
+    let leader = || -> Result<Option<(&str, Holder)>, LeaseError> {
+        for k in [key.as_str(), legacy.as_str()] {
+            if let Some(h) = rt.block_on(etcd.holder(k))? {
+                return Ok(Some((k, h)));
+            }
+        }
+        Ok(None)
+    };
+    let (key, holder) = leader()
+        .map_err(|e| CliError::Etcd(format!("cannot tell who leads: {e}")))?
+        .ok_or_else(|| {
+            CliError::Refused(format!(
+                "nobody holds {key} (nor {legacy}): there is no master to switch over from \
+                 (Pacemaker promotes one by itself)"
+            ))
+        })?;
+    let from = holder.node.clone();
+    let order = crm_order(a, &clone, flag, &from, key, &nodes()?)?;
+    let order: Vec<&str> = order.iter().map(String::as_str).collect();
+    let asked = Instant::now();
+    tool("crm_resource", &order).map_err(CliError::Refused)?;
+    println!(
+        "{resource}: asked Pacemaker to move the master off {from} (crm_resource {})",
+        order.join(" ")
+    );
+
+    let until = asked + Duration::from_secs(a.wait);
+    let (done, last) = wait_for_another(a, &from, until, leader);
     let Some(new) = done else {
         return Err(CliError::Refused(format!(
             "no new master within {} s ({last}); the constraint stays so that Pacemaker does \

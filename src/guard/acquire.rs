@@ -221,19 +221,14 @@ impl Guard {
         })
     }
 
-    /// One attempt: the takeover rule, then a lease, the key and our failsafe record in one
-    /// transaction, and a check. Ok(Ok) = ours (with our record's revision, when written);
-    /// Ok(Err) = not now; Err = etcd trouble.
-    async fn try_once(
+    /// The takeover rule's word on a failsafe record (`names_other`: it names another node):
+    /// Ok(Ok) when this guard may try for the key; Ok(Err) not now; Err etcd trouble.
+    async fn cleared(
         &self,
         etcd: &Etcd,
-        outside: &mut Outside,
-    ) -> Result<Result<(Grant, i64, Option<(i64, HoldPlan)>), Busy>, String> {
-        let found = self.look_at_record(etcd, outside).await?;
-        let names_other = found
-            .record
-            .as_ref()
-            .is_some_and(|r| r.node != self.args.node);
+        found: &Found,
+        names_other: bool,
+    ) -> Result<Result<(), Busy>, String> {
         if names_other && !matches!(found.clearance, Clearance::Clear(_)) {
             // A key still held says more than the record: its holder, as always.
             if let Some(h) = etcd
@@ -261,12 +256,13 @@ impl Guard {
                 return Ok(Err(Busy::NotClear(why.clone(), CLEARANCE_POLL)));
             }
         }
-        let (key, node, ttl) = (&self.key, &self.args.node, self.clock.ttl);
-        let grant = etcd
-            .grant(ttl)
-            .await
-            .map_err(|e| format!("etcd unreachable: {e}"))?;
-        let lease = grant.lease;
+        Ok(Ok(()))
+    }
+
+    /// What the key's transaction does with the failsafe records: our own where this guard
+    /// may hold (else the old one goes), and the mark of who took the key last.
+    fn record_take(&self, found: &Found, lease: crate::lease::LeaseId) -> RecordTake {
+        let node = &self.args.node;
         // Our own record where this guard may hold; else the old one goes.
         let ours = match (&found.may_hold, &found.cluster) {
             (Some(_), Ok(c)) => Some(
@@ -281,7 +277,6 @@ impl Guard {
             ),
             _ => None,
         };
-        let hold = found.may_hold.clone();
         let mark = crate::lease::Seen {
             node: node.clone(),
             at_unix_ms: unix_ms(),
@@ -292,7 +287,7 @@ impl Guard {
             }
             .into(),
         };
-        let take = RecordTake {
+        RecordTake {
             key: fs::record_key(&self.scope, &self.args.resource),
             seen: found.seen,
             ours,
@@ -300,7 +295,33 @@ impl Guard {
                 crate::lease::seen_key(&self.scope, &self.args.resource),
                 mark.to_json(),
             ),
-        };
+        }
+    }
+
+    /// One attempt: the takeover rule, then a lease, the key and our failsafe record in one
+    /// transaction, and a check. Ok(Ok) = ours (with our record's revision, when written);
+    /// Ok(Err) = not now; Err = etcd trouble.
+    async fn try_once(
+        &self,
+        etcd: &Etcd,
+        outside: &mut Outside,
+    ) -> Result<Result<(Grant, i64, Option<(i64, HoldPlan)>), Busy>, String> {
+        let found = self.look_at_record(etcd, outside).await?;
+        let names_other = found
+            .record
+            .as_ref()
+            .is_some_and(|r| r.node != self.args.node);
+        if let Err(busy) = self.cleared(etcd, &found, names_other).await? {
+            return Ok(Err(busy));
+        }
+        let (key, node, ttl) = (&self.key, &self.args.node, self.clock.ttl);
+        let grant = etcd
+            .grant(ttl)
+            .await
+            .map_err(|e| format!("etcd unreachable: {e}"))?;
+        let lease = grant.lease;
+        let hold = found.may_hold.clone();
+        let take = self.record_take(&found, lease);
         let legacy = self.legacy_key();
         let outcome = etcd.try_acquire(key, &legacy, node, lease, &take).await;
         match outcome {

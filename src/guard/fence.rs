@@ -187,6 +187,8 @@ struct Mailbox {
     wake: EventFd,
     stop: AtomicBool,
     view: ArcSwap<View>,
+    /// Told after each view is published (Fence::until).
+    published: tokio::sync::Notify,
     /// Cleared by the machine (Kernel::lowering) before it takes anything down itself: a start
     /// asked right before its fork, and a watcher that sees the kernel's event, know it at
     /// once, not only once the step's view is published.
@@ -219,6 +221,7 @@ impl Fence {
             wake,
             stop: AtomicBool::new(false),
             view: ArcSwap::from_pointee(machine.view()),
+            published: tokio::sync::Notify::new(),
             standing,
             watchdog_device: machine.kernel.watchdog_device().map(Into::into),
         });
@@ -242,6 +245,22 @@ impl Fence {
     /// The machine as of its last step.
     pub fn view(&self) -> Arc<View> {
         self.shared.view.load_full()
+    }
+
+    /// Ends once `done` holds of the fence, looked at again after each view the fencing
+    /// thread publishes (the machine's standing is cleared before its step's view is): no
+    /// poll.
+    pub async fn until(&self, done: impl Fn(&Fence) -> bool) {
+        loop {
+            let published = self.shared.published.notified();
+            tokio::pin!(published);
+            // Registered before the look: a view published right after it still wakes us.
+            published.as_mut().enable();
+            if done(self) {
+                return;
+            }
+            published.await;
+        }
     }
 
     /// The watchdog device chosen for this leadership.
@@ -311,6 +330,7 @@ fn fencing_thread(
         }
         arm(&timer, machine.next_wake());
         shared.view.store(Arc::new(machine.view()));
+        shared.published.notify_waiters();
     }
 }
 

@@ -34,59 +34,119 @@ pub async fn watch(
     metrics: std::sync::Arc<super::metrics::Metrics>,
 ) {
     let mut cfg = config.borrow_and_update().clone();
-    // Made anew after a reload changed the health settings (None inside: no check).
-    let mut probe: Option<Option<HealthProbe>> = None;
-    let mut count = HealthCount::default();
-    // systemd's last word on the unit (started active: the guard's start succeeded).
-    let mut unit_active = true;
-    // Since when systemd has said the unit is active without a break.
-    let mut active_since: Option<std::time::Instant> = None;
-    let mut told: Option<HealthReport> = None;
-    // health_cacert's contents the probe was made with, and the last new ones found unusable:
-    // a CA renewed in place is taken up at the next check, a bad one said once and not used.
-    let mut ca_in_use: Option<Vec<u8>> = None;
-    let mut ca_refused: Option<Vec<u8>> = None;
-    let read_ca = |cfg: &MasterConfig| {
-        cfg.health
-            .cacert
-            .as_ref()
-            .map(|path| std::fs::read(path).unwrap_or_default())
+    let mut w = Watch {
+        probe: None,
+        count: HealthCount::default(),
+        unit_active: true,
+        active_since: None,
+        told: None,
+        ca_in_use: None,
+        ca_refused: None,
     };
     loop {
-        if let (Some(Some(_)), Some(now)) = (&probe, read_ca(&cfg)) {
-            if Some(&now) != ca_in_use.as_ref() && Some(&now) != ca_refused.as_ref() {
+        if let Err(e) = w.make_probe(&cfg) {
+            // At promote this keeps it waiting; after a reload it is a failure.
+            fence.handle(Input::Health(HealthReport {
+                healthy: false,
+                detail: format!("health probe unusable: {e}"),
+                unit_inactive: !w.unit_active,
+            }));
+            return;
+        }
+        let report = w.check(&cfg, &fence, &metrics).await;
+        if w.told.as_ref() != Some(&report) {
+            w.told = Some(report.clone());
+            fence.handle(Input::Health(report));
+        }
+        let pause = match w.count.passed_once() {
+            true => cfg.health.interval,
+            false => FIRST_PASS_INTERVAL,
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(pause) => {}
+            changed = config.changed() => {
+                if changed.is_err() {
+                    // No sender (cannot happen while Shared holds it): no busy loop either.
+                    tokio::time::sleep(pause).await;
+                }
+            }
+        }
+        let now = config.borrow_and_update().clone();
+        if (&now.health.url, &now.health.cacert, &now.health.command)
+            != (&cfg.health.url, &cfg.health.cacert, &cfg.health.command)
+        {
+            w.count.new_check();
+        }
+        if now.health != cfg.health {
+            w.probe = None;
+        }
+        cfg = now;
+    }
+}
+
+/// The health watch's own state from one check to the next.
+struct Watch {
+    /// Made anew after a reload changed the health settings (None inside: no check).
+    probe: Option<Option<HealthProbe>>,
+    count: HealthCount,
+    /// systemd's last word on the unit (started active: the guard's start succeeded).
+    unit_active: bool,
+    /// Since when systemd has said the unit is active without a break.
+    active_since: Option<std::time::Instant>,
+    /// The last report the machine was told.
+    told: Option<HealthReport>,
+    /// health_cacert's contents the probe was made with, and the last new ones found
+    /// unusable: a CA renewed in place is taken up at the next check, a bad one said once and
+    /// not used.
+    ca_in_use: Option<Vec<u8>>,
+    ca_refused: Option<Vec<u8>>,
+}
+
+fn read_ca(cfg: &MasterConfig) -> Option<Vec<u8>> {
+    cfg.health
+        .cacert
+        .as_ref()
+        .map(|path| std::fs::read(path).unwrap_or_default())
+}
+
+impl Watch {
+    /// The probe for `cfg`: made when there is none (at the start, after a reload changed
+    /// the health settings), and again when health_cacert's contents changed and are usable.
+    /// Err: no probe can be made.
+    fn make_probe(&mut self, cfg: &MasterConfig) -> Result<(), String> {
+        if let (Some(Some(_)), Some(now)) = (&self.probe, read_ca(cfg)) {
+            if Some(&now) != self.ca_in_use.as_ref() && Some(&now) != self.ca_refused.as_ref() {
                 match HealthProbe::new(&cfg.health) {
                     Ok(p) => {
                         log::info!("health_cacert changed: used from this check on");
-                        probe = Some(p);
-                        ca_in_use = Some(now);
-                        ca_refused = None;
+                        self.probe = Some(p);
+                        self.ca_in_use = Some(now);
+                        self.ca_refused = None;
                     }
                     Err(e) => {
                         log::warn!(
                             "health_cacert changed but cannot be used, the CA in use is kept: {e}"
                         );
-                        ca_refused = Some(now);
+                        self.ca_refused = Some(now);
                     }
                 }
             }
         }
-        if probe.is_none() {
-            ca_in_use = read_ca(&cfg);
-            probe = match HealthProbe::new(&cfg.health) {
-                Ok(p) => Some(p),
-                Err(e) => {
-                    // At promote this keeps it waiting; after a reload it is a failure.
-                    fence.handle(Input::Health(HealthReport {
-                        healthy: false,
-                        detail: format!("health probe unusable: {e}"),
-                        unit_inactive: !unit_active,
-                    }));
-                    return;
-                }
-            };
+        if self.probe.is_none() {
+            self.ca_in_use = read_ca(cfg);
+            self.probe = Some(HealthProbe::new(&cfg.health).map_err(|e| e.to_string())?);
         }
-        let check = probe.as_ref().and_then(Option::as_ref);
+        Ok(())
+    }
+
+    /// One check: whether the service runs (for a unit, systemd's word), then its health
+    /// check, counted towards the verdict.
+    async fn check(
+        &mut self,
+        cfg: &MasterConfig,
+        fence: &Fence,
+        metrics: &super::metrics::Metrics,
+    ) -> HealthReport {
         let view = fence.view();
         // Started and not exited, as the machine has it (whether systemd still has the unit
         // active is this watch's own finding, below).
@@ -94,32 +154,9 @@ pub async fn watch(
             matches!(view.service, ServiceState::Running(_)) && view.exit_detail.is_none();
         let mut detail = None;
         if let (true, ServiceSpec::Systemd { unit }) = (running, &cfg.service) {
-            // A unit has no child to wait for: ask systemd whether it is still active. Only
-            // systemd's own "inactive" or "failed" is a stopped unit; a systemctl that cannot
-            // answer (PID 1 re-executing) leaves the last verdict as it was.
-            match unit_presence(unit, UNIT_LOOK).await {
-                Presence::Present => {
-                    unit_active = true;
-                    active_since.get_or_insert_with(std::time::Instant::now);
-                }
-                Presence::Absent => {
-                    unit_active = false;
-                    active_since = None;
-                }
-                Presence::CannotTell(why) => {
-                    log::warn!("cannot tell whether {unit} is active: {why}");
-                }
-            }
-            running = unit_active;
-            if !unit_active {
-                detail = Some(format!("{unit} is not active"));
-            } else if !count.passed_once() && active_since.is_none_or(|t| t.elapsed() < UNIT_SETTLE)
-            {
-                // Not yet a success, and no failure either: looked at again shortly.
-                running = false;
-                detail = Some(format!("{unit} active for less than {UNIT_SETTLE:?}"));
-            }
+            (running, detail) = self.look_at_unit(unit).await;
         }
+        let check = self.probe.as_ref().and_then(Option::as_ref);
         let passed = match (check, running) {
             (_, false) => false,
             (None, true) => {
@@ -137,47 +174,53 @@ pub async fn watch(
         if !passed && running {
             metrics.health_failed();
         }
-        let healthy = count.checked(passed, running, cfg.health.failures);
+        let healthy = self.count.checked(passed, running, cfg.health.failures);
         let detail = match (detail, passed, healthy) {
             (Some(d), false, true) => format!(
                 "{d} ({} of {} failed checks before unhealthy)",
-                count.failed_in_a_row(),
+                self.count.failed_in_a_row(),
                 cfg.health.failures
             ),
             (Some(d), _, _) => d,
             (None, ..) => "not running".to_string(),
         };
-        let report = HealthReport {
+        HealthReport {
             healthy,
             detail,
-            unit_inactive: !unit_active,
-        };
-        if told.as_ref() != Some(&report) {
-            told = Some(report.clone());
-            fence.handle(Input::Health(report));
+            unit_inactive: !self.unit_active,
         }
-        let pause = match count.passed_once() {
-            true => cfg.health.interval,
-            false => FIRST_PASS_INTERVAL,
-        };
-        tokio::select! {
-            _ = tokio::time::sleep(pause) => {}
-            changed = config.changed() => {
-                if changed.is_err() {
-                    // No sender (cannot happen while Shared holds it): no busy loop either.
-                    tokio::time::sleep(pause).await;
-                }
+    }
+
+    /// A unit has no child to wait for: systemd is asked whether it is still active. Only
+    /// systemd's own "inactive" or "failed" is a stopped unit; a systemctl that cannot answer
+    /// (PID 1 re-executing) leaves the last verdict as it was. Whether it counts as running,
+    /// and what to say if not.
+    async fn look_at_unit(&mut self, unit: &str) -> (bool, Option<String>) {
+        match unit_presence(unit, UNIT_LOOK).await {
+            Presence::Present => {
+                self.unit_active = true;
+                self.active_since
+                    .get_or_insert_with(std::time::Instant::now);
+            }
+            Presence::Absent => {
+                self.unit_active = false;
+                self.active_since = None;
+            }
+            Presence::CannotTell(why) => {
+                log::warn!("cannot tell whether {unit} is active: {why}");
             }
         }
-        let now = config.borrow_and_update().clone();
-        if (&now.health.url, &now.health.cacert, &now.health.command)
-            != (&cfg.health.url, &cfg.health.cacert, &cfg.health.command)
-        {
-            count.new_check();
+        if !self.unit_active {
+            return (false, Some(format!("{unit} is not active")));
         }
-        if now.health != cfg.health {
-            probe = None;
+        let settling = self.active_since.is_none_or(|t| t.elapsed() < UNIT_SETTLE);
+        if !self.count.passed_once() && settling {
+            // Not yet a success, and no failure either: looked at again shortly.
+            return (
+                false,
+                Some(format!("{unit} active for less than {UNIT_SETTLE:?}")),
+            );
         }
-        cfg = now;
+        (true, None)
     }
 }

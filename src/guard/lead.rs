@@ -17,10 +17,12 @@ use super::machine::{
 };
 use super::status::StepDown;
 use super::watchdog::{DevPath, Dog, Opener};
-use super::{answers, health, keepalive, Acquired, Ended, Guard, GuardError, StopSignals};
+use super::{
+    answers, health, keepalive, Acquired, Ended, Guard, GuardArgs, GuardError, StopSignals,
+};
 use crate::lease::clock::boottime;
 use crate::lease::Etcd;
-use crate::resource::config::WatchdogMode;
+use crate::resource::config::{WarmHook, WatchdogMode};
 use crate::resource::status::GuardStatus;
 use crate::resource::watchdog::Choice;
 use crate::runfiles::write_private;
@@ -70,6 +72,13 @@ struct Shell {
     reporter: Option<super::push::Reporter>,
 }
 
+/// What the shell's helpers tell it: a service started, the key taken back after a hold (its
+/// new lease's grant and the new fencing token).
+struct Heard {
+    started: mpsc::UnboundedReceiver<Running>,
+    retaken: mpsc::UnboundedReceiver<(crate::lease::Grant, i64)>,
+}
+
 /// How often a campaign's guard looks whether its leadership must end (fenced, or not serving).
 const CAMPAIGN_LOOK: Duration = Duration::from_millis(250);
 
@@ -89,44 +98,14 @@ impl Guard {
             )
         });
         let record_ref = record.as_ref().map(|(k, r)| (k.as_str(), *r));
-        // Resolved and checked before the machine exists: route dumps and an ARP probe are no
-        // work for the fencing lock.
-        // The configuration in force now (a reload may have changed the announcements).
-        let vips: Vec<_> = self.shared.config.borrow().vips().cloned().collect();
-        // All at once, off the runtime thread: no renewal runs yet, and each may probe for a
-        // duplicate (run_arping) for 600 ms.
-        let preparing: Vec<_> = vips
-            .into_iter()
-            .map(|v| tokio::task::spawn_blocking(move || up::prepare(v)))
-            .collect();
-        let mut ready = Vec::new();
-        let mut failed = None;
-        for p in preparing {
-            match p.await {
-                Ok(Ok(r)) => ready.push(r),
-                Ok(Err(e)) => failed = failed.or(Some(GuardError::Vip(e))),
-                Err(e) => failed = failed.or(Some(GuardError::Fencing(e.to_string()))),
+        let ready = match self.prepare_vips().await {
+            Ok(ready) => ready,
+            Err(e) => {
+                let _ = a.etcd.release(&self.key, lease, record_ref).await;
+                return self.give_up(e, stepdown).await;
             }
-        }
-        if let Some(e) = failed {
-            let _ = a.etcd.release(&self.key, lease, record_ref).await;
-            return self.give_up(e, stepdown).await;
-        }
-        let (dog, watchdog) = match &self.watchdog {
-            Choice::Use(paths) => (
-                Some(Dog::new(
-                    paths
-                        .iter()
-                        .map(|p| Box::new(DevPath(p.clone())) as Box<dyn Opener>)
-                        .collect(),
-                )),
-                match self.args.config.watchdog.mode {
-                    WatchdogMode::Required => WatchdogPlan::Required,
-                    _ => WatchdogPlan::Auto,
-                },
-            ),
-            _ => (None, WatchdogPlan::Off),
         };
+        let (dog, watchdog) = self.watchdog_plan();
         let addrs: Vec<_> = ready.iter().map(|r| r.vip.new_addr(&r.target)).collect();
         // Recorded before any is added (with the leadership, below): clean-up after a dead
         // guard removes exactly these.
@@ -149,9 +128,9 @@ impl Guard {
                 (None, ServiceSpec::Command { .. }) => None,
             },
             hold: a.record.as_ref().map(|(_, plan)| plan.clone()),
-            take_back: self.warm.is_some() && self.hook("demote_command").is_some(),
+            take_back: self.warm.is_some() && self.hook(WarmHook::Demote).is_some(),
         };
-        let (orders_tx, mut orders) = mpsc::unbounded_channel();
+        let (orders_tx, orders) = mpsc::unbounded_channel();
         let started = host.map_err(|e| e.to_string()).and_then(|h| {
             let machine = Machine::new(plan, a.grant.sent, a.grant.ttl, h);
             Fence::start(machine, orders_tx).map_err(|e| e.to_string())
@@ -166,40 +145,29 @@ impl Guard {
         let _ = self.fence.set(fence.clone());
         self.record_leadership(&a);
 
-        let (renew_tx, renew_rx) = mpsc::unbounded_channel();
-        let (started_tx, mut started_rx) = mpsc::unbounded_channel();
-        let (retaken_tx, mut retaken_rx) = mpsc::unbounded_channel();
-        let mut shell = Shell {
-            fence: fence.clone(),
-            etcd: a.etcd.clone(),
-            token: a.token,
-            wire: ready
-                .iter()
-                .map(|r| (r.target.link.clone(), r.vip.config.ip))
-                .collect(),
-            ready,
-            run_dir: crate::runfiles::root(),
-            renew_tx,
-            started_tx,
-            retaken_tx,
-            record,
-            lease_helpers: Helpers::default(),
-            waiting: Vec::new(),
-            helpers: Helpers::default(),
-            reporter: self.args.pacemaker_resource.as_ref().map(|rsc| {
-                super::push::Reporter::new(
-                    rsc.clone(),
-                    self.args.node.clone(),
-                    self.args.resource.clone(),
-                    self.shared.config.subscribe(),
-                )
-            }),
-        };
+        let (mut shell, renew_rx, heard) = self.shell(fence.clone(), &a, ready, record);
         self.start_lease_helpers(&mut shell, lease, renew_rx);
         shell.helpers.add(tokio::spawn(warn_of_old_etcd(
             a.etcd.clone(),
             self.args.resource.clone(),
         )));
+        self.serve(shell, &a.etcd, orders, heard, stepdown, signals)
+            .await
+    }
+
+    /// The leadership's shell at work until the machine is done: its orders performed,
+    /// step-down requests and signals told to it, the service's start and exit and a key taken
+    /// back heard, and a campaign's leadership judged.
+    async fn serve(
+        &mut self,
+        mut shell: Shell,
+        etcd: &Etcd,
+        mut orders: mpsc::UnboundedReceiver<Order>,
+        mut heard: Heard,
+        stepdown: &mut mpsc::Receiver<StepDown>,
+        signals: &mut StopSignals,
+    ) -> Result<Ended, GuardError> {
+        let fence = shell.fence.clone();
         let mut health_started = false;
         let mut service_exited = false;
         // A campaign's guard looks whether its leadership must end (campaign_verdict); other
@@ -212,7 +180,7 @@ impl Guard {
         loop {
             if !health_started && fence.view().state.phase().is_leading() {
                 health_started = true;
-                self.start_leading_helpers(&mut shell, &a.etcd);
+                self.start_leading_helpers(&mut shell, etcd);
             }
             let service = self.service.as_mut();
             tokio::select! {
@@ -224,11 +192,11 @@ impl Guard {
                             fence.handle(Input::StepDown { by: boottime() + DEFAULT_STEP_DOWN });
                         }
                     }
-                    if let Some(raise_failed) = self.perform(&mut shell, order).await {
+                    if let Some(exit) = self.perform(&mut shell, order).await {
                         shell.helpers.stop();
                         shell.lease_helpers.stop();
                         fence.stop();
-                        return self.finish(raise_failed, &mut shell, stepdown).await;
+                        return self.finish(exit, &mut shell, stepdown).await;
                     }
                 }
                 Some(request) = stepdown.recv() => {
@@ -254,13 +222,100 @@ impl Guard {
                         fence.handle(Input::StepDown { by: boottime() + DEFAULT_STEP_DOWN });
                     }
                 }
-                Some(running) = started_rx.recv() => self.service_started(running),
-                Some((grant, token)) = retaken_rx.recv() => self.retaken(&mut shell, grant, token),
+                Some(running) = heard.started.recv() => self.service_started(running),
+                Some((grant, token)) = heard.retaken.recv() => self.retaken(&mut shell, grant, token),
                 detail = async { match service { Some(s) => s.wait_exit().await, None => std::future::pending().await } }, if !service_exited => {
                     service_exited = true;
                     fence.handle(Input::ServiceExited(detail));
                 }
             }
+        }
+    }
+
+    /// The shell of a leadership whose machine runs behind `fence`, with the receiving ends
+    /// of what its helpers send: renewals to make, services started, keys taken back.
+    fn shell(
+        &self,
+        fence: Fence,
+        a: &Acquired,
+        ready: Vec<up::Ready>,
+        record: Option<(String, i64)>,
+    ) -> (Shell, mpsc::UnboundedReceiver<Duration>, Heard) {
+        let (renew_tx, renew_rx) = mpsc::unbounded_channel();
+        let (started_tx, started_rx) = mpsc::unbounded_channel();
+        let (retaken_tx, retaken_rx) = mpsc::unbounded_channel();
+        let shell = Shell {
+            fence,
+            etcd: a.etcd.clone(),
+            token: a.token,
+            wire: ready
+                .iter()
+                .map(|r| (r.target.link.clone(), r.vip.config.ip))
+                .collect(),
+            ready,
+            run_dir: crate::runfiles::root(),
+            renew_tx,
+            started_tx,
+            retaken_tx,
+            record,
+            lease_helpers: Helpers::default(),
+            waiting: Vec::new(),
+            helpers: Helpers::default(),
+            reporter: self.args.pacemaker_resource.as_ref().map(|rsc| {
+                super::push::Reporter::new(
+                    rsc.clone(),
+                    self.args.node.clone(),
+                    self.args.resource.clone(),
+                    self.shared.config.subscribe(),
+                )
+            }),
+        };
+        let heard = Heard {
+            started: started_rx,
+            retaken: retaken_rx,
+        };
+        (shell, renew_rx, heard)
+    }
+
+    /// Every VIP resolved and checked before the machine exists (route dumps and an ARP probe
+    /// are no work for the fencing thread), with the configuration in force now (a reload may
+    /// have changed the announcements): all at once, off the runtime thread — no renewal runs
+    /// yet, and each may probe for a duplicate (run_arping) for 600 ms.
+    async fn prepare_vips(&self) -> Result<Vec<up::Ready>, GuardError> {
+        let vips: Vec<_> = self.shared.config.borrow().vips().cloned().collect();
+        let preparing: Vec<_> = vips
+            .into_iter()
+            .map(|v| tokio::task::spawn_blocking(move || up::prepare(v)))
+            .collect();
+        let mut ready = Vec::new();
+        let mut failed = None;
+        for p in preparing {
+            match p.await {
+                Ok(Ok(r)) => ready.push(r),
+                Ok(Err(e)) => failed = failed.or(Some(GuardError::Vip(e))),
+                Err(e) => failed = failed.or(Some(GuardError::Fencing(e.to_string()))),
+            }
+        }
+        failed.map_or(Ok(ready), Err)
+    }
+
+    /// The watchdog chosen before the key was taken, as the fencing thread opens it, and what
+    /// the machine makes of it.
+    fn watchdog_plan(&self) -> (Option<Dog>, WatchdogPlan) {
+        match &self.watchdog {
+            Choice::Use(paths) => (
+                Some(Dog::new(
+                    paths
+                        .iter()
+                        .map(|p| Box::new(DevPath(p.clone())) as Box<dyn Opener>)
+                        .collect(),
+                )),
+                match self.args.config.watchdog.mode {
+                    WatchdogMode::Required => WatchdogPlan::Required,
+                    _ => WatchdogPlan::Auto,
+                },
+            ),
+            _ => (None, WatchdogPlan::Off),
         }
     }
 
@@ -397,32 +452,9 @@ impl Guard {
         self.persist();
     }
 
-    /// What the service and its hooks are told: the role (promoted, standby), the fencing
-    /// token while it has the role, the resource and the node.
-    fn service_env(&self, role: &str, token: Option<i64>) -> Vec<(String, String)> {
-        let mut env = vec![
-            ("HAMASTER_ROLE".to_string(), role.to_string()),
-            ("HAMASTER_RESOURCE".to_string(), self.args.resource.clone()),
-            ("HAMASTER_NODE".to_string(), self.args.node.clone()),
-        ];
-        if let Some(token) = token {
-            env.push(("HAMASTER_FENCING_TOKEN".to_string(), token.to_string()));
-        }
-        env
-    }
-
-    /// A warm standby's hooks (promote_command, demote_command); None when cold or unset.
-    fn hook(&self, name: &str) -> Option<String> {
-        match &self.args.config.standby {
-            crate::resource::config::Standby::Warm {
-                promote_command,
-                demote_command,
-            } => match name {
-                "promote_command" => promote_command.clone(),
-                _ => demote_command.clone(),
-            },
-            crate::resource::config::Standby::Cold => None,
-        }
+    /// A warm standby's hook; None when cold or unset.
+    fn hook(&self, which: WarmHook) -> Option<String> {
+        self.args.config.standby.hook(which).map(String::from)
     }
 
     /// A warm standby's start: the running service is handed the role — promote_command with
@@ -433,9 +465,9 @@ impl Guard {
         let Some(running) = self.warm.take() else {
             return;
         };
-        let hook = self.hook("promote_command");
+        let hook = self.hook(WarmHook::Promote);
         let run_as = self.args.config.health.run_as.clone();
-        let env = self.service_env("promoted", Some(shell.token));
+        let env = service_env(&self.args, ServiceRole::Promoted(shell.token));
         let (fence, tx) = (shell.fence.clone(), shell.started_tx.clone());
         tokio::spawn(async move {
             let limit = crate::params::master::PROMOTE_COMMAND_LIMIT;
@@ -447,8 +479,10 @@ impl Guard {
                 // Abandoned with the raise (a fence, a step-down): killed with its group at
                 // once, never handing the role on past the deadline.
                 Some(text) => tokio::select! {
-                    r = run_hook("promote_command", &text, &run_as, &env, limit) => r,
-                    _ = unwanted(&fence) => Err("abandoned with the raise (killed)".to_string()),
+                    r = run_hook(WarmHook::Promote, &text, &run_as, &env, limit) => r,
+                    _ = fence.until(|f| !f.wants_service()) => {
+                        Err("abandoned with the raise (killed)".to_string())
+                    }
                 },
             };
             let service = reference(&running);
@@ -463,17 +497,22 @@ impl Guard {
     /// The role taken back from a warm master's service by demote_command, within `within`
     /// (the machine stops the service when it fails or does not confirm).
     fn take_back(&self, shell: &Shell, within: Duration) {
-        let hook = self.hook("demote_command");
+        let hook = self.hook(WarmHook::Demote);
         let run_as = self.args.config.health.run_as.clone();
-        let env = self.service_env("standby", None);
+        let env = service_env(&self.args, ServiceRole::Standby);
         let fence = shell.fence.clone();
         tokio::spawn(async move {
             let r = match hook {
                 // Killed with its group once the machine stops waiting for it (its budget
                 // shortened by a fence, the service exited, the round over).
                 Some(text) => tokio::select! {
-                    r = run_hook("demote_command", &text, &run_as, &env, within) => r,
-                    _ = given_up_on(&fence) => Err("no longer waited for (killed)".to_string()),
+                    r = run_hook(WarmHook::Demote, &text, &run_as, &env, within) => r,
+                    // The order goes out before the view that shows it is published: a
+                    // running service still counts.
+                    _ = fence.until(|f| !matches!(
+                        f.view().service,
+                        ServiceState::Running(_) | ServiceState::GivingBack(_)
+                    )) => Err("no longer waited for (killed)".to_string()),
                 },
                 None => Err("not set".to_string()),
             };
@@ -481,8 +520,8 @@ impl Guard {
         });
     }
 
-    /// Performs one order; Some(whether the raise failed) when the machine is done.
-    async fn perform(&mut self, shell: &mut Shell, order: Order) -> Option<bool> {
+    /// Performs one order; Some(how it ended) when the machine is done.
+    async fn perform(&mut self, shell: &mut Shell, order: Order) -> Option<Exit> {
         let fence = shell.fence.clone();
         match order {
             Order::Keepalive { sent } => {
@@ -497,26 +536,7 @@ impl Guard {
                     fence,
                 ));
             }
-            Order::Settle { dad_wait } => {
-                let mut ready = std::mem::take(&mut shell.ready);
-                let run_dir = shell.run_dir.clone();
-                let resource = self.args.resource.clone();
-                tokio::task::spawn_blocking(move || {
-                    let keep = || fence.may_announce();
-                    // One after the other, in the order configured: the first failure is the
-                    // raise's (the machine removes them all).
-                    let r = ready.iter_mut().try_for_each(|ready| {
-                        up::settle(ready, dad_wait, &run_dir, &keep)?;
-                        log::info!(
-                            "guard {resource}: VIP {} up on {}",
-                            ready.vip.config.ip,
-                            ready.target.link.name
-                        );
-                        Ok::<(), crate::vip::VipError>(())
-                    });
-                    fence.handle(Input::Settled(r.map_err(|e| Fault::Settle(e.to_string()))));
-                });
-            }
+            Order::Settle { dad_wait } => self.settle(shell, dad_wait),
             Order::CancelAnnouncements => {
                 for vip in self.args.config.vips() {
                     burst::cancel(&shell.run_dir, vip.ip);
@@ -528,27 +548,7 @@ impl Guard {
             }
             Order::StartService if self.warm.is_some() => self.hand_over(shell),
             Order::TakeBack { within } => self.take_back(shell, within),
-            Order::StartService => {
-                let spec = self.args.config.service.clone();
-                let env = self.service_env("promoted", Some(shell.token));
-                let resource = self.args.resource.clone();
-                let tx = shell.started_tx.clone();
-                tokio::spawn(async move {
-                    // An order that waited in the queue may be stale: the start asks right
-                    // before the fork, and the machine hears the pid right after it.
-                    let wanted = {
-                        let fence = fence.clone();
-                        move || fence.wants_service()
-                    };
-                    match spec.start(&env, &resource, &wanted).await {
-                        Ok(running) => {
-                            fence.handle(answers::started(Ok(reference(&running))));
-                            let _ = tx.send(running);
-                        }
-                        Err(e) => fence.handle(answers::started(Err(e.to_string()))),
-                    }
-                });
-            }
+            Order::StartService => self.start_service(shell),
             Order::CheckService(reference) => {
                 tokio::spawn(async move {
                     let look = crate::service::process::presence(
@@ -559,65 +559,13 @@ impl Guard {
                     fence.handle(Input::ServiceChecked(look));
                 });
             }
-            Order::Release => {
-                let (etcd, key, lease) =
-                    (shell.etcd.clone(), self.key.clone(), self.persisted_lease());
-                let record = shell.record.clone();
-                let limit = self.clock.release_timeout();
-                tokio::spawn(async move {
-                    let record = record.as_ref().map(|(k, r)| (k.as_str(), *r));
-                    let r = tokio::time::timeout(limit, etcd.release(&key, lease, record)).await;
-                    fence.handle(answers::released(r.ok(), limit));
-                });
-            }
+            Order::Release => self.release(shell),
             Order::AskMembership {
                 asked,
                 fencing,
                 online,
-            } => {
-                let node = self.args.node.clone();
-                tokio::spawn(async move {
-                    use crate::failsafe::{pacemaker, ASK_LIMIT};
-                    // The RTC first, as near the ask's time as can be.
-                    let rtc = crate::failsafe::rtc_seconds();
-                    // Side by side, each within the ask's bound: what is not asked, or does
-                    // not answer, is None.
-                    let ask_pacemaker = tokio::task::spawn_blocking(move || {
-                        pacemaker::own_view(&node, fencing, online, ASK_LIMIT)
-                    });
-                    let (seen, pacemaker) =
-                        tokio::join!(crate::failsafe::witness::ask(ASK_LIMIT), ask_pacemaker);
-                    let pacemaker = crate::failsafe::OwnView {
-                        rtc,
-                        ..pacemaker.unwrap_or_default()
-                    };
-                    fence.handle(Input::Membership {
-                        asked,
-                        seen,
-                        pacemaker,
-                    });
-                });
-            }
-            Order::Retake => {
-                let Some((record_key, revision)) = shell.record.clone() else {
-                    fence.handle(Input::Retaken(Err(RetakeError::RecordChanged)));
-                    return None;
-                };
-                let (etcd, key, node) =
-                    (shell.etcd.clone(), self.key.clone(), self.args.node.clone());
-                let legacy = self.legacy_key();
-                let (ttl, tx) = (self.clock.ttl, shell.retaken_tx.clone());
-                tokio::spawn(async move {
-                    let keys = (key.as_str(), legacy.as_str());
-                    let r = retake(&etcd, keys, &node, ttl, &record_key, revision).await;
-                    match r {
-                        Ok(won) => {
-                            let _ = tx.send(won);
-                        }
-                        Err(e) => fence.handle(Input::Retaken(Err(e))),
-                    }
-                });
-            }
+            } => ask_membership(fence, self.args.node.clone(), asked, fencing, online),
+            Order::Retake => self.take_key_back(shell),
             Order::Persist => self.persist_machine(&fence),
             Order::Log(level, text) => {
                 let r = &self.args.resource;
@@ -627,15 +575,7 @@ impl Guard {
                     Level::Info => log::info!("guard {r}: {text}"),
                 }
             }
-            Order::StepDownAnswer(r) => {
-                let mut st = self.shared.snapshot();
-                if let Err(why) = &r {
-                    st.problem = Some(why.clone());
-                }
-                for w in shell.waiting.drain(..) {
-                    let _ = w.send((r.is_ok(), st.clone()));
-                }
-            }
+            Order::StepDownAnswer(r) => self.answer_step_down(shell, r),
             Order::Push { why, regardless } => {
                 if let Some(r) = &shell.reporter {
                     match regardless {
@@ -644,41 +584,141 @@ impl Guard {
                     }
                 }
             }
-            Order::Defend { address } => {
-                let claimed = shell
-                    .wire
-                    .iter()
-                    .filter(|(_, ip)| ip.to_string() == address);
-                for (link, ip) in claimed.cloned().collect::<Vec<_>>() {
-                    // The arp_mode in force (a reload may have changed it).
-                    let mode = self
-                        .shared
-                        .config
-                        .borrow()
-                        .vips()
-                        .find(|v| v.ip == ip)
-                        .map(|v| v.arp_mode);
-                    let rsc = self.args.resource.clone();
-                    super::wire::defend(link, ip, mode, fence.clone(), rsc);
-                }
-            }
+            Order::Defend { address } => self.defend(shell, &address),
+            // Told with the order: the view published after it may lag.
             Order::Exit {
                 raise_failed,
                 given_back,
             } => {
-                // Told with the order: the view published after it may lag.
-                self.given_back = given_back;
-                return Some(raise_failed);
+                return Some(Exit {
+                    raise_failed,
+                    given_back,
+                })
             }
         }
         None
+    }
+
+    /// Order::StepDownAnswer: every step-down request waiting is answered, with the status
+    /// (and what is still up, when it is not complete).
+    fn answer_step_down(&self, shell: &mut Shell, r: Result<(), String>) {
+        let mut st = self.shared.snapshot();
+        if let Err(why) = &r {
+            st.problem = Some(why.clone());
+        }
+        for w in shell.waiting.drain(..) {
+            let _ = w.send((r.is_ok(), st.clone()));
+        }
+    }
+
+    /// Order::Settle: each VIP settled (link, DAD, announcements), one after the other, in the
+    /// order configured: the first failure is the raise's (the machine removes them all).
+    fn settle(&mut self, shell: &mut Shell, dad_wait: Duration) {
+        let fence = shell.fence.clone();
+        let mut ready = std::mem::take(&mut shell.ready);
+        let run_dir = shell.run_dir.clone();
+        let resource = self.args.resource.clone();
+        tokio::task::spawn_blocking(move || {
+            let keep = || fence.may_announce();
+            let r = ready.iter_mut().try_for_each(|ready| {
+                up::settle(ready, dad_wait, &run_dir, &keep)?;
+                log::info!(
+                    "guard {resource}: VIP {} up on {}",
+                    ready.vip.config.ip,
+                    ready.target.link.name
+                );
+                Ok::<(), crate::vip::VipError>(())
+            });
+            fence.handle(Input::Settled(r.map_err(|e| Fault::Settle(e.to_string()))));
+        });
+    }
+
+    /// Order::StartService (cold): the service started with the role.
+    fn start_service(&self, shell: &Shell) {
+        let fence = shell.fence.clone();
+        let spec = self.args.config.service.clone();
+        let env = service_env(&self.args, ServiceRole::Promoted(shell.token));
+        let resource = self.args.resource.clone();
+        let tx = shell.started_tx.clone();
+        tokio::spawn(async move {
+            // An order that waited in the queue may be stale: the start asks right before the
+            // fork, and the machine hears the pid right after it.
+            let wanted = {
+                let fence = fence.clone();
+                move || fence.wants_service()
+            };
+            match spec.start(&env, &resource, &wanted).await {
+                Ok(running) => {
+                    fence.handle(answers::started(Ok(reference(&running))));
+                    let _ = tx.send(running);
+                }
+                Err(e) => fence.handle(answers::started(Err(e.to_string()))),
+            }
+        });
+    }
+
+    /// Order::Release: the key deleted while it carries our lease, the lease revoked.
+    fn release(&self, shell: &Shell) {
+        let fence = shell.fence.clone();
+        let (etcd, key, lease) = (shell.etcd.clone(), self.key.clone(), self.persisted_lease());
+        let record = shell.record.clone();
+        let limit = self.clock.release_timeout();
+        tokio::spawn(async move {
+            let record = record.as_ref().map(|(k, r)| (k.as_str(), *r));
+            let r = tokio::time::timeout(limit, etcd.release(&key, lease, record)).await;
+            fence.handle(answers::released(r.ok(), limit));
+        });
+    }
+
+    /// Order::Retake: the key taken back under a new lease after a hold.
+    fn take_key_back(&self, shell: &Shell) {
+        let fence = shell.fence.clone();
+        let Some((record_key, revision)) = shell.record.clone() else {
+            return fence.handle(Input::Retaken(Err(RetakeError::RecordChanged)));
+        };
+        let (etcd, key, node) = (shell.etcd.clone(), self.key.clone(), self.args.node.clone());
+        let legacy = self.legacy_key();
+        let (ttl, tx) = (self.clock.ttl, shell.retaken_tx.clone());
+        tokio::spawn(async move {
+            let keys = (key.as_str(), legacy.as_str());
+            let r = retake(&etcd, keys, &node, ttl, &record_key, revision).await;
+            match r {
+                Ok(won) => {
+                    let _ = tx.send(won);
+                }
+                Err(e) => fence.handle(Input::Retaken(Err(e))),
+            }
+        });
+    }
+
+    /// Order::Defend: one announcement for each address of ours claimed on the wire.
+    fn defend(&self, shell: &Shell, address: &str) {
+        let claimed = shell
+            .wire
+            .iter()
+            .filter(|(_, ip)| ip.to_string() == address);
+        for (link, ip) in claimed.cloned().collect::<Vec<_>>() {
+            // The arp_mode in force (a reload may have changed it).
+            let mode = self
+                .shared
+                .config
+                .borrow()
+                .vips()
+                .find(|v| v.ip == ip)
+                .map(|v| v.arp_mode);
+            let rsc = self.args.resource.clone();
+            super::wire::defend(link, ip, mode, shell.fence.clone(), rsc);
+        }
     }
 
     /// The machine is done: answer whoever still waits, and end (a failed raise lingers a
     /// little so that promote can read why).
     async fn finish(
         &mut self,
-        raise_failed: bool,
+        Exit {
+            raise_failed,
+            given_back,
+        }: Exit,
         shell: &mut Shell,
         stepdown: &mut mpsc::Receiver<StepDown>,
     ) -> Result<Ended, GuardError> {
@@ -694,7 +734,7 @@ impl Guard {
         }
         // Its role given back (demote_command), the service serves on as a standby.
         match self.service.take() {
-            Some(running) if self.given_back => self.warm = Some(running),
+            Some(running) if given_back => self.warm = Some(running),
             _ => {}
         }
         if raise_failed {
@@ -827,12 +867,13 @@ async fn retake(
 /// Runs a warm service's hook as the service's user (`run_as`), killed with its group after
 /// `limit`. Ok: exit status 0.
 async fn run_hook(
-    name: &str,
+    which: WarmHook,
     text: &str,
     run_as: &crate::service::RunAs,
     env: &[(String, String)],
     limit: Duration,
 ) -> Result<(), String> {
+    let name = which.name();
     let ids = run_as.check_installed(name).map_err(|e| e.to_string())?;
     let hook = crate::service::hook::Hook {
         name,
@@ -847,21 +888,62 @@ async fn run_hook(
     hook.run(env, limit, &within).await
 }
 
-/// Ends once the machine no longer waits for the role to be given back (the order goes out
-/// before the view that shows it is published: a running service still counts).
-async fn given_up_on(fence: &Fence) {
-    while matches!(
-        fence.view().service,
-        ServiceState::Running(_) | ServiceState::GivingBack(_)
-    ) {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+/// Order::AskMembership: corosync's membership and Pacemaker's view of this node, side by
+/// side, each within the ask's bound (what is not asked, or does not answer, is None), with
+/// the RTC read first, as near the ask's time as can be.
+fn ask_membership(fence: Fence, node: String, asked: Duration, fencing: bool, online: bool) {
+    use crate::failsafe::{pacemaker, ASK_LIMIT};
+    tokio::spawn(async move {
+        let rtc = crate::failsafe::rtc_seconds();
+        let ask_pacemaker = tokio::task::spawn_blocking(move || {
+            pacemaker::own_view(&node, fencing, online, ASK_LIMIT)
+        });
+        let (seen, pacemaker) =
+            tokio::join!(crate::failsafe::witness::ask(ASK_LIMIT), ask_pacemaker);
+        let pacemaker = crate::failsafe::OwnView {
+            rtc,
+            ..pacemaker.unwrap_or_default()
+        };
+        fence.handle(Input::Membership {
+            asked,
+            seen,
+            pacemaker,
+        });
+    });
 }
 
-async fn unwanted(fence: &Fence) {
-    while fence.wants_service() {
-        tokio::time::sleep(Duration::from_millis(20)).await;
+/// The role a service and its hooks are told they have.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum ServiceRole {
+    /// With the leadership's fencing token.
+    Promoted(i64),
+    Standby,
+}
+
+/// What the service and its hooks are told: the role, the fencing token while it has the
+/// role, the resource and the node. The one builder: a round's start and hooks, and the
+/// resident's standby start.
+pub(super) fn service_env(args: &GuardArgs, role: ServiceRole) -> Vec<(String, String)> {
+    let (role, token) = match role {
+        ServiceRole::Promoted(token) => ("promoted", Some(token)),
+        ServiceRole::Standby => ("standby", None),
+    };
+    let mut env = vec![
+        ("HAMASTER_ROLE".to_string(), role.to_string()),
+        ("HAMASTER_RESOURCE".to_string(), args.resource.clone()),
+        ("HAMASTER_NODE".to_string(), args.node.clone()),
+    ];
+    if let Some(token) = token {
+        env.push(("HAMASTER_FENCING_TOKEN".to_string(), token.to_string()));
     }
+    env
+}
+
+/// How the machine ended (its last order, Order::Exit).
+struct Exit {
+    raise_failed: bool,
+    /// The service gave the role back (demote_command): it serves on as a standby.
+    given_back: bool,
 }
 
 /// How the machine addresses a started service.

@@ -101,55 +101,15 @@ impl Metrics {
     pub fn render(&self, s: &GuardStatus, ttl: Duration) -> String {
         let mut out = String::with_capacity(6 * 1024);
         let o = &mut out;
-        let flag = |b: bool| u64::from(b) as f64;
-        let load = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64;
-        let by = |label: &str, values: &[&str]| -> Vec<String> {
-            values
-                .iter()
-                .map(|v| format!("{{{label}=\"{v}\"}}"))
-                .collect()
-        };
-        let info = format!(
-            "{{version=\"{}\",resource=\"{}\",node=\"{}\"}}",
-            env!("CARGO_PKG_VERSION"),
-            escape(&s.resource),
-            escape(&s.node)
-        );
-        family(
-            o,
-            "hamaster_build_info",
-            GAUGE,
-            "The running guard's version.",
-            [(info, 1.0)],
-        );
-        let roles = Role::ALL.map(Role::name);
-        family(
-            o,
-            "hamaster_guard_role",
-            GAUGE,
-            "The guard's role (1 for the one it has).",
-            by("role", &roles)
-                .into_iter()
-                .zip(Role::ALL.map(|r| flag(s.role == r))),
-        );
-        gauge(
-            o,
-            "hamaster_leader",
-            "1 while this guard holds the leader key with a live lease and has not fenced.",
-            flag(s.role == Role::Leader && s.lease_ttl_left_ms.is_some_and(|t| t > 0)),
-        );
-        gauge(
-            o,
-            "hamaster_lease_ttl_seconds",
-            "The lease's TTL in force.",
-            ttl.as_secs_f64(),
-        );
-        gauge(
-            o,
-            "hamaster_lease_remaining_seconds",
-            "Lease time left as this guard reckons it (0 when it holds none).",
-            s.lease_ttl_left_ms.unwrap_or(0) as f64 / 1000.0,
-        );
+        role_and_lease(o, s, ttl);
+        self.renewals_and_fences(o, s);
+        vips(o, s);
+        failsafe(o, s);
+        self.service_and_watchdog(o, s);
+        out
+    }
+
+    fn renewals_and_fences(&self, o: &mut String, s: &GuardStatus) {
         self.renewals.write(
             o,
             "hamaster_renewal_duration_seconds",
@@ -179,75 +139,9 @@ impl Metrics {
             "The leader key's create revision while this guard holds it (0: none).",
             s.fencing_token.unwrap_or(0) as f64,
         );
-        gauge(
-            o,
-            "hamaster_vip_present",
-            "1 while every VIP is on its interface here (0 without a VIP).",
-            flag(s.vip_present == Some(true)),
-        );
-        let address = |v: &crate::resource::status::VipSeen| {
-            format!("{{address=\"{}\"}}", escape(&v.address))
-        };
-        family(
-            o,
-            "hamaster_vip_address_present",
-            GAUGE,
-            "1 while this VIP (ip or one of extra_vips) is on its interface here.",
-            s.vips
-                .iter()
-                .map(|v| (address(v), flag(v.present == Some(true)))),
-        );
-        family(
-            o,
-            "hamaster_vip_address_conflicts_total",
-            COUNTER,
-            "Frames that claimed this VIP for another MAC address.",
-            s.vips
-                .iter()
-                .map(|v| (address(v), v.conflict_frames as f64)),
-        );
-        family(
-            o,
-            "hamaster_vip_conflicts_total",
-            COUNTER,
-            "Frames that claimed any of the VIPs for another MAC address.",
-            [(
-                String::new(),
-                s.vip_conflict.as_ref().map_or(0, |c| c.frames) as f64,
-            )],
-        );
-        family(
-            o,
-            "hamaster_vip_lost_total",
-            COUNTER,
-            "The VIP lost behind the guard's back, by what happened.",
-            by("what", &Loss::ALL.map(Loss::label))
-                .into_iter()
-                .zip(Loss::ALL.map(|l| s.vip_losses.get(l.label()).copied().unwrap_or(0) as f64)),
-        );
-        let now = crate::lease::clock::unix_ms();
-        let fs = s.failsafe.as_ref();
-        let holding = fs.and_then(|f| f.holding_since_unix_ms);
-        gauge(
-            o,
-            "hamaster_failsafe_active",
-            "1 while the guard holds the master through an etcd outage on corosync's proof.",
-            flag(holding.is_some()),
-        );
-        gauge(
-            o,
-            "hamaster_failsafe_held_seconds",
-            "How long the current hold through an etcd outage has lasted (0: none).",
-            holding.map_or(0.0, |h| now.saturating_sub(h) as f64 / 1000.0),
-        );
-        gauge(
-            o,
-            "hamaster_etcd_last_seen_seconds",
-            "Seconds since etcd last answered the guard (a renewal, or the key taken back).",
-            fs.map_or(0.0, |f| {
-                now.saturating_sub(f.etcd_last_seen_unix_ms) as f64 / 1000.0
-            }),
-        );
+    }
+
+    fn service_and_watchdog(&self, o: &mut String, s: &GuardStatus) {
         gauge(
             o,
             "hamaster_service_running",
@@ -285,8 +179,144 @@ impl Metrics {
             "The watchdog's timeout in force (0: not armed).",
             dog.and_then(|w| w.timeout_s).unwrap_or(0) as f64,
         );
-        out
     }
+}
+
+fn flag(b: bool) -> f64 {
+    u64::from(b) as f64
+}
+
+fn load(a: &AtomicU64) -> f64 {
+    a.load(Ordering::Relaxed) as f64
+}
+
+/// One label's values, as label sets.
+fn by(label: &str, values: &[&str]) -> Vec<String> {
+    values
+        .iter()
+        .map(|v| format!("{{{label}=\"{v}\"}}"))
+        .collect()
+}
+
+/// The build, the role, the lease.
+fn role_and_lease(o: &mut String, s: &GuardStatus, ttl: Duration) {
+    let info = format!(
+        "{{version=\"{}\",resource=\"{}\",node=\"{}\"}}",
+        env!("CARGO_PKG_VERSION"),
+        escape(&s.resource),
+        escape(&s.node)
+    );
+    family(
+        o,
+        "hamaster_build_info",
+        GAUGE,
+        "The running guard's version.",
+        [(info, 1.0)],
+    );
+    let roles = Role::ALL.map(Role::name);
+    family(
+        o,
+        "hamaster_guard_role",
+        GAUGE,
+        "The guard's role (1 for the one it has).",
+        by("role", &roles)
+            .into_iter()
+            .zip(Role::ALL.map(|r| flag(s.role == r))),
+    );
+    gauge(
+        o,
+        "hamaster_leader",
+        "1 while this guard holds the leader key with a live lease and has not fenced.",
+        flag(s.role == Role::Leader && s.lease_ttl_left_ms.is_some_and(|t| t > 0)),
+    );
+    gauge(
+        o,
+        "hamaster_lease_ttl_seconds",
+        "The lease's TTL in force.",
+        ttl.as_secs_f64(),
+    );
+    gauge(
+        o,
+        "hamaster_lease_remaining_seconds",
+        "Lease time left as this guard reckons it (0 when it holds none).",
+        s.lease_ttl_left_ms.unwrap_or(0) as f64 / 1000.0,
+    );
+}
+
+/// Each VIP: present, claimed by others, lost.
+fn vips(o: &mut String, s: &GuardStatus) {
+    gauge(
+        o,
+        "hamaster_vip_present",
+        "1 while every VIP is on its interface here (0 without a VIP).",
+        flag(s.vip_present == Some(true)),
+    );
+    let address =
+        |v: &crate::resource::status::VipSeen| format!("{{address=\"{}\"}}", escape(&v.address));
+    family(
+        o,
+        "hamaster_vip_address_present",
+        GAUGE,
+        "1 while this VIP (ip or one of extra_vips) is on its interface here.",
+        s.vips
+            .iter()
+            .map(|v| (address(v), flag(v.present == Some(true)))),
+    );
+    family(
+        o,
+        "hamaster_vip_address_conflicts_total",
+        COUNTER,
+        "Frames that claimed this VIP for another MAC address.",
+        s.vips
+            .iter()
+            .map(|v| (address(v), v.conflict_frames as f64)),
+    );
+    family(
+        o,
+        "hamaster_vip_conflicts_total",
+        COUNTER,
+        "Frames that claimed any of the VIPs for another MAC address.",
+        [(
+            String::new(),
+            s.vip_conflict.as_ref().map_or(0, |c| c.frames) as f64,
+        )],
+    );
+    family(
+        o,
+        "hamaster_vip_lost_total",
+        COUNTER,
+        "The VIP lost behind the guard's back, by what happened.",
+        by("what", &Loss::ALL.map(Loss::label))
+            .into_iter()
+            .zip(Loss::ALL.map(|l| s.vip_losses.get(l.label()).copied().unwrap_or(0) as f64)),
+    );
+}
+
+/// Holding through an etcd outage.
+fn failsafe(o: &mut String, s: &GuardStatus) {
+    let now = crate::lease::clock::unix_ms();
+    let fs = s.failsafe.as_ref();
+    let holding = fs.and_then(|f| f.holding_since_unix_ms);
+    gauge(
+        o,
+        "hamaster_failsafe_active",
+        "1 while the guard holds the master through an etcd outage on corosync's proof.",
+        flag(holding.is_some()),
+    );
+    gauge(
+        o,
+        "hamaster_failsafe_held_seconds",
+        "How long the current hold through an etcd outage has lasted (0: none).",
+        holding.map_or(0.0, |h| now.saturating_sub(h) as f64 / 1000.0),
+    );
+    gauge(
+        o,
+        "hamaster_etcd_last_seen_seconds",
+        "Seconds since etcd last answered the guard (a renewal, or the key taken back).",
+        fs.map_or(0.0, |f| {
+            now.saturating_sub(f.etcd_last_seen_unix_ms) as f64 / 1000.0
+        }),
+    );
 }
 
 const GAUGE: &str = "gauge";

@@ -258,8 +258,6 @@ struct Guard {
     /// of the role. Still here after the round when it was never handed over, or when it gave
     /// the role back.
     warm: Option<Running>,
-    /// The machine's last word: the service gave the role back (Order::Exit).
-    given_back: bool,
     /// The watchdog device chosen before the key is taken (or why none).
     watchdog: Choice,
     /// What /metrics reports that is counted as it happens.
@@ -341,7 +339,6 @@ impl Guard {
             persisted,
             service: None,
             warm: None,
-            given_back: false,
             watchdog: Choice::Off,
             metrics: Arc::default(),
             asked: false,
@@ -361,77 +358,33 @@ impl Guard {
     }
 
     async fn run(&mut self, sigterm: &mut StopSignals) -> Result<Ended, GuardError> {
-        if let Err(source) = self.dir.create() {
-            let path = self.dir.root.clone();
-            return self.early(GuardError::RunDir { path, source });
-        }
-        // The abstract socket first: holding it is what makes this the resource's guard.
-        let identity = match status::bind_abstract(&self.dir.guard_name()) {
-            Ok(l) => l,
-            Err(source) => {
-                let who = self
-                    .dir
-                    .live_guard()
-                    .map_or(String::new(), |p| format!(" (pid {p})"));
-                return self.early(GuardError::Taken { who, source });
-            }
-        };
-        let _ = crate::runfiles::write_private(
-            &self.dir.pidfile(),
-            format!("{}\n", std::process::id()),
-        );
-        self.persist();
-        let listener = match status::bind(&self.dir.socket()) {
-            Ok(l) => l,
-            Err(source) => {
-                let path = self.dir.socket();
-                return self.early(GuardError::Bind { path, source });
-            }
+        let (identity, listener) = match self.bind() {
+            Ok(sockets) => sockets,
+            Err(e) => return self.early(e),
         };
         let (stepdown_tx, mut stepdown_rx) = mpsc::channel::<StepDown>(4);
         let open = status::Open::default();
-        let server = tokio::spawn(status::serve(
-            listener,
-            self.shared.clone(),
-            stepdown_tx.clone(),
-            open.clone(),
-        ));
-        let identity_server = tokio::spawn(status::serve(
-            identity,
-            self.shared.clone(),
-            stepdown_tx,
-            open.clone(),
-        ));
+        let serve = |listener| {
+            tokio::spawn(status::serve(
+                listener,
+                self.shared.clone(),
+                stepdown_tx.clone(),
+                open.clone(),
+            ))
+        };
+        let mut servers = Servers {
+            status: serve(listener),
+            identity: serve(identity),
+            public: None,
+        };
         // Before the key: a metrics_address that cannot be bound, or watchdog=required with
         // no device, never takes it.
-        let public = match self.listen_public().await {
-            Ok(p) => p,
-            Err(why) => {
-                let ended = self.give_up(why, &mut stepdown_rx).await;
-                self.dir.remove_guard_files();
-                server.abort();
-                identity_server.abort();
-                return ended;
-            }
-        };
-        let ended = match choose(&self.args.config.watchdog) {
-            Ok(choice) => {
-                self.use_watchdog(choice);
-                None
-            }
-            Err(why) => Some(
-                self.give_up(GuardError::Watchdog(why), &mut stepdown_rx)
-                    .await,
-            ),
-        };
-        if let Some(ended) = ended {
+        if let Err(why) = self.before_the_key(&mut servers).await {
+            let ended = self.give_up(why, &mut stepdown_rx).await;
             self.dir.remove_guard_files();
-            server.abort();
-            identity_server.abort();
-            public.inspect(|p| p.abort());
+            servers.abort();
             return ended;
         }
-
         let ended = match self.acquire(&mut stepdown_rx, sigterm).await {
             Ok(acquired) => self.lead(acquired, &mut stepdown_rx, sigterm).await,
             Err(Interrupt::StepDown(request)) => {
@@ -443,20 +396,46 @@ impl Guard {
             Err(Interrupt::Failed(why)) => self.give_up(why, &mut stepdown_rx).await,
         };
         self.dir.remove_guard_files();
-        server.abort();
-        identity_server.abort();
-        if let Some(p) = &public {
-            p.abort();
-        }
         // Their listeners closed before the next round binds the same names.
-        let _ = server.await;
-        let _ = identity_server.await;
-        if let Some(p) = public {
-            let _ = p.await;
-        }
+        servers.close().await;
         open.drain(Duration::from_millis(500)).await;
         sigterm.asked |= self.asked;
         ended
+    }
+
+    /// The guard's sockets: the abstract one first — holding it is what makes this the
+    /// resource's guard — then, with the pidfile and the state written, the status socket.
+    fn bind(&mut self) -> Result<(tokio::net::UnixListener, tokio::net::UnixListener), GuardError> {
+        if let Err(source) = self.dir.create() {
+            let path = self.dir.root.clone();
+            return Err(GuardError::RunDir { path, source });
+        }
+        let identity = status::bind_abstract(&self.dir.guard_name()).map_err(|source| {
+            let who = self
+                .dir
+                .live_guard()
+                .map_or(String::new(), |p| format!(" (pid {p})"));
+            GuardError::Taken { who, source }
+        })?;
+        let _ = crate::runfiles::write_private(
+            &self.dir.pidfile(),
+            format!("{}\n", std::process::id()),
+        );
+        self.persist();
+        let listener = status::bind(&self.dir.socket()).map_err(|source| GuardError::Bind {
+            path: self.dir.socket(),
+            source,
+        })?;
+        Ok((identity, listener))
+    }
+
+    /// What must hold before the key is taken: the public listener bound (serving at once),
+    /// the watchdog chosen.
+    async fn before_the_key(&mut self, servers: &mut Servers) -> Result<(), GuardError> {
+        servers.public = self.listen_public().await?;
+        let choice = choose(&self.args.config.watchdog).map_err(GuardError::Watchdog)?;
+        self.use_watchdog(choice);
+        Ok(())
     }
 
     /// The public listener (metrics_address), serving at once: /health and /metrics answer
@@ -568,22 +547,7 @@ fn from_machine(
     } else if matches!(m.service, machine::ServiceState::Running(_)) {
         s.service_detail = "started".into();
     }
-    s.vip_lost = m.observed.lost.clone();
-    for v in &mut s.vips {
-        v.conflict_frames = m
-            .observed
-            .conflicts_by_address
-            .get(&v.address)
-            .copied()
-            .unwrap_or(0);
-    }
-    s.vip_conflict = m.observed.conflict.as_ref().map(|c| VipConflict {
-        address: Some(c.address.clone()),
-        mac: c.mac.clone(),
-        frame: c.frame.clone(),
-        frames: m.observed.conflict_frames(),
-        last_unix_ms: unix_ms_at(c.last),
-    });
+    vips_from_machine(s, m);
     s.failsafe = m.hold.enabled.then(|| FailsafeStatus {
         holding_since_unix_ms: m.hold.since.map(unix_ms_at),
         proof: m.hold.proof.as_ref().map(|p| p.1.clone()),
@@ -601,6 +565,38 @@ fn from_machine(
         Some(_) => 0,
         None => clock.ttl_left(m.deadline, now).as_millis() as u64,
     });
+    watchdog_from_machine(s, m, device);
+    if let Some((at, cause)) = m.state.fenced() {
+        s.fenced_at_unix_ms = Some(unix_ms_at(*at));
+        s.fence_cause = Some(cause.label().into());
+    }
+    if let Some(problem) = &m.problem {
+        s.problem = Some(problem.clone());
+    }
+}
+
+/// What the machine observed of the VIPs: lost, claimed by others (by address).
+fn vips_from_machine(s: &mut GuardStatus, m: &machine::View) {
+    s.vip_lost = m.observed.lost.clone();
+    for v in &mut s.vips {
+        v.conflict_frames = m
+            .observed
+            .conflicts_by_address
+            .get(&v.address)
+            .copied()
+            .unwrap_or(0);
+    }
+    s.vip_conflict = m.observed.conflict.as_ref().map(|c| VipConflict {
+        address: Some(c.address.clone()),
+        mac: c.mac.clone(),
+        frame: c.frame.clone(),
+        frames: m.observed.conflict_frames(),
+        last_unix_ms: unix_ms_at(c.last),
+    });
+}
+
+/// The watchdog as the machine has it, on the device chosen.
+fn watchdog_from_machine(s: &mut GuardStatus, m: &machine::View, device: Option<&std::path::Path>) {
     if let Some(w) = &mut s.watchdog {
         use machine::WatchdogState as W;
         w.armed = matches!(m.watchdog, W::Armed { .. } | W::DisarmFailed { .. });
@@ -618,12 +614,32 @@ fn from_machine(
             _ => {}
         }
     }
-    if let Some((at, cause)) = m.state.fenced() {
-        s.fenced_at_unix_ms = Some(unix_ms_at(*at));
-        s.fence_cause = Some(cause.label().into());
+}
+
+/// The guard's servers: its status socket, its abstract identity socket, the public listener.
+struct Servers {
+    status: tokio::task::JoinHandle<()>,
+    identity: tokio::task::JoinHandle<()>,
+    public: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Servers {
+    fn abort(&self) {
+        self.status.abort();
+        self.identity.abort();
+        if let Some(p) = &self.public {
+            p.abort();
+        }
     }
-    if let Some(problem) = &m.problem {
-        s.problem = Some(problem.clone());
+
+    /// Aborted, and awaited: their listeners are closed.
+    async fn close(self) {
+        self.abort();
+        let _ = self.status.await;
+        let _ = self.identity.await;
+        if let Some(p) = self.public {
+            let _ = p.await;
+        }
     }
 }
 

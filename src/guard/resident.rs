@@ -38,8 +38,80 @@ const STOP_RESERVE: Duration = Duration::from_millis(500);
 
 /// What the agent asks of the resident's main loop.
 enum Request {
-    Lead(Duration, Box<MasterConfig>, oneshot::Sender<String>),
-    Stop(Duration, oneshot::Sender<String>),
+    Lead(Duration, Box<MasterConfig>, oneshot::Sender<Answer>),
+    Stop(Duration, oneshot::Sender<Answer>),
+}
+
+/// The resident's answer to one request. On the wire it is one line, in the words the
+/// previous release spoke too — during an upgrade an agent of either release asks a resident
+/// of the other (docs/upgrading.md) — written by `Display` and read by `Answer::read`, and
+/// nowhere else: the agent decides by the variant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// Its service is being started as a standby.
+    Starting,
+    /// It runs its service as a standby: which (a pid, or a unit).
+    Standby(String),
+    /// Its round's guard leads with the service it ran (a lead request's yes, or a status
+    /// during the round).
+    Leading,
+    /// Its service is stopped: confirmed by its stop (no words), or found not running, or the
+    /// resident ending (why).
+    Stopped(Option<String>),
+    /// A stop that could not confirm the service gone (why).
+    NotStopped(String),
+    /// A look that cannot tell whether its service runs (why).
+    CannotTell(String),
+    /// The request was refused (why): no round began, nothing was stopped.
+    Refused(String),
+    /// The resident is ending (its service stopped or being stopped).
+    Ending,
+    /// A line of no form this release knows (a later release's), as it came.
+    Other(String),
+}
+
+impl Answer {
+    /// The answer a line on the wire carries.
+    pub fn read(line: &str) -> Answer {
+        let line = line.trim();
+        let rest = |prefix: &str| line.strip_prefix(prefix).map(str::to_string);
+        match line {
+            "starting" => return Answer::Starting,
+            "leading" => return Answer::Leading,
+            "stopped" => return Answer::Stopped(None),
+            "ending" => return Answer::Ending,
+            _ => {}
+        }
+        type Make = fn(String) -> Answer;
+        let forms: [(&str, Make); 5] = [
+            ("standby ", Answer::Standby),
+            ("stopped: ", |w| Answer::Stopped(Some(w))),
+            ("not stopped: ", Answer::NotStopped),
+            ("cannot tell: ", Answer::CannotTell),
+            ("refused: ", Answer::Refused),
+        ];
+        forms
+            .into_iter()
+            .find_map(|(prefix, make)| rest(prefix).map(make))
+            .unwrap_or_else(|| Answer::Other(line.to_string()))
+    }
+}
+
+impl std::fmt::Display for Answer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Answer::Starting => f.write_str("starting"),
+            Answer::Standby(what) => write!(f, "standby {what}"),
+            Answer::Leading => f.write_str("leading"),
+            Answer::Stopped(None) => f.write_str("stopped"),
+            Answer::Stopped(Some(why)) => write!(f, "stopped: {why}"),
+            Answer::NotStopped(why) => write!(f, "not stopped: {why}"),
+            Answer::CannotTell(why) => write!(f, "cannot tell: {why}"),
+            Answer::Refused(why) => write!(f, "refused: {why}"),
+            Answer::Ending => f.write_str("ending"),
+            Answer::Other(line) => f.write_str(line),
+        }
+    }
 }
 
 /// What the socket answers by itself.
@@ -94,6 +166,13 @@ pub fn standby(args: GuardArgs) -> Result<(), GuardError> {
     })
 }
 
+/// What wakes the resident while its service runs as a standby.
+enum Event {
+    Exited(String),
+    Signal,
+    Request(Request),
+}
+
 async fn resident(
     args: &GuardArgs,
     scope: &str,
@@ -103,48 +182,21 @@ async fn resident(
     requests: &mut mpsc::Receiver<Request>,
 ) -> Result<(), GuardError> {
     let rsc = args.resource.as_str();
-    let set = |now: Standing| {
-        if let Ok(mut s) = standing.lock() {
-            *s = now;
-        }
-    };
-    // Stops the service (when there is one), answers, and ends the resident.
-    let end = |held: Option<Running>, limit: Duration, reply: Option<oneshot::Sender<String>>| async move {
-        let gone = match held {
-            Some(r) => stop(rsc, dir, r, limit).await,
-            None => Presence::Absent,
-        };
-        if let Some(reply) = reply {
-            let _ = reply.send(match &gone {
-                Presence::Absent => "stopped".to_string(),
-                Presence::Present => "not stopped: the service still runs".to_string(),
-                Presence::CannotTell(why) => format!("not stopped: cannot tell: {why}"),
-            });
-        }
-        match gone {
-            Presence::Absent => Ok(()),
-            _ => Err(GuardError::Standby(
-                "the standby service could not be stopped".into(),
-            )),
-        }
-    };
     let mut held: Option<Running> = None;
     loop {
         let mut running = match held.take() {
             Some(r) => r,
             None => {
-                set(Standing::Starting);
+                set(standing, Standing::Starting);
                 start(args, dir)
                     .await
-                    .inspect_err(|_| set(Standing::Ending))?
+                    .inspect_err(|_| set(standing, Standing::Ending))?
             }
         };
-        set(Standing::Standby(super::lead::reference(&running)));
-        enum Event {
-            Exited(String),
-            Signal,
-            Request(Request),
-        }
+        set(
+            standing,
+            Standing::Standby(super::lead::reference(&running)),
+        );
         let event = tokio::select! {
             how = running.wait_exit() => Event::Exited(how),
             _ = signals.recv() => Event::Signal,
@@ -152,20 +204,20 @@ async fn resident(
         };
         match event {
             Event::Exited(how) => {
-                set(Standing::Ending);
+                set(standing, Standing::Ending);
                 let why = format!("the standby service {how}");
                 log::error!("standby {rsc}: {why}; the instance has failed");
                 // Its group may live on without its leader: stopped too.
-                let _ = end(Some(running), STOP_LIMIT, None).await;
+                let _ = end(rsc, dir, Some(running), STOP_LIMIT, None).await;
                 return Err(GuardError::Standby(why));
             }
             Event::Signal => {
-                set(Standing::Ending);
-                return end(Some(running), STOP_LIMIT, None).await;
+                set(standing, Standing::Ending);
+                return end(rsc, dir, Some(running), STOP_LIMIT, None).await;
             }
             Event::Request(Request::Stop(limit, reply)) => {
-                set(Standing::Ending);
-                return end(Some(running), limit, Some(reply)).await;
+                set(standing, Standing::Ending);
+                return end(rsc, dir, Some(running), limit, Some(reply)).await;
             }
             Event::Request(Request::Lead(_, _, reply)) if reply.is_closed() => {
                 // Its asker gave up waiting (a start that held the loop up): no round that
@@ -177,66 +229,116 @@ async fn resident(
                 // The settings Pacemaker has now: only reloadable ones may differ from the
                 // resident's (any other change restarts the resource).
                 if let Some(why) = args.config.reload_refusal(&config) {
-                    let _ = reply.send(format!("refused: {why}"));
+                    let _ = reply.send(Answer::Refused(why));
                     held = Some(running);
                     continue;
                 }
-                set(Standing::Leading);
-                let _ = reply.send("leading".into());
+                set(standing, Standing::Leading);
+                let _ = reply.send(Answer::Leading);
                 log::info!("standby {rsc}: asked to lead; the running service is handed over");
                 let mut round = args.clone();
                 round.acquire_for = acquire_for;
                 round.config = *config;
-                let mut guard = Guard::new(round, scope.to_string());
-                guard.warm = Some(running);
-                let ended = guard.run(signals).await;
-                // Never handed the role (no key, a raise that failed before the hand-over), or
-                // given back (demote_command): it serves on as a standby. Else stopped with the
-                // role, and started anew.
-                held = guard.warm.take();
-                if held.is_none() {
-                    let _ = std::fs::remove_file(dir.standby_record());
-                }
-                log::info!(
-                    "standby {rsc}: the round ended ({})",
-                    match &ended {
-                        Ok(e) => format!("{e:?}"),
-                        Err(e) => e.to_string(),
-                    },
-                );
-                if signals.signalled {
-                    set(Standing::Ending);
-                    return end(held, STOP_LIMIT, None).await;
-                }
-                // The agent's stop right after its demote: served before the service would
-                // be started again for nothing.
-                match requests.try_recv() {
-                    Ok(Request::Stop(limit, reply)) => {
-                        set(Standing::Ending);
-                        return end(held, limit, Some(reply)).await;
-                    }
-                    Ok(Request::Lead(_, _, reply)) => {
-                        let _ = reply.send("refused: a round has just ended".into());
-                    }
-                    Err(_) => {}
-                }
-                if held.is_none() {
-                    log::info!("standby {rsc}: the service is started again as a standby");
-                }
+                held = match after_round(round, scope, dir, signals, standing, requests, running)
+                    .await
+                {
+                    Ok(held) => held,
+                    Err(ended) => return ended,
+                };
             }
         }
     }
+}
+
+/// What the socket answers by itself, as it now is.
+fn set(standing: &Mutex<Standing>, now: Standing) {
+    if let Ok(mut s) = standing.lock() {
+        *s = now;
+    }
+}
+
+/// Stops the service (when there is one), answers, and ends the resident.
+async fn end(
+    rsc: &str,
+    dir: &ResourceDir,
+    held: Option<Running>,
+    limit: Duration,
+    reply: Option<oneshot::Sender<Answer>>,
+) -> Result<(), GuardError> {
+    let gone = match held {
+        Some(r) => stop(rsc, dir, r, limit).await,
+        None => Presence::Absent,
+    };
+    if let Some(reply) = reply {
+        let _ = reply.send(match &gone {
+            Presence::Absent => Answer::Stopped(None),
+            Presence::Present => Answer::NotStopped("the service still runs".into()),
+            Presence::CannotTell(why) => Answer::NotStopped(format!("cannot tell: {why}")),
+        });
+    }
+    match gone {
+        Presence::Absent => Ok(()),
+        _ => Err(GuardError::Standby(
+            "the standby service could not be stopped".into(),
+        )),
+    }
+}
+
+/// One round: a guard leads with the running service handed to it. Ok(the service to serve
+/// on as a standby: never handed the role — no key, a raise that failed before the hand-over
+/// — or given back by demote_command; None: stopped with the role, to be started anew), or
+/// Err(the resident's end: a signal, or the agent's stop right after its demote).
+async fn after_round(
+    round: GuardArgs,
+    scope: &str,
+    dir: &ResourceDir,
+    signals: &mut StopSignals,
+    standing: &Mutex<Standing>,
+    requests: &mut mpsc::Receiver<Request>,
+    running: Running,
+) -> Result<Option<Running>, Result<(), GuardError>> {
+    let rsc = round.resource.clone();
+    let mut guard = Guard::new(round, scope.to_string());
+    guard.warm = Some(running);
+    let ended = guard.run(signals).await;
+    let held = guard.warm.take();
+    if held.is_none() {
+        let _ = std::fs::remove_file(dir.standby_record());
+    }
+    log::info!(
+        "standby {rsc}: the round ended ({})",
+        match &ended {
+            Ok(e) => format!("{e:?}"),
+            Err(e) => e.to_string(),
+        },
+    );
+    if signals.signalled {
+        set(standing, Standing::Ending);
+        return Err(end(&rsc, dir, held, STOP_LIMIT, None).await);
+    }
+    // The agent's stop right after its demote: served before the service would be started
+    // again for nothing.
+    match requests.try_recv() {
+        Ok(Request::Stop(limit, reply)) => {
+            set(standing, Standing::Ending);
+            return Err(end(&rsc, dir, held, limit, Some(reply)).await);
+        }
+        Ok(Request::Lead(_, _, reply)) => {
+            let _ = reply.send(Answer::Refused("a round has just ended".into()));
+        }
+        Err(_) => {}
+    }
+    if held.is_none() {
+        log::info!("standby {rsc}: the service is started again as a standby");
+    }
+    Ok(held)
 }
 
 /// The service, started as a standby: HAMASTER_ROLE=standby, no fencing token. A command's
 /// pid and start time are recorded for the agent (`standby_record`).
 async fn start(args: &GuardArgs, dir: &ResourceDir) -> Result<Running, GuardError> {
     let rsc = &args.resource;
-    let env = [
-        ("HAMASTER_ROLE".to_string(), "standby".to_string()),
-        ("HAMASTER_RESOURCE".to_string(), rsc.clone()),
-        ("HAMASTER_NODE".to_string(), args.node.clone()),
-    ];
+    let env = super::lead::service_env(args, super::lead::ServiceRole::Standby);
     match args.config.service.start(&env, rsc, &|| true).await {
         Ok(r) => {
             if let Some(pid) = r.pid() {
@@ -332,18 +434,19 @@ async fn answer(
     let words: Vec<&str> = line.split_whitespace().collect();
     let leading = matches!(now, Standing::Leading);
     let ms = |text: &str| text.parse::<u64>().map(Duration::from_millis);
+    let refused = |why: String| Answer::Refused(why);
     let reply = match (words.as_slice(), now) {
-        (["status"], Standing::Starting) => "starting".to_string(),
-        (["status"], Standing::Leading) => "leading".to_string(),
-        (["status"], Standing::Ending) => "stopped: the resident is ending".to_string(),
+        (["status"], Standing::Starting) => Answer::Starting,
+        (["status"], Standing::Leading) => Answer::Leading,
+        (["status"], Standing::Ending) => Answer::Stopped(Some("the resident is ending".into())),
         (["status"], Standing::Standby(s)) => {
             match crate::service::process::presence(&s, crate::service::process::UNIT_LOOK).await {
-                Presence::Present => format!("standby {}", shown(&s)),
-                Presence::Absent => format!("stopped: {} is not running", shown(&s)),
-                Presence::CannotTell(why) => format!("cannot tell: {why}"),
+                Presence::Present => Answer::Standby(shown(&s)),
+                Presence::Absent => Answer::Stopped(Some(format!("{} is not running", shown(&s)))),
+                Presence::CannotTell(why) => Answer::CannotTell(why),
             }
         }
-        (["lead", _], _) if leading => "refused: leading already".to_string(),
+        (["lead", _], _) if leading => refused("leading already".into()),
         (["lead", t], _) => {
             let mut json = String::new();
             let config = tokio::time::timeout(REQUEST_LIMIT, read.read_line(&mut json))
@@ -353,18 +456,18 @@ async fn answer(
                 .and_then(|_| MasterConfig::from_json(json.trim()));
             match (ms(t), config) {
                 (Ok(d), Ok(c)) => ask(&tx, |r| Request::Lead(d, Box::new(c), r)).await,
-                (Err(_), _) => format!("refused: {t:?} is not a number of milliseconds"),
-                (_, Err(why)) => format!("refused: {why}"),
+                (Err(_), _) => refused(format!("{t:?} is not a number of milliseconds")),
+                (_, Err(why)) => refused(why),
             }
         }
         // Already ending: the agent waits for it to be gone.
-        (["stop", _], Standing::Ending) => "ending".to_string(),
+        (["stop", _], Standing::Ending) => Answer::Ending,
         // A stop while a round ends (the agent's stop after its demote) waits for it.
         (["stop", t], _) => match ms(t) {
             Ok(d) => ask(&tx, |r| Request::Stop(d, r)).await,
-            Err(_) => format!("refused: {t:?} is not a number of milliseconds"),
+            Err(_) => refused(format!("{t:?} is not a number of milliseconds")),
         },
-        _ => format!("refused: unknown request {:?}", line.trim()),
+        _ => refused(format!("unknown request {:?}", line.trim())),
     };
     write.write_all(format!("{reply}\n").as_bytes()).await?;
     write.shutdown().await
@@ -372,14 +475,14 @@ async fn answer(
 
 async fn ask(
     tx: &mpsc::Sender<Request>,
-    make: impl FnOnce(oneshot::Sender<String>) -> Request,
-) -> String {
+    make: impl FnOnce(oneshot::Sender<Answer>) -> Request,
+) -> Answer {
     let (reply, answer) = oneshot::channel();
     if tx.send(make(reply)).await.is_err() {
-        return "ending".into();
+        return Answer::Ending;
     }
     // Dropped unanswered: the resident ended (its loop returned).
-    answer.await.unwrap_or_else(|_| "ending".into())
+    answer.await.unwrap_or(Answer::Ending)
 }
 
 fn shown(s: &ServiceRef) -> String {
@@ -398,13 +501,13 @@ pub enum Unanswered {
     Silent(String),
 }
 
-/// The agent's side: one request (its lines) to the resident of `dir`, its one-line answer
-/// within `limit`.
+/// The agent's side: one request (its lines) to the resident of `dir`, its answer within
+/// `limit`.
 pub async fn request(
     dir: &ResourceDir,
     lines: &str,
     limit: Duration,
-) -> Result<String, Unanswered> {
+) -> Result<Answer, Unanswered> {
     use std::os::linux::net::SocketAddrExt;
     let connect = || {
         let addr = std::os::unix::net::SocketAddr::from_abstract_name(dir.standby_name())?;
@@ -430,7 +533,7 @@ pub async fn request(
         Ok::<_, std::io::Error>(reply.trim().to_string())
     };
     match tokio::time::timeout(limit, exchange).await {
-        Ok(Ok(reply)) if !reply.is_empty() => Ok(reply),
+        Ok(Ok(reply)) if !reply.is_empty() => Ok(Answer::read(&reply)),
         Ok(Ok(_)) => Err(Unanswered::Silent(
             "the resident standby closed the connection unanswered".into(),
         )),
@@ -439,5 +542,53 @@ pub async fn request(
             "the resident standby did not answer within {} ms",
             limit.as_millis()
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Answer;
+
+    #[test]
+    fn every_answer_reads_back_as_written_and_the_previous_releases_lines_read_as_meant() {
+        let all = [
+            Answer::Starting,
+            Answer::Standby("pid 4242".into()),
+            Answer::Standby("api.service".into()),
+            Answer::Leading,
+            Answer::Stopped(None),
+            Answer::Stopped(Some("pid 4242 is not running".into())),
+            Answer::NotStopped("cannot tell: /proc unreadable".into()),
+            Answer::CannotTell("systemctl timed out".into()),
+            Answer::Refused("leading already".into()),
+            Answer::Ending,
+            Answer::Other("a later release's word".into()),
+        ];
+        for a in all {
+            assert_eq!(Answer::read(&format!("{a}\n")), a, "{a}");
+        }
+        // Lines as the previous release's resident wrote them (its answers were strings).
+        for (line, meant) in [
+            ("standby pid 17", Answer::Standby("pid 17".into())),
+            (
+                "stopped: the resident is ending",
+                Answer::Stopped(Some("the resident is ending".into())),
+            ),
+            (
+                "not stopped: the service still runs",
+                Answer::NotStopped("the service still runs".into()),
+            ),
+            (
+                "refused: a round has just ended",
+                Answer::Refused("a round has just ended".into()),
+            ),
+            ("stopped", Answer::Stopped(None)),
+            ("leading", Answer::Leading),
+        ] {
+            assert_eq!(Answer::read(line), meant, "{line}");
+        }
+        // A word that only begins like a known one is none of them.
+        assert_eq!(Answer::read("leadingly"), Answer::Other("leadingly".into()));
+        assert_eq!(Answer::read("standby"), Answer::Other("standby".into()));
     }
 }

@@ -16,7 +16,7 @@
 use std::collections::HashSet;
 use std::io;
 use std::net::IpAddr;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use tokio::io::unix::AsyncFd;
@@ -278,9 +278,11 @@ async fn readable<T: AsRawFd>(
     }
 }
 
-/// Watches until the task is dropped (the leadership ends).
-pub async fn watch(w: WireWatch) {
-    let rsc = w.resource.clone();
+/// The watch's sockets: the kernel's address and link events, the frames on the VIP's link
+/// (each None, said once, when it cannot be had: the watch goes on without it).
+#[allow(clippy::type_complexity)]
+fn open_sockets(w: &WireWatch) -> (Option<AsyncFd<Events>>, Option<AsyncFd<OwnedFd>>) {
+    let rsc = &w.resource;
     // SAFETY (both registrations): the AsyncFd owns the socket, which nothing else closes or
     // replaces while it is registered.
     let events = match Events::open().and_then(|e| {
@@ -308,6 +310,12 @@ pub async fn watch(w: WireWatch) {
             None
         }
     };
+    (events, frames)
+}
+
+/// Watches until the task is dropped (the leadership ends).
+pub async fn watch(w: WireWatch) {
+    let (events, frames) = open_sockets(&w);
     let mut st = State {
         own: off_thread(own_macs).await.flatten().unwrap_or_default(),
         foreign: std::collections::HashMap::new(),

@@ -882,10 +882,19 @@ impl Etcd {
         let Some(leader_member) = client_of(current) else {
             return Ok(None);
         };
+        self.ask_to_move(&leader_member, target).await
+    }
+
+    /// MoveLeader to `target`, asked of the leader `leader_member`: the new leader's name.
+    async fn ask_to_move(
+        &self,
+        leader_member: &Member,
+        target: &etcd_client::Member,
+    ) -> Result<Option<String>, LeaseError> {
         let endpoint = leader_member.endpoint.clone();
         let id = target.id();
         let moved = async {
-            let mut c = self.ready(&leader_member).await?;
+            let mut c = self.ready(leader_member).await?;
             c.move_leader(id).await
         };
         match tokio::time::timeout(self.timeout, moved).await {
@@ -1314,8 +1323,11 @@ impl KeepAlive {
         if self.stream.is_none() {
             self.stream = Some(client.lease_keep_alive(self.lease.0).await.map_err(|e| {
                 match &e {
-                    // etcd-client's own answer when a fresh stream's first reply has TTL 0.
-                    etcd_client::Error::LeaseKeepAliveError(m) if m == LEASE_NOT_FOUND => {
+                    // Opening the stream, etcd-client says LeaseKeepAliveError only when the
+                    // first reply has TTL 0 (etcd does not know the lease), or when its first
+                    // request cannot go into the stream's fresh channel — whose receiver the
+                    // stream holds, so it cannot fail. By the variant, never by its words.
+                    etcd_client::Error::LeaseKeepAliveError(_) => {
                         RenewError::LeaseNotFound(causes(&e))
                     }
                     _ => failed(e),
@@ -1334,10 +1346,6 @@ impl KeepAlive {
 /// gRPC's status code NOT_FOUND: etcd's answer (ErrGRPCLeaseNotFound, "etcdserver: requested
 /// lease not found") to a request naming a lease it does not have.
 const GRPC_NOT_FOUND: i32 = 5;
-
-/// What etcd-client's lease_keep_alive says (LeaseKeepAliveError) when etcd answers a fresh
-/// stream's first keepalive with TTL 0: the lease does not exist.
-const LEASE_NOT_FOUND: &str = "lease not found";
 
 /// Whether an etcd release has the fix for etcd issue 15247 (a stuck old leader revoking
 /// leases early): 3.4.30 and later 3.4, 3.5.13 and later 3.5, anything from 3.6 on. None: not

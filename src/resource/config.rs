@@ -80,6 +80,38 @@ impl Standby {
     pub fn is_warm(&self) -> bool {
         matches!(self, Standby::Warm { .. })
     }
+
+    /// A warm standby's hook, if set (none when cold).
+    pub fn hook(&self, which: WarmHook) -> Option<&str> {
+        match (self, which) {
+            (
+                Standby::Warm {
+                    promote_command, ..
+                },
+                WarmHook::Promote,
+            ) => promote_command.as_deref(),
+            (Standby::Warm { demote_command, .. }, WarmHook::Demote) => demote_command.as_deref(),
+            (Standby::Cold, _) => None,
+        }
+    }
+}
+
+/// A warm standby's hooks: promote_command hands the running service the role, demote_command
+/// takes it back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WarmHook {
+    Promote,
+    Demote,
+}
+
+impl WarmHook {
+    /// Its parameter's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            WarmHook::Promote => mp::PROMOTE_COMMAND.name,
+            WarmHook::Demote => mp::DEMOTE_COMMAND.name,
+        }
+    }
 }
 
 /// conflict_action: a VIP conflict is logged, shown and defended; `Push` also tells Pacemaker.

@@ -320,32 +320,7 @@ impl<K: Kernel> Machine<K> {
             Input::Tick if !self.holds(Rule::PingOnRenewal) => self.ping_watchdog(),
             Input::Tick => {}
             Input::Renewed { sent, ttl } => self.renewed(now, sent, ttl),
-            Input::RenewFailed { sent, why } => {
-                if self.renewal.out == Some(sent) {
-                    self.renewal.out = None;
-                    let in_row = self.renewal_failed();
-                    // Racing for a member that answers; after a few failures in a row, and
-                    // while holding, etcd is out: no storm of attempts.
-                    let retry = match (self.phase(), in_row) {
-                        (Phase::Holding, _) => hold::RETRY_HOLDING,
-                        (_, n) if n > RACE_ATTEMPTS => hold::RETRY_HOLDING,
-                        _ => RENEW_RETRY,
-                    };
-                    self.plan_renewal(now + retry);
-                    // Said once, then once in a while: an outage is not a log flood.
-                    if self
-                        .renewal
-                        .last_log
-                        .is_none_or(|t| now >= t + RENEW_LOG_EVERY)
-                    {
-                        self.renewal.last_log = Some(now);
-                        self.log(
-                            Level::Warn,
-                            format!("keepalive: {why} ({in_row} failed in a row)"),
-                        );
-                    }
-                }
-            }
+            Input::RenewFailed { sent, why } => self.renew_failed(now, sent, why),
             Input::LeaseGone { sent } => {
                 if self.renewal.out == Some(sent) {
                     self.renewal.out = None;
@@ -389,6 +364,35 @@ impl<K: Kernel> Machine<K> {
             Input::Retaken(r) => self.retaken(now, r),
         }
         self.advance(now);
+    }
+
+    /// A keepalive failed: retried soon (racing for a member that answers), or, after a few
+    /// failures in a row and while holding, once in a while (etcd is out: no storm).
+    fn renew_failed(&mut self, now: Duration, sent: Duration, why: String) {
+        if self.renewal.out == Some(sent) {
+            self.renewal.out = None;
+            let in_row = self.renewal_failed();
+            // Racing for a member that answers; after a few failures in a row, and
+            // while holding, etcd is out: no storm of attempts.
+            let retry = match (self.phase(), in_row) {
+                (Phase::Holding, _) => hold::RETRY_HOLDING,
+                (_, n) if n > RACE_ATTEMPTS => hold::RETRY_HOLDING,
+                _ => RENEW_RETRY,
+            };
+            self.plan_renewal(now + retry);
+            // Said once, then once in a while: an outage is not a log flood.
+            if self
+                .renewal
+                .last_log
+                .is_none_or(|t| now >= t + RENEW_LOG_EVERY)
+            {
+                self.renewal.last_log = Some(now);
+                self.log(
+                    Level::Warn,
+                    format!("keepalive: {why} ({in_row} failed in a row)"),
+                );
+            }
+        }
     }
 
     /// Everything the rules call for at `now`, after the input: each timer due, by its arm,
