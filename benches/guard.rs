@@ -220,6 +220,7 @@ fn fence_latency_in(node: &str, peer: &str, n: usize) -> Vec<f64> {
             watchdog: WatchdogPlan::Off,
             hold: None,
             take_back: false,
+            campaign: false,
         };
         let sent = now + Duration::from_millis(1200) - (FENCE_CLOCK.ttl - FENCE_CLOCK.margin);
         let machine = Machine::new(

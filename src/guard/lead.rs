@@ -129,6 +129,7 @@ impl Guard {
             },
             hold: a.record.as_ref().map(|(_, plan)| plan.clone()),
             take_back: self.warm.is_some() && self.hook(WarmHook::Demote).is_some(),
+            campaign: self.args.campaign.is_some(),
         };
         let (orders_tx, orders) = mpsc::unbounded_channel();
         let started = host.map_err(|e| e.to_string()).and_then(|h| {
@@ -176,7 +177,7 @@ impl Guard {
         look.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut ending = false;
         // Whether it has served (a healthy leader) in this leadership, and since when it leads.
-        let (mut served, led_at) = (false, std::time::Instant::now());
+        let (mut served, led_at) = (false, boottime());
         loop {
             if !health_started && fence.view().state.phase().is_leading() {
                 health_started = true;
@@ -185,13 +186,6 @@ impl Guard {
             let service = self.service.as_mut();
             tokio::select! {
                 Some(order) = orders.recv() => {
-                    if let Order::Push { why, .. } = &order {
-                        if self.args.campaign.is_some() && !ending {
-                            ending = true;
-                            log::error!("campaign {}: {why}: stepping down", self.args.resource);
-                            fence.handle(Input::StepDown { by: boottime() + DEFAULT_STEP_DOWN });
-                        }
-                    }
                     if let Some(exit) = self.perform(&mut shell, order).await {
                         shell.helpers.stop();
                         shell.lease_helpers.stop();
@@ -328,7 +322,7 @@ impl Guard {
         fence: &Fence,
         st: &GuardStatus,
         served: &mut bool,
-        led_at: std::time::Instant,
+        led_at: Duration,
     ) -> Option<String> {
         if let Some((_, cause)) = fence.view().state.fenced().cloned() {
             return Some(format!("fenced ({cause})"));
@@ -341,7 +335,7 @@ impl Guard {
             return Some(format!("no longer serving: {}", st.trouble()));
         }
         let within = self.args.campaign.unwrap_or_default();
-        (led_at.elapsed() >= within).then(|| {
+        (boottime().saturating_sub(led_at) >= within).then(|| {
             format!(
                 "not serving {} s after taking the key: {}",
                 within.as_secs(),

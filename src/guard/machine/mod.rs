@@ -113,6 +113,9 @@ pub struct Plan {
     /// The role can be taken back from the running service by its hook (a warm standby's
     /// demote_command): tried first, the service stopped only when it does not confirm.
     pub take_back: bool,
+    /// A campaign's guard: no Pacemaker to tell, so what would be pushed to it (a failed
+    /// service, a lost or claimed VIP) ends the leadership instead.
+    pub campaign: bool,
 }
 
 pub struct Machine<K> {
@@ -332,7 +335,7 @@ impl<K: Kernel> Machine<K> {
             Input::KeyLost(Some(other)) => self.lost(now, Cause::KeyTaken(other)),
             Input::VipGone { how, detail } => self.vip_gone(now, how, detail),
             Input::VipClaimed(claim) => self.vip_claimed(now, claim),
-            Input::Health(report) => self.health_checked(report),
+            Input::Health(report) => self.health_checked(now, report),
             Input::Settled(r) => self.settled(now, r),
             Input::TokenWritten(r) => self.token_written(now, r),
             Input::ServiceStarted(r) => self.service_started(now, r),
@@ -346,7 +349,7 @@ impl<K: Kernel> Machine<K> {
                     now,
                     format!("the service {detail} while giving the role back"),
                 );
-                self.push_exit(&detail);
+                self.push_exit(now, &detail);
                 self.service.exit_detail = Some(detail);
                 // Its group may live on: look, and forget its pid once the group is empty
                 // (while its leader is unreaped, the group's id is ours).

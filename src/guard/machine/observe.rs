@@ -116,24 +116,31 @@ impl Observed {
 impl<K: Kernel> Machine<K> {
     /// The health watch's verdict: a service that was healthy and turns unhealthy while the
     /// machine leads is told to Pacemaker at once (not a service the guard stops itself).
-    pub(super) fn health_checked(&mut self, report: HealthReport) {
+    pub(super) fn health_checked(&mut self, now: Duration, report: HealthReport) {
         let was_healthy = self.observed.health.as_ref().is_some_and(|h| h.healthy);
         if was_healthy && !report.healthy && self.phase().is_leading() {
-            self.out(Order::Push {
-                why: format!("service unhealthy: {}", report.detail),
-                regardless: false,
-            });
+            self.push(now, format!("service unhealthy: {}", report.detail), false);
         }
         self.observed.health = Some(report);
     }
 
     /// The supervised command's leader exited while the machine leads: told at once.
-    pub(super) fn push_exit(&mut self, detail: &str) {
+    pub(super) fn push_exit(&mut self, now: Duration, detail: &str) {
         if self.phase().is_leading() {
-            self.out(Order::Push {
-                why: format!("service {detail}"),
-                regardless: false,
-            });
+            self.push(now, format!("service {detail}"), false);
+        }
+    }
+
+    /// What Pacemaker is told at once (push_failures; conflict_action=push whatever it says).
+    /// A campaign's guard has no Pacemaker to tell: the same words end its leadership, by a
+    /// step-down of its own.
+    fn push(&mut self, now: Duration, why: String, regardless: bool) {
+        if !self.plan.campaign {
+            return self.out(Order::Push { why, regardless });
+        }
+        if self.phase().is_raising() || self.phase().is_leading() {
+            self.log(Level::Error, format!("campaign: {why}: stepping down"));
+            self.step_down(now, now + super::DEFAULT_STEP_DOWN);
         }
     }
 
@@ -169,10 +176,7 @@ impl<K: Kernel> Machine<K> {
             format!("{detail}; the VIP is not added back (Pacemaker recovers it)"),
         );
         self.observed.lost = Some(detail.clone());
-        self.out(Order::Push {
-            why: detail,
-            regardless: false,
-        });
+        self.push(now, detail, false);
     }
 
     /// A frame from another host claiming the VIP, while the machine leads with it up:
@@ -211,10 +215,7 @@ impl<K: Kernel> Machine<K> {
             });
         }
         if push {
-            self.out(Order::Push {
-                why: what,
-                regardless: true,
-            });
+            self.push(now, what, true);
         }
         *self
             .observed

@@ -96,6 +96,7 @@ fn a_ping_that_took_effect_late_is_made_again_shorter() {
         watchdog: WatchdogPlan::Required,
         hold: None,
         take_back: false,
+        campaign: false,
     };
     let t = Duration::from_millis;
     let mut m = Machine::new(plan, t(0), clock.ttl, Late::default());
@@ -150,6 +151,7 @@ fn vip_machine(ttl: u64, margin: u64) -> Machine<Late> {
         watchdog: WatchdogPlan::Off,
         hold: None,
         take_back: false,
+        campaign: false,
     };
     Machine::new(plan, Duration::ZERO, clock.ttl, Late::default())
 }
@@ -299,6 +301,37 @@ fn a_service_that_was_healthy_and_turns_unhealthy_is_pushed_once() {
     // Still unhealthy: nothing new to tell.
     m.handle(t(80), health(false, "answered 503 again"));
     assert!(pushes(&drain(&mut m)).is_empty());
+}
+
+#[test]
+fn a_campaigns_guard_steps_down_where_another_would_push_to_pacemaker() {
+    let t = Duration::from_millis;
+    let mut m = raised_from(Plan {
+        campaign: true,
+        ..plan_10_2()
+    });
+    assert_eq!(m.phase(), Phase::Leading);
+    drain(&mut m);
+    m.handle(t(50), Input::ServiceExited("exited with status 1".into()));
+    let orders = drain(&mut m);
+    assert!(
+        pushes(&orders).is_empty(),
+        "no Pacemaker to tell: {orders:?}"
+    );
+    assert_eq!(m.phase(), Phase::SteppingDown, "{orders:?}");
+    assert!(
+        orders
+            .iter()
+            .any(|o| matches!(o, Order::Log(_, text) if text.contains("campaign: service exited"))),
+        "{orders:?}"
+    );
+    // The same exit under Pacemaker is pushed, and the machine leads on (Pacemaker decides).
+    let mut m = raised_from(plan_10_2());
+    drain(&mut m);
+    m.handle(t(50), Input::ServiceExited("exited with status 1".into()));
+    let orders = drain(&mut m);
+    assert_eq!(pushes(&orders).len(), 1, "{orders:?}");
+    assert_eq!(m.phase(), Phase::Leading);
 }
 
 #[test]
@@ -537,6 +570,7 @@ fn plan_10_2() -> Plan {
         watchdog: WatchdogPlan::Off,
         hold: None,
         take_back: false,
+        campaign: false,
     }
 }
 
@@ -903,6 +937,7 @@ fn warm_machine() -> Machine<Late> {
     raised_from(Plan {
         known: Some(ServiceRef::Group(12345)),
         take_back: true,
+        campaign: false,
         ..plan_10_2()
     })
 }
@@ -916,6 +951,7 @@ fn warm_machine_30_10() -> Machine<Late> {
         },
         known: Some(ServiceRef::Group(12345)),
         take_back: true,
+        campaign: false,
         ..plan_10_2()
     })
 }

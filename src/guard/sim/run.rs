@@ -121,6 +121,7 @@ impl Sim {
                 pacemaker: true,
             }),
             take_back: s.take_back.is_some(),
+            campaign: false,
         };
         let mut m = Machine::new(plan, Duration::ZERO, ttl, world);
         m.mutant.rules = rules;
