@@ -191,6 +191,8 @@ impl<K: Kernel> Machine<K> {
                         self.proof_words()
                     ),
                 );
+                // The outage is over: its proof is history (the next one is said afresh).
+                self.hold.proof = None;
                 self.out(Order::Persist);
             }
             Phase::Holding => {
@@ -285,11 +287,15 @@ impl<K: Kernel> Machine<K> {
         self.hold.failed_in_row
     }
 
-    /// A renewal applied: etcd keeps the lease.
+    /// A renewal applied: etcd keeps the lease (a proof gathered before the deadline, never
+    /// held on, is history; while holding, the move back to Leading says it first).
     pub(super) fn renewal_applied(&mut self, now: Duration) {
         self.hold.failing = false;
         self.hold.failed_in_row = 0;
         self.hold.etcd_answered(now);
+        if self.holding_since().is_none() {
+            self.hold.proof = None;
+        }
     }
 
     /// corosync's (and Pacemaker's) answer to the ask made at `asked`.

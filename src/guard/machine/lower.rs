@@ -11,13 +11,13 @@ use super::{
     Machine, Timer, CHECK_EVERY, DEFAULT_STEP_DOWN, RELEASE_RESERVE, RELEASE_RETRY, WATCHDOG_LEAD,
 };
 use crate::params::master::DEMOTE_COMMAND_LIMIT;
+use crate::presence::Presence;
+use crate::rules::Rule;
+use crate::service::stop::{self, STOP_GRACE};
 
 /// The least budget demote_command is run with: below it, the service is stopped at once
 /// (after a fence the time left is a fraction of lease_margin).
 pub const TAKE_BACK_MIN: Duration = Duration::from_millis(500);
-use crate::presence::Presence;
-use crate::rules::Rule;
-use crate::service::stop::{self, STOP_GRACE};
 
 impl<K: Kernel> Machine<K> {
     pub(super) fn check_deadline(&mut self, now: Duration) {
@@ -156,7 +156,7 @@ impl<K: Kernel> Machine<K> {
         }
     }
 
-    /// TERM now, KILL at `kill_at` (kept if an earlier KILL time is set already).
+    /// TERM now, KILL at `kill_at` (a stop already under way keeps an earlier KILL time).
     fn terminate(&mut self, now: Duration, kill_at: Duration) {
         let (service, start_out) = match &mut self.service.state {
             ServiceState::Running(s) => (s.clone(), false),

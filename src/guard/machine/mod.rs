@@ -9,16 +9,20 @@
 //!
 //! The rules it enforces, in every phase (docs/safety.md):
 //! - the deadline is `send time of the last renewal applied in time + granted TTL − margin`
-//!   (never later than the lease's earliest end at the stated slew allows); it only moves
-//!   forward, never once it has passed;
+//!   (never later than the lease's earliest end at the stated slew allows), or a fresh
+//!   proof's while holding through an etcd outage (hold.rs); the lease's part only moves
+//!   forward, a proof's goes with a later "no", and neither once it has passed;
 //! - ownership lost (the deadline, a watch or confirm saying the key is gone or carries
-//!   another lease, etcd saying the lease is gone) fences at once, raising included: the raise
+//!   another lease, etcd saying the lease is gone) fences at once, raising included (while
+//!   holding, a deletion waits for the next renewal to say whether our lease lives, and a
+//!   lease etcd let go is taken back: hold.rs): the raise
 //!   is abandoned, the VIP goes first, then the service (TERM, KILL half a margin after the
 //!   deadline or the loss, but before the lease's earliest end and an armed watchdog's
 //!   reset); once everything is down and the release has begun, the key's deletion (the
 //!   guard's own) or another holder's key is the release's end, not a fence;
 //! - with a hardware watchdog: armed before anything is raised, pinged only for a renewal
-//!   applied in time (and once more, derived from it, before the deadline), its reset always
+//!   applied in time, a fresh proof while holding, or the key taken back (and once more,
+//!   derived from the renewal, before the deadline), its reset always
 //!   before the lease can end at etcd, fenced before the reset, disarmed only once VIP and
 //!   service are confirmed down;
 //! - nothing is raised once ownership is lost, the deadline has passed or a step-down began;
@@ -436,7 +440,9 @@ impl<K: Kernel> Machine<K> {
         }
     }
 
-    /// What follows from the state, whatever woke the machine, in this order.
+    /// What follows from the state, whatever woke the machine, in this order. `handle` has
+    /// looked at the deadline first: a deadline no proof covers has fenced already, so the
+    /// hold's move into Holding (hold_step) sees only a covered one.
     fn follow_state(&mut self, now: Duration) {
         if self.phase().is_down() {
             self.lower(now);

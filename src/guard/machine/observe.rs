@@ -149,7 +149,7 @@ impl<K: Kernel> Machine<K> {
     /// once.
     pub(super) fn vip_gone(&mut self, now: Duration, how: Gone, detail: String) {
         // Leading with the VIP up: the change is not the guard's own doing.
-        let ours = self.phase().is_leading() && self.vip.state == VipState::Up;
+        let behind_our_back = self.phase().is_leading() && self.vip.state == VipState::Up;
         let loss = match how {
             Gone::Deleted { with_link: true } | Gone::LinkDown => Loss::LinkDown,
             Gone::Deleted { .. } if now >= self.vip.floor => Loss::Expired,
@@ -161,7 +161,7 @@ impl<K: Kernel> Machine<K> {
             self.vip.state = VipState::MaybeUp;
             self.out(Order::Persist);
         }
-        if !ours || self.observed.lost.is_some() {
+        if !behind_our_back || self.observed.lost.is_some() {
             return;
         }
         let detail = match loss {

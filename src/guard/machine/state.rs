@@ -66,7 +66,8 @@ impl State {
 pub struct Lowering {
     /// The raise failed: stepping down, then exiting with 1 (it stays failed, fenced or not).
     pub failure: Option<RaiseFailure>,
-    /// Ownership ended: when, and why.
+    /// The guard fenced itself (ownership lost, the deadline, the watchdog's reset near):
+    /// when, and why.
     pub fenced: Option<(Duration, Cause)>,
     /// An orderly step-down was asked (also after a fence: its answer is owed).
     pub step_down: Option<StepDown>,
@@ -199,7 +200,7 @@ pub const TRANSITIONS: [(Option<Phase>, Phase, &str); 15] = [
     (
         Some(Phase::Fenced),
         Phase::Done,
-        "VIP and service down, the release settled",
+        "VIP and service down, the release settled, a step-down asked",
     ),
     (
         Some(Phase::Failed),
@@ -318,7 +319,8 @@ impl ServiceState {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Look {
     Idle,
-    /// Ordered; `stale`: the start answered meanwhile, so the answer says nothing now.
+    /// Ordered; `stale`: something happened meanwhile (the start answered, a signal went, a
+    /// fresh look was wanted), so its answer says nothing now and is followed by a fresh look.
     Out {
         stale: bool,
     },
@@ -330,7 +332,8 @@ pub enum Release {
     #[default]
     NotYet,
     InFlight,
-    /// Failed; tried again when its timer fires (it expires with the lease anyway).
+    /// Failed; tried again when its timer fires while the machine is not done yet. Settled
+    /// all the same: the key expires with the lease anyway.
     Failed,
     Done,
 }
