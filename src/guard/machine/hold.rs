@@ -99,8 +99,8 @@ pub(super) struct Hold {
     key_gone: bool,
     /// etcd said our lease is gone: take the key back.
     lease_gone: bool,
-    /// A keepalive failed since the last renewal applied; how many in a row.
-    failing: bool,
+    /// Keepalives failed in a row since the last renewal applied (etcd may be out while
+    /// any has).
     failed_in_row: u32,
     retake_out: bool,
     /// The last doubt said (logged once).
@@ -227,7 +227,7 @@ impl<K: Kernel> Machine<K> {
             .hold
             .last_asked
             .map_or(from, |a| (a + ASK_EVERY).max(from));
-        self.hold.failing.then_some(next)
+        (self.hold.failed_in_row > 0).then_some(next)
     }
 
     /// Timer::Ask at the ask out's end (the shell answers within ASK_LIMIT; one lost on the
@@ -282,7 +282,6 @@ impl<K: Kernel> Machine<K> {
     /// A keepalive failed (no answer, or no usable one): etcd may be out. How many failed in
     /// a row since the last renewal applied.
     pub(super) fn renewal_failed(&mut self) -> u32 {
-        self.hold.failing = true;
         self.hold.failed_in_row = self.hold.failed_in_row.saturating_add(1);
         self.hold.failed_in_row
     }
@@ -290,7 +289,6 @@ impl<K: Kernel> Machine<K> {
     /// A renewal applied: etcd keeps the lease (a proof gathered before the deadline, never
     /// held on, is history; while holding, the move back to Leading says it first).
     pub(super) fn renewal_applied(&mut self, now: Duration) {
-        self.hold.failing = false;
         self.hold.failed_in_row = 0;
         self.hold.etcd_answered(now);
         if self.holding_since().is_none() {
@@ -538,7 +536,6 @@ impl<K: Kernel> Machine<K> {
                 self.hold.etcd_answered(now);
                 self.hold.lease_gone = false;
                 self.hold.key_gone = false;
-                self.hold.failing = false;
                 self.hold.failed_in_row = 0;
                 self.leadership.regrant(sent, ttl);
                 self.renewal.last_sent = self.renewal.last_sent.max(sent);

@@ -15,7 +15,7 @@ use crate::service::ServiceRef;
 impl<K: Kernel> Machine<K> {
     /// Whether anything may be raised at `now`.
     pub(super) fn may_raise(&self, now: Duration) -> bool {
-        self.fenced().is_none() && self.phase().is_raising() && now < self.fence_at()
+        self.state.may_raise(now, self.fence_at())
     }
 
     pub(super) fn raise_step(&mut self) {

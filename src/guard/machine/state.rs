@@ -50,6 +50,12 @@ impl State {
         }
     }
 
+    /// Whether anything may be raised at `now`, with the fence due at `fence_at`: only while
+    /// raising (a fence or a step-down ends the raise), and before the fence.
+    pub fn may_raise(&self, now: Duration, fence_at: Duration) -> bool {
+        matches!(self, State::Raising(_)) && now < fence_at
+    }
+
     /// Why and when ownership ended, if it did.
     pub fn fenced(&self) -> Option<&(Duration, Cause)> {
         self.lowering().and_then(|l| l.fenced.as_ref())

@@ -39,7 +39,7 @@ pub struct View {
 
 impl View {
     fn may_raise(&self, now: Duration) -> bool {
-        matches!(self.state, State::Raising(_)) && now < self.fence_at
+        self.state.may_raise(now, self.fence_at)
     }
 
     /// Whether announcements for the VIP may go on (the raise is ours to finish).
