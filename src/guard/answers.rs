@@ -7,9 +7,12 @@
 use std::time::Duration;
 
 use super::machine::{Fault, Input};
+use crate::failsafe::witness::Cluster;
+use crate::failsafe::OwnView;
 use crate::lease::etcd::KeyEvent;
 use crate::lease::{LeaseError, LeaseId, RenewError};
 use crate::service::ServiceRef;
+use crate::vip::VipError;
 
 /// A keepalive sent at `sent` (boot clock) and what came of it: a TTL (zero: the lease is
 /// gone), etcd saying the lease does not exist (as final as a TTL of 0), or no renewal now.
@@ -75,6 +78,39 @@ pub fn started(result: Result<ServiceRef, String>) -> Input {
     Input::ServiceStarted(result.map_err(Fault::Service))
 }
 
+/// The VIPs settled (link, DAD, announcements), or the first that did not: the raise fails.
+pub fn settled(result: &Result<(), VipError>) -> Input {
+    Input::Settled(match result {
+        Ok(()) => Ok(()),
+        Err(e) => Err(Fault::Settle(e.to_string())),
+    })
+}
+
+/// demote_command's end: it confirmed (exit status 0), or why not (its exit, or its kill at
+/// the budget's end).
+pub fn taken_back(result: Result<(), String>) -> Input {
+    Input::TakenBack(result.map_err(Fault::Service))
+}
+
+/// One ask of corosync and Pacemaker, made at `asked`: corosync's membership (or why none),
+/// Pacemaker's view of this node (None: that ask did not come back, so it says nothing:
+/// "cannot tell"), and the RTC as read when the ask began (a pause shows between two asks).
+pub fn membership(
+    asked: Duration,
+    rtc: Option<u64>,
+    seen: Result<Cluster, String>,
+    pacemaker: Option<OwnView>,
+) -> Input {
+    Input::Membership {
+        asked,
+        seen,
+        pacemaker: OwnView {
+            rtc,
+            ..pacemaker.unwrap_or_default()
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,6 +148,42 @@ mod tests {
         assert_eq!(
             released(None, Duration::from_millis(1500)),
             Input::Released(Err(Fault::Etcd("no answer within 1500 ms".into())))
+        );
+    }
+
+    #[test]
+    fn an_ask_whose_pacemaker_half_did_not_come_back_says_nothing_of_it_but_keeps_the_rtc() {
+        let asked = Duration::from_secs(40);
+        let no_corosync = Err("corosync did not answer".to_string());
+        let Input::Membership { pacemaker, .. } = membership(asked, Some(1_700), no_corosync, None)
+        else {
+            panic!("a membership answer");
+        };
+        assert_eq!(
+            (pacemaker.fencing, pacemaker.online),
+            (None, None),
+            "cannot tell"
+        );
+        assert_eq!(pacemaker.rtc, Some(1_700), "read as the ask began");
+        let told = OwnView {
+            online: Some(true),
+            rtc: Some(5),
+            ..OwnView::default()
+        };
+        let Input::Membership { pacemaker, .. } =
+            membership(asked, Some(1_701), Err(String::new()), Some(told))
+        else {
+            panic!("a membership answer");
+        };
+        assert_eq!(pacemaker.online, Some(true));
+        assert_eq!(
+            pacemaker.rtc,
+            Some(1_701),
+            "the ask's own reading, not the view's"
+        );
+        assert_eq!(
+            taken_back(Err("exit status 1".into())),
+            Input::TakenBack(Err(Fault::Service("exit status 1".into())))
         );
     }
 }

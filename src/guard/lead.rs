@@ -510,7 +510,7 @@ impl Guard {
                 },
                 None => Err("not set".to_string()),
             };
-            fence.handle(Input::TakenBack(r.map_err(Fault::Service)));
+            fence.handle(answers::taken_back(r));
         });
     }
 
@@ -623,7 +623,7 @@ impl Guard {
                 );
                 Ok::<(), crate::vip::VipError>(())
             });
-            fence.handle(Input::Settled(r.map_err(|e| Fault::Settle(e.to_string()))));
+            fence.handle(answers::settled(&r));
         });
     }
 
@@ -894,15 +894,7 @@ fn ask_membership(fence: Fence, node: String, asked: Duration, fencing: bool, on
         });
         let (seen, pacemaker) =
             tokio::join!(crate::failsafe::witness::ask(ASK_LIMIT), ask_pacemaker);
-        let pacemaker = crate::failsafe::OwnView {
-            rtc,
-            ..pacemaker.unwrap_or_default()
-        };
-        fence.handle(Input::Membership {
-            asked,
-            seen,
-            pacemaker,
-        });
+        fence.handle(answers::membership(asked, rtc, seen, pacemaker.ok()));
     });
 }
 

@@ -527,7 +527,7 @@ impl Sim {
                 // The hook's exit reaches the machine a little later: after its budget's end,
                 // sometimes, when it confirmed just before.
                 let d = self.rng.ms(0, 60);
-                self.deliver(d, Input::TakenBack(Ok(())));
+                self.deliver(d, answers::taken_back(Ok(())));
             }
             Ev::ServiceDies => {
                 let w = &mut self.m.kernel;

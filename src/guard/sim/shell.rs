@@ -24,12 +24,14 @@ impl Sim {
             }
             Order::Settle { dad_wait } => {
                 let takes = self.s.settle_takes.min(dad_wait);
-                let r = if self.s.settle_fails {
-                    Err(Fault::Settle("DAD failed (simulated)".into()))
-                } else {
-                    Ok(())
+                let r = match self.s.settle_fails {
+                    true => Err(crate::vip::VipError::DadFailed {
+                        ip: std::net::Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 0x10).into(),
+                        nic: "lan0".into(),
+                    }),
+                    false => Ok(()),
                 };
-                self.deliver(takes, Input::Settled(r));
+                self.deliver(takes, answers::settled(&r));
             }
             Order::CancelAnnouncements => {}
             Order::WriteToken => self.deliver(Duration::ZERO, Input::TokenWritten(Ok(()))),
@@ -66,12 +68,12 @@ impl Sim {
             Order::TakeBack { within } => {
                 self.m.kernel.take_back_at.get_or_insert(now);
                 // Killed at its budget's end by the shell, which then says so.
-                let killed = || Input::TakenBack(Err(Fault::Service("killed (simulated)".into())));
+                let killed = || answers::taken_back(Err("killed (simulated)".into()));
                 match self.s.take_back {
                     Some(TakeBackDraw::Confirms(d)) if d < within => self.at(now + d, Ev::GaveBack),
                     Some(TakeBackDraw::Fails(d)) if d < within => {
-                        let failed = Fault::Service("exit status 1 (simulated)".into());
-                        self.deliver(d, Input::TakenBack(Err(failed)));
+                        let failed = answers::taken_back(Err("exit status 1 (simulated)".into()));
+                        self.deliver(d, failed);
                     }
                     Some(_) => self.deliver(within, killed()),
                     None => {
@@ -169,14 +171,10 @@ impl Sim {
         let limit = ASK_LIMIT.div_f64(self.s.node_rate);
         let seen_at = now + took / 2;
         // Pacemaker's tools answer from its local CIB, stopped corosync or not; the RTC is
-        // read as the ask begins, and goes with whatever the ask brings back.
-        let pacemaker = match took >= limit {
-            true => OwnView {
-                rtc: Some(rtc_at(now)),
-                ..OwnView::default()
-            },
-            false => h.own_view(seen_at, fencing, online),
-        };
+        // read as the ask begins (the shell reads it first), and goes with whatever the ask
+        // brings back.
+        let rtc = Some(rtc_at(now));
+        let pacemaker = (took < limit).then(|| h.own_view(seen_at, fencing, online));
         let (after, seen) = if took >= limit || h.frozen(seen_at) {
             (
                 limit,
@@ -192,14 +190,7 @@ impl Sim {
         self.m
             .kernel
             .note(format!("corosync asked ({asked:?} on n1's clock): {said}"));
-        self.deliver(
-            after,
-            Input::Membership {
-                asked,
-                seen,
-                pacemaker,
-            },
-        );
+        self.deliver(after, answers::membership(asked, rtc, seen, pacemaker));
     }
 
     /// The shell's retake after a hold: a new lease, and the key under it only while it is
