@@ -854,21 +854,15 @@ fn left_by_a_dead_resident(ctx: &Ctx, until: Instant) -> Result<(), MasterError>
     };
     let limit = left(until).saturating_sub(Duration::from_millis(500));
     let grace = crate::service::stop::grace(limit);
-    let end = match (recorded, unit) {
-        (Some((pid, start)), _) => {
-            let start = (start > 0).then_some(start);
-            status::block_on(crate::service::process::stop_orphan(
-                pid, start, grace, limit,
-            ))
-        }
-        (None, Some(unit)) if crate::service::find_in_path("systemctl").is_some() => {
-            let service = crate::service::ServiceRef::Unit(unit);
-            status::block_on(crate::service::stop::stop_and_confirm(
-                &service, grace, limit,
-            ))
-        }
-        _ => Presence::Absent,
+    // A command's record, else a warm unit (the resident records no pid for a unit).
+    let (unit, recorded) = match recorded {
+        Some((pid, start)) => (None, Some((pid, (start > 0).then_some(start)))),
+        None => (unit, None),
     };
+    let end = status::block_on(crate::service::stop::stop_left(
+        unit, recorded, grace, limit,
+    ))
+    .map_or(Presence::Absent, |(_, end)| end);
     match end {
         Presence::Absent => {
             let _ = std::fs::remove_file(record);

@@ -9,9 +9,8 @@ use crate::presence::Presence;
 use crate::resource::config::MasterConfig;
 use crate::resource::dir::ResourceDir;
 use crate::resource::status;
-use crate::service::process::stop_orphan;
-use crate::service::stop::stop_and_confirm;
-use crate::service::{ServiceRef, ServiceSpec};
+use crate::service::stop::stop_left;
+use crate::service::ServiceSpec;
 use crate::vip::{up, VipConfig};
 
 fn left(until: Instant) -> Duration {
@@ -76,24 +75,10 @@ pub fn after_guard(
     let left_now = left(until);
     let grace = crate::service::stop::grace(left_now);
     let limit = left_now.saturating_sub(Duration::from_millis(500));
-    let stopped = match (unit, state.as_ref().and_then(|s| s.service_pid)) {
-        (Some(unit), _) if crate::service::find_in_path("systemctl").is_none() => {
-            // No systemd tooling here: no unit of ours can be running.
-            log::info!("no systemctl on this node: {unit} cannot be running");
-            None
-        }
-        (Some(unit), _) => {
-            let service = ServiceRef::Unit(unit.clone());
-            let end = status::block_on(stop_and_confirm(&service, grace, limit));
-            Some((unit, end))
-        }
-        (None, Some(pid)) => {
-            let start = state.as_ref().and_then(|s| s.service_start);
-            let end = status::block_on(stop_orphan(pid, start, grace, limit));
-            Some((format!("the service (pid {pid})"), end))
-        }
-        (None, None) => None,
-    };
+    let recorded = state
+        .as_ref()
+        .and_then(|s| Some((s.service_pid?, s.service_start)));
+    let stopped = status::block_on(stop_left(unit, recorded, grace, limit));
     match stopped {
         Some((what, Presence::Present)) => failures.push(format!("{what} is still running")),
         Some((what, Presence::CannotTell(why))) => {

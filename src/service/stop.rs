@@ -86,6 +86,35 @@ pub fn signal(service: &ServiceRef, kill: bool) -> Result<(), SignalError> {
     }
 }
 
+/// What a dead guard or a dead resident standby left of its service, stopped the one way,
+/// for both clean-ups (resource::cleanup after a guard, the master agent after a resident): a
+/// systemd unit (where systemd's tools are: without them no unit of ours can run), else a
+/// command's group only while its recorded leader proves the group ours
+/// (process::stop_orphan). None: nothing was recorded; else what it was, and what became of
+/// it.
+pub async fn stop_left(
+    unit: Option<String>,
+    recorded: Option<(u32, Option<u64>)>,
+    grace: Duration,
+    limit: Duration,
+) -> Option<(String, Presence)> {
+    match (unit, recorded) {
+        (Some(unit), _) if crate::service::find_in_path("systemctl").is_none() => {
+            log::info!("no systemctl on this node: {unit} cannot be running");
+            None
+        }
+        (Some(unit), _) => {
+            let service = ServiceRef::Unit(unit.clone());
+            Some((unit, stop_and_confirm(&service, grace, limit).await))
+        }
+        (None, Some((pid, start))) => {
+            let end = crate::service::process::stop_orphan(pid, start, grace, limit).await;
+            Some((format!("the service (pid {pid})"), end))
+        }
+        (None, None) => None,
+    }
+}
+
 /// The machine's orderly stop where no machine runs: TERM now, KILL after `grace`, looks every
 /// CHECK_EVERY until the service is proven absent or `limit` has passed. A failed signal is
 /// logged and the looks decide; the answer is the last look's.
