@@ -353,8 +353,10 @@ impl<K: Kernel> Machine<K> {
                     now,
                     format!("the service {detail} while giving the role back"),
                 );
+                // Known exited before anything follows from it (a campaign's step-down stops
+                // what is left; it never asks an exited service to give the role back).
+                self.service.exit_detail = Some(detail.clone());
                 self.push_exit(now, &detail);
-                self.service.exit_detail = Some(detail);
                 // Its group may live on: look, and forget its pid once the group is empty
                 // (while its leader is unreaped, the group's id is ours).
                 self.look_at(now);
