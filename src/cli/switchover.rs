@@ -253,8 +253,6 @@ fn crm_order(
     members: &[(String, bool)],
 ) -> Result<Vec<String>, CliError> {
     let resource = a.resource.as_str();
-    let clone = clone.to_string();
-    let from = from.to_string();
     if !members.iter().any(|(n, up)| *n == from && *up) {
         return Err(CliError::Refused(format!(
             "{from} holds {key} but is not a cluster member that is up (a cold-standby \
@@ -268,7 +266,7 @@ fn crm_order(
         .map(|(n, _)| n.as_str())
         .collect();
     Ok(match &a.to {
-        Some(to) if *to == from => {
+        Some(to) if to == from => {
             return Err(CliError::Refused(format!(
                 "{to} is the master already (it holds {key})"
             )))
@@ -289,7 +287,7 @@ fn crm_order(
         Some(to) => vec![
             "--move".into(),
             "--resource".into(),
-            clone.clone(),
+            clone.into(),
             "--node".into(),
             to.clone(),
             flag.into(),
@@ -312,9 +310,9 @@ fn crm_order(
             vec![
                 "--ban".into(),
                 "--resource".into(),
-                clone.clone(),
+                clone.into(),
                 "--node".into(),
-                from.clone(),
+                from.into(),
                 flag.into(),
             ]
         }

@@ -67,6 +67,12 @@ const PAUSE_SLACK: Duration = Duration::from_secs(2);
 /// While holding, the hold and its proof are logged this often.
 const HOLD_LOG_EVERY: Duration = Duration::from_secs(30);
 
+/// When an ask out is given up: the shell answers within ASK_LIMIT; one lost on the way is
+/// not waited for longer than twice that.
+fn given_up(asked: Duration) -> Duration {
+    asked + ASK_LIMIT * 2
+}
+
 /// What the hold shows the rest of the guard.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HoldView {
@@ -234,7 +240,7 @@ impl<K: Kernel> Machine<K> {
     /// way is given up then), or at the next ask.
     fn plan_ask(&mut self, lease_deadline: Duration) {
         let at = match self.hold.ask_out {
-            Some(asked) => Some(asked + ASK_LIMIT * 2),
+            Some(asked) => Some(given_up(asked)),
             None => self.next_ask(lease_deadline),
         };
         match at {
@@ -246,7 +252,7 @@ impl<K: Kernel> Machine<K> {
     /// Timer::Ask: the ask out given up, and the next ask when it is due.
     pub(super) fn ask(&mut self, now: Duration) {
         if let Some(asked) = self.hold.ask_out {
-            if now < asked + ASK_LIMIT * 2 {
+            if now < given_up(asked) {
                 return;
             }
             self.hold.ask_out = None;

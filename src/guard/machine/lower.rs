@@ -21,10 +21,7 @@ pub const TAKE_BACK_MIN: Duration = Duration::from_millis(500);
 
 impl<K: Kernel> Machine<K> {
     pub(super) fn check_deadline(&mut self, now: Duration) {
-        if !self.holds(Rule::Deadline) {
-            return;
-        }
-        if self.fenced().is_none() && now >= self.fence_at() {
+        if self.fence_due().is_some_and(|at| now >= at) {
             let cause = match (now >= self.leadership.deadline(), self.phase()) {
                 (true, Phase::Holding) => Cause::HoldLapsed,
                 (true, _) => Cause::Deadline,

@@ -305,13 +305,18 @@ impl<K: Kernel> Machine<K> {
     /// When the machine must be called again (with `Tick`), on the boot clock: the earliest
     /// armed timer, or the fence.
     pub fn next_wake(&self) -> Option<Duration> {
-        let fence = match &self.state {
+        self.timers.next().into_iter().chain(self.fence_due()).min()
+    }
+
+    /// When the guard fences itself (`fence_at`), while it still may: not fenced yet, not
+    /// done. The one reading of it for the wake-up and for `check_deadline`.
+    fn fence_due(&self) -> Option<Duration> {
+        let pending = match &self.state {
             State::Raising(_) | State::Up { .. } => true,
             State::Lowering(l) => l.fenced.is_none(),
             State::Done(_) => false,
         };
-        let fence = (fence && self.holds(Rule::Deadline)).then(|| self.fence_at());
-        self.timers.next().into_iter().chain(fence).min()
+        (pending && self.holds(Rule::Deadline)).then(|| self.fence_at())
     }
 
     /// One input at `now` (boot clock); the kernel effects it calls for are made before it
@@ -416,7 +421,7 @@ impl<K: Kernel> Machine<K> {
                 }
             }
             self.follow_state(now);
-            if timers::ALL.iter().all(|t| !self.timers.due(*t, now)) {
+            if self.timers.next().is_none_or(|t| t > now) {
                 break;
             }
         }
