@@ -198,6 +198,57 @@ fn one_presence_one_frames_module_one_leader_key() {
     assert!(stops.is_empty(), "{stops:?}");
 }
 
+/// Every input the machine takes from the shell is made by guard::answers, which the
+/// simulation's shell calls too: no other production file names an input (the fencing
+/// thread's own Tick aside), and the simulation names them only to read them (patterns).
+#[test]
+fn every_input_from_the_shell_is_made_by_the_answers() {
+    let files = production();
+    let made: Vec<_> = lines_with(&files, "Input::")
+        .into_iter()
+        .filter(|(n, _, l)| {
+            !n.starts_with("src/guard/machine/")
+                && *n != "src/guard/answers.rs"
+                && !(*n == "src/guard/fence.rs" && l.contains("Input::Tick"))
+        })
+        .collect();
+    assert!(
+        made.is_empty(),
+        "inputs made outside guard::answers: {made:?}"
+    );
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut sim = Vec::new();
+    sources(&root.join("src/guard/sim"), &mut sim);
+    let mut read = 0;
+    for path in sim {
+        let text = std::fs::read_to_string(&path).unwrap();
+        for l in text.lines().filter(|l| l.contains("Input::")) {
+            let shown = path.display();
+            assert!(
+                reads_an_input(l),
+                "{shown}: an input made by the simulation: {l}"
+            );
+            read += 1;
+        }
+    }
+    assert!(read > 5, "the rule reads the simulation ({read} lines)");
+    // The rule can fail: the lines the simulation had before.
+    assert!(!reads_an_input("                Input::VipGone {"));
+    assert!(!reads_an_input("Ev::Deliver(Input::KeyLost(Some(99)))"));
+    assert!(reads_an_input(
+        "if let Input::Renewed { sent, ttl } = &input {"
+    ));
+}
+
+/// A line that reads an input (a pattern), or the fencing thread's Tick.
+fn reads_an_input(l: &str) -> bool {
+    l.contains("if let ")
+        || l.contains("matches!(")
+        || l.trim_end().ends_with("=> true,")
+        || l.contains("..") && l.contains("=>")
+        || l.contains("Input::Tick")
+}
+
 /// Every file of src/ and lab/src/ is named in docs/architecture.md (its path, or its name on
 /// a line that names its folder; the machine's files in the machine's own table).
 #[test]

@@ -2,16 +2,23 @@
 //! result of one piece of I/O to the machine's input. The tokio shell (guard::lead,
 //! guard::keepalive, guard::wire) and the fault-schedule simulation (guard::sim) both go
 //! through them — the shell with real etcd, netlink and systemctl, the simulation with fakes at
-//! the same boundary — so no decision about an answer lives in one of them only. No I/O here.
+//! the same boundary — so no decision about an answer lives in one of them only. Every input
+//! the machine takes from the shell is made here (Input::Tick alone is the fencing thread's).
+//! No I/O here.
 
+use std::net::IpAddr;
 use std::time::Duration;
 
-use super::machine::{Fault, Input};
+use super::machine::{
+    Claim, Fault, Gone, HealthReport, Input, Regrant, RetakeError, DEFAULT_STEP_DOWN,
+};
 use crate::failsafe::witness::Cluster;
 use crate::failsafe::OwnView;
 use crate::lease::etcd::KeyEvent;
 use crate::lease::{LeaseError, LeaseId, RenewError};
+use crate::presence::Presence;
 use crate::service::ServiceRef;
+use crate::vip::netlink::Link;
 use crate::vip::VipError;
 
 /// A keepalive sent at `sent` (boot clock) and what came of it: a TTL (zero: the lease is
@@ -90,6 +97,121 @@ pub fn settled(result: &Result<(), VipError>) -> Input {
 /// the budget's end).
 pub fn taken_back(result: Result<(), String>) -> Input {
     Input::TakenBack(result.map_err(Fault::Service))
+}
+
+/// The service's leader exited (a command the guard supervises), in the words of its exit.
+pub fn service_exited(detail: String) -> Input {
+    Input::ServiceExited(detail)
+}
+
+/// A look at the stopped (or stopping) service: present, absent, or "cannot tell" (a
+/// `systemctl` that could not reach systemd), which proves nothing.
+pub fn service_checked(look: Presence) -> Input {
+    Input::ServiceChecked(look)
+}
+
+/// The fencing token written for the service (HAMASTER_FENCING_TOKEN), or why not.
+pub fn token_written(result: Result<(), Fault>) -> Input {
+    Input::TokenWritten(result)
+}
+
+/// The health watch's verdict, told when it changed.
+pub fn health(report: HealthReport) -> Input {
+    Input::Health(report)
+}
+
+/// A health probe that cannot be made (a bad URL, an unreadable CA): unhealthy, in its words.
+pub fn probe_unusable(why: &str, unit_active: bool) -> Input {
+    Input::Health(HealthReport {
+        healthy: false,
+        detail: format!("health probe unusable: {why}"),
+        unit_inactive: !unit_active,
+    })
+}
+
+/// An orderly step-down asked at `now` (the agent's demote or stop, a signal, a campaign's
+/// verdict), within `budget`; none given: DEFAULT_STEP_DOWN.
+pub fn step_down(now: Duration, budget: Option<Duration>) -> Input {
+    Input::StepDown {
+        by: now + budget.unwrap_or(DEFAULT_STEP_DOWN),
+    }
+}
+
+/// The key taken back after a hold, under a new lease sent at `sent` with `ttl`, or why not.
+pub fn retaken(result: Result<Regrant, RetakeError>) -> Input {
+    Input::Retaken(result)
+}
+
+/// The VIP's interface as the wire watch read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkSeen {
+    Removed,
+    /// Administratively down (an IPv4 address stays on it, unusable).
+    Down,
+    Up,
+}
+
+impl LinkSeen {
+    /// A link read by index: None when there is no such interface any more.
+    pub fn of(link: Option<&Link>) -> LinkSeen {
+        match link {
+            None => LinkSeen::Removed,
+            Some(l) if !l.admin_up => LinkSeen::Down,
+            Some(_) => LinkSeen::Up,
+        }
+    }
+}
+
+/// The VIP's interface removed or set down is a loss of the VIP (`with_address`: its address
+/// went too); up, nothing.
+pub fn link(nic: &str, seen: LinkSeen, with_address: bool) -> Option<Input> {
+    let detail = match seen {
+        LinkSeen::Removed => format!("interface {nic} was removed"),
+        LinkSeen::Down => format!("link {nic} was set down"),
+        LinkSeen::Up => return None,
+    };
+    let how = match with_address {
+        true => Gone::Deleted { with_link: true },
+        false => Gone::LinkDown,
+    };
+    Some(Input::VipGone { how, detail })
+}
+
+/// The kernel's event: the VIP deleted from its interface. With the interface read right
+/// after (None: it could not be read), a deletion that went with the link is the link's loss;
+/// otherwise another program deleted it (or the kernel at the lifetime's end: the machine
+/// tells the two apart by the lifetime it gave).
+pub fn address_deleted(ip: IpAddr, nic: &str, seen: Option<LinkSeen>) -> Input {
+    seen.and_then(|s| link(nic, s, true))
+        .unwrap_or_else(|| Input::VipGone {
+            how: Gone::Deleted { with_link: false },
+            detail: format!("VIP {ip} was deleted from {nic} by another program"),
+        })
+}
+
+/// A look at the interface and the address, when events were dropped or the watch begins:
+/// only a proven absence is a loss; a dump that failed ("cannot tell") keeps what was known.
+pub fn looked(ip: IpAddr, nic: &str, seen: LinkSeen, present: &Presence) -> Option<Input> {
+    let gone = present.is_absent();
+    link(nic, seen, gone).or_else(|| {
+        gone.then(|| Input::VipGone {
+            how: Gone::Deleted { with_link: false },
+            detail: format!("VIP {ip} is no longer on {nic} (deleted by another program)"),
+        })
+    })
+}
+
+/// A frame from a MAC of none of this node's interfaces claiming the VIP: a conflict, told to
+/// the machine with `push` (conflict_action=push), which counts it and decides the defence.
+pub fn claimed(ip: IpAddr, nic: &str, mac: String, frame: &str, push: bool) -> Input {
+    let what = format!("VIP conflict: {ip} claimed by {mac} on {nic} ({frame})");
+    Input::VipClaimed(Claim {
+        address: ip.to_string(),
+        mac,
+        frame: frame.into(),
+        what,
+        push,
+    })
 }
 
 /// One ask of corosync and Pacemaker, made at `asked`: corosync's membership (or why none),

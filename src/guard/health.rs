@@ -14,7 +14,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::fence::Fence;
-use super::machine::{HealthReport, Input, ServiceState};
+use super::machine::{HealthReport, ServiceState};
 use crate::presence::Presence;
 use crate::resource::config::MasterConfig;
 use crate::service::process::{unit_presence, UNIT_LOOK};
@@ -46,17 +46,16 @@ pub async fn watch(
     loop {
         if let Err(e) = w.make_probe(&cfg) {
             // At promote this keeps it waiting; after a reload it is a failure.
-            fence.handle(Input::Health(HealthReport {
-                healthy: false,
-                detail: format!("health probe unusable: {e}"),
-                unit_inactive: !w.unit_active,
-            }));
+            fence.handle(super::answers::probe_unusable(
+                &e.to_string(),
+                w.unit_active,
+            ));
             return;
         }
         let report = w.check(&cfg, &fence, &metrics).await;
         if w.told.as_ref() != Some(&report) {
             w.told = Some(report.clone());
-            fence.handle(Input::Health(report));
+            fence.handle(super::answers::health(report));
         }
         let pause = match w.count.passed_once() {
             true => cfg.health.interval,

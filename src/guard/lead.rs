@@ -12,8 +12,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::fence::{Fence, Host};
 use super::machine::{
-    Fault, Input, Level, Machine, Order, Plan, Regrant, RetakeError, ServiceState, WatchdogPlan,
-    DEFAULT_STEP_DOWN,
+    Fault, Level, Machine, Order, Plan, Regrant, RetakeError, ServiceState, WatchdogPlan,
 };
 use super::status::StepDown;
 use super::watchdog::{DevPath, Dog, Opener};
@@ -196,12 +195,11 @@ impl Guard {
                 Some(request) = stepdown.recv() => {
                     self.asked = true;
                     shell.waiting.push(request.reply);
-                    let budget = request.budget.unwrap_or(DEFAULT_STEP_DOWN);
-                    fence.handle(Input::StepDown { by: boottime() + budget });
+                    fence.handle(answers::step_down(boottime(), request.budget));
                 }
                 _ = signals.recv() => {
                     self.asked = true;
-                    fence.handle(Input::StepDown { by: boottime() + DEFAULT_STEP_DOWN });
+                    fence.handle(answers::step_down(boottime(), None));
                 }
                 _ = look.tick(), if self.args.campaign.is_some() && !ending => {
                     // The status's VIP lookups (netlink) off the runtime thread, which the
@@ -213,14 +211,14 @@ impl Guard {
                     if let Some(why) = self.campaign_verdict(&fence, &st, &mut served, led_at) {
                         ending = true;
                         log::warn!("campaign {}: {why}: stepping down", self.args.resource);
-                        fence.handle(Input::StepDown { by: boottime() + DEFAULT_STEP_DOWN });
+                        fence.handle(answers::step_down(boottime(), None));
                     }
                 }
                 Some(running) = heard.started.recv() => self.service_started(running),
                 Some((grant, token)) = heard.retaken.recv() => self.retaken(&mut shell, grant, token),
                 detail = async { match service { Some(s) => s.wait_exit().await, None => std::future::pending().await } }, if !service_exited => {
                     service_exited = true;
-                    fence.handle(Input::ServiceExited(detail));
+                    fence.handle(answers::service_exited(detail));
                 }
             }
         }
@@ -395,7 +393,7 @@ impl Guard {
             s.lease_id = Some(grant.lease.to_string());
             s.fencing_token = Some(token);
         });
-        shell.fence.handle(Input::Retaken(Ok(Regrant {
+        shell.fence.handle(answers::retaken(Ok(Regrant {
             sent: grant.sent,
             ttl: grant.ttl,
         })));
@@ -538,7 +536,7 @@ impl Guard {
             }
             Order::WriteToken => {
                 let r = self.write_token(shell.token);
-                fence.handle(Input::TokenWritten(r));
+                fence.handle(answers::token_written(r));
             }
             Order::StartService if self.warm.is_some() => self.hand_over(shell),
             Order::TakeBack { within } => self.take_back(shell, within),
@@ -550,7 +548,7 @@ impl Guard {
                         crate::service::process::UNIT_LOOK,
                     )
                     .await;
-                    fence.handle(Input::ServiceChecked(look));
+                    fence.handle(answers::service_checked(look));
                 });
             }
             Order::Release => self.release(shell),
@@ -668,7 +666,7 @@ impl Guard {
     fn take_key_back(&self, shell: &Shell) {
         let fence = shell.fence.clone();
         let Some((record_key, revision)) = shell.record.clone() else {
-            return fence.handle(Input::Retaken(Err(RetakeError::RecordChanged)));
+            return fence.handle(answers::retaken(Err(RetakeError::RecordChanged)));
         };
         let (etcd, key, node) = (shell.etcd.clone(), self.key.clone(), self.args.node.clone());
         let legacy = self.legacy_key();
@@ -680,7 +678,7 @@ impl Guard {
                 Ok(won) => {
                     let _ = tx.send(won);
                 }
-                Err(e) => fence.handle(Input::Retaken(Err(e))),
+                Err(e) => fence.handle(answers::retaken(Err(e))),
             }
         });
     }

@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 use tokio::io::unix::AsyncFd;
 use tokio::sync::watch;
 
+use super::answers::{self, LinkSeen};
 use super::fence::Fence;
-use super::machine::{self, Gone, Input};
 use crate::resource::config::{ConflictAction, MasterConfig};
 use crate::vip::announce::{Announcer, ArpMode};
 use crate::vip::frames::{self, mac_text, recv_frame, Claim, ClaimKind};
@@ -158,37 +158,16 @@ impl State {
             return;
         }
         let w = &self.w;
-        let mac = mac_text(&c.mac);
-        let what = format!(
-            "VIP conflict: {} claimed by {mac} on {} ({})",
-            w.ip,
-            w.link.name,
-            c.kind.name()
-        );
         let push = w.config.borrow().conflict_action == ConflictAction::Push;
-        w.fence.handle(Input::VipClaimed(machine::Claim {
-            address: w.ip.to_string(),
-            mac,
-            frame: c.kind.name().into(),
-            what,
-            push,
-        }));
+        let (mac, frame) = (mac_text(&c.mac), c.kind.name());
+        w.fence
+            .handle(answers::claimed(w.ip, &w.link.name, mac, frame, push));
     }
 
     /// The VIP's link removed (None) or set down: told, and true; up: false.
     fn link_lost(&self, link: Option<&Link>, with_address: bool) -> bool {
-        let nic = &self.w.link.name;
-        let detail = match link {
-            None => format!("interface {nic} was removed"),
-            Some(l) if !l.admin_up => format!("link {nic} was set down"),
-            Some(_) => return false,
-        };
-        let how = match with_address {
-            true => Gone::Deleted { with_link: true },
-            false => Gone::LinkDown,
-        };
-        self.w.fence.handle(Input::VipGone { how, detail });
-        true
+        let told = answers::link(&self.w.link.name, LinkSeen::of(link), with_address);
+        told.map(|input| self.w.fence.handle(input)).is_some()
     }
 
     async fn event(&mut self, e: Event) {
@@ -205,12 +184,13 @@ impl State {
                 // IPv6 addresses go with their link: say which happened.
                 let link =
                     off_thread(move || Rtnl::open().and_then(|mut r| r.link_by_index(index))).await;
-                if !matches!(link, Some(Ok(l)) if self.link_lost(l.as_ref(), true)) {
-                    self.w.fence.handle(Input::VipGone {
-                        how: Gone::Deleted { with_link: false },
-                        detail: format!("VIP {ip} was deleted from {nic} by another program"),
-                    });
-                }
+                let seen = match link {
+                    Some(Ok(l)) => Some(LinkSeen::of(l.as_ref())),
+                    _ => None,
+                };
+                self.w
+                    .fence
+                    .handle(answers::address_deleted(ip, &nic, seen));
             }
             Event::Link(l) if l.index == index => {
                 self.link_lost(Some(&l), false);
@@ -235,13 +215,9 @@ impl State {
         .await
         .flatten();
         if let Some((link, present)) = seen {
-            // Only a proven absence is a loss; a dump that failed keeps what was known.
-            let gone = present.is_absent();
-            if !self.link_lost(link.as_ref(), gone) && gone {
-                self.w.fence.handle(Input::VipGone {
-                    how: Gone::Deleted { with_link: false },
-                    detail: format!("VIP {ip} is no longer on {nic} (deleted by another program)"),
-                });
+            let seen = LinkSeen::of(link.as_ref());
+            if let Some(input) = answers::looked(ip, &nic, seen, &present) {
+                self.w.fence.handle(input);
             }
         }
     }

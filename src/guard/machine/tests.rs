@@ -1,87 +1,14 @@
-//! The machine's own unit tests, and the recording fake kernel they (and the watchdog's)
-//! use. The rules over every fault schedule are the simulation's (guard::sim).
+//! The machine's own unit tests, on the simulation's host (guard::sim::World, the one kernel
+//! double, which records every call). The rules over every fault schedule are the
+//! simulation's (guard::sim).
 
 use std::time::Duration;
 
 use super::*;
 use crate::failsafe::{ASK_EVERY, PROOF_LIFE};
+pub(crate) use crate::guard::sim::{Call, World};
 use crate::lease::LeaseClock;
 use crate::service::ServiceRef;
-
-/// A kernel whose watchdog pings take effect `late` after the machine read the clock (a
-/// guard stopped in between), recording the timeouts asked for; a driver that rounds every
-/// timeout up to a multiple of `step`; arming, removals or the magic close that fail.
-#[derive(Default)]
-pub(crate) struct Late {
-    pub now: Duration,
-    pub late: Duration,
-    pub asks: Vec<u32>,
-    pub removal_fails: bool,
-    pub step: u32,
-    pub arm_fails: bool,
-    pub disarm_fails: bool,
-    /// Extending the VIP's lifetime fails (for one of several addresses: the others may have
-    /// taken it), after taking this long.
-    pub extend_fails: bool,
-    pub extend_takes: Duration,
-    /// The signals sent to the service (true: SIGKILL), in order.
-    pub signals: Vec<bool>,
-}
-
-impl Late {
-    fn rounded(&self, secs: u32) -> u32 {
-        let step = self.step.max(1);
-        secs.div_ceil(step) * step
-    }
-}
-
-impl Kernel for Late {
-    fn add_vip(&mut self, _: u32) -> Result<(), Fault> {
-        Ok(())
-    }
-    fn extend_vip(&mut self, _: u32) -> Result<(), Fault> {
-        self.now += self.extend_takes;
-        match self.extend_fails {
-            true => Err(Fault::Netlink("ENOBUFS (test)".into())),
-            false => Ok(()),
-        }
-    }
-    fn remove_vip(&mut self) -> Result<(), Fault> {
-        match self.removal_fails {
-            true => Err(Fault::Netlink("EBUSY (test)".into())),
-            false => Ok(()),
-        }
-    }
-    fn arm_watchdog(&mut self, secs: u32) -> Result<u32, ArmError> {
-        if self.arm_fails {
-            return Err(ArmError::NotArmed("EBUSY (test)".into()));
-        }
-        self.asks.push(secs);
-        Ok(self.rounded(secs))
-    }
-    fn ping_watchdog(&mut self, secs: u32) -> Result<(u32, Duration), Fault> {
-        self.asks.push(secs);
-        Ok((
-            self.rounded(secs),
-            self.now + std::mem::take(&mut self.late),
-        ))
-    }
-    fn disarm_watchdog(&mut self) -> Result<(), Fault> {
-        match self.disarm_fails {
-            true => Err(Fault::Watchdog("EIO (test)".into())),
-            false => Ok(()),
-        }
-    }
-    fn signal_service(&mut self, _: &ServiceRef, kill: bool) -> Result<(), Fault> {
-        self.signals.push(kill);
-        Ok(())
-    }
-    fn forget_service(&mut self, _: &ServiceRef) {}
-    fn lowering(&mut self) {}
-    fn now(&mut self) -> Duration {
-        self.now
-    }
-}
 
 #[test]
 fn a_ping_that_took_effect_late_is_made_again_shorter() {
@@ -99,7 +26,7 @@ fn a_ping_that_took_effect_late_is_made_again_shorter() {
         campaign: false,
     };
     let t = Duration::from_millis;
-    let mut m = Machine::new(plan, t(0), clock.ttl, Late::default());
+    let mut m = Machine::new(plan, t(0), clock.ttl, World::plain());
     m.kernel.now = t(20);
     m.handle(t(20), Input::Tick);
     assert!(matches!(
@@ -107,9 +34,9 @@ fn a_ping_that_took_effect_late_is_made_again_shorter() {
         WatchdogState::Armed { timeout_s: 8, .. }
     ));
     // A renewal sent at 3.33 s, answered at 3.35 s; the ping lands 1.5 s later.
-    m.kernel.asks.clear();
+    m.kernel.calls.clear();
     m.kernel.now = t(3350);
-    m.kernel.late = t(1500);
+    m.kernel.ping_late = t(1500);
     m.handle(
         t(3350),
         Input::Renewed {
@@ -118,7 +45,7 @@ fn a_ping_that_took_effect_late_is_made_again_shorter() {
         },
     );
     // 8 s asked at 3.35 s; at 4.85 s only 7 s still fit: asked again.
-    assert_eq!(m.kernel.asks, [8, 7]);
+    assert_eq!(m.kernel.watchdog_asks(), [8, 7]);
     let WatchdogState::Armed { timeout_s, pinged } = m.watchdog().clone() else {
         panic!("{:?}", m.watchdog());
     };
@@ -139,7 +66,7 @@ pub(crate) fn lead(ttl: u64, margin: u64) -> Leadership {
 }
 
 /// A machine with a VIP, no service and no watchdog, leading from 0 with the lease given.
-fn vip_machine(ttl: u64, margin: u64) -> Machine<Late> {
+fn vip_machine(ttl: u64, margin: u64) -> Machine<World> {
     let clock = LeaseClock {
         ttl: Duration::from_secs(ttl),
         margin: Duration::from_secs(margin),
@@ -153,7 +80,7 @@ fn vip_machine(ttl: u64, margin: u64) -> Machine<Late> {
         take_back: false,
         campaign: false,
     };
-    Machine::new(plan, Duration::ZERO, clock.ttl, Late::default())
+    Machine::new(plan, Duration::ZERO, clock.ttl, World::plain())
 }
 
 #[test]
@@ -227,7 +154,7 @@ fn a_fence_after_a_failed_raise_is_named_after_the_failure() {
     m.handle(t(10), Input::Tick);
     assert_eq!(m.problem().as_deref(), Some("raising VIP and service"));
     // The VIP cannot be removed yet: nothing is released while it may be up.
-    m.kernel.removal_fails = true;
+    m.kernel.remove_fault = Some(crate::guard::sim::RemoveFault::Always);
     m.handle(
         t(1500),
         Input::Settled(Err(Fault::Settle("DAD failed".into()))),
@@ -244,12 +171,12 @@ fn a_fence_after_a_failed_raise_is_named_after_the_failure() {
 }
 
 /// A VIP machine raised and leading at 40 ms (lease from 0), its orders so far drained.
-fn leading(ttl: u64, margin: u64) -> Machine<Late> {
+fn leading(ttl: u64, margin: u64) -> Machine<World> {
     raised(vip_machine(ttl, margin))
 }
 
 /// `m` raised and leading at 40 ms (its service a command's group), its orders drained.
-fn raised(mut m: Machine<Late>) -> Machine<Late> {
+fn raised(mut m: Machine<World>) -> Machine<World> {
     let t = Duration::from_millis;
     m.handle(t(10), Input::Tick);
     m.handle(t(20), Input::Settled(Ok(())));
@@ -260,7 +187,7 @@ fn raised(mut m: Machine<Late>) -> Machine<Late> {
     m
 }
 
-fn drain(m: &mut Machine<Late>) -> Vec<Order> {
+fn drain(m: &mut Machine<World>) -> Vec<Order> {
     std::iter::from_fn(|| m.poll_order()).collect()
 }
 
@@ -529,7 +456,7 @@ fn cluster(members: &[u32]) -> crate::failsafe::witness::Cluster {
 /// A leading machine with a failsafe record (lease 10/2 from 0), whose keepalives from now on
 /// fail: asks of corosync are answered with `members` at once. Runs until `until`, returning
 /// the orders seen.
-fn hold_machine() -> Machine<Late> {
+fn hold_machine() -> Machine<World> {
     raised_from(Plan {
         hold: Some(super::HoldPlan {
             nodelist: vec![1, 2, 3],
@@ -553,9 +480,9 @@ fn grounded() -> crate::failsafe::OwnView {
 }
 
 /// The machine of `plan` (its lease granted at 0), raised and leading at 40 ms.
-fn raised_from(plan: Plan) -> Machine<Late> {
+fn raised_from(plan: Plan) -> Machine<World> {
     let ttl = plan.clock.ttl;
-    raised(Machine::new(plan, Duration::ZERO, ttl, Late::default()))
+    raised(Machine::new(plan, Duration::ZERO, ttl, World::plain()))
 }
 
 /// A VIP, no watchdog, a lease of 10 s with a margin of 2 s, nothing else.
@@ -577,7 +504,7 @@ fn plan_10_2() -> Plan {
 /// Runs the machine from `from` to `to` (ms) in 100 ms steps: keepalives fail (etcd silent),
 /// corosync answers every ask with `members(t)`. Returns every order.
 fn run_outage(
-    m: &mut Machine<Late>,
+    m: &mut Machine<World>,
     from: u64,
     to: u64,
     members: impl Fn(u64) -> Vec<u32>,
@@ -587,7 +514,7 @@ fn run_outage(
 
 /// The same, Pacemaker answering every ask with `pacemaker(t)`.
 fn run_outage_with(
-    m: &mut Machine<Late>,
+    m: &mut Machine<World>,
     from: u64,
     to: u64,
     members: impl Fn(u64) -> Vec<u32>,
@@ -633,7 +560,7 @@ fn run_outage_with(
 
 /// Ticks from `from` (ms) until the machine sends a keepalive (within two seconds): its send
 /// time.
-fn next_keepalive(m: &mut Machine<Late>, from: u64) -> Duration {
+fn next_keepalive(m: &mut Machine<World>, from: u64) -> Duration {
     let t = Duration::from_millis;
     for ms in (from..from + 2_000).step_by(50) {
         m.kernel.now = t(ms);
@@ -933,7 +860,7 @@ fn a_lease_etcd_let_go_is_taken_back_and_a_key_taken_fences() {
 
 /// A warm master whose service has demote_command (Plan::take_back), leading from 0 with a
 /// lease of 10 s, margin 2 s.
-fn warm_machine() -> Machine<Late> {
+fn warm_machine() -> Machine<World> {
     raised_from(Plan {
         known: Some(ServiceRef::Group(12345)),
         take_back: true,
@@ -943,7 +870,7 @@ fn warm_machine() -> Machine<Late> {
 }
 
 /// warm_machine with a lease of 30 s and a margin of 10 s: a fence leaves the hook time.
-fn warm_machine_30_10() -> Machine<Late> {
+fn warm_machine_30_10() -> Machine<World> {
     raised_from(Plan {
         clock: LeaseClock {
             ttl: Duration::from_secs(30),
@@ -976,13 +903,13 @@ fn a_role_given_back_in_time_leaves_the_service_running_and_then_the_key_is_rele
     // the hook, 9 s left for the TERM's grace.
     assert_eq!(within, Some(Duration::from_secs(9)));
     assert!(!released, "the role is not given back yet");
-    assert!(m.kernel.signals.is_empty(), "the hook goes first");
+    assert!(m.kernel.signals().is_empty(), "the hook goes first");
     m.handle(t(1300), Input::TakenBack(Ok(())));
     assert_eq!(m.view().service, ServiceState::GivenBack);
     let (_, released) = take_back_and_release(&drain(&mut m));
     assert!(released, "given back, VIP down: the key is released");
     assert!(
-        m.kernel.signals.is_empty(),
+        m.kernel.signals().is_empty(),
         "a standby now: never signalled"
     );
 }
@@ -997,7 +924,7 @@ fn a_take_back_that_fails_stops_the_service_before_the_release() {
         t(1100),
         Input::TakenBack(Err(Fault::Service("demote_command exit status: 1".into()))),
     );
-    assert_eq!(m.kernel.signals, [false], "TERM at once");
+    assert_eq!(m.kernel.signals(), [false], "TERM at once");
     let (_, released) = take_back_and_release(&drain(&mut m));
     assert!(!released, "not confirmed stopped");
     m.handle(
@@ -1023,16 +950,16 @@ fn a_take_back_that_hangs_after_a_fence_ends_in_a_stop_before_the_kill_time() {
     let within = within.expect("the hook goes first after a fence too");
     let kill_at = m.kill_time(fence_at);
     assert!(within > Duration::ZERO && fence_at + within * 2 <= kill_at + t(1));
-    assert!(m.kernel.signals.is_empty());
+    assert!(m.kernel.signals().is_empty());
     // Silent: at the budget's end the service gets TERM, KILL at its time.
     let end = fence_at + within;
     assert_eq!(m.next_wake(), Some(end));
     m.kernel.now = end;
     m.handle(end, Input::Tick);
-    assert_eq!(m.kernel.signals, [false]);
+    assert_eq!(m.kernel.signals(), [false]);
     m.kernel.now = kill_at;
     m.handle(kill_at, Input::Tick);
-    assert_eq!(m.kernel.signals, [false, true]);
+    assert_eq!(m.kernel.signals(), [false, true]);
     // A confirmation after the budget is not believed: only absence counts.
     m.handle(kill_at + t(10), Input::TakenBack(Ok(())));
     assert!(m.view().service.may_run());
@@ -1044,7 +971,7 @@ fn a_take_back_that_hangs_after_a_fence_ends_in_a_stop_before_the_kill_time() {
     m.handle(fence_at, Input::Tick);
     let (within, _) = take_back_and_release(&drain(&mut m));
     assert_eq!(within, None);
-    assert_eq!(m.kernel.signals, [false]);
+    assert_eq!(m.kernel.signals(), [false]);
 }
 
 #[test]
@@ -1058,7 +985,7 @@ fn a_confirmation_queued_past_the_budget_or_from_an_exited_service_is_not_believ
     let end = t(1000) + within.unwrap();
     m.kernel.now = end + t(5);
     m.handle(end + t(5), Input::TakenBack(Ok(())));
-    assert_eq!(m.kernel.signals, [false], "stopped instead");
+    assert_eq!(m.kernel.signals(), [false], "stopped instead");
     assert!(m.view().service.may_run());
 
     // The leader exited while the hook ran: what is left of its group is stopped.
@@ -1066,7 +993,7 @@ fn a_confirmation_queued_past_the_budget_or_from_an_exited_service_is_not_believ
     m.handle(t(1000), Input::StepDown { by: t(21_000) });
     drain(&mut m);
     m.handle(t(1100), Input::ServiceExited("exited with status 0".into()));
-    assert_eq!(m.kernel.signals, [false]);
+    assert_eq!(m.kernel.signals(), [false]);
     m.handle(t(1150), Input::TakenBack(Ok(())));
     assert!(m.view().service.may_run(), "not given back: stopping");
 
@@ -1080,12 +1007,41 @@ fn a_confirmation_queued_past_the_budget_or_from_an_exited_service_is_not_believ
     m.handle(t(1000), Input::StepDown { by: t(21_000) });
     let (within, _) = take_back_and_release(&drain(&mut m));
     assert_eq!(within, None);
-    assert_eq!(m.kernel.signals, [false]);
+    assert_eq!(m.kernel.signals(), [false]);
 
     // A step-down with little budget: no hook, a stop.
     let mut m = warm_machine();
     m.handle(t(1000), Input::StepDown { by: t(3_500) });
     let (within, _) = take_back_and_release(&drain(&mut m));
     assert_eq!(within, None);
-    assert_eq!(m.kernel.signals, [false]);
+    assert_eq!(m.kernel.signals(), [false]);
+}
+
+/// The kernel's calls in their order, as the host records them: a loss first clears the
+/// host's standing (the shell's starts and announcements stop at once), then takes the VIP
+/// down, then signals the service; the raise made one call (the VIP added, no watchdog).
+#[test]
+fn a_loss_clears_the_standing_then_removes_the_vip_then_terms_the_service() {
+    let t = Duration::from_millis;
+    let mut m = leading(10, 2);
+    assert!(
+        matches!(m.kernel.calls[..], [Call::AddVip(_)]),
+        "{:?}",
+        m.kernel.calls
+    );
+    m.kernel.calls.clear();
+    m.handle(t(100), Input::KeyLost(Some(9)));
+    // Told again by the VIP's own take-down (idempotent).
+    let mut calls = m.kernel.calls.clone();
+    calls.dedup();
+    assert_eq!(
+        calls[..3],
+        [
+            Call::Lowering,
+            Call::RemoveVip,
+            Call::Signal { kill: false }
+        ],
+        "{:?}",
+        m.kernel.calls
+    );
 }

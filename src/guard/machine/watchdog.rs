@@ -447,23 +447,21 @@ impl<K: Kernel> super::Machine<K> {
 #[cfg(test)]
 mod tests {
     use super::super::tests::lead;
-    use super::super::tests::Late;
+    use super::super::tests::World;
     use super::*;
 
     #[test]
     fn a_coarse_driver_is_learned_at_arming_and_asked_no_more_than_it_rounds_to() {
         // A driver that rounds every timeout up to an even number of seconds.
-        let mut k = Late {
-            step: 2,
-            now: Duration::from_millis(100_020),
-            ..Late::default()
-        };
+        let mut k = World::plain();
+        k.dog_step = 2;
+        k.now = Duration::from_millis(100_020);
         let l = lead(10, 2);
         let mut dog = Watchdog::new(WatchdogPlan::Required);
         let now = k.now;
         let armed = dog.arm(&mut k, &l, now, &Rules::default());
         // 8 wanted; 7, 6, 5 probed (8, 6, 6 applied: rounds up by one), then 7 asked → 8.
-        assert_eq!(k.asks, [8, 7, 6, 5, 7]);
+        assert_eq!(k.watchdog_asks(), [8, 7, 6, 5, 7]);
         assert_eq!(armed, Arming::Fitted { timeout_s: 8 });
         let armed = dog.armed(&l, 8, now);
         assert!(
@@ -471,7 +469,7 @@ mod tests {
             "{armed:?}"
         );
         // A ping 3.35 s on asks one less than the bound, so the rounding cannot overshoot.
-        k.asks.clear();
+        k.calls.clear();
         let ping = dog.ping(
             &mut k,
             &l,
@@ -490,32 +488,39 @@ mod tests {
         // Found by the simulation (seed 113714283457851294): the fit walked down from 13 to
         // 10 without learning that 11 had been rounded up to 20, so the renewal's ping asked
         // 13 again, got 20, and the reset lay past the lease's end.
-        let mut k = Late {
-            step: 10,
-            now: Duration::from_millis(100_020),
-            ..Late::default()
-        };
+        let mut k = World::plain();
+        k.dog_step = 10;
+        k.now = Duration::from_millis(100_020);
         let l = lead(21, 3);
         let mut dog = Watchdog::new(WatchdogPlan::Auto);
         let now = k.now;
         let Arming::Fitted { timeout_s } = dog.arm(&mut k, &l, now, &Rules::default()) else {
             panic!("{:?}", dog.state())
         };
-        assert_eq!(timeout_s, 10, "asked {:?}", k.asks);
+        assert_eq!(timeout_s, 10, "asked {:?}", k.watchdog_asks());
         // Asked 11, it applied 20: the driver may round up by 9, and every later ask is kept
         // that far below the bound.
-        assert!(k.asks.contains(&11), "asked {:?}", k.asks);
-        assert_eq!(dog.excess, 9, "asked {:?}", k.asks);
+        assert!(
+            k.watchdog_asks().contains(&11),
+            "asked {:?}",
+            k.watchdog_asks()
+        );
+        assert_eq!(dog.excess, 9, "asked {:?}", k.watchdog_asks());
         dog.armed(&l, timeout_s, now);
-        k.asks.clear();
+        k.calls.clear();
         let at = Duration::from_millis(106_540);
         let ping = dog.ping(&mut k, &l, at, &Rules::default());
         assert!(
             matches!(ping, Pinging::Pinged { .. }),
             "{ping:?} {:?}",
-            k.asks
+            k.watchdog_asks()
         );
-        assert_eq!(k.asks.len(), 1, "one ask: {:?}", k.asks);
+        assert_eq!(
+            k.watchdog_asks().len(),
+            1,
+            "one ask: {:?}",
+            k.watchdog_asks()
+        );
         let WatchdogState::Armed { timeout_s, .. } = dog.state().clone() else {
             panic!("{:?}", dog.state())
         };
@@ -536,12 +541,10 @@ mod tests {
             .watchdog_exact(2)
             .saturating_sub(Duration::from_millis(10));
         assert_eq!(l.watchdog_timeout(at), Some(2), "room for 2 s at the ping");
-        let mut k = Late {
-            step: 2,
-            now: at,
-            late: Duration::from_millis(20),
-            ..Late::default()
-        };
+        let mut k = World::plain();
+        k.dog_step = 2;
+        k.now = at;
+        k.ping_late = Duration::from_millis(20);
         let mut dog = Watchdog::new(WatchdogPlan::Auto);
         dog.excess = 1;
         dog.state = WatchdogState::Armed {
@@ -551,17 +554,19 @@ mod tests {
         let ping = dog.ping(&mut k, &l, at, &Rules::default());
         // Not pinged: the reset stays where the last ping put it, within its bound, and the
         // guard fences before it.
-        assert_eq!(ping, Pinging::Skipped, "asked {:?}", k.asks);
-        assert!(k.asks.is_empty(), "asked {:?}", k.asks);
+        assert_eq!(ping, Pinging::Skipped, "asked {:?}", k.watchdog_asks());
+        assert!(
+            k.watchdog_asks().is_empty(),
+            "asked {:?}",
+            k.watchdog_asks()
+        );
     }
 
     #[test]
     fn auto_leads_without_a_device_that_refuses_and_required_fails_the_raise() {
         for (plan, want_fails) in [(WatchdogPlan::Auto, false), (WatchdogPlan::Required, true)] {
-            let mut k = Late {
-                arm_fails: true,
-                ..Late::default()
-            };
+            let mut k = World::plain();
+            k.dog_arm_fails = true;
             let mut dog = Watchdog::new(plan);
             let r = dog.arm(
                 &mut k,
@@ -581,7 +586,7 @@ mod tests {
 
     #[test]
     fn a_magic_close_that_fails_says_when_the_node_resets() {
-        let mut k = Late::default();
+        let mut k = World::plain();
         let mut dog = Watchdog::new(WatchdogPlan::Auto);
         let l = lead(10, 2);
         let Arming::Fitted { timeout_s } =
@@ -590,7 +595,7 @@ mod tests {
             panic!("fitted")
         };
         dog.armed(&l, timeout_s, Duration::from_secs(100));
-        k.disarm_fails = true;
+        k.dog_disarm_fails = true;
         let Err((_, at)) = dog.disarm(&mut k) else {
             panic!("the close failed")
         };

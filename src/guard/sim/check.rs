@@ -214,6 +214,8 @@ impl Sim {
         }
         let r = self.reached;
         t.lost_while_raising += u32::from(r.lost_while_raising);
+        t.stale_views += r.stale_views;
+        t.standing_refused += r.standing_refused;
         t.released += u32::from(self.released);
         t.answered_incomplete += u32::from(self.answered.is_some_and(|(_, ok)| !ok));
         let w = &self.m.kernel;

@@ -22,9 +22,15 @@
 //!   its own faults.
 //!
 //! The simulated shell performs the machine's orders the way guard::lead does, through the same
-//! answers (guard::answers) at the I/O boundary: a keepalive's fake result becomes the machine's
-//! input by the same function the real keepalive task calls, and so do confirms, releases,
-//! starts and looks at the service.
+//! answers (guard::answers) at the I/O boundary: every input it feeds is made by the function
+//! the real shell calls (a keepalive's fake result, a confirm, the watch's events, a release, a
+//! start, a look at the service, the wire watch's event or its look at the address — which may
+//! not tell — a step-down, a retake). The shell sees the machine only as the fencing thread
+//! publishes it: the view at the end of each step (a start task that asks while a step is
+//! still making its effects reads the one before) and the host's standing, cleared by the
+//! machine's `lowering()` before its first effect (guard::fence's fast path). The host
+//! (`World`, world.rs) is the one kernel double: the machine's own unit tests use it too, and
+//! it records every call.
 //!
 //! After every step it checks, in true time:
 //! (i)   the VIP and the service are down no later than the deadline (send time of the last
@@ -53,7 +59,7 @@ use std::time::Duration;
 use super::answers;
 use super::machine::{
     ArmError, Cause, Fault, Input, Kernel, Machine, Order, Plan, Regrant, RetakeError, Rule, Rules,
-    WatchdogPlan, VIP_RETRY, WATCHDOG_TOLERANCE,
+    View, WatchdogPlan, VIP_RETRY, WATCHDOG_TOLERANCE,
 };
 use crate::failsafe::clearance::{self, Clearance, Facts, Fencing, NodeSeen, Outside};
 use crate::failsafe::witness::{Cluster, Node};
@@ -101,7 +107,7 @@ enum Member {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum RemoveFault {
+pub(crate) enum RemoveFault {
     Never,
     /// The first removal fails, the retry works.
     Once,
@@ -125,6 +131,8 @@ enum Ev {
     EtcdLeaderChange,
     /// Behind the guard's back: `etcdctl del` (false) or `etcdctl lease revoke` (true).
     OwnershipLost {
+        /// How soon the watch sees it (None: drawn, when the watch works at all).
+        watched_in: Option<Duration>,
         revoked: bool,
     },
     KernelExpiry,
@@ -148,11 +156,13 @@ enum Ev {
     SuccessorLooks,
 }
 
-/// The host as the machine's kernel effects meet it, with the schedule's faults. Its `now` is
-/// true time; the machine sees this node's clock, which runs at `node_rate`.
+/// The host as the machine's kernel effects meet it, with the schedule's faults: the one
+/// kernel double, which the machine's own unit tests use too (`World::plain`), recording every
+/// call the machine makes (`calls`). Its `now` is true time; the machine sees this node's
+/// clock, which runs at `node_rate`.
 #[derive(Default)]
-struct World {
-    now: Duration,
+pub(crate) struct World {
+    pub(crate) now: Duration,
     node_rate: f64,
     /// The node paused (a VM stopped by its hypervisor), true time (from, until): its clock,
     /// its kernel's address lifetimes and its emulated watchdog stand still meanwhile.
@@ -161,7 +171,7 @@ struct World {
     /// How long one effect may take (each draws up to this), and one watchdog ioctl.
     effect_max: Duration,
     ping_max: Duration,
-    vip: bool,
+    pub(crate) vip: bool,
     /// When the kernel lets the VIP go (true time).
     vip_kernel_end: Duration,
     /// How late (positive) or early (negative, the kernel's HZ/50) the kernel deletes an
@@ -175,12 +185,12 @@ struct World {
     starts: u32,
     /// The kernel let the VIP go by its lifetime.
     expiries: u32,
-    remove_fault: Option<RemoveFault>,
+    pub(crate) remove_fault: Option<RemoveFault>,
     removals: u32,
     /// Adds and extensions that take effect and still fail (several VIPs: one address
     /// failed, the others took it), half of them.
     partial_faults: bool,
-    service: bool,
+    pub(crate) service: bool,
     ignores_term: bool,
     unkillable: bool,
     term_exit: Duration,
@@ -192,12 +202,12 @@ struct World {
     /// The hardware watchdog: the plan arms one.
     dog_planned: bool,
     /// Arming fails (no device, EBUSY).
-    dog_arm_fails: bool,
+    pub(crate) dog_arm_fails: bool,
     /// The driver's granularity: a timeout is rounded up to a multiple of it.
-    dog_step: u32,
+    pub(crate) dog_step: u32,
     /// A ping fails now and then; the magic close fails.
     dog_ping_fails: f64,
-    dog_disarm_fails: bool,
+    pub(crate) dog_disarm_fails: bool,
     /// How much later than nominal the hardware resets (1 ..= 1 + WATCHDOG_TOLERANCE).
     dog_late: f64,
     /// Armed: the timeout in force and when the reset comes (true time).
@@ -212,8 +222,38 @@ struct World {
     dog_violations: Vec<String>,
     /// The service was forgotten (its leader reaped) while it still ran.
     forgotten_while_up: bool,
+    /// When the machine first told the host it is lowering (Kernel::lowering, true time):
+    /// the shell's fast path (Fence::standing) reads it before the step's view is published.
+    lowered_at: Option<Duration>,
+    /// A mutant host: its standing is never cleared, so the shell knows the machine's
+    /// lowering only from the view published at its step's end.
+    no_standing: bool,
     scheduled: Vec<(Duration, Ev)>,
-    trace: Vec<String>,
+    pub(crate) trace: Vec<String>,
+    /// Every call the machine made of its kernel, in order.
+    pub(crate) calls: Vec<Call>,
+    /// The machine tests' exact cases: the next ping's clock read this much later (a guard
+    /// stopped between the ioctl and the read); extensions that fail, and take this long.
+    pub(crate) ping_late: Duration,
+    pub(crate) extend_fails: bool,
+    pub(crate) extend_takes: Duration,
+}
+
+/// A call the machine made of its kernel (`Kernel`), as `World` records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Call {
+    AddVip(u32),
+    ExtendVip(u32),
+    RemoveVip,
+    ArmWatchdog(u32),
+    PingWatchdog(u32),
+    DisarmWatchdog,
+    /// SIGKILL (`kill`) or SIGTERM.
+    Signal {
+        kill: bool,
+    },
+    Lowering,
+    ForgetService,
 }
 
 /// How a warm service's demote_command goes: it confirms after this long (the role given
@@ -254,6 +294,13 @@ struct Schedule {
     release_fails: f64,
     step_down: Option<(Duration, Duration)>,
     ownership_lost: Option<(Duration, bool)>,
+    /// Ownership lost (besides `ownership_lost`, in schedules that have it) this long before a
+    /// command's fork, seen by the watch at once: the loss lands while the shell's start task
+    /// is about to fork (its own draw).
+    loss_into_start: Option<Duration>,
+    /// Where the kernel's deletion event of the expired VIP was dropped (ENOBUFS), the wire
+    /// watch's look instead, which proves the absence or cannot tell (its own draw).
+    expiry_looked: Option<Presence>,
     /// The failsafe world: the guard wrote a failsafe record and may hold through an etcd
     /// outage (None: etcd_outage=fence, the lease alone).
     hold: Option<HoldSchedule>,
@@ -361,10 +408,19 @@ struct Reached {
     doubts: u32,
     /// The guard was stopped or killed.
     froze: bool,
+    /// The shell's start read a view published before the step it raced; of those, the
+    /// host's standing alone refused the fork (the view still wanted it).
+    stale_views: u32,
+    standing_refused: u32,
 }
 
 struct Sim {
     rng: Rng,
+    /// The machine's view as the fencing thread last published it (at the end of its step,
+    /// `published_at`), and the one before: the shell reads a view, never the machine.
+    published: View,
+    prior: View,
+    published_at: Duration,
     s: Schedule,
     m: Machine<World>,
     queue: BinaryHeap<Reverse<(Duration, u64, EvBox)>>,
@@ -465,6 +521,9 @@ struct Tally {
     /// n1 paused while it held; of those, fenced for the pause its RTC showed.
     paused: u32,
     pause_seen: u32,
+    /// The shell read a stale view; the host's standing alone refused a start.
+    stale_views: u32,
+    standing_refused: u32,
 }
 
 fn run_one(seed: u64, rules: Rules, tally: &mut Tally) -> Result<(), String> {
@@ -504,6 +563,10 @@ fn ten_thousand_fault_schedules_hold_every_invariant_of_the_real_machine() {
     assert!(tally.fenced_at_deadline > runs as u32 / 50, "{tally:?}");
     assert!(
         tally.fenced_on_loss > 0 && tally.lost_while_raising > 0,
+        "{tally:?}"
+    );
+    assert!(
+        tally.stale_views > 0 && tally.standing_refused > 0,
         "{tally:?}"
     );
     assert!(

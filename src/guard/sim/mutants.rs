@@ -652,3 +652,47 @@ fn a_stale_whole_after_a_pause_believed_is_found_as_two_holders() {
         "no schedule caught a stale whole after a pause believed"
     );
 }
+
+#[test]
+fn without_the_hosts_standing_a_start_racing_a_loss_forks_after_it() {
+    // A command's start task about to fork while the fencing thread is in the step that
+    // handles a loss (a slow node's effects take milliseconds): the view it reads is the one
+    // published before that step. Only the host's standing, cleared before the step's first
+    // effect, stops the fork.
+    let shape = |s: &mut Schedule, w: &mut World| {
+        quiet(s, w);
+        s.unit = false;
+        s.warm = false;
+        s.take_back = None;
+        // The loss 0-4 ms before the fork (from the schedule's own draw of the start's time).
+        let before = s.start_takes.as_micros() as u64 % 4_000;
+        s.loss_into_start = Some(Duration::from_micros(before));
+        s.start_takes = Duration::from_millis(100);
+        s.ownership_lost = Some((HORIZON, false));
+        w.effect_max = Duration::from_millis(5);
+        w.remove_fault = Some(RemoveFault::Once);
+    };
+    holds(shape);
+    let mut caught = 0;
+    for seed in MUTATION_SEEDS {
+        let mut sim = Sim::shaped(seed, Rules::default(), |s, w| {
+            shape(s, w);
+            w.no_standing = true;
+        });
+        if let Err(e) = sim.run(seed) {
+            assert!(
+                e.contains("service forked"),
+                "caught for another reason:\n{e}"
+            );
+            caught += 1;
+        }
+    }
+    eprintln!(
+        "NoStanding: caught by {caught} of {} schedules",
+        MUTATION_SEEDS.count()
+    );
+    assert!(
+        caught >= 1,
+        "no schedule caught a start that raced the loss's step"
+    );
+}

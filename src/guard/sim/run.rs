@@ -75,6 +75,18 @@ impl Sim {
             ..World::default()
         };
         let (mut s, mut world) = (s, world);
+        // Draws added after the mutation seeds were pinned: a generator of their own, so that
+        // every other draw stays as it was.
+        let mut late = Rng(SplitMix64(seed ^ 0x4c41_5445_4452_4157));
+        s.loss_into_start = late.chance(0.2).then(|| match late.chance(0.5) {
+            // Into the step's own effects (a fraction of a millisecond on a fast node).
+            true => late.upto(Duration::from_millis(1)),
+            false => late.ms(0, 20),
+        });
+        s.expiry_looked = late.chance(0.2).then(|| match late.chance(0.5) {
+            true => Presence::Absent,
+            false => Presence::CannotTell("the address dump failed (simulated)".into()),
+        });
         if let Some(h) = s.hold.as_mut() {
             h.pause = Pause::draw(seed, h.membership_time);
         }
@@ -126,8 +138,12 @@ impl Sim {
         let mut m = Machine::new(plan, Duration::ZERO, ttl, world);
         m.mutant.rules = rules;
         let deadline = m.deadline();
+        let view = m.view();
         let mut sim = Sim {
             rng,
+            published: view.clone(),
+            prior: view,
+            published_at: Duration::ZERO,
             m,
             queue: BinaryHeap::new(),
             seq: 0,
@@ -165,7 +181,14 @@ impl Sim {
             sim.at(t, Ev::EtcdLeaderChange);
         }
         if let Some((t, revoked)) = sim.s.ownership_lost {
-            sim.at(t, Ev::OwnershipLost { revoked });
+            let watched_in = None;
+            sim.at(
+                t,
+                Ev::OwnershipLost {
+                    revoked,
+                    watched_in,
+                },
+            );
         }
         if let Some((t, budget)) = sim.s.step_down {
             sim.at(t, Ev::StepDown { budget });
@@ -305,18 +328,21 @@ impl Sim {
     }
 
     /// The wire watch (while leading) sees the kernel's deletion of an expired VIP as an
-    /// address event and tells the machine, a few milliseconds later.
+    /// address event and tells the machine, a few milliseconds later; where the event was
+    /// dropped, its look at the address says so only when it proves the absence.
     pub(super) fn watch_sees_expiry(&mut self, before: u32) {
         let leading = self.m.phase().is_leading();
         if self.m.kernel.expiries > before && leading && !self.frozen() {
             let d = self.rng.ms(1, 20);
-            self.deliver(
-                d,
-                Input::VipGone {
-                    how: crate::guard::machine::Gone::Deleted { with_link: false },
-                    detail: "VIP deleted (simulated)".into(),
-                },
-            );
+            let (ip, nic) = (std::net::Ipv4Addr::new(192, 0, 2, 10).into(), "lan0");
+            let up = answers::LinkSeen::Up;
+            let told = match &self.s.expiry_looked {
+                None => Some(answers::address_deleted(ip, nic, Some(up))),
+                Some(present) => answers::looked(ip, nic, up, present),
+            };
+            if let Some(input) = told {
+                self.deliver(d, input);
+            }
         }
     }
 
@@ -350,6 +376,9 @@ impl Sim {
         while let Some(order) = self.m.poll_order() {
             self.perform(order, seed)?;
         }
+        // The fencing thread publishes its view at the step's end.
+        self.prior = std::mem::replace(&mut self.published, self.m.view());
+        self.published_at = self.now();
         match self.m.next_wake() {
             Some(w) => {
                 let t = self.m.kernel.true_at(w).max(self.now()) + self.s.fence_latency;
@@ -475,7 +504,10 @@ impl Sim {
                     self.etcd_expiry = self.etcd_expiry.max(t + ttl);
                 }
             }
-            Ev::OwnershipLost { revoked } => {
+            Ev::OwnershipLost {
+                revoked,
+                watched_in,
+            } => {
                 self.key_ours = false;
                 if revoked {
                     self.lease_alive = false;
@@ -492,8 +524,8 @@ impl Sim {
                     }
                     .into(),
                 );
-                if self.s.watch_works {
-                    let d = self.rng.ms(1, 200);
+                if self.s.watch_works || watched_in.is_some() {
+                    let d = watched_in.unwrap_or_else(|| self.rng.ms(1, 200));
                     let event = crate::lease::etcd::KeyEvent::Deleted;
                     if let Some(input) = answers::watched(LEASE, &event) {
                         self.at(now + d, Ev::Deliver(input));
@@ -537,24 +569,36 @@ impl Sim {
                     if !self.s.unit {
                         self.at(
                             now,
-                            Ev::Deliver(Input::ServiceExited("exited (simulated)".into())),
+                            Ev::Deliver(answers::service_exited("exited (simulated)".into())),
                         );
                     }
                 }
             }
             Ev::Spawn => {
-                let wanted = self.m.view().wants_service(self.node_now());
+                // The shell's start task asks right before its fork, on its own thread, at `t`:
+                // the fencing thread may be in the middle of a step then (its effects take
+                // time), so the task reads the view as last published before `t` and the
+                // host's standing as of `t` (Fence::wants_service).
+                let stale = t < self.published_at;
+                let view = match stale {
+                    true => &self.prior,
+                    false => &self.published,
+                };
+                let w = &self.m.kernel;
+                let standing = w.no_standing || w.lowered_at.is_none_or(|l| t < l);
+                let view_wants = view.wants_service(w.node_at(t));
+                let wanted = standing && view_wants;
+                self.reached.stale_views += u32::from(stale);
+                self.reached.standing_refused += u32::from(view_wants && !standing);
                 let input = if !wanted {
                     answers::started(Err("not started: the raise was abandoned".into()))
                 } else if self.s.start_fails {
                     answers::started(Err("spawn failed (simulated)".into()))
                 } else {
-                    if self.told_lost.is_some() || self.node_now() >= self.deadline {
+                    if self.told_lost.is_some_and(|l| l <= t) || w.node_at(t) >= self.deadline {
                         return Err(self.fail(
                             seed,
-                            format!(
-                                "service forked at {now:?}, after the loss told or the deadline"
-                            ),
+                            format!("service forked at {t:?}, after the loss told or the deadline"),
                         ));
                     }
                     self.m.kernel.service = true;
@@ -565,12 +609,14 @@ impl Sim {
                 self.feed(input, seed)?;
             }
             Ev::StepDown { budget } => {
-                let by = self.node_now() + budget;
-                self.step_down_by = Some(by);
+                let asked = answers::step_down(self.node_now(), Some(budget));
+                if let Input::StepDown { by } = asked {
+                    self.step_down_by = Some(by);
+                }
                 self.m
                     .kernel
                     .note(format!("step-down asked, budget {budget:?}"));
-                self.feed(Input::StepDown { by }, seed)?;
+                self.feed(asked, seed)?;
             }
             Ev::Freeze => {
                 let Some((_, dur)) = self.s.freeze else {

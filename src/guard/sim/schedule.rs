@@ -229,6 +229,8 @@ impl Schedule {
             ownership_lost: rng
                 .chance(0.3)
                 .then(|| (rng.ms(0, 40_000), rng.chance(0.5))),
+            loss_into_start: None,
+            expiry_looked: None,
             hold: None,
         }
         .with_hold(rng)

@@ -34,7 +34,7 @@ impl Sim {
                 self.deliver(takes, answers::settled(&r));
             }
             Order::CancelAnnouncements => {}
-            Order::WriteToken => self.deliver(Duration::ZERO, Input::TokenWritten(Ok(()))),
+            Order::WriteToken => self.deliver(Duration::ZERO, answers::token_written(Ok(()))),
             Order::StartService => {
                 self.m.kernel.check_armed_for_raise("service start ordered");
                 if self.told_lost.is_some() || self.node_now() >= self.deadline {
@@ -63,6 +63,16 @@ impl Sim {
                     // in the same breath (see Ev::Spawn).
                     let t = now + takes;
                     self.at(t, Ev::Spawn);
+                    // A schedule with a loss of ownership (kept or cleared by a shaped test).
+                    if let (Some(before), Some(_)) = (self.s.loss_into_start, self.s.ownership_lost)
+                    {
+                        let (revoked, watched_in) = (false, Some(Duration::ZERO));
+                        let lost = Ev::OwnershipLost {
+                            revoked,
+                            watched_in,
+                        };
+                        self.at(t.saturating_sub(before).max(now), lost);
+                    }
                 }
             }
             Order::TakeBack { within } => {
@@ -83,7 +93,7 @@ impl Sim {
             }
             Order::CheckService(_) => {
                 let look = self.look_at_service();
-                self.deliver(CHECK_TAKES, Input::ServiceChecked(look));
+                self.deliver(CHECK_TAKES, answers::service_checked(look));
             }
             Order::Release => {
                 self.release_ordered_at.get_or_insert(now);
@@ -203,7 +213,7 @@ impl Sim {
             let d = self.s.clock.etcd_op_timeout().div_f64(self.s.node_rate);
             self.deliver(
                 d,
-                Input::Retaken(Err(RetakeError::Failed(
+                answers::retaken(Err(RetakeError::Failed(
                     "etcd unreachable (simulated)".into(),
                 ))),
             );
@@ -227,7 +237,7 @@ impl Sim {
                 ttl,
             })
         };
-        self.deliver(d * 2, Input::Retaken(result));
+        self.deliver(d * 2, answers::retaken(result));
     }
 
     /// Whether the leader key exists at etcd now (under our lease).
@@ -285,9 +295,11 @@ impl Sim {
             self.m.kernel.note(format!(
                 "the successor takes the key and raises ({verdict:?})"
             ));
-            if self.s.watch_works {
+            // The watch sees the successor's put under its own lease.
+            let put = crate::lease::etcd::KeyEvent::Put { lease: LeaseId(99) };
+            if let (true, Some(input)) = (self.s.watch_works, answers::watched(LEASE, &put)) {
                 let d = self.rng.ms(1, 200);
-                self.at(t + d, Ev::Deliver(Input::KeyLost(Some(99))));
+                self.at(t + d, Ev::Deliver(input));
             }
             return;
         }

@@ -35,6 +35,33 @@ impl Ev {
 }
 
 impl World {
+    /// A host with no faults and no time taken by effects, its clock true: the machine's own
+    /// unit tests set the faults they need.
+    pub(crate) fn plain() -> World {
+        World {
+            node_rate: 1.0,
+            ..World::default()
+        }
+    }
+
+    /// The timeouts asked of the watchdog (armed or pinged), in order.
+    pub(crate) fn watchdog_asks(&self) -> Vec<u32> {
+        let asked = |c: &Call| match c {
+            Call::ArmWatchdog(s) | Call::PingWatchdog(s) => Some(*s),
+            _ => None,
+        };
+        self.calls.iter().filter_map(asked).collect()
+    }
+
+    /// The signals sent to the service (true: SIGKILL), in order.
+    pub(crate) fn signals(&self) -> Vec<bool> {
+        let sent = |c: &Call| match c {
+            Call::Signal { kill } => Some(*kill),
+            _ => None,
+        };
+        self.calls.iter().filter_map(sent).collect()
+    }
+
     pub(super) fn note(&mut self, what: String) {
         if self.trace.len() < 600 {
             self.trace
@@ -143,6 +170,7 @@ impl Kernel for World {
         self.node_at(self.now)
     }
     fn arm_watchdog(&mut self, secs: u32) -> Result<u32, ArmError> {
+        self.calls.push(Call::ArmWatchdog(secs));
         self.take(self.ping_max);
         if self.dog_arm_fails {
             return Err(ArmError::NotArmed(
@@ -156,6 +184,7 @@ impl Kernel for World {
         Ok(applied)
     }
     fn ping_watchdog(&mut self, secs: u32) -> Result<(u32, Duration), Fault> {
+        self.calls.push(Call::PingWatchdog(secs));
         self.take(self.ping_max);
         if self.dog.is_none() {
             return Err(Fault::Watchdog("not armed".into()));
@@ -171,9 +200,11 @@ impl Kernel for World {
         let applied = self.dog_set(secs);
         self.note(format!("watchdog pinged, {applied} s (asked {secs})"));
         self.take(self.ping_max);
+        self.now += std::mem::take(&mut self.ping_late);
         Ok((applied, self.node_at(self.now)))
     }
     fn disarm_watchdog(&mut self) -> Result<(), Fault> {
+        self.calls.push(Call::DisarmWatchdog);
         self.take(self.ping_max);
         if self.dog.is_none() {
             return Ok(());
@@ -196,6 +227,7 @@ impl Kernel for World {
         Ok(())
     }
     fn add_vip(&mut self, secs: u32) -> Result<(), Fault> {
+        self.calls.push(Call::AddVip(secs));
         self.take(self.effect_max);
         self.check_armed_for_raise("VIP added");
         self.raised.push(self.now);
@@ -207,7 +239,9 @@ impl Kernel for World {
         self.partial_fault("add")
     }
     fn extend_vip(&mut self, secs: u32) -> Result<(), Fault> {
+        self.calls.push(Call::ExtendVip(secs));
         self.take(self.effect_max);
+        self.now += self.extend_takes;
         if !self.vip {
             // RTM_NEWADDR with NLM_F_REPLACE adds an address that is not there.
             self.vip = true;
@@ -217,9 +251,13 @@ impl Kernel for World {
         self.vip_kernel_end = self.kernel_end(secs);
         self.scheduled.push((self.vip_kernel_end, Ev::KernelExpiry));
         self.take(self.effect_max);
+        if self.extend_fails {
+            return Err(Fault::Netlink("ENOBUFS (simulated)".into()));
+        }
         self.partial_fault("extension")
     }
     fn remove_vip(&mut self) -> Result<(), Fault> {
+        self.calls.push(Call::RemoveVip);
         self.take(self.effect_max);
         self.removals += 1;
         let fails = match self.remove_fault {
@@ -240,6 +278,7 @@ impl Kernel for World {
         Ok(())
     }
     fn signal_service(&mut self, _: &ServiceRef, kill: bool) -> Result<(), Fault> {
+        self.calls.push(Call::Signal { kill });
         self.take(self.effect_max);
         if kill {
             if self.service && !self.unkillable {
@@ -257,8 +296,15 @@ impl Kernel for World {
         self.take(self.effect_max);
         Ok(())
     }
-    fn lowering(&mut self) {}
+    fn lowering(&mut self) {
+        self.calls.push(Call::Lowering);
+        if self.lowered_at.is_none() {
+            self.lowered_at = Some(self.now);
+            self.note("lowering: the host's standing cleared".into());
+        }
+    }
     fn forget_service(&mut self, _: &ServiceRef) {
+        self.calls.push(Call::ForgetService);
         if self.service {
             self.forgotten_while_up = true;
         }
