@@ -843,10 +843,7 @@ fn stop_resident(ctx: &Ctx, until: Instant) -> Result<(), MasterError> {
 fn left_by_a_dead_resident(ctx: &Ctx, until: Instant) -> Result<(), MasterError> {
     use crate::presence::Presence;
     let record = ctx.dir.standby_record();
-    let recorded = std::fs::read_to_string(&record).ok().and_then(|t| {
-        let mut words = t.split_whitespace().map(|w| w.parse::<u64>().ok());
-        Some((u32::try_from(words.next()??).ok()?, words.next()??))
-    });
+    let recorded = crate::resource::dir::ServiceRecord::load(&record);
     let warm = ctx.values.get(&crate::params::master::STANDBY) == Some("warm");
     let unit = match crate::service::ServiceSpec::from_values(&ctx.values) {
         Ok(crate::service::ServiceSpec::Systemd { unit }) if warm => Some(unit),
@@ -856,7 +853,7 @@ fn left_by_a_dead_resident(ctx: &Ctx, until: Instant) -> Result<(), MasterError>
     let grace = crate::service::stop::grace(limit);
     // A command's record, else a warm unit (the resident records no pid for a unit).
     let (unit, recorded) = match recorded {
-        Some((pid, start)) => (None, Some((pid, (start > 0).then_some(start)))),
+        Some(r) => (None, Some(r)),
         None => (unit, None),
     };
     let end = status::block_on(crate::service::stop::stop_left(

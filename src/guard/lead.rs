@@ -22,6 +22,7 @@ use super::{
 use crate::lease::clock::boottime;
 use crate::lease::Etcd;
 use crate::resource::config::{WarmHook, WatchdogMode};
+use crate::resource::dir::ServiceRecord;
 use crate::resource::status::GuardStatus;
 use crate::resource::watchdog::Choice;
 use crate::runfiles::write_private;
@@ -438,8 +439,7 @@ impl Guard {
 
     /// The started service, told to the machine already: kept to wait for its exit.
     fn service_started(&mut self, running: Running) {
-        self.persisted.service_pid = running.pid();
-        self.persisted.service_start = running.pid().and_then(crate::procfs::start_time);
+        self.persisted.service = running.pid().map(ServiceRecord::of);
         self.service = Some(running);
         self.persist();
     }
@@ -763,8 +763,7 @@ impl Guard {
         self.persisted.fenced = fenced;
         if service_gone {
             // Confirmed stopped: nothing of it may ever be signalled again.
-            self.persisted.service_pid = None;
-            self.persisted.service_start = None;
+            self.persisted.service = None;
             self.persisted.unit = None;
         }
         self.persist();
@@ -782,8 +781,7 @@ impl Guard {
             ServiceSpec::Command { .. } => None,
         };
         if let Some(pid) = self.warm.as_ref().and_then(Running::pid) {
-            self.persisted.service_pid = Some(pid);
-            self.persisted.service_start = crate::procfs::start_time(pid);
+            self.persisted.service = Some(ServiceRecord::of(pid));
         }
         self.persist();
         log::info!(

@@ -26,7 +26,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::{prepare, stop_signals, Guard, GuardArgs, GuardError, StopSignals};
 use crate::presence::Presence;
 use crate::resource::config::MasterConfig;
-use crate::resource::dir::ResourceDir;
+use crate::resource::dir::{ResourceDir, ServiceRecord};
 use crate::service::{Running, ServiceRef};
 
 /// How long each line of a request may take to arrive.
@@ -342,11 +342,7 @@ async fn start(args: &GuardArgs, dir: &ResourceDir) -> Result<Running, GuardErro
     match args.config.service.start(&env, rsc, &|| true).await {
         Ok(r) => {
             if let Some(pid) = r.pid() {
-                let start = crate::procfs::start_time(pid).unwrap_or_default();
-                let _ = crate::runfiles::write_private(
-                    &dir.standby_record(),
-                    format!("{pid} {start}\n"),
-                );
+                let _ = ServiceRecord::of(pid).save(&dir.standby_record());
             }
             log::info!(
                 "standby {rsc}: service started as a standby{}",

@@ -75,9 +75,7 @@ pub fn after_guard(
     let left_now = left(until);
     let grace = crate::service::stop::grace(left_now);
     let limit = left_now.saturating_sub(Duration::from_millis(500));
-    let recorded = state
-        .as_ref()
-        .and_then(|s| Some((s.service_pid?, s.service_start)));
+    let recorded = state.as_ref().and_then(|s| s.service);
     let stopped = status::block_on(stop_left(unit, recorded, grace, limit));
     match stopped {
         Some((what, Presence::Present)) => failures.push(format!("{what} is still running")),

@@ -47,10 +47,9 @@ pub struct Persisted {
     pub key: String,
     pub lease_id: Option<i64>,
     pub fencing_token: Option<i64>,
-    pub service_pid: Option<u32>,
-    /// The service's start time (/proc/PID/stat), so that a reused pid is never signalled.
-    #[serde(default)]
-    pub service_start: Option<u64>,
+    /// The supervised command's leader (`service_pid`, `service_start`).
+    #[serde(flatten)]
+    pub service: Option<ServiceRecord>,
     pub vip_added: bool,
     pub fenced: Option<String>,
     /// The service's systemd unit (service= mode), so that demote stops it even when the
@@ -65,6 +64,50 @@ pub struct Persisted {
     /// exactly these too, whatever the parameters say now (extra_vips edited since).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub vips: Vec<RecordedVip>,
+}
+
+/// A supervised command's leader as recorded for a stop after its supervisor died: its pid and
+/// its start time (/proc/PID/stat), so that a reused pid is never signalled. One format
+/// wherever it is kept: state.json's `service_pid` and `service_start`, and a resident
+/// standby's record (`ResourceDir::standby_record`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServiceRecord {
+    #[serde(rename = "service_pid")]
+    pub pid: u32,
+    #[serde(rename = "service_start", default)]
+    pub start: Option<u64>,
+}
+
+impl ServiceRecord {
+    /// The process `pid` as it is now.
+    pub fn of(pid: u32) -> ServiceRecord {
+        ServiceRecord {
+            pid,
+            start: crate::procfs::start_time(pid),
+        }
+    }
+
+    /// A resident standby's record: this format, or the "PID START" line the previous
+    /// release's resident wrote (read during an upgrade). None: none, or unreadable.
+    pub fn load(path: &Path) -> Option<ServiceRecord> {
+        let text = fs::read_to_string(path).ok()?;
+        if let Ok(r) = serde_json::from_str(&text) {
+            return Some(r);
+        }
+        let mut words = text.split_whitespace().map(|w| w.parse::<u64>().ok());
+        let pid = u32::try_from(words.next()??).ok()?;
+        let start = words.next()??;
+        Some(ServiceRecord {
+            pid,
+            start: (start > 0).then_some(start),
+        })
+    }
+
+    /// Written as a private file (mode 0600).
+    pub fn save(&self, path: &Path) -> std::io::Result<()> {
+        let text = serde_json::to_string(self).map_err(std::io::Error::other)?;
+        write_private(path, text + "\n")
+    }
 }
 
 /// One VIP as a guard added it.
@@ -232,7 +275,7 @@ impl ResourceDir {
         format!("hamaster-standby:{}", self.root.display())
     }
 
-    /// A resident standby's service: "PID START_TIME" (standby=warm), for a stop after the
+    /// A resident standby's service (standby=warm), a `ServiceRecord`, for a stop after the
     /// resident died.
     pub fn standby_record(&self) -> PathBuf {
         self.root.join("standby-service")
@@ -253,5 +296,69 @@ impl ResourceDir {
     /// Whether `pid` is the live guard of this resource.
     pub fn is_guard(&self, pid: u32) -> bool {
         self.live_guard() == Some(pid)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_service_record_is_one_format_in_state_json_and_in_a_residents_record() {
+        // state.json keeps its keys: the previous release's agent reads them.
+        let p = Persisted {
+            service: Some(ServiceRecord {
+                pid: 42,
+                start: Some(7),
+            }),
+            ..Persisted::default()
+        };
+        let json: serde_json::Value = serde_json::to_value(&p).unwrap();
+        assert_eq!(
+            (json["service_pid"].as_u64(), json["service_start"].as_u64()),
+            (Some(42), Some(7))
+        );
+        // What that release wrote: nulls, or no start time at all.
+        let read = |text: &str| serde_json::from_str::<Persisted>(text).unwrap().service;
+        let old = r#"{"guard_pid":1,"node":"n1","key":"k","lease_id":null,"fencing_token":null,
+            "service_pid":null,"service_start":null,"vip_added":false,"fenced":null}"#;
+        assert_eq!(read(old), None);
+        let no_start = r#"{"guard_pid":1,"node":"n1","key":"k","lease_id":null,"fencing_token":null,
+            "service_pid":9,"vip_added":false,"fenced":null}"#;
+        assert_eq!(
+            read(no_start),
+            Some(ServiceRecord {
+                pid: 9,
+                start: None
+            })
+        );
+        let none = serde_json::to_value(Persisted::default()).unwrap();
+        assert!(
+            none.get("service_pid").is_none_or(|v| v.is_null()),
+            "{none}"
+        );
+        // A resident's record: the same format, and the previous release's line.
+        let dir = std::env::temp_dir().join(format!("hm-record-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("standby-service");
+        let r = ServiceRecord {
+            pid: 42,
+            start: Some(7),
+        };
+        r.save(&path).unwrap();
+        assert_eq!(ServiceRecord::load(&path), Some(r));
+        fs::write(&path, "42 7\n").unwrap();
+        assert_eq!(ServiceRecord::load(&path), Some(r));
+        fs::write(&path, "42 0\n").unwrap();
+        assert_eq!(
+            ServiceRecord::load(&path),
+            Some(ServiceRecord {
+                pid: 42,
+                start: None
+            })
+        );
+        fs::write(&path, "garbage").unwrap();
+        assert_eq!(ServiceRecord::load(&path), None);
+        fs::remove_dir_all(&dir).unwrap();
     }
 }

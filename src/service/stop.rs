@@ -94,7 +94,7 @@ pub fn signal(service: &ServiceRef, kill: bool) -> Result<(), SignalError> {
 /// it.
 pub async fn stop_left(
     unit: Option<String>,
-    recorded: Option<(u32, Option<u64>)>,
+    recorded: Option<crate::resource::dir::ServiceRecord>,
     grace: Duration,
     limit: Duration,
 ) -> Option<(String, Presence)> {
@@ -107,9 +107,9 @@ pub async fn stop_left(
             let service = ServiceRef::Unit(unit.clone());
             Some((unit, stop_and_confirm(&service, grace, limit).await))
         }
-        (None, Some((pid, start))) => {
-            let end = crate::service::process::stop_orphan(pid, start, grace, limit).await;
-            Some((format!("the service (pid {pid})"), end))
+        (None, Some(r)) => {
+            let end = crate::service::process::stop_orphan(r.pid, r.start, grace, limit).await;
+            Some((format!("the service (pid {})", r.pid), end))
         }
         (None, None) => None,
     }
