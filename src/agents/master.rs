@@ -843,7 +843,7 @@ fn stop_resident(ctx: &Ctx, until: Instant) -> Result<(), MasterError> {
 fn left_by_a_dead_resident(ctx: &Ctx, until: Instant) -> Result<(), MasterError> {
     use crate::presence::Presence;
     let record = ctx.dir.standby_record();
-    let recorded = crate::resource::dir::ServiceRecord::load(&record);
+    let recorded = crate::service::process::ServiceRecord::load(&record);
     let warm = ctx.values.get(&crate::params::master::STANDBY) == Some("warm");
     let unit = match crate::service::ServiceSpec::from_values(&ctx.values) {
         Ok(crate::service::ServiceSpec::Systemd { unit }) if warm => Some(unit),

@@ -3,7 +3,7 @@
 //! guard::keepalive, guard::wire) and the fault-schedule simulation (guard::sim) both go
 //! through them — the shell with real etcd, netlink and systemctl, the simulation with fakes at
 //! the same boundary — so no decision about an answer lives in one of them only. Every input
-//! the machine takes from the shell is made here (Input::Tick alone is the fencing thread's).
+//! the machine takes from the shell is made here (Input::Tick alone is guard::fence's).
 //! No I/O here.
 
 use std::net::IpAddr;

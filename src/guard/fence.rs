@@ -7,7 +7,8 @@
 //! go out as orders on a channel that never blocks, to the tokio shell (guard::lead), which
 //! performs them and feeds the answers back through `Fence::handle`: a send on a channel and a
 //! write to the eventfd, never a wait. What the rest of the guard may see of the machine is
-//! published after every step as a `View` in an ArcSwap (a lock-free load). The thread itself
+//! published after every step, before the step's orders go out, as a `View` in an ArcSwap (a
+//! lock-free load). The thread itself
 //! never logs: a blocked log sink must not hold up the SIGKILL that follows.
 //!
 //! It owns: the machine (guard::machine), the timer, the thread, and the host's side of the
@@ -205,7 +206,7 @@ pub struct Fence {
 
 impl Fence {
     /// Starts the fencing thread for a machine, which it owns from then on; its orders go to
-    /// `orders`. The machine is looked at once at once (the raise begins).
+    /// `orders`. A first Tick is queued at once: the raise begins.
     pub fn start(
         mut machine: Machine<Host>,
         orders: UnboundedSender<Order>,
@@ -298,7 +299,8 @@ impl Fence {
 
 /// The fencing thread: it alone owns the machine and makes its kernel effects. It sleeps in
 /// poll on the CLOCK_BOOTTIME timerfd armed at the machine's next wake-up and on the inputs'
-/// eventfd; it handles every queued input, then the timer, re-arms it, and publishes the view.
+/// eventfd; it handles every queued input, then the timer (each a step, which publishes the
+/// view before sending its orders), and re-arms the timer.
 /// It never logs and never waits on anything but the kernel.
 fn fencing_thread(
     machine: &mut Machine<Host>,
@@ -321,24 +323,57 @@ fn fencing_thread(
         // Non-blocking: EAGAIN when nothing was written since.
         let _ = shared.wake.read();
         while let Ok(input) = inputs.try_recv() {
-            step(machine, input, &orders);
+            step_now(machine, input, &orders, shared);
         }
         // The timer has fired (EAGAIN: not yet), or its time is here.
         let due = timer.wait().is_ok() || machine.next_wake().is_some_and(|t| t <= boottime());
         if due {
-            step(machine, Input::Tick, &orders);
+            step_now(machine, Input::Tick, &orders, shared);
         }
         arm(&timer, machine.next_wake());
-        shared.view.store(Arc::new(machine.view()));
-        shared.published.notify_waiters();
     }
 }
 
-fn step(machine: &mut Machine<Host>, input: Input, orders: &UnboundedSender<Order>) {
-    machine.handle(boottime(), input);
-    while let Some(order) = machine.poll_order() {
+/// One input handled on the fencing thread, what it gives out published and sent.
+fn step_now(
+    machine: &mut Machine<Host>,
+    input: Input,
+    orders: &UnboundedSender<Order>,
+    shared: &Mailbox,
+) {
+    step(machine, boottime(), input, |out| match out {
+        Out::View(view) => {
+            shared.view.store(Arc::from(view));
+            shared.published.notify_waiters();
+        }
         // Unbounded: never blocks. A shell that is gone has nothing left to do.
-        let _ = orders.send(order);
+        Out::Order(order) => {
+            let _ = orders.send(order);
+        }
+    });
+}
+
+/// What one step gives the rest of the guard, in the order it gives it.
+#[derive(Debug)]
+pub(super) enum Out {
+    View(Box<View>),
+    Order(Order),
+}
+
+/// One input handled at `now`: the machine's view given out first, then its orders. A shell
+/// that acts on an order (a start that asks whether it is still wanted, state.json written
+/// from the view) sees the machine as it was when it gave the order, or later — never before.
+/// The fencing thread runs it, and so does the simulation (guard::sim), in the order it gives.
+pub(super) fn step<K: Kernel>(
+    machine: &mut Machine<K>,
+    now: Duration,
+    input: Input,
+    mut out: impl FnMut(Out),
+) {
+    machine.handle(now, input);
+    out(Out::View(Box::new(machine.view())));
+    while let Some(order) = machine.poll_order() {
+        out(Out::Order(order));
     }
 }
 

@@ -22,10 +22,10 @@ use super::{
 use crate::lease::clock::boottime;
 use crate::lease::Etcd;
 use crate::resource::config::{WarmHook, WatchdogMode};
-use crate::resource::dir::ServiceRecord;
 use crate::resource::status::GuardStatus;
 use crate::resource::watchdog::Choice;
 use crate::runfiles::write_private;
+use crate::service::process::ServiceRecord;
 use crate::service::ServiceRef;
 use crate::service::{Running, ServiceSpec};
 use crate::vip::{burst, up};
@@ -499,8 +499,8 @@ impl Guard {
                 // shortened by a fence, the service exited, the round over).
                 Some(text) => tokio::select! {
                     r = run_hook(WarmHook::Demote, &text, &run_as, &env, within) => r,
-                    // The order goes out before the view that shows it is published: a
-                    // running service still counts.
+                    // Given up once the machine no longer waits for the role back (a running
+                    // service counts: the machine may still be between the two).
                     _ = fence.until(|f| !matches!(
                         f.view().service,
                         ServiceState::Running(_) | ServiceState::GivingBack(_)

@@ -26,7 +26,8 @@ use tokio::sync::{mpsc, oneshot};
 use super::{prepare, stop_signals, Guard, GuardArgs, GuardError, StopSignals};
 use crate::presence::Presence;
 use crate::resource::config::MasterConfig;
-use crate::resource::dir::{ResourceDir, ServiceRecord};
+use crate::resource::dir::ResourceDir;
+use crate::service::process::ServiceRecord;
 use crate::service::{Running, ServiceRef};
 
 /// How long each line of a request may take to arrive.

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::runfiles::{create_private, open_private, private_dir, write_private};
+use crate::service::process::ServiceRecord;
 
 /// sun_path holds 108 bytes, one of them the terminating NUL.
 const MAX_SOCKET_PATH: usize = 107;
@@ -64,50 +65,6 @@ pub struct Persisted {
     /// exactly these too, whatever the parameters say now (extra_vips edited since).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub vips: Vec<RecordedVip>,
-}
-
-/// A supervised command's leader as recorded for a stop after its supervisor died: its pid and
-/// its start time (/proc/PID/stat), so that a reused pid is never signalled. One format
-/// wherever it is kept: state.json's `service_pid` and `service_start`, and a resident
-/// standby's record (`ResourceDir::standby_record`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ServiceRecord {
-    #[serde(rename = "service_pid")]
-    pub pid: u32,
-    #[serde(rename = "service_start", default)]
-    pub start: Option<u64>,
-}
-
-impl ServiceRecord {
-    /// The process `pid` as it is now.
-    pub fn of(pid: u32) -> ServiceRecord {
-        ServiceRecord {
-            pid,
-            start: crate::procfs::start_time(pid),
-        }
-    }
-
-    /// A resident standby's record: this format, or the "PID START" line the previous
-    /// release's resident wrote (read during an upgrade). None: none, or unreadable.
-    pub fn load(path: &Path) -> Option<ServiceRecord> {
-        let text = fs::read_to_string(path).ok()?;
-        if let Ok(r) = serde_json::from_str(&text) {
-            return Some(r);
-        }
-        let mut words = text.split_whitespace().map(|w| w.parse::<u64>().ok());
-        let pid = u32::try_from(words.next()??).ok()?;
-        let start = words.next()??;
-        Some(ServiceRecord {
-            pid,
-            start: (start > 0).then_some(start),
-        })
-    }
-
-    /// Written as a private file (mode 0600).
-    pub fn save(&self, path: &Path) -> std::io::Result<()> {
-        let text = serde_json::to_string(self).map_err(std::io::Error::other)?;
-        write_private(path, text + "\n")
-    }
 }
 
 /// One VIP as a guard added it.

@@ -369,6 +369,50 @@ fn is_recorded_leader(pid: u32, start: Option<u64>) -> bool {
         && crate::procfs::process_group(pid) == Some(pid)
 }
 
+/// A supervised command's leader as recorded for a stop after its supervisor died: its pid and
+/// its start time (/proc/PID/stat), so that a reused pid is never signalled. One format
+/// wherever it is kept: state.json's `service_pid` and `service_start`, and a resident
+/// standby's record (`ResourceDir::standby_record`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ServiceRecord {
+    #[serde(rename = "service_pid")]
+    pub pid: u32,
+    #[serde(rename = "service_start", default)]
+    pub start: Option<u64>,
+}
+
+impl ServiceRecord {
+    /// The process `pid` as it is now.
+    pub fn of(pid: u32) -> ServiceRecord {
+        ServiceRecord {
+            pid,
+            start: crate::procfs::start_time(pid),
+        }
+    }
+
+    /// A resident standby's record: this format, or the "PID START" line the previous
+    /// release's resident wrote (read during an upgrade). None: none, or unreadable.
+    pub fn load(path: &std::path::Path) -> Option<ServiceRecord> {
+        let text = std::fs::read_to_string(path).ok()?;
+        if let Ok(r) = serde_json::from_str(&text) {
+            return Some(r);
+        }
+        let mut words = text.split_whitespace().map(|w| w.parse::<u64>().ok());
+        let pid = u32::try_from(words.next()??).ok()?;
+        let start = words.next()??;
+        Some(ServiceRecord {
+            pid,
+            start: (start > 0).then_some(start),
+        })
+    }
+
+    /// Written as a private file (mode 0600).
+    pub fn save(&self, path: &std::path::Path) -> std::io::Result<()> {
+        let text = serde_json::to_string(self).map_err(std::io::Error::other)?;
+        crate::runfiles::write_private(path, text + "\n")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -94,7 +94,7 @@ pub fn signal(service: &ServiceRef, kill: bool) -> Result<(), SignalError> {
 /// it.
 pub async fn stop_left(
     unit: Option<String>,
-    recorded: Option<crate::resource::dir::ServiceRecord>,
+    recorded: Option<crate::service::process::ServiceRecord>,
     grace: Duration,
     limit: Duration,
 ) -> Option<(String, Presence)> {

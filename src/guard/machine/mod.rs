@@ -353,7 +353,7 @@ impl<K: Kernel> Machine<K> {
                     self.log(Level::Error, format!("service {detail}"));
                 }
                 // Its leader gone, nothing can confirm the role given back: what is left of
-                // its group is stopped.
+                // its group is stopped (only while a take-back is out; otherwise nothing).
                 self.take_back_failed(
                     now,
                     format!("the service {detail} while giving the role back"),
@@ -381,12 +381,12 @@ impl<K: Kernel> Machine<K> {
     }
 
     /// A keepalive failed: retried soon (racing for a member that answers), or, after a few
-    /// failures in a row and while holding, once in a while (etcd is out: no storm).
+    /// failures in a row or while holding, once in a while (etcd is out: no storm).
     fn renew_failed(&mut self, now: Duration, sent: Duration, why: String) {
         if self.renewal.out == Some(sent) {
             self.renewal.out = None;
             let in_row = self.renewal_failed();
-            // Racing for a member that answers; after a few failures in a row, and
+            // Racing for a member that answers; after a few failures in a row, or
             // while holding, etcd is out: no storm of attempts.
             let retry = match (self.phase(), in_row) {
                 (Phase::Holding, _) => hold::RETRY_HOLDING,

@@ -267,6 +267,16 @@ impl VipState {
     }
 }
 
+/// The service's own sub-machine, inside every phase:
+///
+/// ```text
+/// NotStarted --start ordered (raise.rs)--> Starting --Ok--> Running
+///   Starting --Err, nothing spawned--> Stopped
+///   Running --step-down with demote_command (lower.rs)--> GivingBack --hook Ok--> GivenBack
+///   GivingBack --hook fails, Timer::TakeBack, exited--> Running --> Stopping
+///   Running | Starting(known) --fence, step-down, failed raise--> Stopping (TERM; Timer::Kill)
+///   Stopping --a look proves it absent, no start out (Timer::Look)--> Stopped (forgotten)
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ServiceState {
     NotStarted,

@@ -3,8 +3,9 @@
 //! is due, one arm per timer, in this table's order; the machine's next wake-up is the
 //! earliest armed one, or the fence. A timer is the one record of its time: no field mirrors
 //! it (where the time is data too, it is read from the timer: the step-down's budget is
-//! Timer::Budget's while it runs, and spent once it fired). The fence is not a timer: its time follows from the deadline and the watchdog
-//! (`Machine::fence_at`), checked before every input and after every effect.
+//! Timer::Budget's while it runs, and spent once it fired). The fence is not a timer: its
+//! time follows from the deadline and the watchdog (`Machine::fence_at`), checked before every
+//! input and after every effect.
 
 use std::time::Duration;
 

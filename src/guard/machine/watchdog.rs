@@ -2,8 +2,8 @@
 //! made of the kernel's effects (guard::watchdog holds the device itself). Armed before
 //! anything is raised, with the longest whole-second timeout whose reset, the driver's
 //! tolerance included, comes before the lease can end at etcd; pinged only for a renewal
-//! applied in time (and once more, derived from it, when the same timeout then ends exactly at
-//! that bound); its reset judged on this node's clock at its slowest; disarmed only once VIP
+//! applied in time, a fresh proof while holding or the key taken back (hold.rs), and once
+//! more, derived from it, when the same timeout then ends exactly at that bound; its reset judged on this node's clock at its slowest; disarmed only once VIP
 //! and service are confirmed down. What each step comes to is the machine's to act on (a
 //! failed raise, a fence, a log line).
 
@@ -376,7 +376,8 @@ fn second_ping_at(lead: &Leadership, now: Duration, applied: u32) -> Option<Dura
 }
 
 impl<K: Kernel> super::Machine<K> {
-    /// After a renewal applied in time (or at every wake-up, with Rule::PingOnRenewal off):
+    /// After a renewal applied in time, a fresh proof or a retake (or at every wake-up, with
+    /// Rule::PingOnRenewal off):
     /// the watchdog's reset moves to just before the lease's new end; where no timeout fits,
     /// a `required` guard fences (Cause::WatchdogLate) and an `auto` one says that the reset
     /// may come late.

@@ -26,8 +26,10 @@
 //! the real shell calls (a keepalive's fake result, a confirm, the watch's events, a release, a
 //! start, a look at the service, the wire watch's event or its look at the address — which may
 //! not tell — a step-down, a retake). The shell sees the machine only as the fencing thread
-//! publishes it: the view at the end of each step (a start task that asks while a step is
-//! still making its effects reads the one before) and the host's standing, cleared by the
+//! publishes it, by the fencing thread's own step (guard::fence::step: the view given out
+//! before the step's orders, as state.json and the start's last ask need): the view at the end
+//! of each step (a start task that asks while a step is still making its effects reads the
+//! one before) and the host's standing, cleared by the
 //! machine's `lowering()` before its first effect (guard::fence's fast path). The host
 //! (`World`, world.rs) is the one kernel double: the machine's own unit tests use it too, and
 //! it records every call.
@@ -57,6 +59,7 @@ use std::collections::BinaryHeap;
 use std::time::Duration;
 
 use super::answers;
+use super::fence::Out;
 use super::machine::{
     ArmError, Cause, Fault, Input, Kernel, Machine, Order, Plan, Regrant, RetakeError, Rule, Rules,
     View, WatchdogPlan, VIP_RETRY, WATCHDOG_TOLERANCE,

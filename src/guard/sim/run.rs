@@ -367,18 +367,23 @@ impl Sim {
         let raised_before = self.m.kernel.raised.len();
         let pinged_before = self.m.kernel.pings.len();
         let node_now = self.node_now();
-        self.m.handle(node_now, input);
+        // The fencing thread's own step: what it gives out, in its order.
+        let mut outs = Vec::new();
+        crate::guard::fence::step(&mut self.m, node_now, input, |o| outs.push(o));
         if let Some(h) = &mut self.hold {
             h.held |= self.m.phase() == crate::guard::machine::Phase::Holding;
         }
         self.check_raises(raised_before, seed)?;
         self.check_watchdog(pinged_before, seed)?;
-        while let Some(order) = self.m.poll_order() {
-            self.perform(order, seed)?;
+        for out in outs {
+            match out {
+                Out::View(view) => {
+                    self.prior = std::mem::replace(&mut self.published, *view);
+                    self.published_at = self.now();
+                }
+                Out::Order(order) => self.perform(order, seed)?,
+            }
         }
-        // The fencing thread publishes its view at the step's end.
-        self.prior = std::mem::replace(&mut self.published, self.m.view());
-        self.published_at = self.now();
         match self.m.next_wake() {
             Some(w) => {
                 let t = self.m.kernel.true_at(w).max(self.now()) + self.s.fence_latency;

@@ -143,7 +143,20 @@ impl Sim {
                     }
                 }
             }
-            Order::Persist => {}
+            Order::Persist => {
+                // The shell writes state.json from the view as published: it must never say
+                // the VIP is down while the kernel has it (a dead guard's clean-up trusts it).
+                if self.m.kernel.vip && !self.published.vip.may_be_up() {
+                    return Err(self.fail(
+                        seed,
+                        format!(
+                            "state.json written at {now:?} with the VIP down ({:?}) while the \
+                             kernel has it",
+                            self.published.vip
+                        ),
+                    ));
+                }
+            }
             Order::Log(_, text) => self.m.kernel.note(format!("guard: {text}")),
             Order::StepDownAnswer(r) => {
                 if self.answered.is_none() {
