@@ -99,10 +99,12 @@ check-rpm: deps
 check-guard: deps
 	$(LAB) $(CARGO) test $(ROOT) --test guard_deadline -- --ignored --test-threads=$(WAITING) --nocapture
 
-# Real Pacemaker clusters in namespaces, one scenario at a time; the timings table at the end.
+# Real Pacemaker clusters in namespaces, one scenario at a time (the lab's fence agent, and
+# fence_ipmilan through simulated BMCs); the timings table at the end.
 check-cluster: deps
 	rm -f target/cluster-timings.md
 	$(LAB) $(CARGO) test $(ROOT) --test cluster -- --ignored --test-threads=1
+	$(LAB) $(CARGO) test $(ROOT) --test ipmi -- --ignored --test-threads=1
 	$(LAB) $(CARGO) test $(ROOT) --test etcd_outage -- --ignored --test-threads=1
 	$(LAB) $(CARGO) test $(ROOT) --test upgrade -- --ignored --test-threads=1
 	@echo; echo "Cluster scenario timings:"; cat target/cluster-timings.md

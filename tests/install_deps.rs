@@ -1,5 +1,5 @@
 //! scripts/install-deps leaves the services of the packages it installed (corosync, pacemaker,
-//! pcsd, etcd, prometheus, haproxy) disabled for the host's next boot: checked on a stand-in systemd root.
+//! pcsd, etcd, prometheus, haproxy, OpenIPMI's and ipmitool's) disabled for the host's next boot: checked on a stand-in systemd root.
 
 use hamaster_lab as support;
 
@@ -19,6 +19,8 @@ fn install_deps_leaves_the_services_it_installed_disabled_for_the_next_boot() {
         "etcd.service",
         "prometheus.service",
         "haproxy.service",
+        "openipmi.service",
+        "ipmievd.service",
         "other.service",
     ];
     for name in names {
@@ -41,6 +43,8 @@ fn install_deps_leaves_the_services_it_installed_disabled_for_the_next_boot() {
             "etcd-server",
             "prometheus",
             "haproxy",
+            "openipmi",
+            "ipmitool",
         ])
         .env("SYSTEMD_ROOT", &root)
         .output()

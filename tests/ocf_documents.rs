@@ -331,3 +331,62 @@ fn meta_data_advertises_only_what_pacemaker_calls_and_usage_still_answers() {
         assert!(!xml.contains("name=\"usage\""), "{cib}.resources.xml");
     }
 }
+
+/// cib/fence-ipmilan's snippet and script name only parameters fence_ipmilan has (its own
+/// meta-data, Debian's fence-agents 4.12: the upstream of RHEL's) or Pacemaker's pcmk_*, and
+/// the snippet holds what the script sets.
+#[test]
+fn the_fence_ipmilan_snippet_and_script_use_fence_ipmilans_own_parameters() {
+    let out = Command::new("fence_ipmilan")
+        .args(["-o", "metadata"])
+        .output()
+        .expect("fence_ipmilan (fence-agents) is installed");
+    let meta = String::from_utf8_lossy(&out.stdout).into_owned();
+    let known: Vec<&str> = meta
+        .split("<parameter name=\"")
+        .skip(1)
+        .filter_map(|p| p.split('"').next())
+        .collect();
+    assert!(
+        known.contains(&"lanplus") && known.contains(&"cipher"),
+        "{meta}"
+    );
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/cib");
+    let snippet = std::fs::read_to_string(format!("{dir}/fence-ipmilan.resources.xml")).unwrap();
+    let in_snippet: Vec<&str> = snippet
+        .split("name=\"")
+        .skip(1)
+        .filter_map(|p| p.split('"').next())
+        .filter(|n| *n != "monitor")
+        .collect();
+    assert!(in_snippet.len() >= 8, "{in_snippet:?}");
+    for name in &in_snippet {
+        assert!(
+            known.contains(name) || name.starts_with("pcmk_"),
+            "{name} is no parameter of fence_ipmilan"
+        );
+    }
+    let script = std::fs::read_to_string(format!("{dir}/fence-ipmilan.sh")).unwrap();
+    let create = script
+        .split("pcs stonith create")
+        .nth(1)
+        .and_then(|s| s.split("op monitor").next())
+        .expect("the script's pcs stonith create");
+    let set: Vec<&str> = create
+        .split_whitespace()
+        .filter_map(|w| w.trim_start_matches("${REBOOT_ACTION:+").split_once('='))
+        .map(|(k, _)| k)
+        .filter(|k| k.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+        .collect();
+    assert!(set.len() >= 8, "{set:?}");
+    for name in &set {
+        assert!(
+            known.contains(name) || name.starts_with("pcmk_"),
+            "the script sets {name}, no parameter of fence_ipmilan"
+        );
+        assert!(
+            in_snippet.contains(name) || *name == "pcmk_reboot_action",
+            "the snippet lacks {name}, which the script sets"
+        );
+    }
+}

@@ -36,8 +36,22 @@ fn rpm_builds_installs_the_right_files_and_its_unpacked_agents_pass_ocf_tester_a
     );
     let rpm = package("RPMS", "hamaster", ".x86_64.rpm");
     let debuginfo = package("RPMS", "hamaster-debuginfo", ".x86_64.rpm");
+    let selinux = package("RPMS", "hamaster-selinux", ".noarch.rpm");
     let srpm = package("SRPMS", "hamaster", ".src.rpm");
     assert!(srpm.exists() && debuginfo.exists());
+    // The SELinux module (docs/selinux.md), with the scriptlets that load and remove it.
+    let module = must("rpm", &["-qlpv", selinux.to_str().unwrap()]);
+    assert!(
+        module.lines().any(|l| l.starts_with("-rw-r--r--")
+            && l.ends_with("/usr/share/selinux/packages/hamaster.cil")),
+        "{module}"
+    );
+    let scripts = must("rpm", &["-qp", "--scripts", selinux.to_str().unwrap()]);
+    assert!(
+        scripts.contains("semodule -n -s \"$store\" -X 200 -i")
+            && scripts.contains("-X 200 -r hamaster"),
+        "{scripts}"
+    );
 
     // rpmlint on the spec and the packages: no errors and no warnings (packaging/rpmlint.toml
     // says why each filter is there).
@@ -45,7 +59,7 @@ fn rpm_builds_installs_the_right_files_and_its_unpacked_agents_pass_ocf_tester_a
     let lint = Command::new("rpmlint")
         .args(["-c", &format!("{manifest}/packaging/rpmlint.toml")])
         .arg(format!("{manifest}/packaging/hamaster.spec"))
-        .args([&rpm, &debuginfo, &srpm])
+        .args([&rpm, &debuginfo, &selinux, &srpm])
         .output()
         .expect("rpmlint (scripts/install-deps installs it)");
     let report = String::from_utf8_lossy(&lint.stdout).into_owned();

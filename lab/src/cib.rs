@@ -1,12 +1,13 @@
 //! The cib/ snippets loaded the way cib/README.md says, with the cibadmin and crm_verify of a
 //! given Pacemaker generation (the host's, or a Debian root's).
 
-/// The topologies with snippets in cib/.
-pub const TOPOLOGIES: [&str; 4] = [
+/// The topologies with snippets in cib/, and the fencing that comes before them.
+pub const TOPOLOGIES: [&str; 5] = [
     "master-with-vip",
     "master-warm-two-networks",
     "vip-plus-master",
     "ipaddr2-group-baseline",
+    "fence-ipmilan",
 ];
 
 /// A shell script that loads every topology's snippets from the directory `dir` (a copy of
@@ -44,7 +45,7 @@ for topo in {topologies}; do
         || fail "$topo: the CIB's own resource is gone"
     cibadmin --query --xpath "//crm_config//nvpair[@name='stonith-enabled'][@value='false']" > /dev/null \
         || fail "$topo: the CIB's own property changed"
-    if [ "$topo" != ipaddr2-group-baseline ]; then
+    if [ "$topo" != ipaddr2-group-baseline ] && [ "$topo" != fence-ipmilan ]; then
         ids=$(sed -n 's/^  <[a-z]* id="\([^"]*\)".*/\1/p' "$src/$topo.resources.xml")
         [ -n "$ids" ] || fail "$topo: no resources in the snippet"
         for r in $ids; do

@@ -58,6 +58,8 @@ pub struct Lab {
     root: Option<PathBuf>,
     /// The fence desk, once fencing is enabled (enable_fencing).
     pub fence: Option<super::fence::FenceDesk>,
+    /// The nodes' BMCs, once fencing goes through them (enable_ipmi_fencing).
+    pub bmcs: Option<super::bmc::Bmcs>,
     /// Nodes of corosync's nodelist that the lab does not run (a VM: Lab::with_guest), as
     /// (name, address); after the lab's own in node id order.
     guests: Vec<(String, String)>,
@@ -174,6 +176,7 @@ impl Lab {
             created_mount_point,
             root,
             fence: None,
+            bmcs: None,
             guests,
         };
         // The lab's fence agent, laid over /usr/sbin in each node's mount namespace.
@@ -797,6 +800,57 @@ impl Lab {
         assert!(started, "lab-fence started:\n{}", self.crm_mon_text());
     }
 
+    /// Fencing as RHEL clusters are fenced: a BMC for every node (lab/src/bmc.rs) and one
+    /// fence_ipmilan device per node, created by cib/fence-ipmilan.sh as an administrator
+    /// would (each device kept off the node it fences). `reboot`: Pacemaker's default reboot
+    /// (off, then on; the node's boot is then the test's: FenceDesk::powered_on_by_bmc);
+    /// otherwise pcmk_reboot_action=off, a fenced node staying down as in the lab's other
+    /// fenced scenarios.
+    pub fn enable_ipmi_fencing(&mut self, reboot: bool) {
+        use super::bmc::{bmc_ip, Bmcs, BMC_PASSWORD, BMC_USER};
+        let nodes = self
+            .nodes
+            .iter()
+            .map(|n| (n.name.clone(), n.ns.name.clone(), "lan0".to_string()))
+            .collect();
+        let desk = super::fence::FenceDesk::start(&self.dir.join("fence"), nodes);
+        let names = self.node_names();
+        let bmcs = Bmcs::start(&self.switch.name, &self.dir.join("bmc"), &names, &desk.dir);
+        self.fence = Some(desk);
+        self.bmcs = Some(bmcs);
+        let pairs: Vec<String> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| format!("{n}={}", bmc_ip(i)))
+            .collect();
+        let env = format!(
+            "NODES_BMCS='{}' BMC_USER={BMC_USER} BMC_PASSWORD={BMC_PASSWORD} {}",
+            pairs.join(" "),
+            if reboot { "" } else { "REBOOT_ACTION=off" }
+        );
+        let script = format!("{}/cib/fence-ipmilan.sh", super::repo());
+        let out = self.sh(0, &format!("{env} sh {script}"));
+        assert!(
+            out.status.success(),
+            "fence-ipmilan.sh: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let started = super::wait_for(Duration::from_secs(90), || {
+            let xml = self.crm_mon_xml();
+            names.iter().all(|n| {
+                xml.lines().any(|l| {
+                    l.contains(&format!("id=\"ipmi-{n}\"")) && l.contains("role=\"Started\"")
+                })
+            })
+        });
+        assert!(
+            started,
+            "the ipmi devices started:\n{}",
+            self.crm_mon_text()
+        );
+    }
+
     /// A node that was crashed, or fenced (powered off by the fence desk, perhaps behind a
     /// cut switch port), on again: its port up, what is left of its processes reaped, a fresh
     /// boot.
@@ -1016,6 +1070,7 @@ impl LabNode {
 impl Drop for Lab {
     fn drop(&mut self) {
         // Before its files go: a dying member may still write them.
+        self.bmcs.take();
         self.etcd.stop_all();
         for node in &mut self.nodes {
             node.kill();

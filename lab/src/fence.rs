@@ -44,6 +44,8 @@ pub struct FenceDesk {
     pub dir: PathBuf,
     stop: Arc<AtomicBool>,
     done: Arc<Mutex<Vec<Fenced>>>,
+    /// Power turned on by a BMC (a reboot's second half): node, when.
+    powered: Arc<Mutex<Vec<(String, Instant)>>>,
     refused: Arc<Mutex<Vec<Refused>>>,
     faults: Arc<Mutex<Faults>>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -64,10 +66,12 @@ impl FenceDesk {
         let done = Arc::new(Mutex::new(Vec::new()));
         let refused = Arc::new(Mutex::new(Vec::new()));
         let faults = Arc::new(Mutex::new(Faults::default()));
+        let powered = Arc::new(Mutex::new(Vec::new()));
         let desk = Desk {
             dir: dir.to_path_buf(),
             nodes,
             done: done.clone(),
+            powered: powered.clone(),
             refused: refused.clone(),
             faults: faults.clone(),
         };
@@ -84,6 +88,7 @@ impl FenceDesk {
             dir: dir.to_path_buf(),
             stop,
             done,
+            powered,
             refused,
             faults,
             thread: Some(thread),
@@ -106,6 +111,12 @@ impl FenceDesk {
         self.done.lock().unwrap().clone()
     }
 
+    /// The nodes whose power a BMC turned on (a reboot's second half), and when: their boot
+    /// is the test's (Lab::restart).
+    pub fn powered_on_by_bmc(&self) -> Vec<(String, Instant)> {
+        self.powered.lock().unwrap().clone()
+    }
+
     /// The node is on again (the test rebooted it).
     pub fn powered_on(&self, node: &str) {
         let _ = fs::write(self.dir.join("state").join(node), "on\n");
@@ -117,6 +128,7 @@ struct Desk {
     dir: PathBuf,
     nodes: Vec<(String, String, String)>,
     done: Arc<Mutex<Vec<Fenced>>>,
+    powered: Arc<Mutex<Vec<(String, Instant)>>>,
     refused: Arc<Mutex<Vec<Refused>>>,
     faults: Arc<Mutex<Faults>>,
 }
@@ -134,7 +146,8 @@ impl Desk {
 
 /// Answers the requests waiting: "off NODE" powers it off (unless the device is set to fail),
 /// "on NODE" is granted only once the test has brought the node back; "fabric-off NODE" and
-/// "fabric-on NODE" (a fabric device) only record and grant.
+/// "fabric-on NODE" (a fabric device) only record and grant; "power-on NODE" (a BMC's power
+/// on) marks the node on and records it, its boot left to the test.
 fn serve(desk: &Desk) {
     let (dir, nodes, log) = (&desk.dir, &desk.nodes, &desk.done);
     let Ok(entries) = fs::read_dir(dir.join("requests")) else {
@@ -179,6 +192,15 @@ fn serve(desk: &Desk) {
                     }
                     false => eprintln!("fence desk: {n} powered off"),
                 }
+                "ok".to_string()
+            }
+            ("power-on", Some((n, _, _))) => {
+                let _ = fs::write(dir.join("state").join(n), "on\n");
+                desk.powered
+                    .lock()
+                    .unwrap()
+                    .push((n.clone(), Instant::now()));
+                eprintln!("fence desk: {n} powered on by its BMC (the test boots it)");
                 "ok".to_string()
             }
             ("fabric-on", Some((n, _, _))) => {

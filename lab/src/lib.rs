@@ -7,6 +7,7 @@
 
 pub mod agent;
 pub mod bench;
+pub mod bmc;
 pub mod capture;
 pub mod cib;
 pub mod cluster;
