@@ -119,24 +119,6 @@ fn fenced_before_the_key(lab: &Lab, node: &str, since_unix: u64, new_master: usi
     fenced.at_unix_ms - since_unix
 }
 
-/// Node `name`, back from a crash or a fence, online again and running `api` unpromoted as
-/// node `from` sees it (bounded).
-fn rejoined(lab: &Lab, name: &str, from: usize, what: &str) {
-    assert!(
-        lab.wait_online(&lab.node_names(), Duration::from_secs(120)),
-        "{what}:\n{}",
-        lab.crm_mon_text()
-    );
-    assert!(
-        support::wait_for(Duration::from_secs(90), || lab
-            .started_seen_from(from, "api")
-            .iter()
-            .any(|n| n == name)),
-        "{name} rejoined unpromoted:\n{}",
-        lab.crm_mon_text()
-    );
-}
-
 /// No host but the master claims the VIP in these scenarios: no guard may report a conflict
 /// (failovers, partitions and handovers included).
 fn no_vip_conflicts(lab: &Lab) {
@@ -422,7 +404,7 @@ fn three_nodes_master_with_vip_crash_partition_etcd_loss_and_ban() {
     // member (the first endpoint in a third of the runs) answers nothing.
     keeps_the_key(&lab, &p2, token2);
     lab.restart(pi);
-    rejoined(&lab, &p, p2i, "crashed node back");
+    lab.rejoined(&p, p2i, "crashed node back");
 
     // Partition of the promoted node from the other two: the majority fences it; its guard
     // has dropped the VIP on its own by then (or the fence takes it).
@@ -478,7 +460,7 @@ fn three_nodes_master_with_vip_crash_partition_etcd_loss_and_ban() {
         "client back after the partition"
     );
     lab.bring_back(p2i);
-    rejoined(&lab, &p2, majority, "the fenced node back");
+    lab.rejoined(&p2, majority, "the fenced node back");
     // The rejoined node may first be reprobed; then one master, and it is not the old one.
     let p3 = wait_promoted(&lab, majority, "api", Some(&p2), Duration::from_secs(60));
     assert!(
@@ -664,7 +646,7 @@ fn three_nodes_vip_plus_master_fails_over_on_crash_and_waits_out_a_failing_fence
     assert!(client.wait_ok(Duration::from_secs(30)));
     fenced_before_the_key(&lab, &p, crash_unix, p2i);
     lab.bring_back(pi);
-    rejoined(&lab, &p, p2i, "crashed node back");
+    lab.rejoined(&p, p2i, "crashed node back");
 
     // A fence device that fails: the master is cut off while the device fails its next two
     // power-offs, each after 3 s (a BMC that times out). Pacemaker promotes nobody until a

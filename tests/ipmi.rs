@@ -17,14 +17,25 @@ use support::cluster::{create_topology, outage, record, Etcd, HealthClient, Lab,
 const KEY: &str = support::API_KEY;
 const TTL_MS: u64 = support::LEASE_TTL_S * 1000;
 
+/// The fences of `node` Pacemaker records as done, as node `from` sees them.
+fn fences_done(lab: &Lab, from: usize, node: &str) -> usize {
+    let history = lab.on(from, &["stonith_admin", "--history", node, "--verbose"]);
+    String::from_utf8_lossy(&history.stdout)
+        .lines()
+        .filter(|l| l.contains("successful"))
+        .count()
+}
+
 /// The fencing of `node` after `since_unix` as the BMC did it (its chassis program asked the
-/// desk to cut the power), and Pacemaker's record that fence_ipmilan's device did it; the new
-/// master on `new_master` took the key only after. Returns the fence's time after `since_unix`.
+/// desk to cut the power), and Pacemaker's record of one more fence done than `done_before`;
+/// the new master on `new_master` took the key only after. Returns the fence's time after
+/// `since_unix`.
 fn fenced_by_its_bmc_before_the_key(
     lab: &Lab,
     node: &str,
     since_unix: u64,
     new_master: usize,
+    done_before: usize,
 ) -> u64 {
     let fenced = lab
         .fenced()
@@ -56,14 +67,10 @@ fn fenced_by_its_bmc_before_the_key(
         !names.is_empty() && names.iter().all(|d| d.starts_with("ipmi-")),
         "only fence_ipmilan devices: {devices}"
     );
-    let history = lab.on(
-        new_master,
-        &["stonith_admin", "--history", node, "--verbose"],
-    );
-    let history = String::from_utf8_lossy(&history.stdout).into_owned();
+    let done = fences_done(lab, new_master, node);
     assert!(
-        history.contains("successful"),
-        "Pacemaker's fencing history of {node}:\n{history}"
+        done > done_before,
+        "Pacemaker records {done} fences of {node} done, {done_before} before the fault"
     );
     eprintln!(
         "{node}'s power cut by its BMC {} ms after the fault; the key taken {} ms after it",
@@ -71,24 +78,6 @@ fn fenced_by_its_bmc_before_the_key(
         took.saturating_sub(since_unix)
     );
     fenced.at_unix_ms - since_unix
-}
-
-/// Node `name`, powered on and booted again, online and running `api` unpromoted as node
-/// `from` sees it (bounded).
-fn rejoined(lab: &Lab, name: &str, from: usize) {
-    assert!(
-        lab.wait_online(&lab.node_names(), Duration::from_secs(120)),
-        "{name} back online:\n{}",
-        lab.crm_mon_text()
-    );
-    assert!(
-        support::wait_for(Duration::from_secs(90), || lab
-            .started_seen_from(from, "api")
-            .iter()
-            .any(|n| n == name)),
-        "{name} rejoined unpromoted:\n{}",
-        lab.crm_mon_text()
-    );
 }
 
 #[test]
@@ -121,6 +110,7 @@ fn fence_ipmilan_through_a_simulated_bmc_cuts_the_old_masters_power_before_the_n
     // 1. The master crashes: Pacemaker fences it through its BMC, then promotes another.
     let t_crash = Instant::now();
     let crash_unix = hamaster::lease::clock::unix_ms();
+    let done = fences_done(&lab, (pi + 1) % 3, &p);
     lab.crash(pi);
     let other = (pi + 1) % 3;
     let p2 = lab.wait_promoted(other, "api", Some(&p), Duration::from_secs(90));
@@ -131,9 +121,9 @@ fn fence_ipmilan_through_a_simulated_bmc_cuts_the_old_masters_power_before_the_n
     );
     let promote_crash = t_crash.elapsed();
     assert!(client.wait_ok(Duration::from_secs(30)));
-    let fence_crash = fenced_by_its_bmc_before_the_key(&lab, &p, crash_unix, p2i);
+    let fence_crash = fenced_by_its_bmc_before_the_key(&lab, &p, crash_unix, p2i, done);
     lab.bring_back(pi);
-    rejoined(&lab, &p, p2i);
+    lab.rejoined(&p, p2i, "powered on again");
 
     // 2. The master is cut off while its BMC does not answer: Pacemaker's fence fails and is
     // retried, nobody else raises, the cut-off master's guard drops the VIP at its deadline.
@@ -141,14 +131,28 @@ fn fence_ipmilan_through_a_simulated_bmc_cuts_the_old_masters_power_before_the_n
     lab.bmcs.as_mut().expect("BMCs").silence(p2i);
     let t_cut = Instant::now();
     let cut_unix = hamaster::lease::clock::unix_ms();
+    let done = fences_done(&lab, (p2i + 1) % 3, &p2);
     lab.cut(p2i);
     assert!(
         obs.wait_state(p2i, false, Duration::from_millis(3 * TTL_MS)),
         "the cut-off master drops its VIP at its deadline"
     );
     let dropped = t_cut.elapsed();
-    std::thread::sleep(Duration::from_secs(12));
     let majority = (p2i + 1) % 3;
+    // Asked, and not done: pending (fence_ipmilan waiting out a BMC that does not answer) or
+    // failed and retried.
+    let history = || {
+        let out = lab.on(majority, &["stonith_admin", "--history", &p2, "--verbose"]);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let asked = support::wait_for(Duration::from_secs(40), || {
+        let h = history();
+        h.contains("pending") || h.contains("failed")
+    });
+    assert!(asked, "Pacemaker asked to fence {p2}:\n{}", history());
+    // And meanwhile, for a few seconds more: no fence, nobody promoted, nobody with the VIP.
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(fences_done(&lab, majority, &p2), done, "{}", history());
     assert!(
         lab.fenced()
             .iter()
@@ -169,14 +173,6 @@ fn fence_ipmilan_through_a_simulated_bmc_cuts_the_old_masters_power_before_the_n
             i + 1
         );
     }
-    // Asked, and not done: pending (fence_ipmilan waiting out a BMC that does not answer) or
-    // failed and retried; never successful (p2 was never fenced before).
-    let failed = lab.on(majority, &["stonith_admin", "--history", &p2, "--verbose"]);
-    let failed = String::from_utf8_lossy(&failed.stdout).into_owned();
-    assert!(
-        (failed.contains("pending") || failed.contains("failed")) && !failed.contains("successful"),
-        "Pacemaker's fences of {p2} while its BMC is silent:\n{failed}"
-    );
     let t_bmc = Instant::now();
     lab.bmcs.as_mut().expect("BMCs").power_up(p2i);
     let p3 = lab.wait_promoted(majority, "api", Some(&p2), Duration::from_secs(120));
@@ -187,11 +183,11 @@ fn fence_ipmilan_through_a_simulated_bmc_cuts_the_old_masters_power_before_the_n
     );
     let promote_after_bmc = t_bmc.elapsed();
     assert!(client.wait_ok(Duration::from_secs(30)));
-    fenced_by_its_bmc_before_the_key(&lab, &p2, cut_unix, p3i);
+    fenced_by_its_bmc_before_the_key(&lab, &p2, cut_unix, p3i, done);
     let (holder, token3) = lab.leader_key(KEY).expect("the key");
     assert_eq!(holder, p3);
     lab.bring_back(p2i);
-    rejoined(&lab, &p2, p3i);
+    lab.rejoined(&p2, p3i, "powered on again");
 
     // 3. Pacemaker's default reboot (off, then on): the master cut off is powered off and on
     // by its BMC; its node boots again and rejoins as a standby, never raising the VIP itself.
@@ -215,6 +211,7 @@ fn fence_ipmilan_through_a_simulated_bmc_cuts_the_old_masters_power_before_the_n
     );
     let t_reboot = Instant::now();
     let reboot_unix = hamaster::lease::clock::unix_ms();
+    let done = fences_done(&lab, (p3i + 1) % 3, &p3);
     lab.cut(p3i);
     let majority = (p3i + 1) % 3;
     let p4 = lab.wait_promoted(majority, "api", Some(&p3), Duration::from_secs(120));
@@ -224,7 +221,7 @@ fn fence_ipmilan_through_a_simulated_bmc_cuts_the_old_masters_power_before_the_n
         "VIP on {p4}"
     );
     let promote_reboot = t_reboot.elapsed();
-    fenced_by_its_bmc_before_the_key(&lab, &p3, reboot_unix, p4i);
+    fenced_by_its_bmc_before_the_key(&lab, &p3, reboot_unix, p4i, done);
     let desk = lab.fence.as_ref().expect("fencing on");
     let powered = support::wait_for(Duration::from_secs(60), || {
         desk.powered_on_by_bmc().iter().any(|(n, _)| *n == p3)
@@ -235,10 +232,13 @@ fn fence_ipmilan_through_a_simulated_bmc_cuts_the_old_masters_power_before_the_n
     );
     // Its power back, the machine boots: the lab's boot of the node.
     lab.bring_back(p3i);
-    rejoined(&lab, &p3, p4i);
+    lab.rejoined(&p3, p4i, "powered on again");
     std::thread::sleep(Duration::from_millis(3 * TTL_MS));
-    assert_eq!(lab.leader_key(KEY).map(|(h, _)| h), Some(p4.clone()));
-    assert!(token3 > 0);
+    let (holder, token4) = lab.leader_key(KEY).expect("the key");
+    assert!(
+        holder == p4 && token4 > token3,
+        "{p4} keeps the key ({holder}, token {token3} -> {token4}) after {p3} rejoined"
+    );
 
     let samples = client.finish();
     let seen = obs.finish();

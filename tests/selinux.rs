@@ -11,14 +11,16 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// What hamaster needs of cluster_t: (target, class, permission); `self` is cluster_t.
-const NEEDS: [(&str, &str, &str); 12] = [
+const NEEDS: [(&str, &str, &str); 14] = [
     ("self", "capability", "net_admin"),
     ("self", "capability", "net_raw"),
     ("self", "capability", "sys_nice"),
     ("self", "process", "setsched"),
     ("self", "netlink_route_socket", "nlmsg_write"),
     ("self", "netlink_route_socket", "nlmsg_read"),
+    ("self", "netlink_route_socket", "setopt"),
     ("self", "packet_socket", "create"),
+    ("self", "packet_socket", "setopt"),
     ("unreserved_port_t", "tcp_socket", "name_connect"),
     ("unreserved_port_t", "tcp_socket", "name_bind"),
     ("node_t", "tcp_socket", "node_bind"),
@@ -102,16 +104,22 @@ fn the_selinux_module_grants_a_confined_cluster_t_what_hamaster_needs() {
     }
     // A permission nobody grants stays denied: sesearch answers "no" where there is none.
     assert!(!allowed(&with, "bin_t", "file", "execute"));
-    for line in [
-        "/usr/sbin/hamaster\t--\tsystem_u:object_r:bin_t:s0",
-        "/var/run/hamaster(/.*)?\tsystem_u:object_r:cluster_var_run_t:s0",
+    // secilc's file_contexts: path, file type (`--`: a regular file; none: any), context.
+    for want in [
+        vec!["/usr/sbin/hamaster", "--", "system_u:object_r:bin_t:s0"],
+        vec![
+            "/run/hamaster(/.*)?",
+            "system_u:object_r:cluster_var_run_t:s0",
+        ],
+        vec![
+            "/var/run/hamaster(/.*)?",
+            "system_u:object_r:cluster_var_run_t:s0",
+        ],
     ] {
-        let (path, rest) = line.split_once('\t').unwrap();
-        let found = contexts.lines().any(|l| {
-            let words: Vec<&str> = l.split_whitespace().collect();
-            words.first() == Some(&path) && words.last() == rest.split('\t').last().as_ref()
-        });
-        assert!(found, "file context {line:?} in:\n{contexts}");
+        let found = contexts
+            .lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>() == want);
+        assert!(found, "file context {want:?} in:\n{contexts}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

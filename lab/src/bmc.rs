@@ -66,11 +66,12 @@ impl Bmcs {
 
     /// Node `i`'s BMC answers again (started anew), or for the first time.
     pub fn power_up(&mut self, i: usize) {
+        self.silence(i);
         let name = self.bmcs[i].0.clone();
         let here = self.dir.join(&name);
         fs::create_dir_all(here.join("state")).unwrap();
         let chassis = format!(
-            "{}/lab/fence_lab --chassis {} {name}",
+            "'{}/lab/fence_lab' --chassis '{}' {name}",
             crate::repo(),
             self.desk_dir.display()
         );
@@ -96,7 +97,16 @@ impl Bmcs {
             self.ipmitool(i, &["chassis", "power", "status"])
                 .is_ok_and(|out| out.contains("Chassis Power is"))
         });
-        assert!(answers, "BMC of {name} answers ipmitool:\n{}", self.log(i));
+        // This one, not another left on the address.
+        let alive = self.bmcs[i]
+            .1
+            .as_mut()
+            .is_some_and(|c| c.try_wait().is_ok_and(|e| e.is_none()));
+        assert!(
+            answers && alive,
+            "BMC of {name} answers ipmitool:\n{}",
+            self.log(i)
+        );
     }
 
     /// Node `i`'s BMC stops answering (its process killed): a fence through it fails.

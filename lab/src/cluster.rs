@@ -759,13 +759,17 @@ impl Lab {
         self.enable_fencing_with("fabric=1 meta provides=unfencing");
     }
 
-    /// Fencing on, with more words for `pcs stonith create`.
-    fn enable_fencing_with(&mut self, more: &str) {
-        let nodes = self
-            .nodes
+    /// What the fence desk powers off: each node's name, namespace and cluster link.
+    fn desk_nodes(&self) -> Vec<(String, String, String)> {
+        self.nodes
             .iter()
             .map(|n| (n.name.clone(), n.ns.name.clone(), "lan0".to_string()))
-            .collect();
+            .collect()
+    }
+
+    /// Fencing on, with more words for `pcs stonith create`.
+    fn enable_fencing_with(&mut self, more: &str) {
+        let nodes = self.desk_nodes();
         let desk = super::fence::FenceDesk::start(&self.dir.join("fence"), nodes);
         let hosts = self.node_names().join(" ");
         let out = self.sh(
@@ -808,11 +812,7 @@ impl Lab {
     /// fenced scenarios.
     pub fn enable_ipmi_fencing(&mut self, reboot: bool) {
         use super::bmc::{bmc_ip, Bmcs, BMC_PASSWORD, BMC_USER};
-        let nodes = self
-            .nodes
-            .iter()
-            .map(|n| (n.name.clone(), n.ns.name.clone(), "lan0".to_string()))
-            .collect();
+        let nodes = self.desk_nodes();
         let desk = super::fence::FenceDesk::start(&self.dir.join("fence"), nodes);
         let names = self.node_names();
         let bmcs = Bmcs::start(&self.switch.name, &self.dir.join("bmc"), &names, &desk.dir);
@@ -858,6 +858,24 @@ impl Lab {
         self.heal(i);
         self.crash(i);
         self.restart(i);
+    }
+
+    /// Node `name`, back from a crash or a fence, online again and running `api` unpromoted
+    /// as node `from` sees it (bounded); `what` names the step in the failure.
+    pub fn rejoined(&self, name: &str, from: usize, what: &str) {
+        assert!(
+            self.wait_online(&self.node_names(), Duration::from_secs(120)),
+            "{what}:\n{}",
+            self.crm_mon_text()
+        );
+        assert!(
+            wait_for(Duration::from_secs(90), || self
+                .started_seen_from(from, "api")
+                .iter()
+                .any(|n| n == name)),
+            "{name} rejoined unpromoted:\n{}",
+            self.crm_mon_text()
+        );
     }
 
     /// The fencings the desk did (none without fencing on).
