@@ -94,31 +94,6 @@ fn crash_master(
     (p2, p2i, token2, to_vip)
 }
 
-/// With fencing on, Pacemaker promotes only once the lost node is fenced: the fence desk
-/// powered `node` off after `since_unix`, before the guard on `new_master` took the key.
-/// Returns when, in ms after `since_unix`.
-fn fenced_before_the_key(lab: &Lab, node: &str, since_unix: u64, new_master: usize) -> u64 {
-    let fenced = lab
-        .fenced()
-        .into_iter()
-        .find(|f| f.node == node && f.at_unix_ms >= since_unix)
-        .unwrap_or_else(|| panic!("{node} was not fenced:\n{}", lab.crm_mon_text()));
-    let took = lab
-        .guard_leader_since(new_master)
-        .expect("the new master's guard");
-    assert!(
-        fenced.at_unix_ms <= took,
-        "the key was taken {} ms before {node} was fenced",
-        fenced.at_unix_ms - took
-    );
-    eprintln!(
-        "{node} fenced {} ms after the fault; the key taken {} ms after it",
-        fenced.at_unix_ms - since_unix,
-        took.saturating_sub(since_unix)
-    );
-    fenced.at_unix_ms - since_unix
-}
-
 /// No host but the master claims the VIP in these scenarios: no guard may report a conflict
 /// (failovers, partitions and handovers included).
 fn no_vip_conflicts(lab: &Lab) {
@@ -399,7 +374,7 @@ fn three_nodes_master_with_vip_crash_partition_etcd_loss_and_ban() {
         obs6.wait_state(p2i, true, Duration::from_secs(30)),
         "{VIP6} followed to {p2}"
     );
-    fenced_before_the_key(&lab, &p, crash_unix, p2i);
+    lab.fenced_before_the_key(&p, crash_unix, p2i);
     // The new master stays: no self-fencing and re-promotion while the crashed node's etcd
     // member (the first endpoint in a third of the runs) answers nothing.
     keeps_the_key(&lab, &p2, token2);
@@ -449,7 +424,7 @@ fn three_nodes_master_with_vip_crash_partition_etcd_loss_and_ban() {
         gone_unix < since,
         "minority's VIPs gone at {gone_unix}, majority took the key at {since}"
     );
-    let fenced_at = fenced_before_the_key(&lab, &p2, cut_unix, lab.index(&p3));
+    let fenced_at = lab.fenced_before_the_key(&p2, cut_unix, lab.index(&p3));
     eprintln!(
         "partition: the minority's VIP gone {} ms after the cut, its node fenced {fenced_at} ms \
          after it",
@@ -644,7 +619,7 @@ fn three_nodes_vip_plus_master_fails_over_on_crash_and_waits_out_a_failing_fence
     assert!(obs.wait_state(p2i, true, Duration::from_secs(30)));
     let promote_crash = t_crash.elapsed();
     assert!(client.wait_ok(Duration::from_secs(30)));
-    fenced_before_the_key(&lab, &p, crash_unix, p2i);
+    lab.fenced_before_the_key(&p, crash_unix, p2i);
     lab.bring_back(pi);
     lab.rejoined(&p, p2i, "crashed node back");
 
@@ -673,7 +648,7 @@ fn three_nodes_vip_plus_master_fails_over_on_crash_and_waits_out_a_failing_fence
         2,
         "the device failed twice for {p2}: {refused:?}"
     );
-    let fenced_at = fenced_before_the_key(&lab, &p2, cut_unix, p3i);
+    let fenced_at = lab.fenced_before_the_key(&p2, cut_unix, p3i);
     let fenced = desk
         .fenced()
         .into_iter()
@@ -895,7 +870,7 @@ fn three_nodes_crash_of_the_master_the_first_etcd_endpoint_and_the_etcd_leader()
     let t_crash = Instant::now();
     let crash_unix = hamaster::lease::clock::unix_ms();
     let (p2, p2i, token2, promote_crash) = crash_master(&mut lab, &obs, &client, 0, token1);
-    fenced_before_the_key(&lab, &first, crash_unix, p2i);
+    lab.fenced_before_the_key(&first, crash_unix, p2i);
     // The old lease cannot have run out before its TTL after the crash (the last renewal
     // came before it); the new master took the key only after that.
     let since = lab.guard_leader_since(p2i).expect("the new master's guard");
@@ -1349,7 +1324,7 @@ fn three_nodes_haproxy_reaches_only_the_master_and_a_lost_vip_is_pushed() {
         "HAProxy reaches the new master {p2}"
     );
     let to_p2 = t_crash.elapsed();
-    fenced_before_the_key(&lab, &p, crash_unix, lab.index(&p2));
+    lab.fenced_before_the_key(&p, crash_unix, lab.index(&p2));
     std::thread::sleep(Duration::from_secs(2));
     let answers = client.finish();
     let (holder, token2) = lab.leader_key(KEY).expect("leader key after the crash");

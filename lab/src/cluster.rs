@@ -878,6 +878,31 @@ impl Lab {
         );
     }
 
+    /// With fencing on, Pacemaker promotes only once the lost node is fenced: the fence desk
+    /// powered `node` off after `since_unix`, before the guard on `new_master` took the key.
+    /// Returns when, in ms after `since_unix`.
+    pub fn fenced_before_the_key(&self, node: &str, since_unix: u64, new_master: usize) -> u64 {
+        let fenced = self
+            .fenced()
+            .into_iter()
+            .find(|f| f.node == node && f.at_unix_ms >= since_unix)
+            .unwrap_or_else(|| panic!("{node} was not fenced:\n{}", self.crm_mon_text()));
+        let took = self
+            .guard_leader_since(new_master)
+            .expect("the new master's guard");
+        assert!(
+            fenced.at_unix_ms <= took,
+            "the key was taken {} ms before {node} was fenced",
+            fenced.at_unix_ms - took
+        );
+        eprintln!(
+            "{node} fenced {} ms after the fault; the key taken {} ms after it",
+            fenced.at_unix_ms - since_unix,
+            took.saturating_sub(since_unix)
+        );
+        fenced.at_unix_ms - since_unix
+    }
+
     /// The fencings the desk did (none without fencing on).
     pub fn fenced(&self) -> Vec<super::fence::Fenced> {
         self.fence.as_ref().map(|d| d.fenced()).unwrap_or_default()
