@@ -117,7 +117,13 @@ fn a_killed_or_stopped_guard_loses_its_vip_to_the_kernel_before_etcd_deletes_the
             support::wait_for(Duration::from_secs(3), || a.service_pids().is_empty()),
             "the woken guard stops its service at once"
         );
-        agent.run("monitor").expect(9, "fenced");
+        let monitor = agent.run("monitor");
+        assert!(
+            monitor.code == 9 && monitor.reasons().iter().any(|r| r.contains("fenced")),
+            "the woken guard answers that it was fenced: {monitor:?}\nlog:\n{}\nguard's stderr:\n{}",
+            a.log(),
+            std::fs::read_to_string(agent.run_dir.join(support::master::RESOURCE).join("guard.stderr")).unwrap_or_default()
+        );
         assert_eq!(agent.run("demote").code, 0);
     }
     assert_eq!(agent.run("stop").code, 0);

@@ -20,13 +20,23 @@ use crate::presence::Presence;
 pub enum Running {
     Command {
         pid: u32,
-        /// How the leader ended, once it has (told by its watcher thread, never reaped).
-        exit: tokio::sync::oneshot::Receiver<String>,
-        exited: Option<String>,
+        /// How the leader ended, as its watcher thread tells (never reaped by the watcher).
+        exit: ExitWatch,
     },
     Systemd {
         unit: String,
     },
+}
+
+/// What is known of a supervised command's leader's end. A receiver that has answered is never
+/// polled again (tokio's oneshot panics when it is): its answer, or that none will come, is
+/// kept instead.
+pub enum ExitWatch {
+    Waiting(tokio::sync::oneshot::Receiver<String>),
+    /// How it ended.
+    Exited(String),
+    /// The watcher ended without an answer (it logged why): nothing will be known.
+    Lost,
 }
 
 /// A user's uid, primary gid and all its groups.
@@ -132,8 +142,7 @@ impl ServiceSpec {
                 }
                 Ok(Running::Command {
                     pid,
-                    exit: watch_exit(pid),
-                    exited: None,
+                    exit: ExitWatch::Waiting(watch_exit(pid)),
                 })
             }
         }
@@ -150,19 +159,22 @@ impl Running {
 
     /// Resolves when a supervised command's leader exits (never for systemd units), with how
     /// it ended. The leader stays an unreaped zombie (see `reap`).
+    /// Cancel-safe: called again after a call was dropped, it goes on waiting.
     pub async fn wait_exit(&mut self) -> String {
         match self {
-            Running::Command { exit, exited, .. } => {
-                if let Some(e) = exited {
-                    return e.clone();
+            Running::Command { exit, .. } => {
+                if let ExitWatch::Waiting(rx) = exit {
+                    *exit = match rx.await {
+                        Ok(text) => ExitWatch::Exited(text),
+                        Err(_) => ExitWatch::Lost,
+                    };
                 }
-                let text = match exit.await {
-                    Ok(t) => t,
-                    // The watcher could not wait (it would have said so): nothing is known.
-                    Err(_) => std::future::pending().await,
-                };
-                *exited = Some(text.clone());
-                text
+                match exit {
+                    ExitWatch::Exited(text) => text.clone(),
+                    // The watcher could not wait (it said so), or the leader was reaped after
+                    // its group was seen gone: nothing more will be known from here.
+                    _ => std::future::pending().await,
+                }
             }
             Running::Systemd { .. } => std::future::pending().await,
         }
@@ -188,6 +200,10 @@ fn watch_exit(pid: u32) -> tokio::sync::oneshot::Receiver<String> {
                 return;
             }
             Err(Errno::EINTR) | Ok(_) => continue,
+            // Reaped already: the fencing thread reaps the leader once it has seen the whole
+            // group gone (`reap`), which a woken guard can do before this thread runs again.
+            // The machine knows of the end from that look; there is nothing to tell.
+            Err(Errno::ECHILD) => return,
             Err(e) => {
                 log::warn!("cannot watch the service (pid {pid}): {e}");
                 return;
@@ -416,6 +432,50 @@ impl ServiceRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn command(pid: u32) -> Running {
+        Running::Command {
+            pid,
+            exit: ExitWatch::Waiting(watch_exit(pid)),
+        }
+    }
+
+    /// The guard's loop makes a new wait_exit future on every turn and drops the ones that did
+    /// not finish: a watch that ended without an answer (the leader reaped first, as a guard
+    /// woken from SIGSTOP does) stays pending, turn after turn, instead of polling a spent
+    /// receiver (tokio panics: "called after complete", which ended a CI run's guard).
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_leader_reaped_before_its_watcher_waits_leaves_the_wait_pending_on_every_turn() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        child.wait().unwrap();
+        let mut running = command(child.id());
+        for _ in 0..3 {
+            let turn = tokio::time::timeout(Duration::from_millis(200), running.wait_exit());
+            assert!(turn.await.is_err(), "nothing is known of a reaped leader");
+        }
+        assert!(matches!(
+            running,
+            Running::Command {
+                exit: ExitWatch::Lost,
+                ..
+            }
+        ));
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn an_exit_told_once_is_told_again_on_every_turn() {
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "exit 3"])
+            .spawn()
+            .unwrap();
+        let mut running = command(child.id());
+        for _ in 0..3 {
+            let turn = tokio::time::timeout(Duration::from_secs(5), running.wait_exit());
+            assert_eq!(turn.await.unwrap(), "exited (exit status: 3)");
+        }
+        // The watcher leaves it a zombie: reaped here.
+        assert_eq!(child.wait().unwrap().code(), Some(3));
+    }
 
     #[test]
     fn only_systemds_own_inactive_or_failed_is_absence() {
