@@ -13,6 +13,7 @@
 #   DEMOTE_COMMAND  (optional) run with HAMASTER_ROLE=standby when the role is taken back;
 #                   unset: the service is stopped and started again as a standby
 set -eu
+[ -n "${PROMOTE_COMMAND:-}" ] || { echo "$0: set PROMOTE_COMMAND, what hands the running standby the role" >&2; exit 6; }
 EXTERNAL_VIP="${EXTERNAL_VIP:-2001:db8:2::10}"
 EXTERNAL_NIC="${EXTERNAL_NIC:-eth1}"
 EXTRA_VIPS="ip=$EXTERNAL_VIP cidr_netmask=64 nic=$EXTERNAL_NIC" STANDBY=warm \

@@ -1,21 +1,20 @@
 #!/bin/sh
-# Topology "vip-plus-master": the VIP as its own ocf:hamaster:vip resource, colocated with
-# the promoted instance of a promotable ocf:hamaster:master (without a built-in VIP) and
-# started after it is promoted. Variables as in master-with-vip.sh.
+# Topology "vip-plus-master": the VIP as its own ocf:hamaster:vip resource (RESOURCE-vip),
+# colocated with the promoted instance of a promotable ocf:hamaster:master (without a built-in
+# VIP, created by master-with-vip.sh) and started after it is promoted. Variables as in
+# master-with-vip.sh (VIP, CIDR_NETMASK and NIC go to the VIP's resource); both resources are
+# created stopped unless ENABLE=yes: `pcs resource enable RESOURCE-clone RESOURCE-vip`.
 set -eu
-# The role names this pcs takes: Master/Slave up to pcs 0.10.9 (RHEL 8.0-8.4), Promoted and
-# Unpromoted from 0.10.10 on (RHEL 8.5+, 9, 10). RHEL 7's pcs 0.9 (no "promotable") is untested.
+[ -n "${VIP:-}" ] || { echo "$0: set VIP, the floating address, e.g. 192.0.2.10" >&2; exit 6; }
+WITHOUT_VIP=yes sh "$(dirname "$0")/master-with-vip.sh"
+RESOURCE="${RESOURCE:-api}"
 case "$(pcs --version)" in
-0.9.*) echo "pcs $(pcs --version) (RHEL 7) is not supported by this script; see README.md" >&2; exit 1 ;;
-0.10.[0-9] | 0.10.[0-9][!0-9]*) PROMOTED=Master UNPROMOTED=Slave ;;
-*) PROMOTED=Promoted UNPROMOTED=Unpromoted ;;
+0.10.[0-9] | 0.10.[0-9][!0-9]*) PROMOTED=Master ;;
+*) PROMOTED=Promoted ;;
 esac
-pcs resource create api ocf:hamaster:master \
-    etcd_endpoints="$ETCD_ENDPOINTS" ${LEASE_TTL:+lease_ttl="$LEASE_TTL"} ${LEASE_MARGIN:+lease_margin="$LEASE_MARGIN"} \
-    command="$SERVICE" args="$SERVICE_ARGS" health_url="$HEALTH_URL" \
-    op monitor interval=2s role="$PROMOTED" \
-    op monitor interval=3s role="$UNPROMOTED" \
-    promotable promoted-max=1 promoted-node-max=1 ${DISABLED:+--disabled}
-pcs resource create api-vip ocf:hamaster:vip ip="$VIP" cidr_netmask=24 op monitor interval=2s ${DISABLED:+--disabled}
-pcs constraint colocation add api-vip with "$PROMOTED" api-clone INFINITY
-pcs constraint order promote api-clone then start api-vip
+DISABLED=--disabled
+[ "${ENABLE:-}" != yes ] || DISABLED=
+pcs resource create "$RESOURCE-vip" ocf:hamaster:vip ip="$VIP" cidr_netmask="${CIDR_NETMASK:-24}" \
+    ${NIC:+nic="$NIC"} op monitor interval="${VIP_MONITOR_INTERVAL:-10s}" $DISABLED
+pcs constraint colocation add "$RESOURCE-vip" with "$PROMOTED" "$RESOURCE-clone" INFINITY
+pcs constraint order promote "$RESOURCE-clone" then start "$RESOURCE-vip"

@@ -71,9 +71,18 @@ fn each_topology_script_with_the_example_values_creates_what_its_snippet_holds()
             "cib/{topology}.sh with the example values (left) and its snippet (right) differ"
         );
         // Stopped, with README.md's monitors.
-        assert!(script.contains(r#"name="target-role" value="Stopped""#), "{script}");
-        assert!(script.contains(r#"interval="10s" name="monitor" role="Promoted""#), "{script}");
-        assert!(script.contains(r#"interval="11s" name="monitor" role="Unpromoted""#), "{script}");
+        assert!(
+            script.contains(r#"name="target-role" value="Stopped""#),
+            "{script}"
+        );
+        assert!(
+            script.contains(r#"interval="10s" name="monitor" role="Promoted""#),
+            "{script}"
+        );
+        assert!(
+            script.contains(r#"interval="11s" name="monitor" role="Unpromoted""#),
+            "{script}"
+        );
     }
 }
 
@@ -123,8 +132,14 @@ fn the_master_script_takes_every_value_from_a_variable_and_starts_only_when_told
 fn the_master_script_refuses_what_is_missing_with_the_variables_name() {
     let full = "ETCD_ENDPOINTS=https://198.51.100.1:2379 VIP=198.51.100.10 SERVICE=/usr/bin/db";
     let cases = [
-        ("VIP=198.51.100.10 SERVICE=/usr/bin/db", "set ETCD_ENDPOINTS"),
-        ("ETCD_ENDPOINTS=https://198.51.100.1:2379 SERVICE=/usr/bin/db", "set VIP"),
+        (
+            "VIP=198.51.100.10 SERVICE=/usr/bin/db",
+            "set ETCD_ENDPOINTS",
+        ),
+        (
+            "ETCD_ENDPOINTS=https://198.51.100.1:2379 SERVICE=/usr/bin/db",
+            "set VIP",
+        ),
         (
             "ETCD_ENDPOINTS=https://198.51.100.1:2379 VIP=198.51.100.10",
             "set SERVICE_UNIT (a systemd unit) or SERVICE",
@@ -133,14 +148,20 @@ fn the_master_script_refuses_what_is_missing_with_the_variables_name() {
             &format!("{full} SERVICE_UNIT=db.service")[..],
             "SERVICE_UNIT (a systemd unit) or SERVICE (a program), not both",
         ),
-        (&format!("{full} ENABLE=no")[..], "ENABLE is yes or unset, not 'no'"),
+        (
+            &format!("{full} ENABLE=no")[..],
+            "ENABLE is yes or unset, not 'no'",
+        ),
     ];
     for (vars, reason) in cases {
         for topology in ["master-with-vip", "vip-plus-master"] {
             let out = with_agents(&run_script(CIB, topology, vars));
             let text = support::output_text(&out);
             assert_eq!(out.status.code(), Some(6), "{topology}.sh {vars}: {text}");
-            assert!(text.contains(reason), "{topology}.sh {vars}: {reason} in {text}");
+            assert!(
+                text.contains(reason),
+                "{topology}.sh {vars}: {reason} in {text}"
+            );
             assert!(!text.contains("<primitive"), "nothing created: {text}");
         }
     }

@@ -214,6 +214,28 @@ fn each_generations_pcs_creates_the_master_and_its_schema_accepts_it() {
             &support::cib::snippet_check("/tmp/hm-cib", g.suite == "bullseye"),
         );
         assert!(ok, "{}: cib snippets: {out}", g.suite);
+        // The scripts, run by this generation's pcs with the example values, create exactly
+        // the snippets written for it (pcs 0.10.8: pacemaker-2.0/).
+        for topology in support::cib::SCRIPTED {
+            let vars = support::cib::example(topology);
+            let (ok, made) = in_root(
+                &root,
+                &support::cib::run_script("/tmp/hm-cib", topology, &vars),
+            );
+            assert!(ok, "{}: {topology}.sh: {made}", g.suite);
+            let dir = match g.suite {
+                "bullseye" => "/tmp/hm-cib/pacemaker-2.0",
+                _ => "/tmp/hm-cib",
+            };
+            let (ok, snippet) = in_root(&root, &support::cib::load_snippet(dir, topology));
+            assert!(ok, "{}: {topology} snippet: {snippet}", g.suite);
+            assert_eq!(
+                support::cib::canonical(&made),
+                support::cib::canonical(&snippet),
+                "{}: {topology}.sh (left) and {dir}/{topology}'s snippet (right)",
+                g.suite
+            );
+        }
         let _ = std::fs::remove_dir_all(&cib);
         let (ok, describe) = in_root(&root, "pcs resource describe ocf:hamaster:master");
         assert!(
@@ -222,7 +244,7 @@ fn each_generations_pcs_creates_the_master_and_its_schema_accepts_it() {
             g.suite
         );
         eprintln!(
-            "{}: Pacemaker {}, pcs {}: meta-data roles {}/{}, both creates, the colocation and the cib snippets loaded, describe ok",
+            "{}: Pacemaker {}, pcs {}: meta-data roles {}/{}, both creates, the colocation, the cib snippets loaded and the scripts creating them, describe ok",
             g.suite, g.pacemaker, g.pcs, g.promoted, g.unpromoted
         );
     }

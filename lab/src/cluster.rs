@@ -1128,9 +1128,10 @@ impl Drop for Lab {
     }
 }
 
-/// Creates one of the cib/ topologies with its pcs script on node 0, with the lab's etcd, the
-/// test service (lab/healthz.py over HTTP on 8443), TTL 3 s and margin 1 s; then
-/// checks the live CIB with crm_verify. `trace` shows the pcs commands (sh -x) for the demo.
+/// Creates one of the cib/ topologies with its pcs script on node 0, started at once
+/// (ENABLE=yes), with the lab's etcd, the test service (lab/healthz.py over HTTP on 8443), TTL
+/// 3 s and margin 1 s, monitors every 2 s (promoted) and 3 s; then checks the live CIB with
+/// crm_verify. `trace` shows the pcs commands (sh -x) for the demo.
 pub fn create_topology(lab: &Lab, script: &str, trace: bool) -> Output {
     create_topology_with(lab, script, trace, "")
 }
@@ -1150,7 +1151,8 @@ pub fn topology_env(lab: &Lab) -> String {
 pub fn create_topology_with(lab: &Lab, script: &str, trace: bool, extra: &str) -> Output {
     let repo = super::repo();
     let env = format!(
-        "{} LEASE_TTL={} LEASE_MARGIN={} {extra}",
+        "{} ENABLE=yes LEASE_TTL={} LEASE_MARGIN={} MONITOR_INTERVAL=2s UNPROMOTED_INTERVAL=3s \
+         VIP_MONITOR_INTERVAL=2s {extra}",
         topology_env(lab),
         crate::LEASE_TTL_S,
         crate::LEASE_MARGIN_S,
