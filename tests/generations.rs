@@ -683,8 +683,22 @@ fn live(g: &LiveGeneration, root: Option<&Path>) -> Live {
         Some(2000),
         "{suite}: the default"
     );
+    // etcd_endpoints too (the same members in another order: a list an operator rewrites
+    // after replacing a member), which the guard takes by reconnecting to the same cluster.
+    let mut endpoints: Vec<String> = lab.etcd.endpoints().split(',').map(String::from).collect();
+    endpoints.reverse();
+    let endpoints = endpoints.join(",");
     let changed = Instant::now();
-    let up = lab.pcs(0, &["resource", "update", "api", "health_interval=3"]);
+    let up = lab.pcs(
+        0,
+        &[
+            "resource",
+            "update",
+            "api",
+            "health_interval=3",
+            &format!("etcd_endpoints={endpoints}"),
+        ],
+    );
     assert!(
         up.status.success(),
         "{suite}: pcs resource update: {}",
@@ -705,9 +719,13 @@ fn live(g: &LiveGeneration, root: Option<&Path>) -> Live {
         std::thread::sleep(Duration::from_secs(3));
         let guard_after = lab.guard_status(h).expect("the holder's guard answers");
         assert_eq!(
-            (guard_after.pid, guard_after.health_interval_ms),
-            (guard_before.pid, Some(3000)),
-            "{suite}: the same guard took the new health_interval"
+            (
+                guard_after.pid,
+                guard_after.health_interval_ms,
+                guard_after.etcd_endpoints.join(",")
+            ),
+            (guard_before.pid, Some(3000), endpoints.clone()),
+            "{suite}: the same guard took the new health_interval and etcd_endpoints"
         );
         assert_eq!(
             lab.leader_key(KEY),

@@ -623,6 +623,115 @@ fn reload_agent_changes_health_settings_without_a_restart_and_refuses_the_rest()
 }
 
 #[test]
+fn an_etcd_member_replaced_is_taken_by_a_reload_of_etcd_endpoints_without_a_restart() {
+    let mut etcd = EtcdCluster::new("mx");
+    let a = Node::new(&mut etcd, "na");
+    let agent = a.agent(&etcd);
+    assert_eq!(agent.run("start").code, 0);
+    promoted(agent.run("promote"), &a);
+    let guard = a.guard_status(&agent).unwrap();
+    assert_eq!(guard.etcd_endpoints.join(","), etcd.endpoints());
+    let (_, lease, token) = etcd.get(KEY).expect("leader key");
+    let service = a.service_pids();
+    let obs = VipObserver::start(&[&a]);
+
+    // The third member's host is gone for good: removed, a new member added on a new host.
+    let old = etcd.endpoints();
+    let new = etcd.replace_member(2);
+    let endpoints = etcd.endpoints();
+    assert!(endpoints.contains(&etcd.endpoint(new)) && endpoints != old);
+    let reloaded = a
+        .agent(&etcd)
+        .param("etcd_endpoints", &endpoints)
+        .run("reload-agent");
+    assert_eq!(reloaded.code, 0, "reload: {}", reloaded.stderr);
+    let now = a.guard_status(&agent).unwrap();
+    assert_eq!(
+        (now.pid, now.etcd_endpoints.join(",")),
+        (guard.pid, endpoints.clone()),
+        "the same guard, on the new endpoints"
+    );
+
+    // The members the old list named but the new one: the first stopped too, the cluster
+    // is the second and the new one, which the guard renews with.
+    etcd.stop_member(0);
+    let renewed = now.last_renewal_unix_ms;
+    assert!(
+        support::wait_for(Duration::from_secs(15), || {
+            a.guard_status(&agent)
+                .is_some_and(|s| s.last_renewal_unix_ms > renewed)
+        }),
+        "renewed through the remaining member and the new one: {:?}\n{}",
+        a.guard_status(&agent),
+        a.log()
+    );
+    assert_eq!(agent.run("monitor").code, 8, "{}", a.log());
+
+    // Endpoints of another etcd cluster (one member on the same switch): refused with the
+    // reason, the guard goes on with the ones in use.
+    let host = etcd
+        .switch()
+        .attach("foreign", "p19", &format!("{}.19/24", support::etcd::NET));
+    let dir = std::env::temp_dir().join(support::unique("foreign-etcd"));
+    let url = |port: u16| format!("http://{}.19:{port}", support::etcd::NET);
+    let mut foreign = std::process::Command::new("ip")
+        .args(["netns", "exec", &host.name, &support::etcd::etcd_bin()])
+        .args([
+            "--name=f1".to_string(),
+            format!("--data-dir={}", dir.display()),
+            format!("--listen-client-urls={}", url(2379)),
+            format!("--advertise-client-urls={}", url(2379)),
+            format!("--listen-peer-urls={}", url(2380)),
+            format!("--initial-advertise-peer-urls={}", url(2380)),
+            format!("--initial-cluster=f1={}", url(2380)),
+            "--log-level=error".into(),
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let refused = support::wait_for(Duration::from_secs(20), || {
+        let r = a
+            .agent(&etcd)
+            .param("etcd_endpoints", &url(2379))
+            .run("reload-agent");
+        r.code == 1 && r.stderr.contains("not of")
+    });
+    let _ = foreign.kill();
+    let _ = foreign.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        refused,
+        "another etcd cluster's endpoints are refused by name"
+    );
+    let last = a
+        .agent(&etcd)
+        .param("etcd_endpoints", &url(2379))
+        .run("reload-agent");
+    last.expect(
+        1,
+        "the new etcd_endpoints, TLS files or authentication cannot be used",
+    );
+    assert_eq!(
+        a.guard_status(&agent).unwrap().etcd_endpoints.join(","),
+        endpoints,
+        "still the endpoints in use"
+    );
+
+    let seen = obs.finish();
+    seen.assert_complete();
+    assert!(seen.held_throughout(0), "the VIP stayed up throughout");
+    assert_eq!(
+        etcd.get(KEY).map(|k| (k.1, k.2)),
+        Some((lease, token)),
+        "the same lease and key"
+    );
+    assert_eq!(a.service_pids(), service, "the same service process");
+    assert_eq!(agent.run("demote").code, 0);
+    assert_eq!(agent.run("stop").code, 0);
+}
+
+#[test]
 fn a_vip_removed_by_hand_makes_monitor_report_failed_promoted() {
     let mut etcd = EtcdCluster::new("mv");
     let a = Node::new(&mut etcd, "na");

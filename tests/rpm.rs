@@ -109,6 +109,8 @@ fn rpm_builds_installs_the_right_files_and_its_unpacked_agents_pass_ocf_tester_a
         "/haproxy.md",
         "/pacemaker-generations.md",
         "/campaign.md",
+        "/etcd-operations.md",
+        "/usr/lib/firewalld/services/hamaster.xml",
     ] {
         assert!(line(path).starts_with("-rw-r--r--"), "{}", line(path));
     }

@@ -103,6 +103,10 @@ struct Member {
     child: Option<Child>,
     /// Link down: the member's host is gone for everyone else, its process still runs.
     cut: bool,
+    /// Removed from the cluster (`replace_member`): stopped, in no endpoint list any more.
+    removed: bool,
+    /// Added to a running cluster: it starts with --initial-cluster-state=existing.
+    joined: bool,
 }
 
 /// A real etcd cluster: its members, their processes, and etcdctl against them. The one etcd
@@ -161,6 +165,8 @@ impl EtcdCluster {
                 _own_ns: Some(ns),
                 child: None,
                 cut: false,
+                removed: false,
+                joined: false,
             });
         }
         cluster.own_switch = Some(switch);
@@ -191,6 +197,8 @@ impl EtcdCluster {
             _own_ns: None,
             child: None,
             cut: false,
+            removed: false,
+            joined: false,
         });
     }
 
@@ -267,6 +275,7 @@ impl EtcdCluster {
 
     pub fn endpoints(&self) -> String {
         (0..self.members.len())
+            .filter(|i| !self.members[*i].removed)
             .map(|i| self.endpoint(i))
             .collect::<Vec<_>>()
             .join(",")
@@ -275,6 +284,7 @@ impl EtcdCluster {
     fn initial_cluster(&self) -> String {
         self.members
             .iter()
+            .filter(|m| !m.removed)
             .map(|m| format!("{}=http://{}:2380", m.name, m.ip))
             .collect::<Vec<_>>()
             .join(",")
@@ -296,7 +306,10 @@ impl EtcdCluster {
             format!("--listen-peer-urls=http://{}:2380", m.ip),
             format!("--initial-advertise-peer-urls=http://{}:2380", m.ip),
             format!("--initial-cluster={}", self.initial_cluster()),
-            "--initial-cluster-state=new".into(),
+            format!(
+                "--initial-cluster-state={}",
+                if m.joined { "existing" } else { "new" }
+            ),
             format!("--initial-cluster-token={}", self.token),
             // A member that comes back must not depose a working leader (etcd 3.4's default
             // is off): without pre-vote its election costs the master its lease.
@@ -323,6 +336,70 @@ impl EtcdCluster {
             ]);
         }
         args
+    }
+
+    /// Replaces member `i` as an operator replaces a failed one (docs/etcd-operations.md):
+    /// stopped, removed from the cluster (`etcdctl member remove`), and a new member added
+    /// (`member add`) on a new host of the cluster's own switch, started with the remaining
+    /// members' list and --initial-cluster-state=existing; waits (bounded) until the cluster
+    /// is healthy with it. Returns the new member's index. Only for `new` clusters.
+    pub fn replace_member(&mut self, i: usize) -> usize {
+        self.stop_member(i);
+        let name = self.members[i].name.clone();
+        // Both retried (bounded): the stopped member may have been the leader, and the
+        // remaining ones elect another first.
+        let (mut last, mut tried) = (String::new(), false);
+        let removed = wait_for(Duration::from_secs(20), || {
+            let list = self.etcdctl(&["member", "list"]);
+            let list = String::from_utf8_lossy(&list.stdout).into_owned();
+            let id = list
+                .lines()
+                .find(|l| l.split(", ").nth(2) == Some(name.as_str()))
+                .and_then(|l| l.split(", ").next());
+            let Some(id) = id else {
+                // Gone after a remove whose answer was lost, or never there.
+                last = format!("member {name} not in: {list}");
+                return tried && !list.is_empty();
+            };
+            tried = true;
+            let out = self.etcdctl(&["member", "remove", id]);
+            last = format!("member remove: {out:?}");
+            out.status.success()
+        });
+        assert!(removed, "{last}");
+        self.members[i].removed = true;
+        let n = self.members.len() + 1;
+        let (name, ip) = (format!("e{n}"), format!("{NET}.{}", 10 + n));
+        let switch = self.own_switch.as_ref().expect("a cluster of its own");
+        let ns = switch.attach(&format!("rep{name}"), &port_for(&ip), &format!("{ip}/24"));
+        let peer = format!("--peer-urls=http://{ip}:2380");
+        // etcd adds a voting member only once every remaining one has been connected for 5 s
+        // ("unhealthy cluster" until then: a leader elected after the stop counts from then).
+        let mut added = None;
+        let ok = wait_for(Duration::from_secs(20), || {
+            let out = self.etcdctl(&["member", "add", &name, &peer]);
+            let ok = out.status.success();
+            added = Some(out);
+            ok
+        });
+        assert!(ok, "member add: {added:?}");
+        self.members.push(Member {
+            name,
+            ip,
+            ns_name: ns.name.clone(),
+            _own_ns: Some(ns),
+            child: None,
+            cut: false,
+            removed: false,
+            joined: true,
+        });
+        let new = self.members.len() - 1;
+        self.start_member(new);
+        assert!(
+            self.wait_healthy(Duration::from_secs(30)),
+            "the cluster with its new member"
+        );
+        new
     }
 
     /// Member `i` runs as `child` (started by the topology that hosts it, in its namespaces).

@@ -53,6 +53,9 @@ impl Guard {
         let etcd = Etcd::connect(&self.args.config.etcd, self.op_timeout())
             .await
             .map_err(|e| Interrupt::Failed(e.into()))?;
+        if let Ok(mut slot) = self.shared.etcd.lock() {
+            *slot = Some(etcd.clone());
+        }
         let mut last = String::from("no answer from etcd yet");
         let pause = Duration::from_millis(300);
         let mut outside = Outside::default();

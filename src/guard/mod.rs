@@ -296,6 +296,7 @@ impl Guard {
                 .collect(),
             service_detail: "not started".into(),
             health_interval_ms: Some(args.config.health.interval.as_millis() as u64),
+            etcd_endpoints: args.config.etcd.endpoints.clone(),
             ..GuardStatus::default()
         };
         let vip_configs: Vec<_> = args.config.vips().cloned().collect();
@@ -321,6 +322,7 @@ impl Guard {
             status: Arc::new(Mutex::new(initial)),
             live: Arc::new(live),
             config: Arc::new(tokio::sync::watch::Sender::new(args.config.clone())),
+            etcd: Arc::default(),
         };
         let persisted = Persisted {
             guard_pid: std::process::id(),

@@ -28,6 +28,9 @@ pub struct Shared {
     pub status: Arc<Mutex<GuardStatus>>,
     pub live: Arc<dyn Fn(&mut GuardStatus) + Send + Sync>,
     pub config: Arc<watch::Sender<MasterConfig>>,
+    /// The guard's etcd client, once made: a reload that changes how etcd is reached
+    /// reconnects it (Etcd::reconnect) before the new configuration is in force.
+    pub etcd: Arc<Mutex<Option<crate::lease::etcd::Etcd>>>,
 }
 
 impl Shared {
@@ -138,7 +141,8 @@ async fn reload_from(req: Request<Incoming>, shared: &Shared) -> (StatusCode, Gu
         Ok(c) => c,
         Err(why) => return refused(StatusCode::BAD_REQUEST, why),
     };
-    if let Some(why) = shared.config.borrow().reload_refusal(&new) {
+    let old = shared.config.borrow().clone();
+    if let Some(why) = old.reload_refusal(&new) {
         return refused(StatusCode::CONFLICT, why);
     }
     // The health watch must be able to use it (the agent checked the files already).
@@ -146,10 +150,38 @@ async fn reload_from(req: Request<Incoming>, shared: &Shared) -> (StatusCode, Gu
         return refused(StatusCode::CONFLICT, format!("health check unusable: {e}"));
     }
     let resource = shared.snapshot().resource;
+    if old.etcd.connection() != new.etcd.connection() {
+        let etcd = shared.etcd.lock().ok().and_then(|e| e.clone());
+        let Some(etcd) = etcd else {
+            return refused(
+                StatusCode::CONFLICT,
+                "etcd_endpoints, TLS or authentication changed before the guard reached etcd: \
+                 reload again"
+                    .into(),
+            );
+        };
+        if let Err(why) = etcd.reconnect(&new.etcd).await {
+            return refused(
+                StatusCode::CONFLICT,
+                format!(
+                    "the new etcd_endpoints, TLS files or authentication cannot be used: {why}; \
+                     the guard goes on with the ones in use"
+                ),
+            );
+        }
+        log::info!(
+            "guard {resource}: reloaded: etcd reached at {} from now on, the same lease",
+            new.etcd.endpoints.join(",")
+        );
+    }
     log::info!("guard {resource}: reloaded: new health, push and announcement settings in force");
     let interval = new.health.interval.as_millis() as u64;
+    let endpoints = new.etcd.endpoints.clone();
     shared.config.send_replace(new);
-    shared.update(|s| s.health_interval_ms = Some(interval));
+    shared.update(|s| {
+        s.health_interval_ms = Some(interval);
+        s.etcd_endpoints = endpoints;
+    });
     (StatusCode::OK, shared.snapshot())
 }
 

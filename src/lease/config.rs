@@ -115,6 +115,31 @@ impl EtcdOutage {
 }
 
 impl EtcdConfig {
+    /// How etcd is reached: the endpoints, the TLS files, the authentication. A reload may
+    /// change these (the guard's client reconnects to the same cluster, `Etcd::reconnect`);
+    /// not the prefix, the cluster's name or the lease, which make the key.
+    pub fn connection(&self) -> (&[String], bool, [&Option<PathBuf>; 3], &Option<EtcdAuth>) {
+        (
+            &self.endpoints,
+            self.tls,
+            [&self.cacert, &self.cert, &self.key],
+            &self.auth,
+        )
+    }
+
+    /// This configuration with `other`'s connection (see `connection`).
+    pub fn with_connection_of(&self, other: &EtcdConfig) -> EtcdConfig {
+        EtcdConfig {
+            endpoints: other.endpoints.clone(),
+            tls: other.tls,
+            cacert: other.cacert.clone(),
+            cert: other.cert.clone(),
+            key: other.key.clone(),
+            auth: other.auth.clone(),
+            ..self.clone()
+        }
+    }
+
     pub fn from_values(v: &Values) -> Result<EtcdConfig, ConfigError> {
         let raw = v.required(&p::ETCD_ENDPOINTS)?;
         let endpoints: Vec<String> = raw

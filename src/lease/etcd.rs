@@ -7,7 +7,7 @@
 //! the full cause chain.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -120,9 +120,12 @@ pub struct Etcd {
     members: Arc<RwLock<Vec<Member>>>,
     /// The options every member's client is made with (new TLS files: `reload_tls`).
     opts: Arc<RwLock<ConnectOptions>>,
-    /// The configuration, for its TLS files.
-    cfg: Arc<EtcdConfig>,
+    /// The configuration, for its TLS files (another one: `reconnect`).
+    cfg: Arc<RwLock<Arc<EtcdConfig>>>,
     tls_seen: Arc<Mutex<TlsSeen>>,
+    /// The etcd cluster's id, from the first status answered (0: none yet): `reconnect` takes
+    /// only endpoints of the same cluster.
+    cluster_id: Arc<AtomicU64>,
     /// Whether the member list has been read since the last pick.
     learned: Arc<AtomicBool>,
     current: Arc<AtomicUsize>,
@@ -130,7 +133,7 @@ pub struct Etcd {
     picked: Arc<AtomicBool>,
     timeout: Duration,
     /// etcd_user and its password when etcd authentication is on.
-    creds: Option<(String, String)>,
+    creds: Arc<RwLock<Option<(String, String)>>>,
 }
 
 /// One member's client. Whether it has authenticated (etcd_user) is the client's own: a client
@@ -352,54 +355,132 @@ impl Etcd {
     /// Prepares one client per endpoint; connections are made by the first requests.
     /// `timeout` bounds every attempt on one member.
     pub async fn connect(cfg: &EtcdConfig, timeout: Duration) -> Result<Etcd, LeaseError> {
-        // tonic's TLS needs a process-wide crypto provider; ring is our only one.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let mut opts = ConnectOptions::new()
-            .with_connect_timeout(timeout)
-            // HTTP/2 pings find a dead member under an open stream (the key watch, the
-            // lease keepalive); connections without a stream need none: every request is
-            // bounded by `timeout` anyway, and pings on every member's connection each second
-            // only woke an idle guard.
-            .with_keep_alive(Duration::from_secs(2), timeout)
-            .with_keep_alive_while_idle(false)
-            // A member cut off from its quorum must refuse, not answer from its stale state
-            // (requests, watches and keepalive streams alike).
-            .with_require_leader(true)
-            // With etcd authentication, a token that expired (an idle guard: a simple token
-            // lives 5 min from its last use) is renewed and the request sent again.
-            .with_auto_token_refresh(true);
         // The user is not in the options: etcd-client would authenticate in `connect`, that
         // is wait on each member, silent ones too; each member's client authenticates when it
         // is first used instead (`ready`).
         let creds = credentials(cfg)?;
         let mut seen = TlsSeen::default();
+        let mut opts = options(timeout);
         if let Some((read, tls)) = tls_files(cfg)? {
             opts = opts.with_tls(tls);
             seen.in_use = read;
         }
-        let mut members = Vec::new();
-        for e in &cfg.endpoints {
-            let client = Client::connect([e.as_str()], Some(opts.clone()))
-                .await
-                .map_err(|err| LeaseError::Etcd {
-                    op: "connect",
-                    detail: format!("{e}: {}", causes(&err)),
-                })?;
-            members.push(Member::new(normalise(e), client));
-        }
+        let members = clients(&cfg.endpoints, &opts).await?;
         Ok(Etcd {
             members: Arc::new(RwLock::new(members)),
             opts: Arc::new(RwLock::new(opts)),
-            cfg: Arc::new(cfg.clone()),
+            cfg: Arc::new(RwLock::new(Arc::new(cfg.clone()))),
             tls_seen: Arc::new(Mutex::new(seen)),
+            cluster_id: Arc::new(AtomicU64::new(0)),
             learned: Arc::new(AtomicBool::new(false)),
             current: Arc::new(AtomicUsize::new(0)),
             picked: Arc::new(AtomicBool::new(false)),
             timeout,
-            creds,
+            creds: Arc::new(RwLock::new(creds)),
         })
     }
 
+    /// The configuration in use.
+    fn cfg(&self) -> Arc<EtcdConfig> {
+        self.cfg.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// etcd_user and its password as read when the configuration was taken.
+    fn creds(&self) -> Option<(String, String)> {
+        self.creds.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The endpoints in use (etcd_endpoints as configured; `reconnect` replaces them).
+    pub fn endpoints(&self) -> Vec<String> {
+        self.cfg().endpoints.clone()
+    }
+
+    /// Another etcd_endpoints, TLS files or etcd authentication (a reload: a member
+    /// replaced, certificates moved, a user changed), for the same etcd cluster and the same
+    /// lease: the new endpoints' clients are made, a race among them must be won by a member
+    /// that answers a status (authenticated with the new user, when there is one) within the
+    /// attempt timeout and names the cluster this client has talked to so far, and only then
+    /// do they replace the old ones, for every request and stream opened from then on
+    /// (streams already open go on over their connection until it ends, as after
+    /// `reload_tls`). Err says why, and leaves everything as it was: another cluster's
+    /// members, none answering, files that cannot be read.
+    pub async fn reconnect(&self, cfg: &EtcdConfig) -> Result<(), String> {
+        let known = match self.cluster_id.load(Ordering::Relaxed) {
+            0 => {
+                // Nothing answered yet this round: the members in use tell which cluster.
+                self.pick_live(None).await.map_err(|why| {
+                    format!(
+                        "the etcd members in use do not answer, so the new endpoints cannot be \
+                         shown to belong to the same etcd cluster: {why}"
+                    )
+                })?;
+                self.cluster_id.load(Ordering::Relaxed)
+            }
+            id => id,
+        };
+        let creds = credentials(cfg).map_err(|e| e.to_string())?;
+        let mut opts = options(self.timeout);
+        let mut in_use = Vec::new();
+        if let Some((read, tls)) = tls_files(cfg).map_err(|e| e.to_string())? {
+            opts = opts.with_tls(tls);
+            in_use = read;
+        }
+        let fresh = clients(&cfg.endpoints, &opts)
+            .await
+            .map_err(|e| e.to_string())?;
+        let accept = move |id: u64| match id {
+            id if id == known || known == 0 => Ok(()),
+            id => Err(format!(
+                "a member of etcd cluster {id:x}, not of {known:x}, the one this lease lives in"
+            )),
+        };
+        let i = self
+            .race_fresh(&fresh, creds.clone(), accept)
+            .await
+            .map_err(|why| format!("no new etcd endpoint is usable: {why}"))?;
+        *self.cfg.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(cfg.clone());
+        *self.creds.write().unwrap_or_else(|e| e.into_inner()) = creds;
+        self.adopt(fresh, i, opts, in_use);
+        Ok(())
+    }
+}
+
+/// The options every member's client is made with, but TLS.
+fn options(timeout: Duration) -> ConnectOptions {
+    // tonic's TLS needs a process-wide crypto provider; ring is our only one.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    ConnectOptions::new()
+        .with_connect_timeout(timeout)
+        // HTTP/2 pings find a dead member under an open stream (the key watch, the
+        // lease keepalive); connections without a stream need none: every request is
+        // bounded by `timeout` anyway, and pings on every member's connection each second
+        // only woke an idle guard.
+        .with_keep_alive(Duration::from_secs(2), timeout)
+        .with_keep_alive_while_idle(false)
+        // A member cut off from its quorum must refuse, not answer from its stale state
+        // (requests, watches and keepalive streams alike).
+        .with_require_leader(true)
+        // With etcd authentication, a token that expired (an idle guard: a simple token
+        // lives 5 min from its last use) is renewed and the request sent again.
+        .with_auto_token_refresh(true)
+}
+
+/// One client per endpoint, made with `opts` (connections are made by the first requests).
+async fn clients(endpoints: &[String], opts: &ConnectOptions) -> Result<Vec<Member>, LeaseError> {
+    let mut members = Vec::new();
+    for e in endpoints {
+        let client = Client::connect([e.as_str()], Some(opts.clone()))
+            .await
+            .map_err(|err| LeaseError::Etcd {
+                op: "connect",
+                detail: format!("{e}: {}", causes(&err)),
+            })?;
+        members.push(Member::new(normalise(e), client));
+    }
+    Ok(members)
+}
+
+impl Etcd {
     /// Reads the TLS files again (etcd_cacert, etcd_cert, etcd_key: a certificate renewed in
     /// place). New contents are tried first — a member must accept a connection made with
     /// them (a handshake and a status request, or an Authenticate with etcd_user) within the
@@ -407,7 +488,7 @@ impl Etcd {
     /// from then on uses them, while streams already open (the keepalive, the watch) go on
     /// over their connection until it ends. Unusable contents leave everything as it is.
     pub async fn reload_tls(&self) -> TlsReload {
-        let read = match tls_files(&self.cfg) {
+        let read = match tls_files(&self.cfg()) {
             Ok(None) => return TlsReload::Unchanged,
             Ok(Some(r)) => r,
             Err(e) => {
@@ -439,15 +520,39 @@ impl Etcd {
             }
         }
         // One member that accepts them is enough: a race, as pick_live's.
+        match self.race_fresh(&fresh, self.creds_now(), |_| Ok(())).await {
+            Ok(i) => self.adopt(fresh, i, opts, contents),
+            Err(why) => {
+                return self.refuse(contents, format!("no etcd member accepts them: {why}"))
+            }
+        }
+        TlsReload::Reloaded
+    }
+
+    /// A race among clients not in use yet: each authenticates with `creds` (when there are
+    /// any), then asks for its member's status; the first whose cluster id `accept` takes
+    /// wins, within the attempt timeout. Err says what each answered.
+    async fn race_fresh(
+        &self,
+        fresh: &[Member],
+        creds: Option<(String, String)>,
+        accept: impl Fn(u64) -> Result<(), String> + Clone + Send + 'static,
+    ) -> Result<usize, String> {
         let mut race = tokio::task::JoinSet::new();
         for (i, m) in fresh.iter().enumerate() {
-            let (mut c, creds) = (m.client.clone(), self.creds_now());
+            let (mut c, creds, accept) = (m.client.clone(), creds.clone(), accept.clone());
             race.spawn(async move {
-                let answer = match creds {
-                    Some(creds) => c.update_user(Some(creds)).await,
-                    None => c.status().await.map(|_| ()),
+                let answer = async {
+                    if creds.is_some() {
+                        c.update_user(creds).await?;
+                    }
+                    c.status().await
                 };
-                (i, answer.map_err(|e| causes(&e)))
+                let answer = match answer.await {
+                    Ok(status) => accept(status.header().map_or(0, |h| h.cluster_id())),
+                    Err(e) => Err(causes(&e)),
+                };
+                (i, answer)
             });
         }
         let entrants: Vec<(usize, &str)> = fresh
@@ -455,26 +560,24 @@ impl Etcd {
             .enumerate()
             .map(|(i, m)| (i, m.endpoint.as_str()))
             .collect();
-        let i = match first_to_answer(race, &entrants, self.timeout).await {
-            Ok(i) => i,
-            Err(why) => {
-                return self.refuse(contents, format!("no etcd member accepts them: {why}"))
-            }
-        };
-        // The winner authenticated in the race.
-        fresh[i]
+        first_to_answer(race, &entrants, self.timeout).await
+    }
+
+    /// `fresh` replaces the clients, made with `opts` from the TLS contents `tls`; its member
+    /// `winner`, which answered (authenticated, when there is a user), is the current one.
+    fn adopt(&self, fresh: Vec<Member>, winner: usize, opts: ConnectOptions, tls: Vec<u8>) {
+        fresh[winner]
             .authed
-            .store(self.creds.is_some(), Ordering::Relaxed);
+            .store(self.creds().is_some(), Ordering::Relaxed);
         *self.members.write().unwrap_or_else(|e| e.into_inner()) = fresh;
         *self.opts.write().unwrap_or_else(|e| e.into_inner()) = opts;
-        self.current.store(i, Ordering::Relaxed);
+        self.current.store(winner, Ordering::Relaxed);
         self.picked.store(true, Ordering::Relaxed);
         // Members learned meanwhile were not in the snapshot: the next pick learns them again.
         self.learned.store(false, Ordering::Relaxed);
         let mut seen = self.tls_seen.lock().unwrap_or_else(|e| e.into_inner());
-        seen.in_use = contents;
+        seen.in_use = tls;
         seen.refused = None;
-        TlsReload::Reloaded
     }
 
     /// New TLS contents that cannot be used: said the first time, silent after.
@@ -491,7 +594,7 @@ impl Etcd {
     /// has not yet been (one Authenticate request; the client then carries the token).
     async fn ready(&self, m: &Member) -> Result<Client, etcd_client::Error> {
         let mut client = m.client.clone();
-        if self.creds.is_none() || m.authed.load(Ordering::Relaxed) {
+        if self.creds().is_none() || m.authed.load(Ordering::Relaxed) {
             return Ok(client);
         }
         client.update_user(self.creds_now()).await?;
@@ -503,10 +606,10 @@ impl Etcd {
     /// etcd and in the file is used from the next authentication on); the one read at start
     /// when the file cannot be read now.
     fn creds_now(&self) -> Option<(String, String)> {
-        credentials(&self.cfg)
+        credentials(&self.cfg())
             .ok()
             .flatten()
-            .or_else(|| self.creds.clone())
+            .or_else(|| self.creds())
     }
 
     /// `explain`, the member's endpoint before it.
@@ -529,7 +632,7 @@ impl Etcd {
             Some(Refusal::UserEmpty) => {
                 "etcd has authentication enabled: set etcd_user and etcd_password_file".to_string()
             }
-            Some(Refusal::AuthFailed) => match &self.creds {
+            Some(Refusal::AuthFailed) => match &self.creds() {
                 Some((user, _)) => format!(
                     "etcd_user=\"{user}\" does not exist or etcd_password_file does not hold its \
                      password"
@@ -537,7 +640,8 @@ impl Etcd {
                 None => "etcd refused the credentials".to_string(),
             },
             Some(Refusal::PermissionDenied) => {
-                let user = self.creds.as_ref().map_or("(none)", |c| c.0.as_str());
+                let creds = self.creds();
+                let user = creds.as_ref().map_or("(none)", |c| c.0.as_str());
                 if op == "move leader" {
                     format!(
                         "etcd user {user} may not move etcd's leader (set etcd_move_leader=false)"
@@ -546,7 +650,7 @@ impl Etcd {
                     format!(
                         "etcd user {user} lacks the permission for {op}: its role needs readwrite \
                          on the key prefix {}/ (docs/etcd-auth.md)",
-                        self.cfg.prefix.trim_end_matches('/')
+                        self.cfg().prefix.trim_end_matches('/')
                     )
                 }
             }
@@ -618,7 +722,7 @@ impl Etcd {
             let sent = boottime();
             let mut answer = tokio::time::timeout(self.timeout, f(client)).await;
             if let Ok(Err(e)) = &answer {
-                if self.creds.is_some() && Refusal::of(e).is_some_and(Refusal::wants_new_token) {
+                if self.creds().is_some() && Refusal::of(e).is_some_and(Refusal::wants_new_token) {
                     // etcd no longer takes this client's token (etcd-client renews only an
                     // expired one, and with the password it was given: AuthFailed after a
                     // change of password): authenticate again, the password read anew, and
@@ -671,7 +775,7 @@ impl Etcd {
                         i,
                         status
                             .await
-                            .map(|_| ())
+                            .map(|r| me.saw_cluster(r.header()))
                             .map_err(|e| me.explain("status", &e).0),
                     )
                 });
@@ -690,6 +794,15 @@ impl Etcd {
         self.current.store(i, Ordering::Relaxed);
         self.picked.store(true, Ordering::Relaxed);
         Ok(i)
+    }
+
+    /// Keeps the first cluster id an answer names.
+    fn saw_cluster(&self, header: Option<&etcd_client::ResponseHeader>) {
+        if let Some(id) = header.map(|h| h.cluster_id()).filter(|id| *id != 0) {
+            let _ = self
+                .cluster_id
+                .compare_exchange(0, id, Ordering::Relaxed, Ordering::Relaxed);
+        }
     }
 
     /// The current member failed: the next request races for a live one first, and reads

@@ -22,7 +22,12 @@ pub const ETCD_ENDPOINTS: Param = Param {
     required: true,
     shortdesc: "etcd client URLs",
     longdesc: "Comma-separated etcd client URLs (http://192.0.2.21:2379,http://192.0.2.22:2379). \
-        All of them use the same scheme; https needs etcd_cacert.",
+        All of them use the same scheme; https needs etcd_cacert. Reloadable (Pacemaker 2.1+): \
+        a promoted guard takes new endpoints, TLS files and authentication in place, keeping its \
+        lease, key, VIP and service, once one of the new endpoints answers as a member of the \
+        same etcd cluster (a member replaced, docs/etcd-operations.md); otherwise the reload \
+        fails with the reason and the old ones stay in use.",
+    reloadable: true,
     ..BASE
 };
 
@@ -61,6 +66,7 @@ pub const ETCD_CACERT: Param = Param {
         cannot be read, parsed or used are logged once and the ones in use kept. When the CA \
         itself is replaced, make etcd_cacert a bundle of the old and the new CA until every \
         member serves a certificate of the new one.",
+    reloadable: true,
     ..BASE
 };
 
@@ -69,6 +75,7 @@ pub const ETCD_CERT: Param = Param {
     shortdesc: "Client certificate for etcd (PEM)",
     longdesc: "Path of the PEM client certificate for etcd clusters that require client \
         certificates (--client-cert-auth). Needs etcd_key.",
+    reloadable: true,
     ..BASE
 };
 
@@ -76,6 +83,7 @@ pub const ETCD_KEY: Param = Param {
     name: "etcd_key",
     shortdesc: "Client key for etcd (PEM)",
     longdesc: "Path of the PEM private key of etcd_cert.",
+    reloadable: true,
     ..BASE
 };
 
@@ -85,6 +93,7 @@ pub const ETCD_USER: Param = Param {
     longdesc: "The etcd user the guard authenticates as, for etcd clusters with authentication \
         enabled (etcdctl auth enable). Needs etcd_password_file. The user's role needs readwrite \
         on the key range {etcd_prefix}/ and nothing else (docs/etcd-auth.md).",
+    reloadable: true,
     ..BASE
 };
 
@@ -96,6 +105,7 @@ pub const ETCD_PASSWORD_FILE: Param = Param {
         with white space interactively). Read by each agent action, and by the guard whenever it \
         authenticates (a password changed in etcd and in the file is used from then on); never \
         passed on a command line or kept in the CIB.",
+    reloadable: true,
     ..BASE
 };
 

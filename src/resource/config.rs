@@ -243,6 +243,8 @@ impl MasterConfig {
                 kept.etcd.margin = self.etcd.margin;
             }
         }
+        // etcd is reached another way (Etcd::reconnect, by the guard that takes the reload).
+        kept.etcd = kept.etcd.with_connection_of(&self.etcd);
         kept.health = self.health.clone();
         kept.push_failures = self.push_failures;
         kept.conflict_action = self.conflict_action;

@@ -127,6 +127,10 @@ pub struct GuardStatus {
     /// Holding through an etcd outage (a failsafe record was written with the key).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failsafe: Option<FailsafeStatus>,
+    /// The etcd endpoints the guard's client uses (etcd_endpoints as it took them, at start
+    /// or by a reload; etcd's member list may add members it learns).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub etcd_endpoints: Vec<String>,
 }
 
 /// The guard's failsafe: whether it may hold through an etcd outage, and whether it does.
