@@ -425,7 +425,8 @@ fn the_firewalld_service_file_is_read_by_firewalds_own_reader() {
     ))
     .unwrap();
     assert!(
-        spec.contains("firewalld/services/hamaster.xml"),
+        spec.contains("/usr/lib/firewalld/services")
+            && spec.contains("packaging/firewalld/hamaster.xml"),
         "the RPM ships it"
     );
     for doc in ["docs/metrics.md", "docs/etcd-operations.md"] {
