@@ -172,6 +172,7 @@ fn an_etcd_outage_in_a_whole_fenced_cluster_costs_the_master_nothing() {
     assert!(support::wait_for(Duration::from_secs(15), || holding(
         &lab, pi
     )));
+    outage_is_told(&lab, a, &p);
     let standby = lab.pcs(a, &["node", "standby", &p]);
     assert!(
         standby.status.success(),
@@ -301,6 +302,56 @@ fn an_etcd_outage_in_a_whole_fenced_cluster_costs_the_master_nothing() {
 }
 
 /// The samples so far, without stopping the client.
+/// During an etcd outage, on standby node `on` (docs/oncall.md, "etcd down"): `hamaster
+/// status` still shows every node's instance from Pacemaker, says not to move the master now
+/// and names its node, and exits 1 (etcd does not answer); `hamaster switchover` refuses,
+/// saying why, and leaves the master where it is with no constraint made.
+fn outage_is_told(lab: &Lab, on: usize, p: &str) {
+    let bin = support::OcfDir::get().root.join("hamaster");
+    // Until the standbys' monitors have seen etcd gone (their scores dropped): bounded.
+    let mut last = (None, String::new());
+    let told = support::wait_for(Duration::from_secs(20), || {
+        last = lab.hamaster(&bin, on, &["status", "api"]);
+        last.1
+            .contains(&format!("Do NOT move the master (on {p}) now"))
+            && last.1.contains("no promotion score")
+    });
+    let (code, text) = last;
+    assert!(
+        told && code == Some(1),
+        "hamaster status during the outage ({code:?}):
+{text}"
+    );
+    for n in &lab.nodes {
+        let role = if n.name == p {
+            "Promoted"
+        } else {
+            "Unpromoted"
+        };
+        assert!(
+            text.contains(&format!("{:<15} {role}", format!("node {}", n.name))),
+            "{} {role} in:
+{text}",
+            n.name
+        );
+    }
+    eprintln!(
+        "hamaster status during the outage:
+{text}"
+    );
+    let (code, text) = lab.switchover(&bin, on, &[]);
+    assert!(
+        code == Some(1) && text.contains("a switchover now would be an outage"),
+        "hamaster switchover during the outage ({code:?}): {text}"
+    );
+    assert_eq!(lab.promoted_seen_from(on, "api"), [p], "the master stays");
+    assert!(
+        !lab.constraints().contains("cli-"),
+        "no constraint made:\n{}",
+        lab.constraints()
+    );
+}
+
 fn client_samples(client: &HealthClient) -> Vec<(Instant, bool)> {
     client.samples()
 }

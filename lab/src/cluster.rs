@@ -624,7 +624,15 @@ impl Lab {
 
     /// `BIN switchover api ARGS…` run on node `on`: its exit code and its whole output.
     pub fn switchover(&self, bin: &Path, on: usize, args: &[&str]) -> (Option<i32>, String) {
-        let mut full = vec![bin.to_str().unwrap(), "switchover", crate::RESOURCE];
+        let mut full = vec!["switchover", crate::RESOURCE];
+        full.extend_from_slice(args);
+        self.hamaster(bin, on, &full)
+    }
+
+    /// `BIN ARGS…` (the hamaster command line) run on node `on`: its exit code and its whole
+    /// output.
+    pub fn hamaster(&self, bin: &Path, on: usize, args: &[&str]) -> (Option<i32>, String) {
+        let mut full = vec![bin.to_str().unwrap()];
         full.extend_from_slice(args);
         let out = self.on(on, &full);
         let text = format!(

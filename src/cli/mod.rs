@@ -5,6 +5,7 @@
 
 pub mod announce;
 pub mod campaign;
+pub mod cluster;
 pub mod config;
 pub mod guard;
 pub mod status;

@@ -60,6 +60,12 @@ struct Report {
     local_role: String,
     guard: Option<GuardStatus>,
     guard_error: Option<String>,
+    /// Every node's instance as this node's Pacemaker shows it (parameters from the CIB: a
+    /// cluster node); answered without etcd.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cluster: Option<Result<Vec<super::cluster::NodeView>, String>>,
+    /// What not to do now, and why (etcd does not answer; no standby could take over).
+    warnings: Vec<String>,
 }
 
 impl super::Verb for StatusArgs {
@@ -100,7 +106,11 @@ fn run(a: &StatusArgs) -> Result<OcfExit, CliError> {
             ))
         }
     };
-    let report = gather(&cfg, &resource, parameters);
+    let mut report = gather(&cfg, &resource, parameters);
+    if a.config.is_none() {
+        report.cluster = Some(super::cluster::look(&resource));
+    }
+    report.warnings = warnings(&report);
     if a.json {
         println!(
             "{}",
@@ -173,7 +183,46 @@ fn gather(cfg: &EtcdConfig, resource: &str, parameters: Parameters) -> Report {
         local_role: local_role.into(),
         guard,
         guard_error,
+        cluster: None,
+        warnings: Vec::new(),
     }
+}
+
+/// What an operator must not do now, and why: during an etcd outage, moving the master is an
+/// outage (nobody can take the key); with no promotable standby, a failure of the master is.
+fn warnings(r: &Report) -> Vec<String> {
+    let mut out = Vec::new();
+    let nodes = r.cluster.as_ref().and_then(|c| c.as_ref().ok());
+    let master = nodes
+        .and_then(|n| {
+            n.iter()
+                .find(|n| matches!(n.role.as_str(), "Promoted" | "Master"))
+        })
+        .map(|n| n.name.clone())
+        .or_else(|| r.etcd.holder.clone());
+    if r.etcd.error.is_some() {
+        let on = master.map_or(String::new(), |m| format!(" (on {m})"));
+        out.push(format!(
+            "etcd does not answer (etcd holder, above). Do NOT move the master{on} now: no pcs resource move, \
+             pcs node standby, hamaster switchover, reboot or shutdown of its node. No other \
+             node can take the leader key until etcd answers, so a move is an outage, not a \
+             failover. The master holds through the outage where etcd_outage lets it, or fences \
+             itself at its deadline. Restore etcd first (docs/oncall.md, \"etcd down\")"
+        ));
+    }
+    if let Some(nodes) = nodes {
+        if r.etcd.error.is_none()
+            && nodes.len() > 1
+            && super::cluster::promotable_standbys(nodes).is_empty()
+        {
+            out.push(
+                "no standby can be promoted now (none online with a promotion score): a \
+                 failure of the master is an outage until one can (docs/oncall.md)"
+                    .to_string(),
+            );
+        }
+    }
+    out
 }
 
 /// The guard binary row: the release and protocol the running guard was started from, and
@@ -215,6 +264,27 @@ fn watchdog_line(w: &crate::resource::status::WatchdogStatus) -> String {
     line
 }
 
+/// One node's line of the cluster view: its instance's role, whether it can be promoted,
+/// what its monitor reports, its failed actions.
+fn node_line(n: &super::cluster::NodeView) -> String {
+    let mut parts = vec![match (n.online, n.standby) {
+        (false, _) => "OFFLINE".to_string(),
+        (true, true) => format!("{} (node in standby)", n.role),
+        (true, false) => n.role.clone(),
+    }];
+    parts.push(match &n.promotion {
+        Some(score) => format!("promotion score {score}"),
+        None => "no promotion score".into(),
+    });
+    for (what, value) in &n.report {
+        parts.push(format!("{what}: {value}"));
+    }
+    for f in &n.failures {
+        parts.push(format!("failed {f}"));
+    }
+    parts.join("; ")
+}
+
 fn table(r: &Report) -> String {
     let mut out = String::new();
     let mut row = |k: &str, v: String| out.push_str(&format!("{k:<15} {v}\n"));
@@ -241,6 +311,9 @@ fn table(r: &Report) -> String {
         "fencing token",
         r.etcd.fencing_token.map_or("-".into(), |t| t.to_string()),
     );
+    for w in &r.warnings {
+        row("WARNING", w.clone());
+    }
     match &r.guard {
         Some(g) => guard_rows(g, &mut row),
         None => row(
@@ -250,6 +323,19 @@ fn table(r: &Report) -> String {
                 None => r.local_role.clone(),
             },
         ),
+    }
+    match &r.cluster {
+        Some(Ok(nodes)) => {
+            for n in nodes {
+                out.push_str(&format!(
+                    "{:<15} {}\n",
+                    format!("node {}", n.name),
+                    node_line(n)
+                ));
+            }
+        }
+        Some(Err(e)) => out.push_str(&format!("{:<15} not shown: {e}\n", "cluster")),
+        None => {}
     }
     out
 }
@@ -356,7 +442,66 @@ mod tests {
             local_role: "stopped".into(),
             guard: None,
             guard_error: None,
+            cluster: None,
+            warnings: Vec::new(),
         }
+    }
+
+    fn node(name: &str, role: &str, promotion: Option<&str>) -> super::super::cluster::NodeView {
+        super::super::cluster::NodeView {
+            name: name.into(),
+            online: true,
+            role: role.into(),
+            promotion: promotion.map(String::from),
+            ..Default::default()
+        }
+    }
+
+    /// During an etcd outage the report says, loudly and first, not to move the master, and
+    /// names its node; with etcd up and no standby able to take over, that; otherwise nothing.
+    #[test]
+    fn the_report_says_what_not_to_do_now() {
+        let mut r = report(Parameters::Cib);
+        r.cluster = Some(Ok(vec![
+            node("n1", "Unpromoted", Some("5")),
+            node("n3", "Promoted", Some("100")),
+        ]));
+        assert!(warnings(&r).is_empty(), "{:?}", warnings(&r));
+
+        r.cluster = Some(Ok(vec![
+            node("n1", "Unpromoted", None),
+            node("n3", "Promoted", Some("100")),
+        ]));
+        let w = warnings(&r);
+        assert!(
+            w.len() == 1 && w[0].starts_with("no standby can be promoted now"),
+            "{w:?}"
+        );
+
+        r.etcd.error = Some("etcd unreachable: get leader key: no answer".into());
+        r.warnings = warnings(&r);
+        assert_eq!(
+            r.warnings.len(),
+            1,
+            "the outage explains the scores: {:?}",
+            r.warnings
+        );
+        assert!(
+            r.warnings[0].contains("Do NOT move the master (on n3) now")
+                && r.warnings[0].contains("a move is an outage"),
+            "{:?}",
+            r.warnings
+        );
+        let text = table(&r);
+        assert!(
+            text.contains("WARNING         etcd does not answer"),
+            "{text}"
+        );
+        assert!(
+            text.contains("node n1         Unpromoted; no promotion score")
+                && text.contains("node n3         Promoted; promotion score 100"),
+            "{text}"
+        );
     }
 
     #[test]

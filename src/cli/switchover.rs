@@ -356,6 +356,16 @@ fn wait_for_another<'k>(
     (done, last)
 }
 
+/// Why a switchover is refused while etcd does not answer.
+fn outage(e: &LeaseError) -> String {
+    format!(
+        "etcd does not answer ({e}): refused, as a switchover now would be an outage, not a \
+         move — no node can take the leader key until etcd answers, and the master stays \
+         where it is (holding through the outage where etcd_outage lets it). Restore etcd \
+         first (docs/oncall.md, \"etcd down\")"
+    )
+}
+
 fn run(a: &SwitchoverArgs) -> Result<OcfExit, CliError> {
     let resource = a.resource.as_str();
     let resources = super::config::cib_resources()?;
@@ -389,7 +399,11 @@ fn run(a: &SwitchoverArgs) -> Result<OcfExit, CliError> {
         Ok(None)
     };
     let (key, holder) = leader()
-        .map_err(|e| CliError::Etcd(format!("cannot tell who leads: {e}")))?
+        .map_err(|e| match e {
+            e @ LeaseError::Etcd { .. } => CliError::Refused(outage(&e)),
+            // etcd answered and refused, or the TLS files: the configuration's problem.
+            e => CliError::Etcd(format!("cannot tell who leads: {e}")),
+        })?
         .ok_or_else(|| {
             CliError::Refused(format!(
                 "nobody holds {key} (nor {legacy}): there is no master to switch over from \
