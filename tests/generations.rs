@@ -817,7 +817,7 @@ fn each_generation_runs_the_master_live_with_the_rpms_binary() {
     }
     for l in &seen {
         eprintln!(
-            "{}: {} — lease {} (from corosync), pcs resource update health_interval: {}, \
+            "{}: {} — lease {} (from corosync), pcs resource update health_interval and etcd_endpoints: {}, \
              hamaster switchover returned after {} ms, pcs resource move after {} ms, partition → \
              VIP on another node after {} ms, crash → after {} ms, overlap 0; a silent etcd \
              member in the standby's node attributes after {} ms",

@@ -731,6 +731,84 @@ fn an_etcd_member_replaced_is_taken_by_a_reload_of_etcd_endpoints_without_a_rest
     assert_eq!(agent.run("stop").code, 0);
 }
 
+/// etcd's database filled past its quota (a real etcd with --quota-backend-bytes): etcd
+/// raises NOSPACE and refuses writes; the master in office keeps its lease (keepalives pass),
+/// its guard sees the alarm within its look, and monitor answers promoted-degraded naming it
+/// (docs/etcd-operations.md); once space is freed and the alarm disarmed, healthy again.
+#[test]
+fn an_etcd_nospace_alarm_is_said_by_the_master_which_keeps_its_lease() {
+    let mut etcd = EtcdCluster::new("mq");
+    etcd.set_quota(8 * 1024 * 1024);
+    let a = Node::new(&mut etcd, "na");
+    let agent = a.agent(&etcd).env("OCF_RESKEY_crm_feature_set", "3.16.2");
+    assert_eq!(agent.run("start").code, 0);
+    promoted(agent.run("promote"), &a);
+    let (_, lease, token) = etcd.get(KEY).expect("key");
+
+    // 100 KiB values (one argument may hold 128 KiB) until etcd refuses one (bounded: far
+    // past the quota).
+    let value = "x".repeat(100 * 1024);
+    let mut refused = None;
+    for i in 0..400 {
+        let put = etcd.etcdctl(&["put", &format!("/filler/{i}"), &value]);
+        if !put.status.success() {
+            refused = Some(String::from_utf8_lossy(&put.stderr).into_owned());
+            break;
+        }
+    }
+    let refused = refused.expect("etcd refused a write past its quota");
+    assert!(refused.contains("database space exceeded"), "{refused}");
+
+    let mut last = None;
+    let said = support::wait_for(Duration::from_secs(25), || {
+        let r = agent.run("monitor");
+        let ok = r.code == 191
+            && r.reasons()
+                .first()
+                .is_some_and(|w| w.contains("etcd raised the NOSPACE alarm"));
+        last = Some(r);
+        ok
+    });
+    assert!(said, "monitor names the alarm: {last:?}");
+    let st = a.guard_status(&agent).unwrap();
+    let space = st.etcd_space.expect("the guard looked at etcd's space");
+    assert_eq!(space.alarms, ["NOSPACE"]);
+    assert!(space.db_size_bytes > 4 * 1024 * 1024, "{space:?}");
+    assert_eq!(
+        etcd.get(KEY).map(|k| (k.1, k.2)),
+        Some((lease.clone(), token)),
+        "the same lease, renewed: keepalives pass under NOSPACE"
+    );
+
+    // Space freed: the filler deleted, history compacted, every member defragmented, the
+    // alarm disarmed (docs/etcd-operations.md's order).
+    let del = etcd.etcdctl(&["del", "--prefix", "/filler/"]);
+    assert!(del.status.success(), "{del:?}");
+    let status = etcd.etcdctl(&["endpoint", "status", "-w", "fields"]);
+    let rev = support::etcd::field(&String::from_utf8_lossy(&status.stdout), "Revision")
+        .expect("revision");
+    for args in [
+        vec!["compact", rev.as_str()],
+        vec!["defrag", "--cluster"],
+        vec!["alarm", "disarm"],
+    ] {
+        let out = etcd.etcdctl(&args);
+        assert!(out.status.success(), "etcdctl {args:?}: {out:?}");
+    }
+    assert!(
+        support::wait_for(Duration::from_secs(25), || agent.run("monitor").code == 8),
+        "healthy again: {:?}",
+        agent.run("monitor")
+    );
+    assert_eq!(
+        etcd.get(KEY).map(|k| (k.1, k.2)),
+        Some((lease, token)),
+        "the same lease throughout"
+    );
+    assert_eq!(agent.run("demote").code, 0);
+    assert_eq!(agent.run("stop").code, 0);
+}
+
 #[test]
 fn a_vip_removed_by_hand_makes_monitor_report_failed_promoted() {
     let mut etcd = EtcdCluster::new("mv");

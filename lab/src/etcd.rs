@@ -130,6 +130,8 @@ pub struct EtcdCluster {
     root_password: Option<String>,
     token: &'static str,
     next_host: u8,
+    /// More flags for every member (`set_quota`).
+    extra: Vec<String>,
 }
 
 impl EtcdCluster {
@@ -214,6 +216,7 @@ impl EtcdCluster {
             root_password: None,
             token,
             next_host: 20,
+            extra: Vec::new(),
         }
     }
 
@@ -319,6 +322,7 @@ impl EtcdCluster {
             "--log-level=error".into(),
             "--logger=zap".into(),
         ];
+        args.extend(self.extra.iter().cloned());
         // LAB_ETCD_V2=1: etcd's v2 API too, for vip-manager 1.0, which reads its key over it
         // (the peers' comparison, lab/src/peers.rs); the v3 API is unchanged.
         if std::env::var("LAB_ETCD_V2").as_deref() == Ok("1") {
@@ -400,6 +404,22 @@ impl EtcdCluster {
             "the cluster with its new member"
         );
         new
+    }
+
+    /// Every member restarted with a database quota of `bytes` (--quota-backend-bytes):
+    /// writes past it raise NOSPACE. Waits (bounded) until the cluster is healthy again.
+    pub fn set_quota(&mut self, bytes: u64) {
+        self.extra = vec![format!("--quota-backend-bytes={bytes}")];
+        for i in 0..self.members.len() {
+            if !self.members[i].removed {
+                self.stop_member(i);
+                self.start_member(i);
+            }
+        }
+        assert!(
+            self.wait_healthy(Duration::from_secs(30)),
+            "the cluster with its quota"
+        );
     }
 
     /// Member `i` runs as `child` (started by the topology that hosts it, in its namespaces).

@@ -18,10 +18,11 @@
 
 use std::time::{Duration, Instant};
 
-use crate::lease::MemberAnswers;
+use crate::lease::{MemberAnswers, MemberStatus};
 use crate::ocf::OcfEnv;
 use crate::resource::config::MasterConfig;
 use crate::resource::dir::ResourceDir;
+use crate::resource::status::EtcdSpace;
 use crate::resource::watchdog::Choice;
 
 /// What this node would bring to a promotion.
@@ -100,8 +101,10 @@ impl Readiness {
     pub fn unpromotable(&self) -> Option<String> {
         let mut why = Vec::new();
         if let Some(members) = &self.etcd {
-            if !members.iter().any(|(_, a)| a.is_ok()) {
-                why.push(format!("no etcd member answers ({})", etcd_value(members)));
+            match EtcdSpace::of(members) {
+                None => why.push(format!("no etcd member answers ({})", etcd_value(members))),
+                Some(space) if space.blocks_writes() => why.extend(space.trouble()),
+                Some(_) => {}
             }
         }
         if let Err(e) = &self.watchdog {
@@ -114,13 +117,14 @@ impl Readiness {
     }
 }
 
-/// `3/3 members, etcd 3.5.16`, with the silent members and releases with etcd issue 15247.
-fn etcd_value(members: &[(String, Result<String, String>)]) -> String {
-    let answered: Vec<&String> = members
+/// `3/3 members, etcd 3.5.16`, with the silent members, releases with etcd issue 15247, and
+/// the database's size and alarms (`db 25.3 MB; ALARM NOSPACE`).
+fn etcd_value(members: &MemberAnswers) -> String {
+    let answered: Vec<&MemberStatus> = members
         .iter()
         .filter_map(|(_, a)| a.as_ref().ok())
         .collect();
-    let mut releases: Vec<&str> = answered.iter().map(|v| v.as_str()).collect();
+    let mut releases: Vec<&str> = answered.iter().map(|m| m.version.as_str()).collect();
     releases.sort_unstable();
     releases.dedup();
     let head = format!("{}/{} members", answered.len(), members.len());
@@ -147,6 +151,9 @@ fn etcd_value(members: &[(String, Result<String, String>)]) -> String {
         .collect();
     if !old.is_empty() {
         value.push_str(&format!("; {} has etcd issue 15247", old.join(" ")));
+    }
+    if let Some(space) = EtcdSpace::of(members) {
+        value.push_str(&format!("; {}", space.text()));
     }
     value
 }
@@ -231,6 +238,7 @@ mod tests {
     use super::*;
     use std::path::PathBuf;
 
+    /// Members that answer with their release (a 25.3 MB database, no alarm), or do not.
     fn members(answers: &[Result<&str, &str>]) -> MemberAnswers {
         answers
             .iter()
@@ -238,7 +246,12 @@ mod tests {
             .map(|(i, a)| {
                 (
                     format!("http://192.0.2.{}:2379", i + 1),
-                    a.map(String::from).map_err(String::from),
+                    a.map(|v| MemberStatus {
+                        version: v.into(),
+                        db_size: 25_300_000,
+                        ..MemberStatus::default()
+                    })
+                    .map_err(String::from),
                 )
             })
             .collect()
@@ -258,7 +271,7 @@ mod tests {
         assert_eq!(
             all.attributes(),
             vec![
-                ("etcd", "3/3 members, etcd 3.5.16".to_string()),
+                ("etcd", "3/3 members, etcd 3.5.16; db 25.3 MB".to_string()),
                 ("watchdog", "/dev/watchdog1".to_string()),
                 ("vip", "lan0".to_string()),
             ]
@@ -268,7 +281,7 @@ mod tests {
         assert_eq!(
             one_silent.attributes()[0].1,
             "2/3 members, etcd 3.4.23 3.5.16; silent: http://192.0.2.2:2379; 3.4.23 has etcd \
-             issue 15247"
+             issue 15247; db 25.3 MB"
         );
         // A silent member is worth seeing, not a reason against promotion.
         assert_eq!(one_silent.unpromotable(), None);
@@ -281,6 +294,47 @@ mod tests {
         assert!(why.contains("no etcd member answers"), "{why}");
     }
 
+    /// An alarm any member reports is shown, and one that stops writes (NOSPACE, CORRUPT)
+    /// makes the node unpromotable, with what to do; a database near its quota (etcd 3.6
+    /// says the quota) is said by the guard, not held against a standby.
+    #[test]
+    fn an_etcd_alarm_is_shown_and_one_that_stops_writes_bars_a_promotion() {
+        let mut r = readiness(&[Ok("3.5.16"), Ok("3.5.16")]);
+        if let Some(Ok(m)) = r.etcd.as_mut().and_then(|e| e.get_mut(1)).map(|(_, a)| a) {
+            m.alarms = crate::lease::etcd::alarms_in(&[
+                "memberID:10276657743932975437 alarm:NOSPACE ".to_string(),
+                "etcdserver: no leader".to_string(),
+            ]);
+        }
+        assert_eq!(
+            r.attributes()[0].1,
+            "2/2 members, etcd 3.5.16; db 25.3 MB; ALARM NOSPACE"
+        );
+        let why = r.unpromotable().unwrap();
+        assert!(
+            why.contains("etcd raised the NOSPACE alarm") && why.contains("no node can take"),
+            "{why}"
+        );
+        let near = EtcdSpace {
+            db_size_bytes: 1_900_000_000,
+            quota_bytes: Some(2_000_000_000),
+            alarms: Vec::new(),
+        };
+        assert!(!near.blocks_writes());
+        assert!(
+            near.trouble()
+                .unwrap()
+                .starts_with("etcd's database is at 95 % of its quota"),
+            "{:?}",
+            near.trouble()
+        );
+        let roomy = EtcdSpace {
+            quota_bytes: Some(8_000_000_000),
+            ..near
+        };
+        assert_eq!(roomy.trouble(), None);
+    }
+
     #[test]
     fn a_missing_watchdog_or_interface_is_named() {
         let every = readiness(&[Ok("3.5.16")]).attributes();
@@ -291,7 +345,7 @@ mod tests {
         assert_eq!(
             r.attributes(),
             vec![
-                ("etcd", "1/1 members, etcd 3.5.16".to_string()),
+                ("etcd", "1/1 members, etcd 3.5.16; db 25.3 MB".to_string()),
                 (
                     "watchdog",
                     "none: no watchdog device on this node".to_string()

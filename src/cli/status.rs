@@ -418,6 +418,12 @@ fn guard_rows(g: &GuardStatus, row: &mut impl FnMut(&str, String)) {
             }),
         );
     }
+    if let Some(space) = &g.etcd_space {
+        row(
+            "etcd space",
+            space.trouble().unwrap_or_else(|| space.text()),
+        );
+    }
     if let Some(p) = &g.problem {
         row("problem", p.clone());
     }

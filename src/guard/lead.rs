@@ -417,14 +417,19 @@ impl Guard {
             shell.fence.clone(),
             self.metrics.clone(),
         )));
-        if self.args.config.etcd.tls {
-            shell
-                .helpers
-                .add(tokio::spawn(super::certs::keep_etcd_tls_current(
-                    etcd.clone(),
-                    self.args.resource.clone(),
-                )));
-        }
+        // Also without https now: a reload may take the guard onto TLS (Etcd::reconnect), and
+        // without it each look finds nothing to read.
+        shell
+            .helpers
+            .add(tokio::spawn(super::certs::keep_etcd_tls_current(
+                etcd.clone(),
+                self.args.resource.clone(),
+            )));
+        shell.helpers.add(tokio::spawn(super::space::watch(
+            etcd.clone(),
+            self.shared.clone(),
+            self.args.resource.clone(),
+        )));
         if self.args.config.etcd.move_leader {
             shell
                 .helpers

@@ -317,6 +317,36 @@ fn failsafe(o: &mut String, s: &GuardStatus) {
             now.saturating_sub(f.etcd_last_seen_unix_ms) as f64 / 1000.0
         }),
     );
+    etcd_space(o, s);
+}
+
+/// The alarms etcd raises and its database's size, as the guard last looked (guard::space).
+fn etcd_space(o: &mut String, s: &GuardStatus) {
+    let space = s.etcd_space.clone().unwrap_or_default();
+    family(
+        o,
+        "hamaster_etcd_alarm",
+        GAUGE,
+        "1 while an etcd member reports this alarm (NOSPACE, CORRUPT: no node can take the key).",
+        ["NOSPACE", "CORRUPT"].map(|a| {
+            (
+                format!("{{alarm=\"{a}\"}}"),
+                flag(space.alarms.iter().any(|x| x == a)),
+            )
+        }),
+    );
+    gauge(
+        o,
+        "hamaster_etcd_db_size_bytes",
+        "The largest etcd member's database, as the guard last looked.",
+        space.db_size_bytes as f64,
+    );
+    gauge(
+        o,
+        "hamaster_etcd_db_quota_bytes",
+        "etcd's database quota where etcd says it (3.6 and later; 0: not said).",
+        space.quota_bytes.unwrap_or(0) as f64,
+    );
 }
 
 const GAUGE: &str = "gauge";

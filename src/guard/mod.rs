@@ -20,6 +20,7 @@ pub mod resident;
 mod sched;
 #[cfg(test)]
 mod sim;
+mod space;
 pub mod status;
 pub mod watchdog;
 mod wire;

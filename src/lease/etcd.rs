@@ -111,8 +111,43 @@ pub enum KeyEvent {
     },
 }
 
-/// Each etcd member's endpoint and the release it runs, or why it did not answer.
-pub type MemberAnswers = Vec<(String, Result<String, String>)>;
+/// Each etcd member's endpoint and its status, or why it did not answer.
+pub type MemberAnswers = Vec<(String, Result<MemberStatus, String>)>;
+
+/// What one member's status says: the release it runs, its database's size, its quota (etcd
+/// 3.6 and later say it), and the alarms it reports (NOSPACE, CORRUPT).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MemberStatus {
+    pub version: String,
+    pub db_size: u64,
+    pub quota: Option<u64>,
+    pub alarms: Vec<String>,
+}
+
+impl MemberStatus {
+    /// From a Status answer: its errors name the alarms as "memberID:N alarm:NOSPACE".
+    fn of(r: &etcd_client::StatusResponse) -> MemberStatus {
+        MemberStatus {
+            version: r.version().to_string(),
+            db_size: r.db_size().max(0) as u64,
+            quota: (r.db_size_quota() > 0).then(|| r.db_size_quota() as u64),
+            alarms: alarms_in(r.errors()),
+        }
+    }
+}
+
+/// The alarms a Status answer's errors name ("memberID:N alarm:NOSPACE"), each once.
+pub fn alarms_in(errors: &[String]) -> Vec<String> {
+    let mut alarms: Vec<String> = errors
+        .iter()
+        .filter_map(|e| e.split("alarm:").nth(1))
+        .filter_map(|a| a.split_whitespace().next())
+        .map(String::from)
+        .collect();
+    alarms.sort();
+    alarms.dedup();
+    alarms
+}
 
 #[derive(Clone)]
 pub struct Etcd {
@@ -823,12 +858,12 @@ impl Etcd {
         self.member_answers()
             .await
             .into_iter()
-            .filter_map(|(endpoint, answer)| Some((endpoint, answer.ok()?)))
+            .filter_map(|(endpoint, answer)| Some((endpoint, answer.ok()?.version)))
             .collect()
     }
 
     /// Every member's status asked at once, each within the attempt timeout: its endpoint and
-    /// the release it runs, or why it did not answer ("no answer within N ms", a refusal).
+    /// what its status says, or why it did not answer ("no answer within N ms", a refusal).
     pub async fn member_answers(&self) -> MemberAnswers {
         let mut asks = tokio::task::JoinSet::new();
         for (i, m) in self.snapshot().into_iter().enumerate() {
@@ -839,7 +874,7 @@ impl Etcd {
                     c.status().await
                 };
                 let answer = match tokio::time::timeout(etcd.timeout, status).await {
-                    Ok(Ok(r)) => Ok(r.version().to_string()),
+                    Ok(Ok(r)) => Ok(MemberStatus::of(&r)),
                     Ok(Err(e)) => Err(e.to_string()),
                     Err(_) => Err(format!("no answer within {} ms", etcd.timeout.as_millis())),
                 };

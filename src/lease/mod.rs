@@ -10,8 +10,8 @@ pub mod etcd;
 pub use clock::LeaseClock;
 pub use config::EtcdConfig;
 pub use etcd::{
-    Acquire, Etcd, Grant, Holder, LeaseError, MemberAnswers, RecordRead, RecordTake, RenewError,
-    Retake,
+    Acquire, Etcd, Grant, Holder, LeaseError, MemberAnswers, MemberStatus, RecordRead, RecordTake,
+    RenewError, Retake,
 };
 
 /// An etcd lease id, shown the way etcdctl shows it.

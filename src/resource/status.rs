@@ -131,6 +131,91 @@ pub struct GuardStatus {
     /// or by a reload; etcd's member list may add members it learns).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub etcd_endpoints: Vec<String>,
+    /// etcd's space and alarms as the members last said (every 10 s while leading).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etcd_space: Option<EtcdSpace>,
+}
+
+/// What etcd's members say of its space: the largest database, its quota where etcd says it
+/// (3.6 and later), every alarm a member reports (NOSPACE, CORRUPT).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EtcdSpace {
+    pub db_size_bytes: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub alarms: Vec<String>,
+}
+
+/// The share of its quota a database may fill before it is worth saying.
+const SPACE_WARN: f64 = 0.9;
+
+impl EtcdSpace {
+    /// From the members' answers; None when none answered.
+    pub fn of(answers: &crate::lease::MemberAnswers) -> Option<EtcdSpace> {
+        let answered: Vec<&crate::lease::MemberStatus> = answers
+            .iter()
+            .filter_map(|(_, a)| a.as_ref().ok())
+            .collect();
+        let largest = answered.iter().max_by_key(|m| m.db_size)?;
+        let mut alarms: Vec<String> = answered.iter().flat_map(|m| m.alarms.clone()).collect();
+        alarms.sort();
+        alarms.dedup();
+        Some(EtcdSpace {
+            db_size_bytes: largest.db_size,
+            quota_bytes: answered.iter().filter_map(|m| m.quota).min(),
+            alarms,
+        })
+    }
+
+    /// An alarm that stops every write of the key: no node could take it.
+    pub fn blocks_writes(&self) -> bool {
+        self.alarms.iter().any(|a| a == "NOSPACE" || a == "CORRUPT")
+    }
+
+    /// `db 25.3 MB of 2.0 GB` (the quota where etcd says it), then `; ALARM NOSPACE`.
+    pub fn text(&self) -> String {
+        let mb = |b: u64| b as f64 / 1e6;
+        let mut t = format!("db {:.1} MB", mb(self.db_size_bytes));
+        if let Some(q) = self.quota_bytes {
+            t.push_str(&format!(" of {:.1} MB", mb(q)));
+        }
+        for a in &self.alarms {
+            t.push_str(&format!("; ALARM {a}"));
+        }
+        t
+    }
+
+    /// What it means, for a reason line: an alarm raised, or a database near its quota.
+    pub fn trouble(&self) -> Option<String> {
+        if let Some(a) = self.alarms.first() {
+            let what = match a.as_str() {
+                "NOSPACE" => {
+                    "the master renews, but no node can take the leader key until it \
+                              is cleared: compact, defragment, disarm"
+                }
+                "CORRUPT" => {
+                    "a member's data disagrees with the others': replace that member; \
+                              no node can take the leader key meanwhile"
+                }
+                _ => "see etcdctl alarm list",
+            };
+            return Some(format!(
+                "etcd raised the {a} alarm ({}): {what} (docs/etcd-operations.md)",
+                self.text()
+            ));
+        }
+        let quota = self.quota_bytes?;
+        let share = self.db_size_bytes as f64 / quota as f64;
+        (share >= SPACE_WARN).then(|| {
+            format!(
+                "etcd's database is at {:.0} % of its quota ({}): compact and defragment before \
+                 etcd raises NOSPACE (docs/etcd-operations.md)",
+                share * 100.0,
+                self.text()
+            )
+        })
+    }
 }
 
 /// The guard's failsafe: whether it may hold through an etcd outage, and whether it does.
@@ -238,7 +323,11 @@ impl GuardStatus {
     /// within the last CONFLICT_RECENT (conflict_action=report keeps serving), a watchdog it
     /// chose but could not arm (watchdog=auto leads without).
     pub fn attention(&self, now_unix_ms: u64) -> Vec<String> {
-        let mut out = Vec::new();
+        let mut out: Vec<String> = self
+            .etcd_space
+            .iter()
+            .filter_map(EtcdSpace::trouble)
+            .collect();
         if let Some(c) = &self.vip_conflict {
             let ago = now_unix_ms.saturating_sub(c.last_unix_ms);
             if ago < CONFLICT_RECENT.as_millis() as u64 {
