@@ -451,3 +451,46 @@ fn the_firewalld_service_file_is_read_by_firewalds_own_reader() {
         support::output_text(&out)
     );
 }
+
+/// The alerting rules shipped for Prometheus (packaging/prometheus/hamaster-alerts.yml): valid
+/// for promotool's check, and each alert fires in its case and none in a healthy cluster, by
+/// promtool's own rule tests (hamaster-alerts.test.yml); every metric they use is one the
+/// guard exports (docs/metrics.md's table) or docs/metrics.md's textfile snippet makes.
+#[test]
+fn the_alert_rules_pass_promtools_check_and_their_own_tests() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/packaging/prometheus");
+    for args in [
+        ["check", "rules", "hamaster-alerts.yml"],
+        ["test", "rules", "hamaster-alerts.test.yml"],
+    ] {
+        let out = Command::new("promtool")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "promtool {}: {}",
+            args.join(" "),
+            support::output_text(&out)
+        );
+    }
+    let rules = std::fs::read_to_string(format!("{dir}/hamaster-alerts.yml")).unwrap();
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/metrics.md")).unwrap();
+    assert!(doc.contains("packaging/prometheus/hamaster-alerts.yml"));
+    let mut used: Vec<&str> = rules
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| w.starts_with("hamaster_"))
+        .collect();
+    used.sort_unstable();
+    used.dedup();
+    assert!(used.len() >= 8, "{used:?}");
+    for metric in used {
+        let base = metric.trim_end_matches("_bucket");
+        assert!(
+            doc.contains(&format!("`{base}`")) || doc.contains(&format!("echo \"{base}")),
+            "{metric} is in docs/metrics.md"
+        );
+    }
+}
