@@ -12,9 +12,12 @@ case "$(pcs --version)" in
 0.10.[0-9] | 0.10.[0-9][!0-9]*) PROMOTED=Master ;;
 *) PROMOTED=Promoted ;;
 esac
-DISABLED=--disabled
-[ "${ENABLE:-}" != yes ] || DISABLED=
+# Created stopped in any case, and enabled (ENABLE=yes) only once its constraints are there:
+# in between, Pacemaker could start it anywhere.
 pcs resource create "$RESOURCE-vip" ocf:hamaster:vip ip="$VIP" cidr_netmask="${CIDR_NETMASK:-24}" \
-    ${NIC:+nic="$NIC"} op monitor interval="${VIP_MONITOR_INTERVAL:-10s}" $DISABLED
+    ${NIC:+nic="$NIC"} op monitor interval="${VIP_MONITOR_INTERVAL:-10s}" --disabled
 pcs constraint colocation add "$RESOURCE-vip" with "$PROMOTED" "$RESOURCE-clone" INFINITY
 pcs constraint order promote "$RESOURCE-clone" then start "$RESOURCE-vip"
+if [ "${ENABLE:-}" = yes ]; then
+    pcs resource enable "$RESOURCE-vip"
+fi

@@ -126,6 +126,8 @@ fn the_master_script_takes_every_value_from_a_variable_and_starts_only_when_told
         assert!(cib.contains(want), "{want} in:\n{cib}");
     }
     assert!(!cib.contains(r#"id="db-instance_attributes-ip""#), "{cib}");
+    // Enabled (ENABLE=yes) only after its constraints: no target-role is left on either.
+    assert!(!cib.contains("target-role"), "{cib}");
 }
 
 #[test]

@@ -382,7 +382,11 @@ impl EtcdCluster {
         let mut added = None;
         let ok = wait_for(Duration::from_secs(20), || {
             let out = self.etcdctl(&["member", "add", &name, &peer]);
-            let ok = out.status.success();
+            let ok = out.status.success()
+                // Added by an earlier try whose answer was lost.
+                || String::from_utf8_lossy(&self.etcdctl(&["member", "list"]).stdout)
+                    .lines()
+                    .any(|l| l.split(", ").nth(3) == Some(peer.trim_start_matches("--peer-urls=")));
             added = Some(out);
             ok
         });
@@ -407,7 +411,8 @@ impl EtcdCluster {
     }
 
     /// Every member restarted with a database quota of `bytes` (--quota-backend-bytes):
-    /// writes past it raise NOSPACE. Waits (bounded) until the cluster is healthy again.
+    /// writes past it raise NOSPACE. All at once (quorum is lost meanwhile): before anything
+    /// uses the cluster. Waits (bounded) until it is healthy again.
     pub fn set_quota(&mut self, bytes: u64) {
         self.extra = vec![format!("--quota-backend-bytes={bytes}")];
         for i in 0..self.members.len() {

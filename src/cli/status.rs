@@ -39,6 +39,10 @@ struct EtcdView {
     ttl_left_s: Option<u64>,
     fencing_token: Option<i64>,
     error: Option<String>,
+    /// The error is etcd not answering (no member, no quorum), not this node's configuration,
+    /// files or user.
+    #[serde(default)]
+    unreachable: bool,
 }
 
 /// Where a report's parameters came from: JSON `"cib"` or `{"file": PATH}`.
@@ -135,12 +139,15 @@ fn gather(cfg: &EtcdConfig, resource: &str, parameters: Parameters) -> Report {
                 let etcd = Etcd::connect(cfg, Duration::from_secs(2)).await?;
                 etcd.holder(&key).await
             })
-            .map_err(|e| e.to_string());
+            .map_err(|e| {
+                let unreachable = matches!(e, crate::lease::LeaseError::Etcd { .. });
+                (e.to_string(), unreachable)
+            });
             (key, holder)
         }
         Err(why) => (
             leader_key(&format!("{}/?", cfg.prefix.trim_end_matches('/')), resource),
-            Err(why),
+            Err((why, false)),
         ),
     };
     let etcd = match holder {
@@ -150,13 +157,15 @@ fn gather(cfg: &EtcdConfig, resource: &str, parameters: Parameters) -> Report {
             ttl_left_s: h.as_ref().and_then(|h| h.ttl_left).map(|t| t.as_secs()),
             fencing_token: h.as_ref().map(|h| h.token),
             error: None,
+            unreachable: false,
         },
-        Err(e) => EtcdView {
+        Err((e, unreachable)) => EtcdView {
             holder: None,
             lease_id: None,
             ttl_left_s: None,
             fencing_token: None,
             error: Some(e),
+            unreachable,
         },
     };
     let dir = ResourceDir::new(&crate::runfiles::root(), resource);
@@ -200,7 +209,7 @@ fn warnings(r: &Report) -> Vec<String> {
         })
         .map(|n| n.name.clone())
         .or_else(|| r.etcd.holder.clone());
-    if r.etcd.error.is_some() {
+    if r.etcd.unreachable {
         let on = master.map_or(String::new(), |m| format!(" (on {m})"));
         out.push(format!(
             "etcd does not answer (etcd holder, above). Do NOT move the master{on} now: no pcs resource move, \
@@ -211,7 +220,7 @@ fn warnings(r: &Report) -> Vec<String> {
         ));
     }
     if let Some(nodes) = nodes {
-        if r.etcd.error.is_none()
+        if !r.etcd.unreachable
             && nodes.len() > 1
             && super::cluster::promotable_standbys(nodes).is_empty()
         {
@@ -444,6 +453,7 @@ mod tests {
                 ttl_left_s: None,
                 fencing_token: None,
                 error: None,
+                unreachable: false,
             },
             local_role: "stopped".into(),
             guard: None,
@@ -484,7 +494,15 @@ mod tests {
             "{w:?}"
         );
 
+        // This node's own trouble (a TLS file it cannot read) is no outage.
+        r.etcd.error = Some("etcd_cert=/etc/pki/c.crt: cannot read it".into());
+        assert!(
+            warnings(&r)[0].starts_with("no standby can be promoted now"),
+            "{:?}",
+            warnings(&r)
+        );
         r.etcd.error = Some("etcd unreachable: get leader key: no answer".into());
+        r.etcd.unreachable = true;
         r.warnings = warnings(&r);
         assert_eq!(
             r.warnings.len(),

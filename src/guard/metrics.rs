@@ -309,13 +309,18 @@ fn failsafe(o: &mut String, s: &GuardStatus) {
         "How long the current hold through an etcd outage has lasted (0: none).",
         holding.map_or(0.0, |h| now.saturating_sub(h) as f64 / 1000.0),
     );
+    // The failsafe's record where there is one (a key taken back counts), else the last
+    // renewal: with etcd_outage=fence or without fencing too.
+    let seen = fs
+        .map(|f| f.etcd_last_seen_unix_ms)
+        .into_iter()
+        .chain(s.last_renewal_unix_ms)
+        .max();
     gauge(
         o,
         "hamaster_etcd_last_seen_seconds",
         "Seconds since etcd last answered the guard (a renewal, or the key taken back).",
-        fs.map_or(0.0, |f| {
-            now.saturating_sub(f.etcd_last_seen_unix_ms) as f64 / 1000.0
-        }),
+        seen.map_or(0.0, |t| now.saturating_sub(t) as f64 / 1000.0),
     );
     etcd_space(o, s);
 }

@@ -160,7 +160,12 @@ async fn reload_from(req: Request<Incoming>, shared: &Shared) -> (StatusCode, Gu
                     .into(),
             );
         };
-        if let Err(why) = etcd.reconnect(&new.etcd).await {
+        // The key names no reloadable setting: the new configuration's is this guard's.
+        let key = match new.etcd.scope() {
+            Ok(scope) => crate::lease::leader_key(&scope, &resource),
+            Err(why) => return refused(StatusCode::CONFLICT, why),
+        };
+        if let Err(why) = etcd.reconnect(&new.etcd, &key).await {
             return refused(
                 StatusCode::CONFLICT,
                 format!(

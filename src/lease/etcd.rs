@@ -158,9 +158,13 @@ pub struct Etcd {
     /// The configuration, for its TLS files (another one: `reconnect`).
     cfg: Arc<RwLock<Arc<EtcdConfig>>>,
     tls_seen: Arc<Mutex<TlsSeen>>,
-    /// The etcd cluster's id, from the first status answered (0: none yet): `reconnect` takes
-    /// only endpoints of the same cluster.
+    /// The etcd cluster's id, from the first status answered (0: none yet): a member that
+    /// names another is never picked, and `reconnect` takes only endpoints of this cluster.
     cluster_id: Arc<AtomicU64>,
+    /// Held by whatever replaces the clients (`reconnect`, `reload_tls`): one at a time.
+    swapping: Arc<tokio::sync::Mutex<()>>,
+    /// Counts the replacements: members learned for an older set are not added to a newer.
+    generation: Arc<AtomicU64>,
     /// Whether the member list has been read since the last pick.
     learned: Arc<AtomicBool>,
     current: Arc<AtomicUsize>,
@@ -407,6 +411,8 @@ impl Etcd {
             cfg: Arc::new(RwLock::new(Arc::new(cfg.clone()))),
             tls_seen: Arc::new(Mutex::new(seen)),
             cluster_id: Arc::new(AtomicU64::new(0)),
+            swapping: Arc::default(),
+            generation: Arc::new(AtomicU64::new(0)),
             learned: Arc::new(AtomicBool::new(false)),
             current: Arc::new(AtomicUsize::new(0)),
             picked: Arc::new(AtomicBool::new(false)),
@@ -439,7 +445,8 @@ impl Etcd {
     /// (streams already open go on over their connection until it ends, as after
     /// `reload_tls`). Err says why, and leaves everything as it was: another cluster's
     /// members, none answering, files that cannot be read.
-    pub async fn reconnect(&self, cfg: &EtcdConfig) -> Result<(), String> {
+    pub async fn reconnect(&self, cfg: &EtcdConfig, key: &str) -> Result<(), String> {
+        let _one = self.swapping.lock().await;
         let known = match self.cluster_id.load(Ordering::Relaxed) {
             0 => {
                 // Nothing answered yet this round: the members in use tell which cluster.
@@ -463,14 +470,19 @@ impl Etcd {
         let fresh = clients(&cfg.endpoints, &opts)
             .await
             .map_err(|e| e.to_string())?;
+        if known == 0 {
+            return Err("the etcd cluster in use did not name itself: reload again".into());
+        }
         let accept = move |id: u64| match id {
-            id if id == known || known == 0 => Ok(()),
+            id if id == known => Ok(()),
             id => Err(format!(
                 "a member of etcd cluster {id:x}, not of {known:x}, the one this lease lives in"
             )),
         };
+        // The leader key read (keys only), not a status: etcd checks a user's permissions on
+        // reads, never on a status.
         let i = self
-            .race_fresh(&fresh, creds.clone(), accept)
+            .race_fresh(&fresh, creds.clone(), Some(key.to_string()), accept)
             .await
             .map_err(|why| format!("no new etcd endpoint is usable: {why}"))?;
         *self.cfg.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(cfg.clone());
@@ -523,6 +535,7 @@ impl Etcd {
     /// from then on uses them, while streams already open (the keepalive, the watch) go on
     /// over their connection until it ends. Unusable contents leave everything as it is.
     pub async fn reload_tls(&self) -> TlsReload {
+        let _one = self.swapping.lock().await;
         let read = match tls_files(&self.cfg()) {
             Ok(None) => return TlsReload::Unchanged,
             Ok(Some(r)) => r,
@@ -555,7 +568,12 @@ impl Etcd {
             }
         }
         // One member that accepts them is enough: a race, as pick_live's.
-        match self.race_fresh(&fresh, self.creds_now(), |_| Ok(())).await {
+        let known = self.cluster_id.load(Ordering::Relaxed);
+        let same = move |id: u64| match known == 0 || id == known {
+            true => Ok(()),
+            false => Err(format!("a member of etcd cluster {id:x}, not of {known:x}")),
+        };
+        match self.race_fresh(&fresh, self.creds_now(), None, same).await {
             Ok(i) => self.adopt(fresh, i, opts, contents),
             Err(why) => {
                 return self.refuse(contents, format!("no etcd member accepts them: {why}"))
@@ -565,26 +583,36 @@ impl Etcd {
     }
 
     /// A race among clients not in use yet: each authenticates with `creds` (when there are
-    /// any), then asks for its member's status; the first whose cluster id `accept` takes
+    /// any), then reads `probe` (keys only: the user's read permission on it is checked) or,
+    /// without one, asks for its member's status; the first whose cluster id `accept` takes
     /// wins, within the attempt timeout. Err says what each answered.
     async fn race_fresh(
         &self,
         fresh: &[Member],
         creds: Option<(String, String)>,
+        probe: Option<String>,
         accept: impl Fn(u64) -> Result<(), String> + Clone + Send + 'static,
     ) -> Result<usize, String> {
         let mut race = tokio::task::JoinSet::new();
         for (i, m) in fresh.iter().enumerate() {
             let (mut c, creds, accept) = (m.client.clone(), creds.clone(), accept.clone());
+            let probe = probe.clone();
             race.spawn(async move {
                 let answer = async {
                     if creds.is_some() {
                         c.update_user(creds).await?;
                     }
-                    c.status().await
+                    Ok::<u64, etcd_client::Error>(match probe {
+                        Some(key) => {
+                            let only = etcd_client::GetOptions::new().with_keys_only();
+                            let r = c.get(key, Some(only)).await?;
+                            r.header().map_or(0, |h| h.cluster_id())
+                        }
+                        None => c.status().await?.header().map_or(0, |h| h.cluster_id()),
+                    })
                 };
                 let answer = match answer.await {
-                    Ok(status) => accept(status.header().map_or(0, |h| h.cluster_id())),
+                    Ok(id) => accept(id),
                     Err(e) => Err(causes(&e)),
                 };
                 (i, answer)
@@ -606,6 +634,7 @@ impl Etcd {
             .store(self.creds().is_some(), Ordering::Relaxed);
         *self.members.write().unwrap_or_else(|e| e.into_inner()) = fresh;
         *self.opts.write().unwrap_or_else(|e| e.into_inner()) = opts;
+        self.generation.fetch_add(1, Ordering::Relaxed);
         self.current.store(winner, Ordering::Relaxed);
         self.picked.store(true, Ordering::Relaxed);
         // Members learned meanwhile were not in the snapshot: the next pick learns them again.
@@ -808,10 +837,10 @@ impl Etcd {
                     };
                     (
                         i,
-                        status
-                            .await
-                            .map(|r| me.saw_cluster(r.header()))
-                            .map_err(|e| me.explain("status", &e).0),
+                        match status.await {
+                            Ok(r) => me.saw_cluster(r.header()),
+                            Err(e) => Err(me.explain("status", &e).0),
+                        },
                     )
                 });
             }
@@ -831,12 +860,21 @@ impl Etcd {
         Ok(i)
     }
 
-    /// Keeps the first cluster id an answer names.
-    fn saw_cluster(&self, header: Option<&etcd_client::ResponseHeader>) {
-        if let Some(id) = header.map(|h| h.cluster_id()).filter(|id| *id != 0) {
-            let _ = self
-                .cluster_id
-                .compare_exchange(0, id, Ordering::Relaxed, Ordering::Relaxed);
+    /// Keeps the first cluster id an answer names; Err for an answer that names another (a
+    /// member of another etcd cluster among the endpoints: never the one requests go to).
+    fn saw_cluster(&self, header: Option<&etcd_client::ResponseHeader>) -> Result<(), String> {
+        let Some(id) = header.map(|h| h.cluster_id()).filter(|id| *id != 0) else {
+            return Ok(());
+        };
+        match self
+            .cluster_id
+            .compare_exchange(0, id, Ordering::Relaxed, Ordering::Relaxed)
+        {
+            Ok(_) => Ok(()),
+            Err(known) if known == id => Ok(()),
+            Err(known) => Err(format!(
+                "a member of etcd cluster {id:x}, not of {known:x}: never used"
+            )),
         }
     }
 
@@ -904,6 +942,7 @@ impl Etcd {
         if self.learned.swap(true, Ordering::Relaxed) {
             return;
         }
+        let generation = self.generation.load(Ordering::Relaxed);
         let m = self.member();
         let list = async {
             let mut c = self.ready(&m).await?;
@@ -921,14 +960,16 @@ impl Etcd {
                 }
                 let opts = self.opts.read().unwrap_or_else(|e| e.into_inner()).clone();
                 if let Ok(c) = Client::connect([url.as_str()], Some(opts)).await {
+                    let mut members = self.members.write().unwrap_or_else(|e| e.into_inner());
+                    // The clients were replaced meanwhile: the next pick learns them anew.
+                    if self.generation.load(Ordering::Relaxed) != generation {
+                        return;
+                    }
                     log::info!(
                         "etcd: learned member {} at {url} from the member list",
                         m.name()
                     );
-                    self.members
-                        .write()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .push(Member::new(url, c));
+                    members.push(Member::new(url, c));
                 }
             }
         }

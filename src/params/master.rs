@@ -24,9 +24,10 @@ pub const ETCD_ENDPOINTS: Param = Param {
     longdesc: "Comma-separated etcd client URLs (http://192.0.2.21:2379,http://192.0.2.22:2379). \
         All of them use the same scheme; https needs etcd_cacert. Reloadable (Pacemaker 2.1+): \
         a promoted guard takes new endpoints, TLS files and authentication in place, keeping its \
-        lease, key, VIP and service, once one of the new endpoints answers as a member of the \
-        same etcd cluster (a member replaced, docs/etcd-operations.md); otherwise the reload \
-        fails with the reason and the old ones stay in use.",
+        lease, key, VIP and service, once one of the new endpoints answers a read of the leader \
+        key as a member of the same etcd cluster (a member replaced, docs/etcd-operations.md); \
+        otherwise the guard keeps the old ones and the reload fails with the reason (Pacemaker \
+        then restarts the instance by default).",
     reloadable: true,
     ..BASE
 };
