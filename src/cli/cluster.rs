@@ -73,12 +73,8 @@ impl<'r> Parser<'r> {
         }
     }
 
-    /// The resource's primitive id, or an anonymous clone's instance of it.
     fn ours(&self, id: &str) -> bool {
-        id == self.resource
-            || id
-                .split_once(':')
-                .is_some_and(|(base, n)| base == self.resource && n.parse::<u32>().is_ok())
+        crate::failsafe::clearance::instance_of(id, self.resource)
     }
 
     fn node(&mut self, name: &str) -> Option<&mut NodeView> {

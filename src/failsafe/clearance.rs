@@ -298,6 +298,15 @@ pub(crate) fn attr(e: &quick_xml::events::BytesStart, key: &str) -> Option<Strin
         .and_then(|a| a.unescape_value().ok().map(|v| v.into_owned()))
 }
 
+/// Whether crm_mon's resource id `id` is `resource`: its primitive's id, or an anonymous
+/// clone's instance `resource:N`.
+pub(crate) fn instance_of(id: &str, resource: &str) -> bool {
+    id == resource
+        || id
+            .split_once(':')
+            .is_some_and(|(base, n)| base == resource && n.parse::<u32>().is_ok())
+}
+
 /// Whether `crm_mon --output-as=xml` shows an instance of `resource` (its primitive's id, or
 /// an anonymous clone's instance `resource:N`) promoted on `node` (Pacemaker 2.0 says
 /// "Master"), or failed there (a failed demote shows the instance unpromoted while its stop is
@@ -316,10 +325,7 @@ pub fn promoted_on(xml: &str, resource: &str, node: &str) -> Option<bool> {
                     b"resources" => answered = true,
                     b"resource" => {
                         let id = attr("id").unwrap_or_default();
-                        let ours = id == resource
-                            || id.split_once(':').is_some_and(|(base, n)| {
-                                base == resource && n.parse::<u32>().is_ok()
-                            });
+                        let ours = instance_of(&id, resource);
                         let role = attr("role").unwrap_or_default();
                         let failed = attr("failed").as_deref() != Some("false");
                         in_promoted =

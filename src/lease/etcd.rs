@@ -394,17 +394,16 @@ impl Etcd {
     /// Prepares one client per endpoint; connections are made by the first requests.
     /// `timeout` bounds every attempt on one member.
     pub async fn connect(cfg: &EtcdConfig, timeout: Duration) -> Result<Etcd, LeaseError> {
-        // The user is not in the options: etcd-client would authenticate in `connect`, that
-        // is wait on each member, silent ones too; each member's client authenticates when it
-        // is first used instead (`ready`).
-        let creds = credentials(cfg)?;
-        let mut seen = TlsSeen::default();
-        let mut opts = options(timeout);
-        if let Some((read, tls)) = tls_files(cfg)? {
-            opts = opts.with_tls(tls);
-            seen.in_use = read;
-        }
-        let members = clients(&cfg.endpoints, &opts).await?;
+        let Prepared {
+            creds,
+            opts,
+            tls,
+            members,
+        } = prepare(cfg, timeout).await?;
+        let seen = TlsSeen {
+            in_use: tls,
+            refused: None,
+        };
         Ok(Etcd {
             members: Arc::new(RwLock::new(members)),
             opts: Arc::new(RwLock::new(opts)),
@@ -460,14 +459,12 @@ impl Etcd {
             }
             id => id,
         };
-        let creds = credentials(cfg).map_err(|e| e.to_string())?;
-        let mut opts = options(self.timeout);
-        let mut in_use = Vec::new();
-        if let Some((read, tls)) = tls_files(cfg).map_err(|e| e.to_string())? {
-            opts = opts.with_tls(tls);
-            in_use = read;
-        }
-        let fresh = clients(&cfg.endpoints, &opts)
+        let Prepared {
+            creds,
+            opts,
+            tls,
+            members: fresh,
+        } = prepare(cfg, self.timeout)
             .await
             .map_err(|e| e.to_string())?;
         if known == 0 {
@@ -487,9 +484,39 @@ impl Etcd {
             .map_err(|why| format!("no new etcd endpoint is usable: {why}"))?;
         *self.cfg.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(cfg.clone());
         *self.creds.write().unwrap_or_else(|e| e.into_inner()) = creds;
-        self.adopt(fresh, i, opts, in_use);
+        self.adopt(fresh, i, opts, tls);
         Ok(())
     }
+}
+
+/// What a configuration makes: its credentials, the options (with its TLS files' contents as
+/// read), and one client per endpoint.
+struct Prepared {
+    creds: Option<(String, String)>,
+    opts: ConnectOptions,
+    tls: Vec<u8>,
+    members: Vec<Member>,
+}
+
+/// `cfg`'s credentials, options and clients, for `connect` and `reconnect` alike. The user is
+/// not in the options: etcd-client would authenticate in `connect`, that is wait on each
+/// member, silent ones too; each member's client authenticates when it is first used instead
+/// (`ready`).
+async fn prepare(cfg: &EtcdConfig, timeout: Duration) -> Result<Prepared, LeaseError> {
+    let creds = credentials(cfg)?;
+    let mut opts = options(timeout);
+    let mut tls = Vec::new();
+    if let Some((read, options)) = tls_files(cfg)? {
+        opts = opts.with_tls(options);
+        tls = read;
+    }
+    let members = clients(&cfg.endpoints, &opts).await?;
+    Ok(Prepared {
+        creds,
+        opts,
+        tls,
+        members,
+    })
 }
 
 /// The options every member's client is made with, but TLS.
