@@ -29,6 +29,9 @@ pub enum Etcd {
     OnNodes,
     /// Members on every node plus a witness in its own namespace (for two-node clusters).
     WithWitness,
+    /// None of the lab's: the test runs its own members (Lab::set_etcd_command), as an
+    /// administrator's page says, and the lab's etcd helpers are not to be used.
+    Own,
 }
 
 pub struct LabNode {
@@ -63,6 +66,12 @@ pub struct Lab {
     /// Nodes of corosync's nodelist that the lab does not run (a VM: Lab::with_guest), as
     /// (name, address); after the lab's own in node id order.
     guests: Vec<(String, String)>,
+    /// An administrator's corosync.conf and authkey (Lab::from_setup) instead of the lab's.
+    setup: Option<(String, Vec<u8>)>,
+    /// Each node's etcd member as the test runs it (Etcd::Own), once set.
+    etcd_commands: Vec<Option<Vec<String>>>,
+    /// Etcd::Own: no member is the lab's.
+    own_etcd: bool,
 }
 
 fn corosync_conf(names: &[(String, String)], two_node: bool) -> String {
@@ -133,9 +142,27 @@ impl Lab {
         &self.guests.first().expect("a lab with a guest").1
     }
 
+    /// A cluster as an administrator sets it up: every node booted from `conf` (the file
+    /// `pcs cluster setup … --corosync_conf` wrote, naming the lab's nodes n1…nN at NET.11…)
+    /// with `authkey` in /etc/corosync, as pcs would have distributed them; Pacemaker's
+    /// defaults left as they are (stonith-enabled too); no etcd but the test's (Etcd::Own).
+    pub fn from_setup(tag: &str, n: usize, conf: &str, authkey: &[u8]) -> Lab {
+        Lab::build_with(
+            tag,
+            n,
+            Etcd::Own,
+            None,
+            Vec::new(),
+            Some((conf.to_string(), authkey.to_vec())),
+        )
+    }
+
     /// corosync.conf as every node of the lab has it.
     pub fn corosync_conf(&self) -> String {
-        corosync_conf(&self.corosync_nodes(), self.two_node)
+        match &self.setup {
+            Some((conf, _)) => conf.clone(),
+            None => corosync_conf(&self.corosync_nodes(), self.two_node),
+        }
     }
 
     fn corosync_nodes(&self) -> Vec<(String, String)> {
@@ -152,6 +179,17 @@ impl Lab {
         etcd: Etcd,
         root: Option<PathBuf>,
         guests: Vec<(String, String)>,
+    ) -> Lab {
+        Lab::build_with(tag, n, etcd, root, guests, None)
+    }
+
+    fn build_with(
+        tag: &str,
+        n: usize,
+        etcd: Etcd,
+        root: Option<PathBuf>,
+        guests: Vec<(String, String)>,
+        setup: Option<(String, Vec<u8>)>,
     ) -> Lab {
         let started = Instant::now();
         let dir = std::env::temp_dir().join(unique(&format!("lab-{tag}")));
@@ -178,6 +216,9 @@ impl Lab {
             fence: None,
             bmcs: None,
             guests,
+            setup,
+            etcd_commands: vec![None; n],
+            own_etcd: etcd == Etcd::Own,
         };
         // The lab's fence agent, laid over /usr/sbin in each node's mount namespace.
         let sbin = lab.dir.join("sbin");
@@ -197,7 +238,15 @@ impl Lab {
                 .attach(&format!("{tag}{name}"), &port, &format!("{ip}/24"));
             let dir = lab.dir.join(&name);
             fs::create_dir_all(&dir).unwrap();
-            lab.etcd.host(&format!("e-{name}"), &ip, &ns.name);
+            if let Some((conf, _)) = &lab.setup {
+                assert!(
+                    conf.contains(&format!("ring0_addr: {ip}")),
+                    "the administrator's corosync.conf names {name} at {ip}:\n{conf}"
+                );
+            }
+            if etcd != Etcd::Own {
+                lab.etcd.host(&format!("e-{name}"), &ip, &ns.name);
+            }
             lab.nodes.push(LabNode::new(name, ip, ns, port, dir));
         }
         if etcd == Etcd::WithWitness {
@@ -212,7 +261,9 @@ impl Lab {
             lab.boot(i);
         }
         for i in 0..n {
-            lab.start_etcd(i);
+            if etcd != Etcd::Own {
+                lab.start_etcd(i);
+            }
         }
         if lab.witness.is_some() {
             // In its own namespace, as the etcd cluster starts its members.
@@ -224,6 +275,10 @@ impl Lab {
             lab.crm_mon_text(),
             lab.boot_output()
         );
+        if etcd == Etcd::Own {
+            eprintln!("lab {tag}: {n} nodes online after {:?}", started.elapsed());
+            return lab;
+        }
         assert!(
             lab.etcd.wait_healthy(Duration::from_secs(60)),
             "etcd did not become healthy"
@@ -321,6 +376,13 @@ impl Lab {
             fs::create_dir_all(g.join(sub)).unwrap();
         }
         fs::write(g.join("etc-corosync/corosync.conf"), conf).unwrap();
+        if let Some((_, key)) = &self.setup {
+            let path = g.join("etc-corosync/authkey");
+            fs::write(&path, key).unwrap();
+            must("chmod", &["0400", path.to_str().unwrap()]);
+            // pcs's corosync.conf logs to /var/log/corosync: the node's own.
+            fs::create_dir_all(g.join("log-corosync")).unwrap();
+        }
         must("chmod", &["1777", g.join("shm").to_str().unwrap()]);
         // In a root, its own hacluster (the holder's script); the host's ids may differ.
         if self.root.is_none() {
@@ -353,6 +415,12 @@ impl Lab {
                 }
                 for (src, dst) in binds {
                     script.push_str(&format!("mount --bind {} {dst}; ", g.join(src).display()));
+                }
+                if self.setup.is_some() {
+                    script.push_str(&format!(
+                        "mount --bind {} /var/log/corosync; ",
+                        g.join("log-corosync").display()
+                    ));
                 }
                 script.push_str(&format!(
                     "mount --bind {} {OCF_MOUNT}; ",
@@ -566,10 +634,23 @@ impl Lab {
     /// Node `i`'s etcd member, in the node's namespaces (the host's etcd, also beside a
     /// root's cluster stack), with the data it had.
     pub fn start_etcd(&mut self, i: usize) {
+        if let Some(argv) = self.etcd_commands[i].clone() {
+            let args: Vec<&str> = argv.iter().map(String::as_str).collect();
+            let child = self.spawn_in(i, false, "etcd.out", &args);
+            self.nodes[i].daemons.push(child);
+            return;
+        }
         let args = self.etcd.member_args(i);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let child = self.spawn_in(i, false, "etcd.out", &args);
         self.etcd.started(i, child);
+    }
+
+    /// Node `i`'s etcd member from now on (Etcd::Own): started now, and again after each
+    /// restart of the node, as a unit enabled at boot is.
+    pub fn set_etcd_command(&mut self, i: usize, argv: Vec<String>) {
+        self.etcd_commands[i] = Some(argv);
+        self.start_etcd(i);
     }
 
     pub fn stop_etcd(&mut self, i: usize) {
@@ -746,7 +827,10 @@ impl Lab {
 
     /// Kills every process of node `i` and removes its addresses and link: a crashed host.
     pub fn crash(&mut self, i: usize) {
-        self.etcd.stop_member(i);
+        // The test's own member (Etcd::Own) dies with the node's processes below.
+        if !self.own_etcd {
+            self.etcd.stop_member(i);
+        }
         let node = &mut self.nodes[i];
         node.kill();
         let _ = sh("ip", &["-n", &node.ns.name, "addr", "flush", "dev", "lan0"]);
@@ -819,7 +903,28 @@ impl Lab {
     /// otherwise pcmk_reboot_action=off, a fenced node staying down as in the lab's other
     /// fenced scenarios.
     pub fn enable_ipmi_fencing(&mut self, reboot: bool) {
-        use super::bmc::{bmc_ip, Bmcs, BMC_PASSWORD, BMC_USER};
+        use super::bmc::{BMC_PASSWORD, BMC_USER};
+        let pairs = self.start_bmcs();
+        let env = format!(
+            "NODES_BMCS='{pairs}' BMC_USER={BMC_USER} BMC_PASSWORD={BMC_PASSWORD} {}",
+            if reboot { "" } else { "REBOOT_ACTION=off" }
+        );
+        let script = format!("{}/cib/fence-ipmilan.sh", super::repo());
+        let out = self.sh(0, &format!("{env} sh {script}"));
+        assert!(
+            out.status.success(),
+            "fence-ipmilan.sh: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        self.wait_ipmi_devices();
+    }
+
+    /// Every node's BMC (lab/src/bmc.rs) on the switch, powering through the fence desk, and
+    /// nothing configured yet: the `NODE=BMC_ADDRESS …` list for cib/fence-ipmilan.sh
+    /// (bmc::BMC_USER and BMC_PASSWORD are their account).
+    pub fn start_bmcs(&mut self) -> String {
+        use super::bmc::{bmc_ip, Bmcs};
         let nodes = self.desk_nodes();
         let desk = super::fence::FenceDesk::start(&self.dir.join("fence"), nodes);
         let names = self.node_names();
@@ -831,19 +936,12 @@ impl Lab {
             .enumerate()
             .map(|(i, n)| format!("{n}={}", bmc_ip(i)))
             .collect();
-        let env = format!(
-            "NODES_BMCS='{}' BMC_USER={BMC_USER} BMC_PASSWORD={BMC_PASSWORD} {}",
-            pairs.join(" "),
-            if reboot { "" } else { "REBOOT_ACTION=off" }
-        );
-        let script = format!("{}/cib/fence-ipmilan.sh", super::repo());
-        let out = self.sh(0, &format!("{env} sh {script}"));
-        assert!(
-            out.status.success(),
-            "fence-ipmilan.sh: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        pairs.join(" ")
+    }
+
+    /// Every node's fence_ipmilan device (`ipmi-NODE`) started, bounded.
+    pub fn wait_ipmi_devices(&self) {
+        let names = self.node_names();
         let started = super::wait_for(Duration::from_secs(90), || {
             let xml = self.crm_mon_xml();
             names.iter().all(|n| {
