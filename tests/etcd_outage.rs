@@ -9,6 +9,8 @@ use hamaster_lab as support;
 
 use std::time::{Duration, Instant};
 
+use support::prometheus::Prometheus;
+
 use support::cluster::{
     create_topology_with, longest_outage, outage, record, Etcd, HealthClient, Lab, VIP,
 };
@@ -26,9 +28,26 @@ const MAX_GAP: Duration = Duration::from_secs(1);
 fn fenced_lab(tag: &str) -> (Lab, String) {
     let mut lab = Lab::new(tag, 3, Etcd::OnNodes);
     lab.enable_fencing();
-    create_topology_with(&lab, "master-with-vip", false, "");
+    create_topology_with(
+        &lab,
+        "master-with-vip",
+        false,
+        "METRICS_ADDRESS=0.0.0.0:9405",
+    );
     let p = lab.wait_promoted(0, "api", None, Duration::from_secs(90));
     (lab, p)
+}
+
+/// A real Prometheus in the switch's namespace scraping every node's metrics_address, with
+/// the shipped alerting rules (packaging/prometheus/hamaster-alerts.yml).
+fn every_node_scraped(lab: &Lab) -> Prometheus {
+    let targets: Vec<String> = lab.nodes.iter().map(|n| format!("{}:9405", n.ip)).collect();
+    let targets: Vec<&str> = targets.iter().map(String::as_str).collect();
+    let rules = format!(
+        "{}/packaging/prometheus/hamaster-alerts.yml",
+        support::repo()
+    );
+    Prometheus::start_with_rules(&lab.switch.name, &targets, Some(&rules))
 }
 
 /// The guard on node `i` holds through the outage now (its status says since when).
@@ -92,6 +111,23 @@ fn an_etcd_outage_in_a_whole_fenced_cluster_costs_the_master_nothing() {
     assert!(client.wait_ok(Duration::from_secs(30)), "client served");
     let (a, b) = ((pi + 1) % 3, (pi + 2) % 3);
     let (_, token0) = key_of(&lab, &p, Duration::from_secs(10));
+    let prom = every_node_scraped(&lab);
+
+    // 0. Healthy: every node answers the scrape (the master's guard, the standbys' listeners),
+    // and not one of the shipped rules is pending or firing.
+    prom.expect_value(
+        "sum(hamaster_promotable)",
+        Duration::from_secs(30),
+        |v| v == 2.0,
+        "both standbys say they can be promoted",
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(prom.query("count(up == 1)"), Some(3.0), "{}", prom.log());
+    assert_eq!(
+        prom.alerts(),
+        Some(Vec::new()),
+        "a healthy cluster raises no alert"
+    );
 
     // 1. etcd's quorum lost for 40 s: two of three members stopped, then started again. etcd
     // keeps no lease running out without a leader, and its new leader extends them: the same
@@ -100,6 +136,30 @@ fn an_etcd_outage_in_a_whole_fenced_cluster_costs_the_master_nothing() {
     lab.stop_etcd(a);
     lab.stop_etcd(b);
     ride_out(&lab, &p, pi, QUORUM_LOSS, "quorum loss");
+    // Seen from Prometheus: the hold and etcd's silence fire, nothing says the master or a
+    // node is gone (pending: at most that no standby can take over).
+    let mut alerts = Vec::new();
+    let fired = support::wait_for(Duration::from_secs(15), || {
+        alerts = prom.alerts().unwrap_or_default();
+        let firing: Vec<&str> = alerts
+            .iter()
+            .filter(|(_, state, _)| state == "firing")
+            .map(|(name, _, _)| name.as_str())
+            .collect();
+        firing == ["HamasterEtcdUnanswered", "HamasterHoldingThroughEtcdOutage"]
+    });
+    assert!(fired, "etcd down: the right alerts: {alerts:?}");
+    assert!(
+        alerts
+            .iter()
+            .all(|(name, state, _)| state == "firing" || name == "HamasterNoPromotableStandby"),
+        "etcd down: nothing else: {alerts:?}"
+    );
+    assert_eq!(
+        prom.query("count(up == 1)"),
+        Some(3.0),
+        "every node answers"
+    );
     lab.start_etcd(a);
     lab.start_etcd(b);
     assert!(lab.etcd.wait_healthy(Duration::from_secs(60)));

@@ -51,32 +51,45 @@ fn prometheus_scrapes_the_guard_and_counts_a_fence_after_an_etcd_outage() {
     let crm = CrmStandIn::new(&a);
     let agent = observed_agent(&a, &etcd, &crm);
     assert_eq!(agent.run("start").code, 0);
-    assert!(
-        http_get(&a.ns.name, METRICS, "/leader").is_none(),
-        "nothing listens on an unpromoted node"
+    // Unpromoted, the standby's listener answers on the same address: no leader, but up.
+    let leader = wait_answer(&a, "/leader");
+    assert_eq!(leader.0, 503, "a standby is no leader: {leader:?}");
+    assert!(leader.1.contains("\"role\":\"standby\""), "{leader:?}");
+    assert_eq!(http_get(&a.ns.name, METRICS, "/health").unwrap().0, 200);
+    let text = metrics_text(&a);
+    promtool_check(&text);
+    assert_eq!(sample(&text, "hamaster_standby"), Some(1.0), "{text}");
+    assert_eq!(sample(&text, "hamaster_leader"), Some(0.0), "{text}");
+    assert_eq!(
+        sample(&text, "hamaster_promotable"),
+        None,
+        "nothing said before a monitor looked: {text}"
+    );
+    // The unpromoted monitor's look is what it serves.
+    assert_eq!(agent.run("monitor").code, 0);
+    let text = metrics_text(&a);
+    promtool_check(&text);
+    assert_eq!(sample(&text, "hamaster_promotable"), Some(1.0), "{text}");
+    assert_eq!(
+        sample(&text, "hamaster_etcd_reachable"),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(&text, "hamaster_etcd_members_answering"),
+        Some(3.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(&text, "hamaster_last_failure_timestamp_seconds"),
+        None,
+        "{text}"
     );
     promoted(agent.run("promote"), &a);
 
     // The exposition passes promtool, and the endpoints answer as documented.
     let text = metrics_text(&a);
-    let check = std::process::Command::new("sh")
-        .args(["-c", "promtool check metrics"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .and_then(|mut c| {
-            use std::io::Write;
-            c.stdin.take().unwrap().write_all(text.as_bytes())?;
-            c.wait_with_output()
-        })
-        .expect("promtool (Debian package prometheus)");
-    assert!(
-        check.status.success() && check.stdout.is_empty() && check.stderr.is_empty(),
-        "promtool check metrics: {}{}\n{text}",
-        String::from_utf8_lossy(&check.stdout),
-        String::from_utf8_lossy(&check.stderr)
-    );
+    promtool_check(&text);
     assert_eq!(sample(&text, "hamaster_leader"), Some(1.0), "{text}");
     assert_eq!(sample(&text, "hamaster_vip_present"), Some(1.0), "{text}");
     assert_eq!(
@@ -162,13 +175,59 @@ fn prometheus_scrapes_the_guard_and_counts_a_fence_after_an_etcd_outage() {
         Some(0.0)
     );
 
+    // Pacemaker's monitor finds the fence: the failure this node's standby will show.
+    let failed_at = hamaster::lease::clock::unix_ms() / 1000;
+    assert_eq!(agent.run("monitor").code, 9);
     etcd.unsilence(&a.ns);
     assert_eq!(agent.run("demote").code, 0);
+    // The guard gone, the standby's listener serves again, with the failure.
+    let leader = wait_answer(&a, "/leader");
+    assert_eq!(leader.0, 503, "{leader:?}");
+    assert!(leader.1.contains("\"role\":\"standby\""), "{leader:?}");
+    let text = metrics_text(&a);
+    let at = sample(&text, "hamaster_last_failure_timestamp_seconds").expect("the failure");
     assert!(
-        http_get(&a.ns.name, METRICS, "/health").is_none(),
-        "the listener ends with the guard"
+        (at as u64).abs_diff(failed_at) <= 2,
+        "the monitor's failure at {failed_at}, shown {at}: {text}"
     );
     assert_eq!(agent.run("stop").code, 0);
+    assert!(
+        http_get(&a.ns.name, METRICS, "/health").is_none(),
+        "stopped: nothing listens"
+    );
+}
+
+/// The answer on METRICS at `path` once something listens there (the standby's listener is
+/// spawned, not waited for), bounded.
+fn wait_answer(node: &Node, path: &str) -> (u16, String) {
+    let mut got = None;
+    support::wait_for(Duration::from_secs(5), || {
+        got = http_get(&node.ns.name, METRICS, path);
+        got.is_some()
+    });
+    got.unwrap_or_else(|| panic!("nothing answers {path} on {METRICS}:\n{}", node.log()))
+}
+
+/// promtool check metrics passes the exposition, silently.
+fn promtool_check(text: &str) {
+    let check = std::process::Command::new("sh")
+        .args(["-c", "promtool check metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(text.as_bytes())?;
+            c.wait_with_output()
+        })
+        .expect("promtool (Debian package prometheus)");
+    assert!(
+        check.status.success() && check.stdout.is_empty() && check.stderr.is_empty(),
+        "promtool check metrics: {}{}\n{text}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
 }
 
 #[test]

@@ -21,6 +21,11 @@ impl Prometheus {
     /// Starts Prometheus in namespace `ns`, scraping `targets` (host:port) every second; waits
     /// (bounded) until it is ready.
     pub fn start(ns: &str, targets: &[&str]) -> Prometheus {
+        Prometheus::start_with_rules(ns, targets, None)
+    }
+
+    /// As start, with the alerting rules of the file `rules` loaded (evaluated every second).
+    pub fn start_with_rules(ns: &str, targets: &[&str], rules: Option<&str>) -> Prometheus {
         let dir = std::env::temp_dir().join(unique("prom"));
         std::fs::create_dir_all(&dir).unwrap();
         let list = targets
@@ -28,9 +33,12 @@ impl Prometheus {
             .map(|t| format!("'{t}'"))
             .collect::<Vec<_>>()
             .join(", ");
+        let rule_files = rules
+            .map(|r| format!("rule_files:\n  - {r}\n"))
+            .unwrap_or_default();
         let config = format!(
             "global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\n  evaluation_interval: 1s\n\
-             scrape_configs:\n  - job_name: hamaster\n    static_configs:\n      - targets: [{list}]\n"
+             {rule_files}scrape_configs:\n  - job_name: hamaster\n    static_configs:\n      - targets: [{list}]\n"
         );
         std::fs::write(dir.join("prometheus.yml"), config).unwrap();
         let child = Command::new("ip")
@@ -78,6 +86,28 @@ impl Prometheus {
         }
         let v: serde_json::Value = serde_json::from_str(&body).ok()?;
         v["data"]["result"][0]["value"][1].as_str()?.parse().ok()
+    }
+
+    /// The alerts pending or firing now, as (alertname, alertstate, instance), sorted; None
+    /// when Prometheus does not answer.
+    pub fn alerts(&self) -> Option<Vec<(String, String, String)>> {
+        let path = format!("/api/v1/query?query={}", encode("ALERTS"));
+        let (code, body) = http_get(&self.ns, LISTEN, &path)?;
+        if code != 200 {
+            return None;
+        }
+        let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+        let mut out: Vec<(String, String, String)> = v["data"]["result"]
+            .as_array()?
+            .iter()
+            .map(|r| {
+                let m = &r["metric"];
+                let s = |k: &str| m[k].as_str().unwrap_or_default().to_string();
+                (s("alertname"), s("alertstate"), s("instance"))
+            })
+            .collect();
+        out.sort();
+        Some(out)
     }
 
     /// Waits (bounded) until `expr` has a value that satisfies `ok`; the last value seen.

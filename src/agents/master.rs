@@ -84,6 +84,8 @@ const SCORE_SET: Duration = Duration::from_secs(3);
 /// Every action ends this much before its CRM_meta_timeout: the answer must reach execd.
 const SAFETY: Duration = Duration::from_secs(1);
 const SCORE_HOLDER: i32 = 100;
+/// What ending the standby's listener may take (asked, then killed): a promote's share.
+const EXPORTER_STOP: Duration = Duration::from_secs(2);
 const SCORE_CANDIDATE: i32 = 10;
 /// How long a guard that is alive may take to answer a status request.
 const GUARD_ANSWER: Duration = Duration::from_secs(2);
@@ -136,6 +138,9 @@ pub enum MasterError {
     /// standby=warm: the resident standby could not be started, asked or stopped.
     #[error("{0}")]
     Standby(String),
+    /// The standby's listener (guard::exporter) would not give metrics_address up.
+    #[error("{0}")]
+    Exporter(String),
 }
 
 type Done = Result<Outcome, MasterError>;
@@ -329,9 +334,70 @@ fn start(ctx: &Ctx) -> Done {
     if cfg.standby.is_warm() {
         start_resident(ctx, &cfg, until)?;
     }
+    start_exporter(ctx, &cfg);
     let watchdog = crate::resource::watchdog::choose(&cfg.watchdog);
     update_score(ctx, &cfg, &watchdog, until, false);
     Ok(Outcome::ok())
+}
+
+/// The standby's listener on metrics_address (guard::exporter), unless none is configured or
+/// one runs: spawned and left to itself (a failure to bind is its log's; the next monitor
+/// spawns it again). Nothing waits for it: a scrape before it listens finds the node down.
+fn start_exporter(ctx: &Ctx, cfg: &MasterConfig) {
+    let Some(address) = cfg.metrics else {
+        return;
+    };
+    if ctx.dir.live_exporter().is_some() {
+        return;
+    }
+    let mut cmd = Command::new("/proc/self/exe");
+    cmd.arg0("hamaster")
+        .args([
+            "exporter",
+            "--resource",
+            &ctx.resource,
+            "--node",
+            ctx.node(),
+        ])
+        .arg("--address")
+        .arg(address.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null());
+    match crate::runfiles::create_private(&ctx.dir.root.join("exporter.stderr")) {
+        Ok(f) => cmd.stderr(f),
+        Err(_) => cmd.stderr(Stdio::null()),
+    };
+    crate::child::detached(&mut cmd, None);
+    if let Err(e) = cmd.spawn() {
+        log::warn!("the standby listener on {address} not started: {e}");
+    }
+}
+
+/// Ends the standby's listener, if one runs, within `limit`: asked (it closes its listener,
+/// then answers), else killed. Err only when one still runs after that.
+fn stop_exporter(ctx: &Ctx, limit: Duration) -> Result<(), MasterError> {
+    let asked = status::block_on(crate::guard::exporter::stop(&ctx.dir, limit / 2));
+    let Err(why) = asked else {
+        return Ok(());
+    };
+    log::warn!("{why}: killing it");
+    if let Some(p) = ctx
+        .dir
+        .live_exporter()
+        .and_then(crate::procfs::Process::open)
+    {
+        let _ = p.signal(nix::sys::signal::Signal::SIGKILL);
+    }
+    let until = Instant::now() + limit / 2;
+    while ctx.dir.live_exporter().is_some() {
+        if Instant::now() >= until {
+            return Err(MasterError::Exporter(format!(
+                "the standby listener on metrics_address still runs: {why}"
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Ok(())
 }
 
 /// The moment an action must be done by: its CRM_meta_timeout (or `default`) from when it
@@ -351,6 +417,7 @@ fn stop(ctx: &Ctx) -> Done {
         step_down(ctx, until)?;
     }
     stop_resident(ctx, until)?;
+    stop_exporter(ctx, EXPORTER_STOP.min(left(until)))?;
     ctx.dir.unmark(ctx.dir.started());
     set_score(ctx, None, until);
     super::report::withdraw(ctx.env, &ctx.dir, &ctx.resource, until, SCORE_SET);
@@ -368,6 +435,18 @@ fn status_timeout(env: &OcfEnv) -> Duration {
 }
 
 fn monitor(ctx: &Ctx) -> Done {
+    let done = look(ctx);
+    // A promoted instance's failure, as Pacemaker is told it: kept for the standby's metrics.
+    if let Err(e) = &done {
+        if is_promoted_here(ctx) {
+            note_failure(ctx, &e.to_string());
+        }
+    }
+    done
+}
+
+/// The monitor's look: the instance's state as OCF says it.
+fn look(ctx: &Ctx) -> Done {
     if ctx.env.is_probe() {
         supported(ctx)?;
     }
@@ -377,58 +456,7 @@ fn monitor(ctx: &Ctx) -> Done {
         return Ok(Outcome::new(OcfExit::NotRunning));
     }
     if !is_promoted_here(ctx) {
-        let Ok(cfg) = MasterConfig::from_values(&ctx.values) else {
-            return Ok(Outcome::ok());
-        };
-        if cfg.standby.is_warm() {
-            // The standby's service runs under its resident, or the instance has failed.
-            match ask_resident(ctx, "status", status_timeout(ctx.env)) {
-                // A round just ended (demote answered, its guard gone, the resident not yet
-                // back to its standby), or the service started again after it: not failed.
-                Ok(Answer::Standby(_) | Answer::Starting | Answer::Leading) => {}
-                Ok(s @ Answer::CannotTell(_)) => {
-                    return Err(MasterError::Standby(format!("standby service: {s}")))
-                }
-                Ok(s) => {
-                    return Ok(Outcome::with_reason(
-                        OcfExit::NotRunning,
-                        format!("standby service {s}"),
-                    ))
-                }
-                Err(Unanswered::Absent) => {
-                    return Ok(Outcome::with_reason(
-                        OcfExit::NotRunning,
-                        "standby=warm: no resident standby runs here".to_string(),
-                    ))
-                }
-                // A look that cannot tell is never "stopped".
-                Err(Unanswered::Silent(why)) => return Err(MasterError::Standby(why)),
-            }
-        }
-        // Chosen once: the score and the node's report both say what it found.
-        let watchdog = crate::resource::watchdog::choose(&cfg.watchdog);
-        let members = update_score(ctx, &cfg, &watchdog, until, true);
-        let readiness = super::report::Readiness::of(&cfg, members, watchdog);
-        super::report::publish(
-            ctx.env,
-            &ctx.dir,
-            &ctx.resource,
-            &readiness,
-            until,
-            SCORE_SET,
-        );
-        return Ok(match readiness.unpromotable() {
-            // Serving as a standby, but not one that can take over: OCF_DEGRADED where
-            // Pacemaker knows it, the reason logged before.
-            Some(why) if super::score::understands_degraded(ctx.env) => {
-                Outcome::with_reason(OcfExit::Degraded, why)
-            }
-            Some(why) => {
-                log::warn!("{why}");
-                Outcome::ok()
-            }
-            None => Outcome::ok(),
-        });
+        return look_unpromoted(ctx, until);
     }
     let st = status::block_on(status::get_status(
         &ctx.dir.socket(),
@@ -484,6 +512,70 @@ fn monitor(ctx: &Ctx) -> Done {
     }
     log::warn!("{why}");
     Ok(Outcome::new(OcfExit::RunningPromoted))
+}
+
+/// An unpromoted instance's look: its warm standby's service (standby=warm), then what a
+/// promotion here would need, published (score, node attributes, the standby's listener).
+fn look_unpromoted(ctx: &Ctx, until: Instant) -> Done {
+    let Ok(cfg) = MasterConfig::from_values(&ctx.values) else {
+        return Ok(Outcome::ok());
+    };
+    if cfg.standby.is_warm() {
+        // The standby's service runs under its resident, or the instance has failed.
+        match ask_resident(ctx, "status", status_timeout(ctx.env)) {
+            // A round just ended (demote answered, its guard gone, the resident not yet
+            // back to its standby), or the service started again after it: not failed.
+            Ok(Answer::Standby(_) | Answer::Starting | Answer::Leading) => {}
+            Ok(s @ Answer::CannotTell(_)) => {
+                return Err(MasterError::Standby(format!("standby service: {s}")))
+            }
+            Ok(s) => {
+                return Ok(Outcome::with_reason(
+                    OcfExit::NotRunning,
+                    format!("standby service {s}"),
+                ))
+            }
+            Err(Unanswered::Absent) => {
+                return Ok(Outcome::with_reason(
+                    OcfExit::NotRunning,
+                    "standby=warm: no resident standby runs here".to_string(),
+                ))
+            }
+            // A look that cannot tell is never "stopped".
+            Err(Unanswered::Silent(why)) => return Err(MasterError::Standby(why)),
+        }
+    }
+    // Chosen once: the score and the node's report both say what it found.
+    let watchdog = crate::resource::watchdog::choose(&cfg.watchdog);
+    let members = update_score(ctx, &cfg, &watchdog, until, true);
+    let readiness = super::report::Readiness::of(&cfg, members, watchdog);
+    if cfg.metrics.is_some() {
+        let report = readiness.report();
+        if let Err(e) = ctx.dir.save_json(&ctx.dir.standby_report(), &report) {
+            log::warn!("{}: not written: {e}", ctx.dir.standby_report().display());
+        }
+        start_exporter(ctx, &cfg);
+    }
+    super::report::publish(
+        ctx.env,
+        &ctx.dir,
+        &ctx.resource,
+        &readiness,
+        until,
+        SCORE_SET,
+    );
+    return Ok(match readiness.unpromotable() {
+        // Serving as a standby, but not one that can take over: OCF_DEGRADED where
+        // Pacemaker knows it, the reason logged before.
+        Some(why) if super::score::understands_degraded(ctx.env) => {
+            Outcome::with_reason(OcfExit::Degraded, why)
+        }
+        Some(why) => {
+            log::warn!("{why}");
+            Outcome::ok()
+        }
+        None => Outcome::ok(),
+    });
 }
 
 /// Renewals that should have been answered by now and were not (etcd silent, no quorum):
@@ -637,6 +729,8 @@ fn promote(ctx: &Ctx) -> Done {
         path: ctx.dir.root.clone(),
         source,
     })?;
+    // The standby's listener gives metrics_address up before a guard binds it.
+    stop_exporter(ctx, EXPORTER_STOP.min(left(poll_until)))?;
     let acquire_for = left(poll_until)
         .saturating_sub(Duration::from_secs(1))
         .max(Duration::from_secs(1));
@@ -720,6 +814,7 @@ fn promote(ctx: &Ctx) -> Done {
 
 /// A promote that failed (`why`) undone within what is left: nothing half-promoted stays.
 fn undo_promote(ctx: &Ctx, cfg: &MasterConfig, until: Instant, why: String) -> Done {
+    note_failure(ctx, &why);
     match demote_steps(ctx, Some(cfg), until) {
         Ok(()) => Err(MasterError::NotPromoted(why)),
         Err(e) => Err(MasterError::Undo {
@@ -872,7 +967,23 @@ fn left_by_a_dead_resident(ctx: &Ctx, until: Instant) -> Result<(), MasterError>
 }
 
 fn demote(ctx: &Ctx) -> Done {
-    step_down(ctx, budget(ctx, DEFAULT_DEMOTE_TIMEOUT))
+    let done = step_down(ctx, budget(ctx, DEFAULT_DEMOTE_TIMEOUT))?;
+    if let Ok(cfg) = MasterConfig::from_values(&ctx.values) {
+        start_exporter(ctx, &cfg);
+    }
+    Ok(done)
+}
+
+/// This node's instance failed as Pacemaker is told (`why`): kept for the standby's
+/// listener (hamaster_last_failure_timestamp_seconds).
+fn note_failure(ctx: &Ctx, why: &str) {
+    let failure = crate::resource::status::LastFailure {
+        at_unix_ms: crate::lease::clock::unix_ms(),
+        reason: why.to_string(),
+    };
+    if let Err(e) = ctx.dir.save_json(&ctx.dir.last_failure(), &failure) {
+        log::warn!("{}: not written: {e}", ctx.dir.last_failure().display());
+    }
 }
 
 /// Demote's work, within `until` (stop's own budget when stop does it): the guard's steps,
@@ -1077,7 +1188,8 @@ impl crate::ocf::failure::Failure for MasterError {
             | MasterError::Undo { .. }
             | MasterError::StepDown { .. }
             | MasterError::Cleanup(_)
-            | MasterError::Standby(_) => crate::ocf::OcfExit::ErrGeneric,
+            | MasterError::Standby(_)
+            | MasterError::Exporter(_) => crate::ocf::OcfExit::ErrGeneric,
         }
     }
 }

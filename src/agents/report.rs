@@ -97,6 +97,25 @@ impl Readiness {
         out
     }
 
+    /// What the standby's listener serves of it (guard::exporter), as of now.
+    pub fn report(&self) -> crate::resource::status::StandbyReport {
+        let members = self.etcd.as_ref().map(|m| {
+            let answering = m.iter().filter(|(_, a)| a.is_ok()).count();
+            (answering, m.len())
+        });
+        crate::resource::status::StandbyReport {
+            at_unix_ms: crate::lease::clock::unix_ms(),
+            etcd_members: members,
+            etcd_alarms: self
+                .etcd
+                .as_ref()
+                .and_then(EtcdSpace::of)
+                .map(|s| s.alarms)
+                .unwrap_or_default(),
+            unpromotable: self.unpromotable(),
+        }
+    }
+
     /// Why this node cannot be promoted, if it cannot.
     pub fn unpromotable(&self) -> Option<String> {
         let mut why = Vec::new();

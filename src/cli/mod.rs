@@ -7,6 +7,7 @@ pub mod announce;
 pub mod campaign;
 pub mod cluster;
 pub mod config;
+pub mod exporter;
 pub mod guard;
 pub mod status;
 pub mod switchover;
@@ -97,6 +98,10 @@ pub enum Command {
     /// on standard input, parsed and checked by the agent that spawns it; it reads no
     /// OCF_RESKEY_* variable.
     Guard(guard::GuardCmd),
+    /// The standby's listener on metrics_address (spawned by the master agent while its
+    /// instance runs unpromoted): /metrics, /leader (503), /health.
+    #[command(hide = true)]
+    Exporter(exporter::ExporterCmd),
     /// Show who holds a resource's leader key (etcd) and what this node's guard, VIP and
     /// service are doing.
     Status(status::StatusArgs),
@@ -124,6 +129,7 @@ impl Command {
             Command::Ocf(a) => (a, "ocf"),
             Command::Announce(a) => (a, "announce"),
             Command::Guard(a) => (a, "guard"),
+            Command::Exporter(a) => (a, "exporter"),
             Command::Status(a) => (a, "status"),
             Command::Takeover(a) => (a, "takeover"),
             Command::Release(a) => (a, "release"),

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::machine::{Cause, Loss};
-use crate::resource::status::{GuardStatus, Role};
+use crate::resource::status::{GuardStatus, LastFailure, Role, StandbyReport};
 
 /// Buckets of the renewal and health-check histograms (seconds): a renewal on a LAN takes a
 /// few ms; the attempt timeout is at most 2 s.
@@ -328,18 +328,7 @@ fn failsafe(o: &mut String, s: &GuardStatus) {
 /// The alarms etcd raises and its database's size, as the guard last looked (guard::space).
 fn etcd_space(o: &mut String, s: &GuardStatus) {
     let space = s.etcd_space.clone().unwrap_or_default();
-    family(
-        o,
-        "hamaster_etcd_alarm",
-        GAUGE,
-        "1 while an etcd member reports this alarm (NOSPACE, CORRUPT: no node can take the key).",
-        ["NOSPACE", "CORRUPT"].map(|a| {
-            (
-                format!("{{alarm=\"{a}\"}}"),
-                flag(space.alarms.iter().any(|x| x == a)),
-            )
-        }),
-    );
+    alarms(o, &space.alarms);
     gauge(
         o,
         "hamaster_etcd_db_size_bytes",
@@ -351,6 +340,105 @@ fn etcd_space(o: &mut String, s: &GuardStatus) {
         "hamaster_etcd_db_quota_bytes",
         "etcd's database quota where etcd says it (3.6 and later; 0: not said).",
         space.quota_bytes.unwrap_or(0) as f64,
+    );
+}
+
+/// What the standby's listener (guard::exporter) serves while this node's instance runs
+/// unpromoted: the same build, leader and alarm families as a guard's, so that one scrape
+/// configuration and one set of rules cover every node, and what the last monitor found.
+pub fn render_standby(
+    resource: &str,
+    node: &str,
+    report: Option<&StandbyReport>,
+    last: Option<&LastFailure>,
+    now_unix_ms: u64,
+) -> String {
+    let mut out = String::with_capacity(2 * 1024);
+    let o = &mut out;
+    let info = format!(
+        "{{version=\"{}\",resource=\"{}\",node=\"{}\"}}",
+        env!("CARGO_PKG_VERSION"),
+        escape(resource),
+        escape(node)
+    );
+    family(
+        o,
+        "hamaster_build_info",
+        GAUGE,
+        "The running guard's version.",
+        [(info, 1.0)],
+    );
+    gauge(
+        o,
+        "hamaster_standby",
+        "1: this node's instance runs unpromoted; these metrics are the standby listener's.",
+        1.0,
+    );
+    gauge(
+        o,
+        "hamaster_leader",
+        "1 while this guard holds the leader key with a live lease and has not fenced.",
+        0.0,
+    );
+    if let Some(r) = report {
+        gauge(
+            o,
+            "hamaster_standby_report_age_seconds",
+            "Since the unpromoted monitor last looked (every monitor interval).",
+            now_unix_ms.saturating_sub(r.at_unix_ms) as f64 / 1000.0,
+        );
+        gauge(
+            o,
+            "hamaster_promotable",
+            "1 while this standby can be promoted (etcd answers, its watchdog and VIP interface are there).",
+            flag(r.unpromotable.is_none()),
+        );
+        if let Some((answering, asked)) = r.etcd_members {
+            gauge(
+                o,
+                "hamaster_etcd_reachable",
+                "1 while at least one etcd member answered this node's last look.",
+                flag(answering > 0),
+            );
+            gauge(
+                o,
+                "hamaster_etcd_members_answering",
+                "etcd members that answered this node's last look.",
+                answering as f64,
+            );
+            gauge(
+                o,
+                "hamaster_etcd_members",
+                "etcd members this node asked (etcd_endpoints).",
+                asked as f64,
+            );
+        }
+        alarms(o, &r.etcd_alarms);
+    }
+    if let Some(f) = last {
+        gauge(
+            o,
+            "hamaster_last_failure_timestamp_seconds",
+            "When this node's instance last failed (a promote, a promoted monitor), Unix time.",
+            f.at_unix_ms as f64 / 1000.0,
+        );
+    }
+    out
+}
+
+/// hamaster_etcd_alarm: each alarm that stops a takeover, 1 while raised.
+fn alarms(o: &mut String, raised: &[String]) {
+    family(
+        o,
+        "hamaster_etcd_alarm",
+        GAUGE,
+        "1 while an etcd member reports this alarm (NOSPACE, CORRUPT: no node can take the key).",
+        ["NOSPACE", "CORRUPT"].map(|a| {
+            (
+                format!("{{alarm=\"{a}\"}}"),
+                flag(raised.iter().any(|x| x == a)),
+            )
+        }),
     );
 }
 

@@ -8,6 +8,7 @@
 mod acquire;
 mod answers;
 mod certs;
+pub mod exporter;
 pub mod fence;
 mod health;
 mod keepalive;

@@ -236,7 +236,7 @@ const MAX_PUBLIC_CONNECTIONS: usize = 64;
 /// holds a slot no longer. Every connection carries one request (no keep-alive).
 const PUBLIC_CONNECTION_LIMIT: Duration = Duration::from_secs(2);
 
-fn text(status: StatusCode, content_type: &str, body: String) -> Response<Full<Bytes>> {
+pub fn text(status: StatusCode, content_type: &str, body: String) -> Response<Full<Bytes>> {
     Response::builder()
         .status(status)
         .header("content-type", content_type)
@@ -279,8 +279,18 @@ fn public_answer(path: &str, public: &Public) -> Response<Full<Bytes>> {
     }
 }
 
-/// Serves the public listener until the task is dropped.
+/// Serves the guard's public listener until the task is dropped.
 pub async fn serve_public(listener: tokio::net::TcpListener, public: Public) {
+    serve_read_only(listener, move |path: &str| public_answer(path, &public)).await
+}
+
+/// Serves `answer` (a path's response) on `listener` until the task is dropped: at most
+/// MAX_PUBLIC_CONNECTIONS at once, one request each within PUBLIC_CONNECTION_LIMIT. The
+/// guard's public listener and the standby's (guard::exporter).
+pub async fn serve_read_only<F>(listener: tokio::net::TcpListener, answer: F)
+where
+    F: Fn(&str) -> Response<Full<Bytes>> + Clone + Send + Sync + 'static,
+{
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_PUBLIC_CONNECTIONS));
     loop {
         let Ok(permit) = slots.clone().acquire_owned().await else {
@@ -294,11 +304,11 @@ pub async fn serve_public(listener: tokio::net::TcpListener, public: Public) {
                 continue;
             }
         };
-        let public = public.clone();
+        let answer = answer.clone();
         tokio::spawn(async move {
             let _slot = permit;
             let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
-                let answer = public_answer(req.uri().path(), &public);
+                let answer = answer(req.uri().path());
                 async move { Ok::<_, Infallible>(answer) }
             });
             let conn = hyper::server::conn::http1::Builder::new()

@@ -364,8 +364,11 @@ pub const METRICS_ADDRESS: Param = Param {
         this guard holds the leader key with a live lease, the VIP up and the service healthy; \
         503 otherwise) for a load balancer's health check where no VIP can move, and GET \
         /health (200 while the guard runs and has not failed). Unset: no listener. An address \
-        that cannot be bound ends the promote on this node (nothing is raised). Only the \
-        promoted node's guard listens; on the others the port is closed.",
+        that cannot be bound ends the promote on this node (nothing is raised). While the \
+        instance runs unpromoted, a small listener serves the same address in its place: \
+        /metrics with what the last monitor found (hamaster_standby, hamaster_promotable, \
+        hamaster_etcd_reachable, hamaster_last_failure_timestamp_seconds), /leader 503, \
+        /health 200; so every node of the cluster answers one scrape configuration.",
     ..BASE
 };
 

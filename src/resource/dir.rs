@@ -197,18 +197,47 @@ impl ResourceDir {
     }
 
     pub fn load(&self) -> Option<Persisted> {
-        fs::read(self.state())
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
+        self.load_json(&self.state())
     }
 
     /// Replaces the state file atomically (write, then rename).
     pub fn save(&self, state: &Persisted) -> std::io::Result<()> {
-        let tmp = self.root.join("state.json.tmp");
+        self.save_json(&self.state(), state)
+    }
+
+    /// Replaces the JSON file `path` of this directory atomically (write, then rename).
+    pub fn save_json(&self, path: &Path, value: &impl serde::Serialize) -> std::io::Result<()> {
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(".tmp");
+        let tmp = PathBuf::from(tmp);
         let mut f = create_private(&tmp)?;
-        f.write_all(&serde_json::to_vec_pretty(state).map_err(std::io::Error::other)?)?;
+        f.write_all(&serde_json::to_vec_pretty(value).map_err(std::io::Error::other)?)?;
         f.sync_all()?;
-        fs::rename(tmp, self.state())
+        fs::rename(tmp, path)
+    }
+
+    /// A JSON file of this directory, None when absent or unreadable.
+    pub fn load_json<T: serde::de::DeserializeOwned>(&self, path: &Path) -> Option<T> {
+        fs::read(path)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+    }
+
+    /// What the unpromoted instance's last monitor found (resource::status::StandbyReport),
+    /// which the standby's listener serves (guard::exporter).
+    pub fn standby_report(&self) -> PathBuf {
+        self.root.join("standby.json")
+    }
+
+    /// This node's instance's last failure (resource::status::LastFailure).
+    pub fn last_failure(&self) -> PathBuf {
+        self.root.join("last-failure.json")
+    }
+
+    /// The name of the standby listener's abstract socket (guard::exporter): held while it
+    /// serves metrics_address; a `stop` line there ends it, its listener closed first.
+    pub fn exporter_name(&self) -> String {
+        format!("hamaster-exporter:{}", self.root.display())
     }
 
     pub fn mark(&self, path: PathBuf) -> std::io::Result<()> {
@@ -241,19 +270,30 @@ impl ResourceDir {
     /// The pid of the live guard for this resource, if any: the process that holds its
     /// abstract socket (SO_PEERCRED of a connection to it), whether or not it can answer.
     pub fn live_guard(&self) -> Option<u32> {
-        use std::os::linux::net::SocketAddrExt;
-        let addr = std::os::unix::net::SocketAddr::from_abstract_name(self.guard_name()).ok()?;
-        let stream = std::os::unix::net::UnixStream::connect_addr(&addr).ok()?;
-        let cred =
-            nix::sys::socket::getsockopt(&stream, nix::sys::socket::sockopt::PeerCredentials)
-                .ok()?;
-        u32::try_from(cred.pid()).ok().filter(|p| *p > 0)
+        holder_of(&self.guard_name())
+    }
+
+    /// The pid of the standby's listener (guard::exporter), if one runs, as live_guard finds
+    /// the guard's.
+    pub fn live_exporter(&self) -> Option<u32> {
+        holder_of(&self.exporter_name())
     }
 
     /// Whether `pid` is the live guard of this resource.
     pub fn is_guard(&self, pid: u32) -> bool {
         self.live_guard() == Some(pid)
     }
+}
+
+/// The process that holds the abstract unix socket `name` (SO_PEERCRED of a connection to
+/// it), whether or not it can answer.
+fn holder_of(name: &str) -> Option<u32> {
+    use std::os::linux::net::SocketAddrExt;
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name).ok()?;
+    let stream = std::os::unix::net::UnixStream::connect_addr(&addr).ok()?;
+    let cred =
+        nix::sys::socket::getsockopt(&stream, nix::sys::socket::sockopt::PeerCredentials).ok()?;
+    u32::try_from(cred.pid()).ok().filter(|p| *p > 0)
 }
 
 #[cfg(test)]

@@ -147,6 +147,28 @@ pub struct EtcdSpace {
     pub alarms: Vec<String>,
 }
 
+/// What the unpromoted instance's last monitor found (agents::report::Readiness), kept in
+/// the run directory (ResourceDir::standby_report) for the standby's listener
+/// (guard::exporter), which serves it as metrics.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StandbyReport {
+    pub at_unix_ms: u64,
+    /// (answering, asked) etcd members; None: etcd was not asked.
+    pub etcd_members: Option<(usize, usize)>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub etcd_alarms: Vec<String>,
+    /// Why this node cannot be promoted; None: it can.
+    pub unpromotable: Option<String>,
+}
+
+/// This node's instance's last failure as Pacemaker was told it (a failed promote, a failed
+/// promoted monitor), kept in the run directory (ResourceDir::last_failure).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LastFailure {
+    pub at_unix_ms: u64,
+    pub reason: String,
+}
+
 /// The share of its quota a database may fill before it is worth saying.
 const SPACE_WARN: f64 = 0.9;
 
