@@ -564,7 +564,7 @@ fn look_unpromoted(ctx: &Ctx, until: Instant) -> Done {
         until,
         SCORE_SET,
     );
-    return Ok(match readiness.unpromotable() {
+    Ok(match readiness.unpromotable() {
         // Serving as a standby, but not one that can take over: OCF_DEGRADED where
         // Pacemaker knows it, the reason logged before.
         Some(why) if super::score::understands_degraded(ctx.env) => {
@@ -575,7 +575,7 @@ fn look_unpromoted(ctx: &Ctx, until: Instant) -> Done {
             Outcome::ok()
         }
         None => Outcome::ok(),
-    });
+    })
 }
 
 /// Renewals that should have been answered by now and were not (etcd silent, no quorum):
