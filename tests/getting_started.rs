@@ -151,6 +151,8 @@ fn way(text: &str) -> Option<Way> {
         || starts("ETCD_ENDPOINTS=")
         || starts("pcs stonith ")
         || starts("pcs resource ")
+        || starts("pcs alert ")
+        || starts("mkdir -p /var/lib/hamaster ")
         || starts("hamaster ")
         || starts("crm_mon ")
     {
@@ -200,6 +202,16 @@ impl LabValues {
                 "/etc/etcd/pki".into(),
                 dir.join("pki").display().to_string(),
                 "one directory for every node's copy (the lab's nodes share the host's file system)",
+            ),
+            (
+                "/usr/libexec/hamaster/alert_hamaster".into(),
+                format!("{repo}/packaging/pacemaker/alert_hamaster"),
+                "the RPM installs the alert agent there (tests/rpm.rs)",
+            ),
+            (
+                "/var/lib/hamaster".into(),
+                dir.join("var-lib-hamaster").display().to_string(),
+                "one directory for every node's (the lab's nodes share the host's file system)",
             ),
             (
                 "/usr/local/bin/etcd".into(),
@@ -668,7 +680,10 @@ fn after(
         let to = first.split("--to ").nth(1).unwrap().trim().to_string();
         let p = lab.wait_promoted(0, "api", None, Duration::from_secs(60));
         assert_eq!(p, to, "the switchover's target promoted");
-        assert_eq!(leader(lab, values).map(|(h, _)| h), Some(to));
+        assert_eq!(leader(lab, values).map(|(h, _)| h), Some(to.clone()));
+        // The alert agent counted the promote where it ran (Pacemaker runs it as hacluster).
+        let counted = format!("task=\"promote\",node=\"{to}\",outcome=\"ok\"}}");
+        alert_counted(values, &counted, &format!("the promote on {to}"));
     } else if first.starts_with("pcs stonith fence ") {
         let fenced = first.split_whitespace().nth(3).unwrap().to_string();
         let (was, token) = before.clone().expect("the key before the fence");
@@ -681,6 +696,8 @@ fn after(
             new_token > token,
             "a higher fencing token: {new_token} after {token}"
         );
+        let counted = format!("node=\"{fenced}\",outcome=\"ok\"}}");
+        alert_counted(values, &counted, &format!("the fence of {fenced}"));
         let fi = lab.index(&fenced);
         let by_bmc = support::wait_for(Duration::from_secs(60), || {
             lab.fence
@@ -694,4 +711,16 @@ fn after(
         lab.bring_back(fi);
         lab.rejoined(&fenced, from, "the fenced node back as a standby");
     }
+}
+
+/// alert_hamaster's counters (the page's recipient) show `series` within a bound: `what`.
+fn alert_counted(values: &LabValues, series: &str, what: &str) {
+    let alerts = values.dir.join("var-lib-hamaster/alerts.prom");
+    let mut text = String::new();
+    let seen = support::wait_for(Duration::from_secs(20), || {
+        text = fs::read_to_string(&alerts).unwrap_or_default();
+        text.lines()
+            .any(|l| l.starts_with("hamaster_cluster_events_total{") && l.contains(series))
+    });
+    assert!(seen, "alert_hamaster counted {what}: {text}");
 }

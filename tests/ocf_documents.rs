@@ -494,3 +494,163 @@ fn the_alert_rules_pass_promtools_check_and_their_own_tests() {
         );
     }
 }
+
+/// packaging/pacemaker/alert_hamaster as Pacemaker runs it (its CRM_alert_* variables), `env`
+/// more; its exit code.
+fn alert(recipient: &std::path::Path, env: &[(&str, &str)]) -> i32 {
+    let agent = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/packaging/pacemaker/alert_hamaster"
+    );
+    let mut cmd = Command::new(agent);
+    cmd.env("CRM_alert_recipient", recipient)
+        .env("CRM_alert_timestamp_epoch", "1796500000");
+    for (k, v) in env {
+        cmd.env(format!("CRM_alert_{k}"), v);
+    }
+    cmd.status().expect("alert_hamaster").code().unwrap_or(-1)
+}
+
+#[test]
+fn the_alert_agent_counts_failovers_fences_and_failures_and_never_fails_pacemaker() {
+    let dir = std::env::temp_dir().join(support::unique("alert"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let prom = dir.join("alerts.prom");
+    let resource = |task: &str, node: &str, rc: &str, target: &str| {
+        alert(
+            &prom,
+            &[
+                ("kind", "resource"),
+                ("rsc", "api"),
+                ("task", task),
+                ("node", node),
+                ("rc", rc),
+                ("target_rc", target),
+                ("desc", "ok"),
+            ],
+        )
+    };
+    assert_eq!(resource("promote", "n2", "0", "0"), 0);
+    assert_eq!(resource("promote", "n2", "0", "0"), 0);
+    assert_eq!(resource("demote", "n1", "0", "0"), 0);
+    assert_eq!(
+        resource("monitor", "n2", "8", "8"),
+        0,
+        "a monitor that succeeds"
+    );
+    assert_eq!(
+        resource("monitor", "n2", "9", "8"),
+        0,
+        "a failed promoted monitor"
+    );
+    assert_eq!(
+        alert(
+            &prom,
+            &[
+                ("kind", "fencing"),
+                ("node", "n1"),
+                ("task", "reboot"),
+                ("rc", "0")
+            ]
+        ),
+        0
+    );
+    assert_eq!(
+        alert(&prom, &[("kind", "node"), ("node", "n1"), ("desc", "lost")]),
+        0
+    );
+    assert_eq!(
+        alert(&prom, &[("kind", "attribute"), ("node", "n1")]),
+        0,
+        "an attribute: ignored"
+    );
+    let text = std::fs::read_to_string(&prom).unwrap();
+    let count = |labels: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("hamaster_cluster_events_total{{{labels}}} ")))
+            .map(|v| v.trim().to_string())
+    };
+    let r = |task: &str, node: &str, outcome: &str| {
+        format!(
+            "kind=\"resource\",resource=\"api\",task=\"{task}\",node=\"{node}\",outcome=\"{outcome}\""
+        )
+    };
+    assert_eq!(
+        count(&r("promote", "n2", "ok")).as_deref(),
+        Some("2"),
+        "{text}"
+    );
+    assert_eq!(
+        count(&r("demote", "n1", "ok")).as_deref(),
+        Some("1"),
+        "{text}"
+    );
+    assert_eq!(
+        count(&r("monitor", "n2", "failed")).as_deref(),
+        Some("1"),
+        "{text}"
+    );
+    assert_eq!(count(&r("monitor", "n2", "ok")), None, "{text}");
+    assert_eq!(
+        count("kind=\"fencing\",resource=\"\",task=\"reboot\",node=\"n1\",outcome=\"ok\"")
+            .as_deref(),
+        Some("1"),
+        "{text}"
+    );
+    assert_eq!(
+        count("kind=\"node\",resource=\"\",task=\"membership\",node=\"n1\",outcome=\"lost\"")
+            .as_deref(),
+        Some("1"),
+        "{text}"
+    );
+    assert_eq!(
+        text.lines()
+            .filter(|l| l.starts_with("hamaster_cluster_events_total{"))
+            .count(),
+        5,
+        "{text}"
+    );
+    assert!(text.contains("hamaster_cluster_event_last_timestamp_seconds{kind=\"fencing\""));
+    assert!(text.contains("} 1796500000\n"), "{text}");
+    // node_exporter reads it: the exposition is valid.
+    let mut check = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    check
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = check.wait_with_output().unwrap();
+    assert!(
+        out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
+        "promtool check metrics: {}\n{text}",
+        support::output_text(&out)
+    );
+    // A recipient that is no .prom file is for the log alone; one that cannot be written is
+    // logged: neither fails Pacemaker.
+    let other = dir.join("alerts.txt");
+    assert_eq!(
+        alert(
+            &other,
+            &[("kind", "node"), ("node", "n1"), ("desc", "member")]
+        ),
+        0
+    );
+    assert!(!other.exists());
+    let nowhere = dir.join("missing/alerts.prom");
+    assert_eq!(
+        alert(
+            &nowhere,
+            &[("kind", "node"), ("node", "n1"), ("desc", "member")]
+        ),
+        0
+    );
+    assert!(!nowhere.exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -93,6 +93,9 @@ fn rpm_builds_installs_the_right_files_and_its_unpacked_agents_pass_ocf_tester_a
     );
     let vip = line("/usr/lib/ocf/resource.d/hamaster/vip");
     assert!(vip.starts_with("-rwxr-xr-x"), "{vip}");
+    // The Pacemaker alert agent, where docs/getting-started.md's `pcs alert create` finds it.
+    let alert = line("/usr/libexec/hamaster/alert_hamaster");
+    assert!(alert.starts_with("-rwxr-xr-x"), "{alert}");
     for path in [
         "/usr/lib/tmpfiles.d/hamaster.conf",
         "/usr/lib/systemd/system/hamaster-takeover@.service",
