@@ -2,7 +2,8 @@
 //! docs/benchmarks.md, wrapped where it is measured: `<!--fig:KEY-->150 ms<!--/fig-->`.
 //! README.md and the other docs quote it as `<!--fig:KEY-->TEXT<!--/fig-->`, TEXT exactly
 //! benchmarks.md's, in a paragraph (or below one) that names docs/benchmarks.md. A figure a
-//! test asserts is `<!--test:tests/FILE.rs-->300<!--/test-->`: that file holds the number.
+//! test asserts is `<!--test:tests/FILE.rs-->300<!--/test-->`: that file holds the number (on a
+//! line naming ANCHOR with `test:FILE#ANCHOR`, which a number on several lines must give).
 //! Every other measurement-looking figure outside benchmarks.md (a number with ms, %, ×, an
 //! `x` right after it, or a range with a unit or of four-digit numbers), outside code blocks,
 //! inline code and markers, fails unless ALLOWED names it as a setting or a bound. Runs
@@ -301,18 +302,41 @@ fn check_markers(files: &[(String, String)], read: &dyn Fn(&str) -> Option<Strin
         for m in found {
             if m.test {
                 let number = m.text.trim();
-                match read(&m.key) {
+                // test:FILE or test:FILE#ANCHOR: the number on a line that names ANCHOR.
+                let (file, anchor) = match m.key.split_once('#') {
+                    Some((f, a)) => (f, Some(a)),
+                    None => (m.key.as_str(), None),
+                };
+                match read(file) {
                     None => errors.push(format!(
-                        "{path}:{}: test:{} names a file that does not exist\n  \
+                        "{path}:{}: test:{file} names a file that does not exist\n  \
                          → name the test that asserts {number}",
-                        m.line, m.key
+                        m.line
                     )),
-                    Some(src) if !holds_number(&src, number) => errors.push(format!(
-                        "{path}:{}: {} does not hold {number}, which the text says it \
-                         asserts\n  → say what the test asserts now",
-                        m.line, m.key
-                    )),
-                    Some(_) => {}
+                    Some(src) => {
+                        let holding: Vec<&str> =
+                            src.lines().filter(|l| holds_number(l, number)).collect();
+                        let on_anchor =
+                            anchor.map(|a| holding.iter().filter(|l| l.contains(a)).count());
+                        match (holding.len(), on_anchor) {
+                            (0, _) | (_, Some(0)) => errors.push(format!(
+                                "{path}:{}: {} does not hold {number}{}, which the text says \
+                                 it asserts\n  → say what the test asserts now",
+                                m.line,
+                                file,
+                                anchor
+                                    .map(|a| format!(" on a line naming `{a}`"))
+                                    .unwrap_or_default()
+                            )),
+                            (n, None) if n > 1 => errors.push(format!(
+                                "{path}:{}: {number} is on {n} lines of {file}: any of them \
+                                 would do\n  → name the one that asserts it: \
+                                 <!--test:{file}#NAME-->{number}<!--/test-->",
+                                m.line
+                            )),
+                            _ => {}
+                        }
+                    }
                 }
                 continue;
             }
@@ -678,6 +702,23 @@ mod checker {
         assert!(e.len() == 1 && e[0].contains("does not hold 300"), "{e:?}");
         let e = check_markers(&files(readme), &no_file);
         assert!(e.len() == 1 && e[0].contains("does not exist"), "{e:?}");
+        // A number on several lines names its own: the anchor must be on a line with it.
+        let twice = |p: &str| {
+            (p == "tests/x.rs").then(|| "let a = 300;\nassert!(n >= 300, \"few\");".to_string())
+        };
+        let e = check_markers(&files(readme), &twice);
+        assert!(e.len() == 1 && e[0].contains("is on 2 lines"), "{e:?}");
+        let anchored = "it asserts <!--test:tests/x.rs#few-->300<!--/test-->\n";
+        assert_eq!(
+            check_markers(&files(anchored), &twice),
+            Vec::<String>::new()
+        );
+        let elsewhere = "it asserts <!--test:tests/x.rs#let-->3<!--/test-->\n";
+        let e = check_markers(&files(elsewhere), &twice);
+        assert!(
+            e.len() == 1 && e[0].contains("on a line naming `let`"),
+            "{e:?}"
+        );
     }
 
     #[test]

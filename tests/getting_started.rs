@@ -590,6 +590,20 @@ fn a_newcomer_follows_the_page_to_a_fenced_tls_guarded_master() {
                 if first.starts_with("NODES_BMCS=") {
                     l.start_bmcs();
                 }
+                if let Some(to) = first
+                    .strip_prefix("hamaster switchover api --to ")
+                    .map(|t| t.trim().to_string())
+                {
+                    // The page's example moves to n2: where Pacemaker's first promote chose
+                    // n2, the test moves the master elsewhere first (not the page's step).
+                    if l.wait_promoted(0, "api", None, Duration::from_secs(60)) == to {
+                        let bin = support::agent::hamaster_bin();
+                        let other = if to == "n1" { "n3" } else { "n1" };
+                        let (code, text) = l.switchover(&bin, 0, &["--to", other]);
+                        assert_eq!(code, Some(0), "moved off {to} first: {text}");
+                        l.wait_promoted(0, "api", Some(&to), Duration::from_secs(60));
+                    }
+                }
                 if first.starts_with("pcs stonith fence ") {
                     holder_before = leader(l, &values);
                 }
@@ -696,7 +710,9 @@ fn after(
             new_token > token,
             "a higher fencing token: {new_token} after {token}"
         );
-        let counted = format!("node=\"{fenced}\",outcome=\"ok\"}}");
+        let counted = format!(
+            "{{kind=\"fencing\",resource=\"\",task=\"fence\",node=\"{fenced}\",outcome=\"ok\"}}"
+        );
         alert_counted(values, &counted, &format!("the fence of {fenced}"));
         let fi = lab.index(&fenced);
         let by_bmc = support::wait_for(Duration::from_secs(60), || {
@@ -723,4 +739,9 @@ fn alert_counted(values: &LabValues, series: &str, what: &str) {
             .any(|l| l.starts_with("hamaster_cluster_events_total{") && l.contains(series))
     });
     assert!(seen, "alert_hamaster counted {what}: {text}");
+    // As Pacemaker wrote it (as hacluster, with its umask): node_exporter, another user,
+    // reads it.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = fs::metadata(&alerts).unwrap().permissions().mode();
+    assert_eq!(mode & 0o004, 0o004, "{} is {mode:o}", alerts.display());
 }

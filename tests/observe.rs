@@ -608,3 +608,40 @@ fn the_vip_deleted_or_its_link_set_down_is_told_at_once_and_not_added_back() {
     assert_eq!(agent.run("demote").code, 0);
     assert_eq!(agent.run("stop").code, 0);
 }
+
+#[test]
+fn the_standby_listener_is_found_by_the_next_action_and_ends_when_no_longer_wanted() {
+    let mut etcd = EtcdCluster::new("ol");
+    let a = Node::new(&mut etcd, "na");
+    let crm = CrmStandIn::new(&a);
+    let agent = observed_agent(&a, &etcd, &crm);
+    // A stop right after the start finds the listener the start spawned: nothing listens.
+    assert_eq!(agent.run("start").code, 0);
+    assert_eq!(agent.run("stop").code, 0);
+    assert!(
+        http_get(&a.ns.name, METRICS, "/health").is_none(),
+        "stopped right after its start: nothing listens"
+    );
+    // A promote right after the start: the listener gives the address up, the guard binds it.
+    assert_eq!(agent.run("start").code, 0);
+    promoted(agent.run("promote"), &a);
+    let leader = http_get(&a.ns.name, METRICS, "/leader").expect("the guard answers");
+    assert_eq!(leader.0, 200, "{leader:?}");
+    // Back to standby, the report from before the promote is not served as now.
+    assert_eq!(agent.run("demote").code, 0);
+    assert_eq!(wait_answer(&a, "/leader").0, 503);
+    let text = metrics_text(&a);
+    assert_eq!(sample(&text, "hamaster_standby"), Some(1.0), "{text}");
+    assert_eq!(sample(&text, "hamaster_promotable"), None, "{text}");
+    // A listener whose instance is no longer marked started (a stop that missed it, an older
+    // agent's stop) ends by itself.
+    let started = agent.run_dir.join(support::RESOURCE).join("started");
+    std::fs::remove_file(&started).expect("the started marker");
+    assert!(
+        support::wait_for(Duration::from_secs(5), || http_get(
+            &a.ns.name, METRICS, "/health"
+        )
+        .is_none()),
+        "the listener ended once its instance was not started"
+    );
+}

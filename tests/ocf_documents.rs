@@ -502,7 +502,9 @@ fn alert(recipient: &std::path::Path, env: &[(&str, &str)]) -> i32 {
         env!("CARGO_MANIFEST_DIR"),
         "/packaging/pacemaker/alert_hamaster"
     );
-    let mut cmd = Command::new(agent);
+    // Under Pacemaker's umask (its daemons' 0026, which their children inherit).
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "umask 0026; exec \"$0\"", agent]);
     cmd.env("CRM_alert_recipient", recipient)
         .env("CRM_alert_timestamp_epoch", "1796500000");
     for (k, v) in env {
@@ -544,12 +546,33 @@ fn the_alert_agent_counts_failovers_fences_and_failures_and_never_fails_pacemake
         "a failed promoted monitor"
     );
     assert_eq!(
+        resource("monitor", "n3", "190", "0"),
+        0,
+        "a degraded standby"
+    );
+    assert_eq!(
+        alert(
+            &prom,
+            &[
+                ("kind", "resource"),
+                ("rsc", "api"),
+                ("task", "monitor"),
+                ("node", "n3"),
+                ("rc", "190"),
+                ("target_rc", "0"),
+                ("status", "1"),
+            ]
+        ),
+        0,
+        "a cancelled monitor: no event"
+    );
+    assert_eq!(
         alert(
             &prom,
             &[
                 ("kind", "fencing"),
                 ("node", "n1"),
-                ("task", "reboot"),
+                ("task", "st_notify_fence"),
                 ("rc", "0")
             ]
         ),
@@ -592,7 +615,12 @@ fn the_alert_agent_counts_failovers_fences_and_failures_and_never_fails_pacemake
     );
     assert_eq!(count(&r("monitor", "n2", "ok")), None, "{text}");
     assert_eq!(
-        count("kind=\"fencing\",resource=\"\",task=\"reboot\",node=\"n1\",outcome=\"ok\"")
+        count(&r("monitor", "n3", "degraded")).as_deref(),
+        Some("1"),
+        "{text}"
+    );
+    assert_eq!(
+        count("kind=\"fencing\",resource=\"\",task=\"fence\",node=\"n1\",outcome=\"ok\"")
             .as_deref(),
         Some("1"),
         "{text}"
@@ -607,12 +635,16 @@ fn the_alert_agent_counts_failovers_fences_and_failures_and_never_fails_pacemake
         text.lines()
             .filter(|l| l.starts_with("hamaster_cluster_events_total{"))
             .count(),
-        5,
+        6,
         "{text}"
     );
     assert!(text.contains("hamaster_cluster_event_last_timestamp_seconds{kind=\"fencing\""));
     assert!(text.contains("} 1796500000\n"), "{text}");
-    // node_exporter reads it: the exposition is valid.
+    // node_exporter, another user, reads it: readable by all, whatever Pacemaker's umask.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&prom).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o644, "{mode:o}");
+    // And the exposition is valid.
     let mut check = Command::new("promtool")
         .args(["check", "metrics"])
         .stdin(Stdio::piped())

@@ -86,6 +86,8 @@ const SAFETY: Duration = Duration::from_secs(1);
 const SCORE_HOLDER: i32 = 100;
 /// What ending the standby's listener may take (asked, then killed): a promote's share.
 const EXPORTER_STOP: Duration = Duration::from_secs(2);
+/// How long a start waits for the listener it spawned to hold its socket.
+const EXPORTER_START: Duration = Duration::from_millis(500);
 const SCORE_CANDIDATE: i32 = 10;
 /// How long a guard that is alive may take to answer a status request.
 const GUARD_ANSWER: Duration = Duration::from_secs(2);
@@ -368,8 +370,21 @@ fn start_exporter(ctx: &Ctx, cfg: &MasterConfig) {
         Err(_) => cmd.stderr(Stdio::null()),
     };
     crate::child::detached(&mut cmd, None);
-    if let Err(e) = cmd.spawn() {
-        log::warn!("the standby listener on {address} not started: {e}");
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            log::warn!("the standby listener on {address} not started: {e}");
+            return;
+        }
+    };
+    // Until it holds its socket (or has ended): the next action, a stop or a promote, then
+    // finds it. Briefly: it binds two sockets and nothing more.
+    let until = Instant::now() + EXPORTER_START;
+    while ctx.dir.live_exporter().is_none() && Instant::now() < until {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(5));
     }
 }
 
@@ -416,8 +431,12 @@ fn stop(ctx: &Ctx) -> Done {
     if is_promoted_here(ctx) {
         step_down(ctx, until)?;
     }
+    // The listener first, and never a reason for the stop to fail: one that outlives this
+    // ends by itself once the instance is no longer marked started (guard::exporter).
+    if let Err(e) = stop_exporter(ctx, EXPORTER_STOP.min(left(until))) {
+        log::warn!("{e}");
+    }
     stop_resident(ctx, until)?;
-    stop_exporter(ctx, EXPORTER_STOP.min(left(until)))?;
     ctx.dir.unmark(ctx.dir.started());
     set_score(ctx, None, until);
     super::report::withdraw(ctx.env, &ctx.dir, &ctx.resource, until, SCORE_SET);
@@ -700,6 +719,16 @@ fn judge_key(
 }
 
 fn promote(ctx: &Ctx) -> Done {
+    let done = take_the_lead(ctx);
+    // A failed promote, as Pacemaker is told it: kept for the standby's metrics.
+    if let Err(e) = &done {
+        note_failure(ctx, &e.to_string());
+    }
+    done
+}
+
+/// Promote's steps: the guard (or the warm resident's round) leads, within the budget.
+fn take_the_lead(ctx: &Ctx) -> Done {
     let cfg = config(ctx)?;
     warn_of_slew(&cfg);
     let timeout = ctx
@@ -729,8 +758,10 @@ fn promote(ctx: &Ctx) -> Done {
         path: ctx.dir.root.clone(),
         source,
     })?;
-    // The standby's listener gives metrics_address up before a guard binds it.
+    // The standby's listener gives metrics_address up before a guard binds it; its report
+    // is not served again after the demote until a monitor looks anew.
     stop_exporter(ctx, EXPORTER_STOP.min(left(poll_until)))?;
+    let _ = std::fs::remove_file(ctx.dir.standby_report());
     let acquire_for = left(poll_until)
         .saturating_sub(Duration::from_secs(1))
         .max(Duration::from_secs(1));
@@ -814,7 +845,6 @@ fn promote(ctx: &Ctx) -> Done {
 
 /// A promote that failed (`why`) undone within what is left: nothing half-promoted stays.
 fn undo_promote(ctx: &Ctx, cfg: &MasterConfig, until: Instant, why: String) -> Done {
-    note_failure(ctx, &why);
     match demote_steps(ctx, Some(cfg), until) {
         Ok(()) => Err(MasterError::NotPromoted(why)),
         Err(e) => Err(MasterError::Undo {

@@ -57,6 +57,7 @@ async fn serve(
         .await
         .map_err(|e| format!("metrics_address={address}: cannot listen there: {e}"))?;
     log::info!("standby listener {resource}: serving /metrics, /leader and /health on {address}");
+    let (name, started) = (resource.to_string(), dir.started());
     let (resource, node) = (resource.to_string(), node.to_string());
     let answer = move |path: &str| answer(path, &resource, &node, &dir);
     let server = tokio::spawn(serve_read_only(listener, answer));
@@ -64,11 +65,19 @@ async fn serve(
         .map_err(|e| format!("SIGTERM: {e}"))?;
     // Each control connection read on its own task: a silent one holds nothing up.
     let (asked, mut stops) = tokio::sync::mpsc::channel(1);
+    let mut look = tokio::time::interval(LOOK_EVERY);
     loop {
         tokio::select! {
             _ = term.recv() => {
                 server.abort();
                 return Ok(());
+            }
+            _ = look.tick() => {
+                if let Some(why) = not_wanted(&started) {
+                    log::info!("standby listener {name}: ends: {why}");
+                    server.abort();
+                    return Ok(());
+                }
             }
             Some(mut write) = stops.recv() => {
                 // The listener closed before the answer: the guard may bind the address as
@@ -96,6 +105,22 @@ async fn serve(
             }
         }
     }
+}
+
+/// How often the listener looks whether it is still wanted.
+const LOOK_EVERY: Duration = Duration::from_secs(1);
+
+/// Why the listener should end by itself, if it should: the instance is no longer started
+/// (a stop that missed it), or its program was replaced (an upgrade's agent starts its own;
+/// a downgrade's guard, which knows nothing of it, needs metrics_address at its promote).
+fn not_wanted(started: &std::path::Path) -> Option<&'static str> {
+    if !started.exists() {
+        return Some("the instance is not started");
+    }
+    let exe = std::fs::read_link("/proc/self/exe").ok()?;
+    exe.to_string_lossy()
+        .ends_with(" (deleted)")
+        .then_some("its program was replaced")
 }
 
 /// One request's answer, from what the run directory holds now.
@@ -142,11 +167,12 @@ fn answer(
 /// Asks the standby listener of `dir`, if one runs, to stop; Ok once it answered (its
 /// listener closed) or when none runs; Err when one runs and did not answer within `limit`.
 pub async fn stop(dir: &ResourceDir, limit: Duration) -> Result<(), String> {
-    use std::os::linux::net::SocketAddrExt;
-    let addr = std::os::unix::net::SocketAddr::from_abstract_name(dir.exporter_name())
-        .map_err(|e| e.to_string())?;
-    let Ok(std) = std::os::unix::net::UnixStream::connect_addr(&addr) else {
-        return Ok(());
+    let Some(std) = crate::resource::dir::connect_abstract(&dir.exporter_name()) else {
+        // Nothing listens, or a holder that accepts nothing: the caller's kill decides.
+        return match dir.live_exporter() {
+            None => Ok(()),
+            Some(pid) => Err(format!("the standby listener (pid {pid}) does not accept")),
+        };
     };
     let ask = async {
         std.set_nonblocking(true)?;

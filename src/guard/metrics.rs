@@ -343,6 +343,10 @@ fn etcd_space(o: &mut String, s: &GuardStatus) {
     );
 }
 
+/// How old a standby's report may be and still be served as what is: several monitor
+/// intervals at README's (11 s) and at Pacemaker's slowest usual settings.
+pub const STANDBY_REPORT_FRESH_MS: u64 = 120_000;
+
 /// What the standby's listener (guard::exporter) serves while this node's instance runs
 /// unpromoted: the same build, leader and alarm families as a guard's, so that one scrape
 /// configuration and one set of rules cover every node, and what the last monitor found.
@@ -381,12 +385,19 @@ pub fn render_standby(
         0.0,
     );
     if let Some(r) = report {
+        let age_ms = now_unix_ms.saturating_sub(r.at_unix_ms);
         gauge(
             o,
             "hamaster_standby_report_age_seconds",
             "Since the unpromoted monitor last looked (every monitor interval).",
-            now_unix_ms.saturating_sub(r.at_unix_ms) as f64 / 1000.0,
+            age_ms as f64 / 1000.0,
         );
+    }
+    // What a monitor found long ago (monitors stopped: maintenance, an unmanaged resource) is
+    // not said as now: only its age.
+    if let Some(r) =
+        report.filter(|r| now_unix_ms.saturating_sub(r.at_unix_ms) <= STANDBY_REPORT_FRESH_MS)
+    {
         gauge(
             o,
             "hamaster_promotable",

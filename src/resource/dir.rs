@@ -288,12 +288,30 @@ impl ResourceDir {
 /// The process that holds the abstract unix socket `name` (SO_PEERCRED of a connection to
 /// it), whether or not it can answer.
 fn holder_of(name: &str) -> Option<u32> {
-    use std::os::linux::net::SocketAddrExt;
-    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name).ok()?;
-    let stream = std::os::unix::net::UnixStream::connect_addr(&addr).ok()?;
+    let stream = connect_abstract(name)?;
     let cred =
         nix::sys::socket::getsockopt(&stream, nix::sys::socket::sockopt::PeerCredentials).ok()?;
     u32::try_from(cred.pid()).ok().filter(|p| *p > 0)
+}
+
+/// A connection to the abstract unix socket `name`, made without waiting (non-blocking, then
+/// handed back blocking): None when nothing listens there, or when its backlog is full — a
+/// holder that accepts nothing is never waited for.
+pub fn connect_abstract(name: &str) -> Option<std::os::unix::net::UnixStream> {
+    use nix::sys::socket::{connect, socket, AddressFamily, SockFlag, SockType, UnixAddr};
+    use std::os::fd::AsRawFd;
+    let fd = socket(
+        AddressFamily::Unix,
+        SockType::Stream,
+        SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .ok()?;
+    let addr = UnixAddr::new_abstract(name.as_bytes()).ok()?;
+    connect(fd.as_raw_fd(), &addr).ok()?;
+    let stream = std::os::unix::net::UnixStream::from(fd);
+    stream.set_nonblocking(false).ok()?;
+    Some(stream)
 }
 
 #[cfg(test)]
