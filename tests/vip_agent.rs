@@ -643,3 +643,73 @@ fn a_missing_network_namespace_is_this_nodes_trouble_and_a_clone_is_refused() {
         .expect(6, "clone-max=\"2\" means IPaddr2's CLUSTERIP mode");
     assert!(!pair.node.holds(VIP4));
 }
+
+/// vip::sessions (issue 53's first part): the kernel's list of the VIP's established TCP
+/// connections, by sock_diag in the namespace. The server's end of each connection to the
+/// VIP, an IPv4 client of a dual-stack (`[::]`) listener told as IPv4; neither the clients'
+/// own ends, nor a listener, nor a connection between other addresses.
+#[test]
+fn the_vips_established_connections_are_listed_from_the_kernel() {
+    use std::net::{TcpListener, TcpStream};
+    let ns = support::Netns::new("ses");
+    ns.ip(&["link", "set", "lo", "up"]);
+    for a in ["192.0.2.10/32", "198.51.100.7/32", "198.51.100.8/32"] {
+        ns.ip(&["addr", "add", a, "dev", "lo"]);
+    }
+    let name = ns.name.clone();
+    let seen = std::thread::spawn(move || {
+        support::enter_netns(&name);
+        let v4 = TcpListener::bind("192.0.2.10:8080").unwrap();
+        let dual = TcpListener::bind("[::]:8081").unwrap();
+        let other = TcpListener::bind("198.51.100.8:8082").unwrap();
+        // A client from 198.51.100.7 (bound before it connects).
+        let connect = |to: &str| {
+            use nix::sys::socket::SockaddrIn;
+            use nix::sys::socket::{bind, connect, socket, AddressFamily, SockFlag, SockType};
+            use std::os::fd::AsRawFd;
+            let fd = socket(
+                AddressFamily::Inet,
+                SockType::Stream,
+                SockFlag::empty(),
+                None,
+            )
+            .unwrap();
+            let from: std::net::SocketAddrV4 = "198.51.100.7:0".parse().unwrap();
+            bind(fd.as_raw_fd(), &SockaddrIn::from(from)).unwrap();
+            let to: std::net::SocketAddrV4 = to.parse().unwrap();
+            connect(fd.as_raw_fd(), &SockaddrIn::from(to)).unwrap();
+            TcpStream::from(fd)
+        };
+        let c1 = connect("192.0.2.10:8080");
+        let c2 = connect("192.0.2.10:8081");
+        let c3 = connect("198.51.100.8:8082");
+        let kept = [
+            v4.accept().unwrap().0,
+            dual.accept().unwrap().0,
+            other.accept().unwrap().0,
+        ];
+        let found = hamaster::vip::sessions::established("192.0.2.10".parse().unwrap()).unwrap();
+        let expected = [
+            ("192.0.2.10:8080", c1.local_addr().unwrap()),
+            ("192.0.2.10:8081", c2.local_addr().unwrap()),
+        ];
+        drop((kept, c3));
+        (
+            found,
+            expected.map(|(l, p)| (l.parse::<std::net::SocketAddr>().unwrap(), p)),
+        )
+    })
+    .join()
+    .unwrap();
+    let (found, expected) = seen;
+    let pairs: Vec<_> = found.iter().map(|s| (s.local, s.peer)).collect();
+    let mut want = expected.to_vec();
+    want.sort();
+    let mut got = pairs.clone();
+    got.sort();
+    assert_eq!(got, want, "{found:?}");
+    assert!(
+        found.windows(2).all(|w| w[0].inode <= w[1].inode),
+        "oldest first: {found:?}"
+    );
+}

@@ -7,6 +7,7 @@ pub mod burst;
 pub mod findif;
 pub mod frames;
 pub mod netlink;
+pub mod sessions;
 pub mod up;
 
 use std::net::{IpAddr, Ipv4Addr};

@@ -673,7 +673,7 @@ fn family(ipv6: bool) -> AddressFamily {
     }
 }
 
-fn set_recv_timeout(socket: &Socket, timeout: Duration) -> io::Result<()> {
+pub(crate) fn set_recv_timeout(socket: &Socket, timeout: Duration) -> io::Result<()> {
     use nix::sys::socket::{setsockopt, sockopt::ReceiveTimeout};
     let tv = nix::sys::time::TimeVal::new(
         timeout.as_secs() as nix::sys::time::time_t,
