@@ -421,16 +421,20 @@ impl OfflineFirewall {
     }
 }
 
+/// The page's etcdctl check (step 4), as written there.
+fn page_etcdctl() -> String {
+    commands(PAGE)
+        .into_iter()
+        .find(|c| c.text.starts_with("ETCDCTL_API=3 etcdctl"))
+        .expect("the page's etcdctl")
+        .text
+}
+
 /// The leader key as the page's etcdctl (its endpoints and certificates) reads it on n1: the
 /// holder's node and the fencing token (the key's create revision); None without a key.
 fn leader(lab: &Lab, values: &LabValues) -> Option<(String, i64)> {
-    let check = commands(PAGE)
-        .into_iter()
-        .find(|c| c.text.starts_with("ETCDCTL_API=3 etcdctl"))
-        .expect("the page's etcdctl");
     // Its endpoints and TLS options, with `get KEY` for `endpoint health`.
-    let call = check
-        .text
+    let call = page_etcdctl()
         .replace("\\\n", " ")
         .replace("endpoint health", "get /hamaster/prod/api/leader -w fields");
     let (_, text) = run(lab, 0, "", &values.apply(&call, None), &None);
@@ -650,12 +654,8 @@ fn after(
             "the page's etcd: three healthy members over TLS: {text}"
         );
         // And none without a client certificate of the page's CA (client-cert-auth).
-        let page = commands(PAGE)
-            .into_iter()
-            .find(|c| c.text.starts_with("ETCDCTL_API=3 etcdctl"))
-            .expect("the page's etcdctl");
+        let page = page_etcdctl();
         let without: Vec<&str> = page
-            .text
             .split_whitespace()
             .filter(|w| *w != "\\" && !w.starts_with("--cert=") && !w.starts_with("--key="))
             .collect();

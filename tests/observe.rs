@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use support::etcd::EtcdCluster;
 use support::master::{CrmStandIn, Node, VIP};
-use support::prometheus::Prometheus;
+use support::prometheus::{check_exposition, Prometheus};
 use support::{http_get, Capture, Run};
 
 const KEY: &str = support::API_KEY;
@@ -57,7 +57,7 @@ fn prometheus_scrapes_the_guard_and_counts_a_fence_after_an_etcd_outage() {
     assert!(leader.1.contains("\"role\":\"standby\""), "{leader:?}");
     assert_eq!(http_get(&a.ns.name, METRICS, "/health").unwrap().0, 200);
     let text = metrics_text(&a);
-    promtool_check(&text);
+    check_exposition(&text);
     assert_eq!(sample(&text, "hamaster_standby"), Some(1.0), "{text}");
     assert_eq!(sample(&text, "hamaster_leader"), Some(0.0), "{text}");
     assert_eq!(
@@ -68,7 +68,7 @@ fn prometheus_scrapes_the_guard_and_counts_a_fence_after_an_etcd_outage() {
     // The unpromoted monitor's look is what it serves.
     assert_eq!(agent.run("monitor").code, 0);
     let text = metrics_text(&a);
-    promtool_check(&text);
+    check_exposition(&text);
     assert_eq!(sample(&text, "hamaster_promotable"), Some(1.0), "{text}");
     assert_eq!(
         sample(&text, "hamaster_etcd_reachable"),
@@ -89,7 +89,7 @@ fn prometheus_scrapes_the_guard_and_counts_a_fence_after_an_etcd_outage() {
 
     // The exposition passes promtool, and the endpoints answer as documented.
     let text = metrics_text(&a);
-    promtool_check(&text);
+    check_exposition(&text);
     assert_eq!(sample(&text, "hamaster_leader"), Some(1.0), "{text}");
     assert_eq!(sample(&text, "hamaster_vip_present"), Some(1.0), "{text}");
     assert_eq!(
@@ -206,28 +206,6 @@ fn wait_answer(node: &Node, path: &str) -> (u16, String) {
         got.is_some()
     });
     got.unwrap_or_else(|| panic!("nothing answers {path} on {METRICS}:\n{}", node.log()))
-}
-
-/// promtool check metrics passes the exposition, silently.
-fn promtool_check(text: &str) {
-    let check = std::process::Command::new("sh")
-        .args(["-c", "promtool check metrics"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .and_then(|mut c| {
-            use std::io::Write;
-            c.stdin.take().unwrap().write_all(text.as_bytes())?;
-            c.wait_with_output()
-        })
-        .expect("promtool (Debian package prometheus)");
-    assert!(
-        check.status.success() && check.stdout.is_empty() && check.stderr.is_empty(),
-        "promtool check metrics: {}{}\n{text}",
-        String::from_utf8_lossy(&check.stdout),
-        String::from_utf8_lossy(&check.stderr)
-    );
 }
 
 #[test]

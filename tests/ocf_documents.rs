@@ -645,25 +645,7 @@ fn the_alert_agent_counts_failovers_fences_and_failures_and_never_fails_pacemake
     let mode = std::fs::metadata(&prom).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o644, "{mode:o}");
     // And the exposition is valid.
-    let mut check = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    check
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = check.wait_with_output().unwrap();
-    assert!(
-        out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
-        "promtool check metrics: {}\n{text}",
-        support::output_text(&out)
-    );
+    support::prometheus::check_exposition(&text);
     // A recipient that is no .prom file is for the log alone; one that cannot be written is
     // logged: neither fails Pacemaker.
     let other = dir.join("alerts.txt");

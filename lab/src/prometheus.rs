@@ -151,3 +151,25 @@ impl Drop for Prometheus {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// `promtool check metrics` passes `text` (an exposition), silently: else the test fails with
+/// what promtool said.
+pub fn check_exposition(text: &str) {
+    use std::io::Write;
+    let out = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            c.stdin.take().unwrap().write_all(text.as_bytes())?;
+            c.wait_with_output()
+        })
+        .expect("promtool (Debian package prometheus)");
+    assert!(
+        out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
+        "promtool check metrics: {}\n{text}",
+        super::output_text(&out)
+    );
+}

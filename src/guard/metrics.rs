@@ -198,13 +198,14 @@ fn by(label: &str, values: &[&str]) -> Vec<String> {
         .collect()
 }
 
-/// The build, the role, the lease.
-fn role_and_lease(o: &mut String, s: &GuardStatus, ttl: Duration) {
+/// hamaster_build_info of `resource` on `node`, and hamaster_leader: the families the guard and
+/// the standby's listener both serve, so that one set of rules reads every node.
+fn build_and_leader(o: &mut String, resource: &str, node: &str, leader: bool) {
     let info = format!(
         "{{version=\"{}\",resource=\"{}\",node=\"{}\"}}",
         env!("CARGO_PKG_VERSION"),
-        escape(&s.resource),
-        escape(&s.node)
+        escape(resource),
+        escape(node)
     );
     family(
         o,
@@ -212,6 +213,22 @@ fn role_and_lease(o: &mut String, s: &GuardStatus, ttl: Duration) {
         GAUGE,
         "The running guard's version.",
         [(info, 1.0)],
+    );
+    gauge(
+        o,
+        "hamaster_leader",
+        "1 while this guard holds the leader key with a live lease and has not fenced.",
+        flag(leader),
+    );
+}
+
+/// The build, the role, the lease.
+fn role_and_lease(o: &mut String, s: &GuardStatus, ttl: Duration) {
+    build_and_leader(
+        o,
+        &s.resource,
+        &s.node,
+        s.role == Role::Leader && s.lease_ttl_left_ms.is_some_and(|t| t > 0),
     );
     let roles = Role::ALL.map(Role::name);
     family(
@@ -222,12 +239,6 @@ fn role_and_lease(o: &mut String, s: &GuardStatus, ttl: Duration) {
         by("role", &roles)
             .into_iter()
             .zip(Role::ALL.map(|r| flag(s.role == r))),
-    );
-    gauge(
-        o,
-        "hamaster_leader",
-        "1 while this guard holds the leader key with a live lease and has not fenced.",
-        flag(s.role == Role::Leader && s.lease_ttl_left_ms.is_some_and(|t| t > 0)),
     );
     gauge(
         o,
@@ -359,30 +370,12 @@ pub fn render_standby(
 ) -> String {
     let mut out = String::with_capacity(2 * 1024);
     let o = &mut out;
-    let info = format!(
-        "{{version=\"{}\",resource=\"{}\",node=\"{}\"}}",
-        env!("CARGO_PKG_VERSION"),
-        escape(resource),
-        escape(node)
-    );
-    family(
-        o,
-        "hamaster_build_info",
-        GAUGE,
-        "The running guard's version.",
-        [(info, 1.0)],
-    );
+    build_and_leader(o, resource, node, false);
     gauge(
         o,
         "hamaster_standby",
         "1: this node's instance runs unpromoted; these metrics are the standby listener's.",
         1.0,
-    );
-    gauge(
-        o,
-        "hamaster_leader",
-        "1 while this guard holds the leader key with a live lease and has not fenced.",
-        0.0,
     );
     if let Some(r) = report {
         let age_ms = now_unix_ms.saturating_sub(r.at_unix_ms);
