@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A small master service for tests: serves GET /healthz over HTTPS (or HTTP) with its own
 test certificate. 200 while STATE_DIR/unhealthy does not exist, 503 while it does; one slow
-answer after STATE_DIR/slow-once appears; listens only after the seconds STATE_DIR/start-delay
+answer after STATE_DIR/slow-once appears; GET /wait answers nothing for an hour (a long poll); listens only after the seconds STATE_DIR/start-delay
 names, where it exists. Records the
 fencing token it was started with in STATE_DIR/token (one line per start), and each connection
 it accepts in STATE_DIR/connections.
@@ -104,6 +104,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
         super().setup()
 
     def do_GET(self):
+        # GET /wait: a long poll that nothing answers within the hour (an idle client's
+        # connection, issue 53).
+        if self.path == "/wait":
+            time.sleep(3600)
+            return
         # STATE_DIR/slow-once: the next answer comes late (after the guard's 2 s timeout), once.
         slow = os.path.join(state, "slow-once")
         if os.path.exists(slow):

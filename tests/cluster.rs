@@ -8,6 +8,7 @@ use hamaster_lab as support;
 
 use std::time::{Duration, Instant};
 
+use support::clients::{IdleClients, Kind};
 use support::cluster::{
     create_topology, create_topology_with, longest_outage, outage, record, topology_env, Etcd,
     HealthClient, Lab, VIP,
@@ -805,6 +806,59 @@ fn planned_warm_switchover(
     );
 }
 
+/// Issue 53's promise, after each of `moves` (what, when, the node that took the VIP): every idle
+/// client's connection to the old master failed (a reset) within 1 s of the VIP being up on
+/// the new one, and the host that ignores gratuitous ARP was served by the new master within
+/// 1 s of it (without hamaster's tickles and requests: only at their own timeouts, and after
+/// its cache's entry for the VIP went stale and its probes failed: tens of seconds).
+fn clients_told(
+    seen: &support::master::ObservedVip,
+    idle: &IdleClients,
+    stubborn: &[(Instant, bool)],
+    moves: [(&str, Instant, usize); 2],
+) {
+    for (k, (what, since, node)) in moves.iter().enumerate() {
+        let until = moves.get(k + 1).map(|m| m.1);
+        let up = seen.holds[*node]
+            .iter()
+            .find(|h| h.began.1 >= *since)
+            .unwrap_or_else(|| panic!("{what}: the VIP came up on node {node}"))
+            .began
+            .0;
+        let ended: Vec<_> = idle
+            .ended_since(*since)
+            .into_iter()
+            .filter(|e| e.connected < *since && until.is_none_or(|u| e.at < u))
+            .collect();
+        let served = support::cluster::first_ok_after(stubborn, up).map(|t| t - up);
+        eprintln!(
+            "{what}: idle clients' connections ended {:?} after the VIP was up on node {node}; \
+             the host ignoring gratuitous ARP served again {served:?} after it",
+            ended
+                .iter()
+                .map(|e| (e.kind, e.how.clone(), e.at.saturating_duration_since(up)))
+                .collect::<Vec<_>>()
+        );
+        for kind in [Kind::LongPoll, Kind::Silent] {
+            let e = ended
+                .iter()
+                .find(|e| e.kind == kind)
+                .unwrap_or_else(|| panic!("{what}: the {kind:?} client's connection never ended"));
+            assert_eq!(e.how, "reset", "{what}: {kind:?}");
+            assert!(
+                e.at.saturating_duration_since(up) <= Duration::from_secs(1),
+                "{what}: the {kind:?} client's connection ended {:?} after the VIP was up",
+                e.at.saturating_duration_since(up)
+            );
+        }
+        let served = served.unwrap_or_else(|| panic!("{what}: the stubborn host never served"));
+        assert!(
+            served <= Duration::from_secs(1),
+            "{what}: the host ignoring gratuitous ARP served {served:?} after the VIP was up"
+        );
+    }
+}
+
 /// With a warm standby (standby=warm, promote_command): the service runs on every node before
 /// any failover, and the crash's new master is handed the role in the process that already
 /// ran (never started again), with the new fencing token.
@@ -852,6 +906,15 @@ fn three_nodes_crash_of_the_master_the_first_etcd_endpoint_and_the_etcd_leader()
     assert!(obs.wait_state(0, true, Duration::from_secs(30)));
     let client = HealthClient::start(&lab, VIP, 8443);
     assert!(client.wait_ok(Duration::from_secs(30)));
+    // The VIP's idle clients on a host that ignores gratuitous ARP (issue 53), and that host
+    // polling the VIP: recorded by the master's guard (two samples a second apart) before the
+    // crash, during the sleep below.
+    let stubborn = support::clients::stubborn_host(&lab.switch, "cw");
+    let t_idle = Instant::now();
+    let idle = IdleClients::start(&stubborn.name, VIP, 8443);
+    let stubborn_poll = HealthClient::start_in(&stubborn.name, VIP, 8443, true);
+    assert!(idle.wait_connected_since(t_idle, Duration::from_secs(30)));
+    assert!(stubborn_poll.wait_ok(Duration::from_secs(30)));
     assert!(lab.etcd.move_leader_to(0), "etcd's leader onto {first}");
     let (holder, token1) = lab.leader_key(KEY).expect("leader key");
     assert_eq!(holder, first);
@@ -918,10 +981,29 @@ fn three_nodes_crash_of_the_master_the_first_etcd_endpoint_and_the_etcd_leader()
     // It stays master: its guard does not fence on the silent first endpoint.
     keeps_the_key(&lab, &p2, token2);
     assert!(client.wait_ok(Duration::from_secs(5)));
+    assert!(
+        idle.wait_connected_since(t_crash, Duration::from_secs(5)),
+        "the idle clients connected again after the crash"
+    );
+    let t_switch = Instant::now();
     planned_warm_switchover(&lab, &client, p2i, token2, &standbys);
+    let _ = idle.wait_ended_since(t_switch, Duration::from_secs(10));
+    // The stubborn host's polls a while after the switchover too.
+    std::thread::sleep(Duration::from_secs(2));
     let samples = client.finish();
+    let stubborn_samples = stubborn_poll.finish();
     let seen = obs.finish();
     seen.assert_complete();
+    clients_told(
+        &seen,
+        &idle,
+        &stubborn_samples,
+        [
+            ("crash", t_crash, p2i),
+            ("warm switchover", t_switch, 3 - p2i),
+        ],
+    );
+    idle.finish();
     let out = outage(&samples, t_crash);
     record(
         "crash of master + first etcd endpoint + etcd leader (fenced, warm standby)",

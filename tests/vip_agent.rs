@@ -713,3 +713,169 @@ fn the_vips_established_connections_are_listed_from_the_kernel() {
         "oldest first: {found:?}"
     );
 }
+
+/// Runs `f` in a thread inside namespace `ns`.
+fn in_ns<T: Send + 'static>(ns: &support::Netns, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let name = ns.name.clone();
+    std::thread::spawn(move || {
+        support::enter_netns(&name);
+        f()
+    })
+    .join()
+    .unwrap()
+}
+
+/// vip::tickle (issue 53) on a switch of three hosts: the old master holding the VIP with an
+/// idle client's connection, the new one, and the client's host, which drops gratuitous ARP
+/// and unsolicited NA. The old master goes silent (its link down: a crash sends nothing); the
+/// VIP comes up on the new one, which has no such connection. Tickles alone reach no one (the
+/// client's answer goes to the old MAC): the client still waits. With its neighbour asked
+/// first, the client answers to the new MAC, the new node's kernel resets the connection, and
+/// the client's read fails within a second; its cache names the new MAC. IPv4 and IPv6.
+#[test]
+fn a_takeover_resets_an_idle_client_that_ignores_gratuitous_announcements() {
+    use hamaster::vip::tickle::{self, Conn};
+    use std::io::Read;
+    use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+    use std::time::Instant;
+    let sw = support::Switch::new("tk");
+    let old = sw.attach("tko", "p1", "192.0.2.1/24");
+    let new = sw.attach("tkn", "p2", "192.0.2.2/24");
+    let client = sw.attach("tkc", "p3", "192.0.2.3/24");
+    for (ns, six) in [
+        (&old, "2001:db8::1/64"),
+        (&new, "2001:db8::2/64"),
+        (&client, "2001:db8::3/64"),
+    ] {
+        ns.ip(&["addr", "add", six, "dev", "lan0", "nodad"]);
+    }
+    for s in [
+        "net.ipv4.conf.all.drop_gratuitous_arp=1",
+        "net.ipv4.conf.lan0.drop_gratuitous_arp=1",
+        "net.ipv6.conf.all.drop_unsolicited_na=1",
+        "net.ipv6.conf.lan0.drop_unsolicited_na=1",
+    ] {
+        client.sysctl(s);
+    }
+    // The new node knows the client already (from its own address): sending to it takes no
+    // address resolution of its kernel's, which would ask from the VIP and so repoint the
+    // client by itself.
+    for to in ["192.0.2.3", "2001:db8::3"] {
+        let ping = std::process::Command::new("ip")
+            .args(["netns", "exec", &new.name, "ping", "-c", "1", "-W", "2", to])
+            .output()
+            .unwrap();
+        assert!(
+            ping.status.success(),
+            "{}",
+            String::from_utf8_lossy(&ping.stdout)
+        );
+    }
+    for (vip, cidr) in [
+        ("192.0.2.10", "192.0.2.10/24"),
+        ("2001:db8::10", "2001:db8::10/64"),
+    ] {
+        let vip_ip: IpAddr = vip.parse().unwrap();
+        let at = SocketAddr::new(vip_ip, 8080);
+        old.ip(&["link", "set", "lan0", "up"]);
+        old.ip(&["addr", "add", cidr, "dev", "lan0", "nodad"]);
+        // The old master's service: one connection accepted and kept.
+        let listener = in_ns(&old, move || TcpListener::bind(at).unwrap());
+        let conn = in_ns(&client, move || {
+            TcpStream::connect_timeout(&at, Duration::from_secs(5)).unwrap()
+        });
+        let (kept, _) = listener.accept().unwrap();
+        // The record the old master would leave.
+        let left: Vec<Conn> = in_ns(&old, move || {
+            hamaster::vip::sessions::established(vip_ip).unwrap()
+        })
+        .into_iter()
+        .map(|s| Conn {
+            local: s.local,
+            peer: s.peer,
+        })
+        .collect();
+        assert_eq!(left.len(), 1, "{left:?}");
+        assert_eq!(left[0].peer, conn.local_addr().unwrap());
+        let old_mac =
+            support::clients::neighbour_mac(&client, vip).expect("the client knows the VIP");
+        // The crash: nothing more leaves the old master.
+        old.ip(&["link", "set", "lan0", "down"]);
+        new.ip(&["addr", "add", cidr, "dev", "lan0", "nodad"]);
+        let (ended_tx, ended_rx) = std::sync::mpsc::channel();
+        let waiting = {
+            let mut conn = conn.try_clone().unwrap();
+            std::thread::spawn(move || {
+                conn.set_read_timeout(Some(Duration::from_secs(20)))
+                    .unwrap();
+                let r = conn.read(&mut [0u8; 16]);
+                let _ = ended_tx.send((Instant::now(), format!("{r:?}")));
+            })
+        };
+        let tell = move |repoint: bool| {
+            let left = left.clone();
+            move || {
+                let mut rtnl = hamaster::vip::netlink::Rtnl::open().unwrap();
+                let link = rtnl.link_by_name("lan0").unwrap().unwrap();
+                let routes = rtnl.routes(vip_ip.is_ipv6()).unwrap();
+                let plan = hamaster::guard::sessions::plan(
+                    vip_ip,
+                    (link.index, link.mac),
+                    &left,
+                    &Default::default(),
+                    &routes,
+                    true,
+                    repoint,
+                );
+                (plan.neighbours.clone(), tickle::run(&plan, &|| true))
+            }
+        };
+        let (asked, alone) = in_ns(&new, tell(false));
+        assert!(asked.is_empty());
+        assert_eq!((alone.tickled, alone.answered), (1, 0), "{alone:?}");
+        assert!(
+            ended_rx.try_recv().is_err(),
+            "{vip}: the tickle alone reached the client: its answer went to the old MAC"
+        );
+        assert_eq!(
+            support::clients::neighbour_mac(&client, vip),
+            Some(old_mac.clone())
+        );
+        let t = Instant::now();
+        let (asked, r) = in_ns(&new, tell(true));
+        let (ended, how) = ended_rx
+            .recv_timeout(Duration::from_secs(5))
+            .expect("the client's read ended");
+        waiting.join().unwrap();
+        eprintln!(
+            "{vip}: {r:?}; the client's read ended after {:?}: {how}",
+            ended - t
+        );
+        assert_eq!(
+            asked,
+            vec![conn.local_addr().unwrap().ip()],
+            "the client is on the link"
+        );
+        assert!(how.contains("ConnectionReset"), "{vip}: {how}");
+        assert!(ended - t < Duration::from_secs(1), "{vip}: {:?}", ended - t);
+        assert_eq!((r.tickled, r.answered), (1, 1), "{vip}: {r:?}");
+        assert_eq!(
+            (r.neighbours, r.neighbours_answered),
+            (1, 1),
+            "{vip}: {r:?}"
+        );
+        assert!(r.errors.is_empty(), "{r:?}");
+        let new_mac = hamaster::vip::frames::mac_text(&new.mac("lan0"));
+        assert_eq!(
+            support::clients::neighbour_mac(&client, vip),
+            Some(new_mac),
+            "{vip}"
+        );
+        drop((kept, conn));
+        new.ip(&["addr", "del", cidr, "dev", "lan0"]);
+        // (IPv6 addresses went with the link.)
+        let _ = std::process::Command::new("ip")
+            .args(["-n", &old.name, "addr", "del", cidr, "dev", "lan0"])
+            .output();
+    }
+}

@@ -825,16 +825,19 @@ impl Lab {
         v
     }
 
-    /// Kills every process of node `i` and removes its addresses and link: a crashed host.
+    /// Kills every process of node `i` and removes its addresses and link: a crashed host. Its
+    /// link goes first: a crashed host sends nothing, not even the FIN of a killed process's
+    /// connection (which would tell its clients what a crash never tells them).
     pub fn crash(&mut self, i: usize) {
+        let ns = self.nodes[i].ns.name.clone();
+        let _ = sh("ip", &["-n", &ns, "link", "set", "lan0", "down"]);
         // The test's own member (Etcd::Own) dies with the node's processes below.
         if !self.own_etcd {
             self.etcd.stop_member(i);
         }
         let node = &mut self.nodes[i];
         node.kill();
-        let _ = sh("ip", &["-n", &node.ns.name, "addr", "flush", "dev", "lan0"]);
-        let _ = sh("ip", &["-n", &node.ns.name, "link", "set", "lan0", "down"]);
+        let _ = sh("ip", &["-n", &ns, "addr", "flush", "dev", "lan0"]);
     }
 
     /// Fencing on, the way an administrator turns it on: a STONITH device of the lab's fence
@@ -1320,12 +1323,17 @@ impl HealthClient {
     }
 
     pub fn start_with(lab: &Lab, vip: &str, port: u16, overlapping: bool) -> HealthClient {
+        HealthClient::start_in(&lab.switch.name, vip, port, overlapping)
+    }
+
+    /// The client in namespace `ns` (a host on the switch).
+    pub fn start_in(ns: &str, vip: &str, port: u16, overlapping: bool) -> HealthClient {
         use std::sync::atomic::{AtomicBool, Ordering};
         let stop = std::sync::Arc::new(AtomicBool::new(false));
         let latest_ok = std::sync::Arc::new(AtomicBool::new(false));
         let addr: std::net::SocketAddr = format!("{vip}:{port}").parse().unwrap();
         let samples = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let ns = lab.switch.name.clone();
+        let ns = ns.to_string();
         let (stop2, latest2, kept) = (stop.clone(), latest_ok.clone(), samples.clone());
         let handle = std::thread::spawn(move || {
             // Threads spawned from here are in the namespace too.

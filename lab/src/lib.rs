@@ -10,6 +10,7 @@ pub mod bench;
 pub mod bmc;
 pub mod capture;
 pub mod cib;
+pub mod clients;
 pub mod cluster;
 pub mod deadline;
 pub mod etcd;

@@ -427,6 +427,9 @@ fn guard_rows(g: &GuardStatus, row: &mut impl FnMut(&str, String)) {
             }),
         );
     }
+    if let Some(c) = &g.clients {
+        row("clients", clients_line(c));
+    }
     if let Some(space) = &g.etcd_space {
         row(
             "etcd space",
@@ -436,6 +439,32 @@ fn guard_rows(g: &GuardStatus, row: &mut impl FnMut(&str, String)) {
     if let Some(p) = &g.problem {
         row("problem", p.clone());
     }
+}
+
+/// The VIP's clients: what the takeover told the last master's, and the record kept for the
+/// next master.
+fn clients_line(c: &crate::resource::status::ClientsStatus) -> String {
+    let mut parts = Vec::new();
+    if let Some(t) = &c.told {
+        let last = t
+            .last_neighbour_ms
+            .map(|ms| format!(", the last after {ms} ms"))
+            .unwrap_or_default();
+        parts.push(format!(
+            "takeover reset {} of {} tickled sessions, {} of {} neighbours answered{last}",
+            t.answered, t.tickled, t.neighbours_answered, t.neighbours
+        ));
+    }
+    parts.push(format!(
+        "{} sessions recorded for the next master ({} bytes{})",
+        c.recorded,
+        c.record_bytes,
+        if c.capped { ", newest left out" } else { "" }
+    ));
+    if let Some(e) = &c.error {
+        parts.push(e.clone());
+    }
+    parts.join("; ")
 }
 
 #[cfg(test)]

@@ -274,6 +274,11 @@ impl Fence {
         self.standing() && self.view().may_announce(boottime())
     }
 
+    /// Whether the last master's clients may be told now (View::may_repoint).
+    pub fn may_repoint(&self) -> bool {
+        self.standing() && self.view().may_repoint(boottime())
+    }
+
     /// Whether the VIP may be defended with an announcement now (View::may_defend).
     pub fn may_defend(&self) -> bool {
         self.standing() && self.view().may_defend(boottime())

@@ -70,6 +70,9 @@ struct Shell {
     helpers: Helpers,
     /// Under Pacemaker: where the machine's pushes go (push_failures in force at the time).
     reporter: Option<super::push::Reporter>,
+    /// The sessions the last master left (guard::sessions), being read since the key was
+    /// taken; taken by Order::Repoint. None: tickle and repoint_neighbors are both off.
+    left: Option<tokio::task::JoinHandle<Result<Vec<crate::vip::tickle::Conn>, String>>>,
 }
 
 /// What the shell's helpers tell it: a service started, the key taken back after a hold (its
@@ -147,6 +150,12 @@ impl Guard {
         self.record_leadership(&a);
 
         let (mut shell, renew_rx, heard) = self.shell(fence.clone(), &a, ready, record);
+        if self.tells_clients() {
+            shell.left = Some(tokio::spawn(super::sessions::read_left(
+                a.etcd.clone(),
+                self.sessions_key(),
+            )));
+        }
         self.start_lease_helpers(&mut shell, lease, renew_rx);
         shell.helpers.add(tokio::spawn(warn_of_old_etcd(
             a.etcd.clone(),
@@ -262,6 +271,7 @@ impl Guard {
                     self.shared.config.subscribe(),
                 )
             }),
+            left: None,
         };
         let heard = Heard {
             started: started_rx,
@@ -368,6 +378,88 @@ impl Guard {
                 lease,
                 shell.fence.clone(),
             )));
+        if self.tells_clients() && !shell.wire.is_empty() {
+            shell
+                .lease_helpers
+                .add(tokio::spawn(super::sessions::record(
+                    shell.etcd.clone(),
+                    self.key.clone(),
+                    lease,
+                    self.sessions_key(),
+                    shell.wire.iter().map(|(_, ip)| *ip).collect(),
+                    shell.fence.clone(),
+                    self.shared.clone(),
+                )));
+        }
+    }
+
+    /// Whether the VIP's clients are recorded and told (tickle, repoint_neighbors).
+    fn tells_clients(&self) -> bool {
+        let c = self.args.config.clients;
+        (c.tickle || c.repoint_neighbors) && self.args.config.vip.is_some()
+    }
+
+    /// Where the sessions are recorded, beside the leader key.
+    fn sessions_key(&self) -> String {
+        super::sessions::key(&self.scope, &self.args.resource)
+    }
+
+    /// Order::Repoint: the clients the last master left told, VIP by VIP (each in a thread of
+    /// its own), every round only while the machine says the VIP is ours; the outcome logged
+    /// and kept for the status and the metrics. Nothing waits for it.
+    fn repoint(&self, shell: &mut Shell) {
+        let Some(left) = shell.left.take() else {
+            return;
+        };
+        let (fence, wire, shared) = (shell.fence.clone(), shell.wire.clone(), self.shared.clone());
+        let clients = self.args.config.clients;
+        let resource = self.args.resource.clone();
+        tokio::spawn(async move {
+            let left = match left.await {
+                Ok(Ok(l)) => l,
+                Ok(Err(e)) => {
+                    log::warn!("guard {resource}: the last master's clients are not told: {e}");
+                    shared
+                        .update(|s| s.clients.get_or_insert_with(Default::default).error = Some(e));
+                    return;
+                }
+                Err(e) => return log::warn!("guard {resource}: reading the sessions: {e}"),
+            };
+            let n = left.len();
+            let told = tokio::task::spawn_blocking(move || {
+                let keep = || fence.may_repoint();
+                tell(&wire, &left, clients, &keep)
+            })
+            .await;
+            let Ok((owned, reports)) = told else {
+                return;
+            };
+            let status = super::sessions::told(Some(n), owned, &reports);
+            if let Some(r) = &status.told {
+                log::info!(
+                    "guard {resource}: the last master left {n} sessions ({owned} owned here): \
+                     {} of {} tickled answered (reset here), {} of {} neighbours answered{}{}",
+                    r.answered,
+                    r.tickled,
+                    r.neighbours_answered,
+                    r.neighbours,
+                    r.last_neighbour_ms
+                        .map(|ms| format!(", the last after {ms} ms"))
+                        .unwrap_or_default(),
+                    if r.errors.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; {}", r.errors.join("; "))
+                    }
+                );
+            }
+            shared.update(|s| {
+                let c = s.clients.get_or_insert_with(Default::default);
+                c.left = status.left;
+                c.owned = status.owned;
+                c.told = status.told;
+            });
+        });
     }
 
     /// The key taken back after a hold, under a new lease: the keepalives and the watch move
@@ -534,6 +626,7 @@ impl Guard {
                 ));
             }
             Order::Settle { dad_wait } => self.settle(shell, dad_wait),
+            Order::Repoint => self.repoint(shell),
             Order::CancelAnnouncements => {
                 for vip in self.args.config.vips() {
                     burst::cancel(&shell.run_dir, vip.ip);
@@ -881,6 +974,52 @@ async fn run_hook(
         _ => format!("within {:.1} s", limit.as_secs_f64()),
     };
     hook.run(env, limit, &within).await
+}
+
+/// The clients of `left` told for each VIP of `wire` (vip::tickle), in parallel, all but the
+/// connections this node owns itself: how many it owned, and each VIP's report.
+fn tell(
+    wire: &[(crate::vip::netlink::Link, std::net::IpAddr)],
+    left: &[crate::vip::tickle::Conn],
+    clients: crate::resource::config::ClientsConfig,
+    keep: &(dyn Fn() -> bool + Sync),
+) -> (usize, Vec<crate::vip::tickle::Report>) {
+    let mut owned = std::collections::BTreeSet::new();
+    for (_, ip) in wire {
+        for s in crate::vip::sessions::established(*ip).unwrap_or_default() {
+            owned.insert(crate::vip::tickle::Conn {
+                local: s.local,
+                peer: s.peer,
+            });
+        }
+    }
+    let owned_left = left.iter().filter(|c| owned.contains(c)).count();
+    let plans: Vec<_> = wire
+        .iter()
+        .map(|(link, ip)| {
+            let routes = crate::vip::netlink::Rtnl::open()
+                .and_then(|mut r| r.routes(ip.is_ipv6()))
+                .unwrap_or_default();
+            super::sessions::plan(
+                *ip,
+                (link.index, link.mac),
+                left,
+                &owned,
+                &routes,
+                clients.tickle,
+                clients.repoint_neighbors,
+            )
+        })
+        .filter(|p| !p.conns.is_empty() || !p.neighbours.is_empty())
+        .collect();
+    let reports = std::thread::scope(|scope| {
+        let runs: Vec<_> = plans
+            .iter()
+            .map(|p| scope.spawn(move || crate::vip::tickle::run(p, keep)))
+            .collect();
+        runs.into_iter().filter_map(|r| r.join().ok()).collect()
+    });
+    (owned_left, reports)
 }
 
 /// Order::AskMembership: corosync's membership and Pacemaker's view of this node, side by

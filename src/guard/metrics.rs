@@ -104,6 +104,7 @@ impl Metrics {
         role_and_lease(o, s, ttl);
         self.renewals_and_fences(o, s);
         vips(o, s);
+        clients(o, s);
         failsafe(o, s);
         self.service_and_watchdog(o, s);
         out
@@ -255,6 +256,68 @@ fn role_and_lease(o: &mut String, s: &GuardStatus, ttl: Duration) {
 }
 
 /// Each VIP: present, claimed by others, lost.
+/// The VIP's clients (guard::sessions): the record kept for the next master, and what this
+/// leadership's takeover told the last master's clients (absent before it did).
+fn clients(o: &mut String, s: &GuardStatus) {
+    let Some(c) = &s.clients else {
+        return;
+    };
+    gauge(
+        o,
+        "hamaster_sessions_recorded",
+        "Connections to the VIP in the last record written to etcd for the next master.",
+        c.recorded as f64,
+    );
+    gauge(
+        o,
+        "hamaster_sessions_record_bytes",
+        "Size of the last record of the VIP's connections written to etcd.",
+        c.record_bytes as f64,
+    );
+    family(
+        o,
+        "hamaster_sessions_record_writes_total",
+        COUNTER,
+        "Writes of the record of the VIP's connections to etcd.",
+        [(String::new(), c.writes as f64)],
+    );
+    let Some(t) = &c.told else {
+        return;
+    };
+    gauge(
+        o,
+        "hamaster_takeover_sessions_tickled",
+        "Connections of the last master tickled after this takeover.",
+        t.tickled as f64,
+    );
+    gauge(
+        o,
+        "hamaster_takeover_sessions_reset",
+        "Tickled connections whose client answered, so that this node reset them.",
+        t.answered as f64,
+    );
+    gauge(
+        o,
+        "hamaster_takeover_neighbors_asked",
+        "Neighbours (clients on the link, gateways) asked from the VIP after this takeover.",
+        t.neighbours as f64,
+    );
+    gauge(
+        o,
+        "hamaster_takeover_neighbors_answered",
+        "Neighbours that answered, so that they send to this node's MAC now.",
+        t.neighbours_answered as f64,
+    );
+    if let Some(ms) = t.last_neighbour_ms {
+        gauge(
+            o,
+            "hamaster_takeover_last_neighbor_seconds",
+            "From the first round to the last neighbour's answer.",
+            ms as f64 / 1000.0,
+        );
+    }
+}
+
 fn vips(o: &mut String, s: &GuardStatus) {
     gauge(
         o,

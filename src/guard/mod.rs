@@ -19,6 +19,7 @@ mod placement;
 mod push;
 pub mod resident;
 mod sched;
+pub mod sessions;
 #[cfg(test)]
 mod sim;
 mod space;

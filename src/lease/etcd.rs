@@ -1387,6 +1387,28 @@ impl Etcd {
         self.revoke(lease).await.map(|_| deleted)
     }
 
+    /// Puts `value` at `at` (no lease) only while `key` still carries `lease`, in one
+    /// transaction: what a leader records beside its key (the VIP's sessions). Whether it was
+    /// written.
+    pub async fn put_while_held(
+        &self,
+        key: &str,
+        lease: LeaseId,
+        at: &str,
+        value: Vec<u8>,
+    ) -> Result<bool, LeaseError> {
+        let txn = Txn::new()
+            .when([Compare::lease(key, CompareOp::Equal, lease.0)])
+            .and_then([TxnOp::put(at, value, None)]);
+        Ok(self
+            .call("record beside the leader key", |mut c| {
+                let t = txn.clone();
+                async move { c.txn(t).await }
+            })
+            .await?
+            .succeeded())
+    }
+
     /// Whether the key still carries `lease`: one transaction comparing the key's lease.
     pub async fn confirm(&self, key: &str, lease: LeaseId) -> Result<bool, LeaseError> {
         let txn = Txn::new().when([Compare::lease(key, CompareOp::Equal, lease.0)]);

@@ -328,6 +328,40 @@ pub const PUSH_FAILURES: Param = Param {
     ..BASE
 };
 
+pub const TICKLE: Param = Param {
+    name: "tickle",
+    kind: Kind::Boolean,
+    default: Some("true"),
+    shortdesc: "Reset the last master's client connections after a takeover",
+    longdesc: "While promoted, the guard records the VIP's established TCP connections in etcd, \
+        beside the leader key ({etcd_prefix}/{cluster_name}/{resource}/sessions, without a \
+        lease, written only while the key is ours): a connection seen in two samples a second \
+        apart, a write only when that set changed (at most one a second), at most 1024 \
+        connections of about 30 bytes each, the oldest kept. After a takeover the new master \
+        sends each recorded client a 'tickle ACK' from the VIP, as Samba's CTDB does (three \
+        rounds 0.6 s apart, each only to those that have not answered): the client answers, \
+        this node has no such connection and resets it, and the client reconnects at once \
+        instead of waiting for its own timeout (TCP keepalive: two hours). Connections this \
+        node owns itself (a warm standby's service) are left alone. The clients' addresses \
+        and ports are stored in etcd. false: nothing is recorded or sent.",
+    ..BASE
+};
+
+pub const REPOINT_NEIGHBORS: Param = Param {
+    name: "repoint_neighbors",
+    kind: Kind::Boolean,
+    default: Some("true"),
+    shortdesc: "Ask each client on the link and the gateway for its address after a takeover",
+    longdesc: "Besides the gratuitous announcements (arp_count), the new master sends an ARP \
+        request (IPv6: a Neighbor Solicitation) from the VIP for each client that tickle \
+        recorded on the VIP's link and for the link's default gateways. A host that ignores \
+        gratuitous ARP (Linux's drop_gratuitous_arp, many firewalls and switches) still learns \
+        the VIP's new MAC from a request for its own address, and its answer shows it did. \
+        Three rounds 0.6 s apart, each only to those that have not answered. false: the \
+        announcements alone.",
+    ..BASE
+};
+
 pub const WATCHDOG: Param = Param {
     name: "watchdog",
     default: Some("auto"),
@@ -459,7 +493,7 @@ pub const DEMOTE_COMMAND_LIMIT: std::time::Duration = std::time::Duration::from_
 pub const EXTRA_VIPS_MAX: usize = 8;
 
 /// The master's own parameters, without the VIP.
-pub const OWN: [Param; 31] = [
+pub const OWN: [Param; 33] = [
     ETCD_ENDPOINTS,
     ETCD_PREFIX,
     CLUSTER_NAME,
@@ -487,6 +521,8 @@ pub const OWN: [Param; 31] = [
     HEALTH_INTERVAL,
     HEALTH_FAILURES,
     PUSH_FAILURES,
+    TICKLE,
+    REPOINT_NEIGHBORS,
     WATCHDOG,
     WATCHDOG_DEVICE,
     METRICS_ADDRESS,

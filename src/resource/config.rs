@@ -31,6 +31,25 @@ pub struct MasterConfig {
     /// How the unpromoted instances keep the service (standby).
     #[serde(default)]
     pub standby: Standby,
+    /// What a takeover tells the last master's clients (tickle, repoint_neighbors).
+    #[serde(default)]
+    pub clients: ClientsConfig,
+}
+
+/// tickle and repoint_neighbors (guard::sessions); both on where an older agent said nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ClientsConfig {
+    pub tickle: bool,
+    pub repoint_neighbors: bool,
+}
+
+impl Default for ClientsConfig {
+    fn default() -> ClientsConfig {
+        ClientsConfig {
+            tickle: true,
+            repoint_neighbors: true,
+        }
+    }
 }
 
 /// standby: the service runs on the promoted node only (cold), or on every started instance
@@ -212,6 +231,10 @@ impl MasterConfig {
             metrics: metrics_address(v)?,
             conflict_action: ConflictAction::from_values(v)?,
             standby: Standby::from_values(v)?,
+            clients: ClientsConfig {
+                tickle: v.boolean(&crate::params::master::TICKLE)?,
+                repoint_neighbors: v.boolean(&crate::params::master::REPOINT_NEIGHBORS)?,
+            },
         })
     }
 

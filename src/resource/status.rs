@@ -134,6 +134,31 @@ pub struct GuardStatus {
     /// etcd's space and alarms as the members last said (every 10 s while leading).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub etcd_space: Option<EtcdSpace>,
+    /// The VIP's clients (guard::sessions): the sessions recorded for the next master, and what
+    /// this leadership's takeover told the last master's clients.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clients: Option<ClientsStatus>,
+}
+
+/// The VIP's clients as the guard recorded and told them (guard::sessions, vip::tickle).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ClientsStatus {
+    /// Sessions in the last record written to etcd, its size, when, and the writes so far.
+    pub recorded: usize,
+    pub record_bytes: usize,
+    pub recorded_at_unix_ms: Option<u64>,
+    pub writes: u64,
+    /// More sessions than sessions_max were established: the newest were left out.
+    pub capped: bool,
+    /// The takeover: sessions the last master left, those this node owns itself (not told).
+    pub left: Option<usize>,
+    pub owned: usize,
+    /// What the rounds did (vip::tickle), summed over the VIPs.
+    pub told: Option<crate::vip::tickle::Report>,
+    /// Why the record could not be read or written, the last time it could not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// What etcd's members say of its space: the largest database, its quota where etcd says it

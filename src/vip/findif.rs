@@ -90,6 +90,7 @@ mod tests {
             kind: RouteType::Unicast,
             scope: RouteScope::Link,
             gateway: false,
+            via: None,
             prefsrc: None,
         }
     }

@@ -14,7 +14,9 @@ use nix::sys::socket::{self, sockopt, AddressFamily, LinkAddr, SockFlag, SockTyp
 use pnet_datalink::MacAddr;
 use pnet_packet::arp::{ArpHardwareTypes, ArpOperation, ArpOperations, MutableArpPacket};
 use pnet_packet::ethernet::{EtherTypes, MutableEthernetPacket};
-use pnet_packet::icmpv6::ndp::{MutableNeighborAdvertPacket, NdpOption, NdpOptionTypes};
+use pnet_packet::icmpv6::ndp::{
+    MutableNeighborAdvertPacket, MutableNeighborSolicitPacket, NdpOption, NdpOptionTypes,
+};
 use pnet_packet::icmpv6::{self, Icmpv6Packet, Icmpv6Types};
 use pnet_packet::ip::IpNextHeaderProtocols;
 use pnet_packet::ipv6::MutableIpv6Packet;
@@ -88,26 +90,7 @@ fn arp_frame(
 /// An unsolicited Neighbor Advertisement (RFC 4861 7.2.6) for `ip` from `mac`: to ff02::1,
 /// hop limit 255, Override set, with the Target Link-Layer Address option.
 pub fn unsolicited_na(mac: MacAddr, ip: Ipv6Addr) -> [u8; NA_FRAME_LEN] {
-    let mut buf = [0u8; NA_FRAME_LEN];
-    {
-        let mut eth =
-            MutableEthernetPacket::new(&mut buf).expect("buffer holds an Ethernet header");
-        eth.set_destination(ALL_NODES_MAC);
-        eth.set_source(mac);
-        eth.set_ethertype(EtherTypes::Ipv6);
-    }
-    {
-        let mut ip6 = MutableIpv6Packet::new(&mut buf[ETH_HEADER_LEN..])
-            .expect("buffer holds an IPv6 header");
-        ip6.set_version(6);
-        ip6.set_payload_length(32);
-        ip6.set_next_header(IpNextHeaderProtocols::Icmpv6);
-        ip6.set_hop_limit(255);
-        ip6.set_source(ip);
-        ip6.set_destination(ALL_NODES);
-    }
-    let icmp = &mut buf[ETH_HEADER_LEN + 40..];
-    {
+    ndp_frame(mac, ALL_NODES_MAC, ip, ALL_NODES, |icmp| {
         let mut na =
             MutableNeighborAdvertPacket::new(icmp).expect("buffer holds a Neighbor Advertisement");
         na.set_icmpv6_type(Icmpv6Types::NeighborAdvert);
@@ -118,14 +101,105 @@ pub fn unsolicited_na(mac: MacAddr, ip: Ipv6Addr) -> [u8; NA_FRAME_LEN] {
             length: 1,
             data: mac.octets().to_vec(),
         }]);
+    })
+}
+
+/// An NDP message of 32 bytes (an advertisement or a solicitation with one link-layer
+/// option) from `mac` and `src` to `eth_dst` and `dst`, hop limit 255: the headers, the body
+/// `body` writes, then its checksum.
+fn ndp_frame(
+    mac: MacAddr,
+    eth_dst: MacAddr,
+    src: Ipv6Addr,
+    dst: Ipv6Addr,
+    body: impl FnOnce(&mut [u8]),
+) -> [u8; NA_FRAME_LEN] {
+    let mut buf = [0u8; NA_FRAME_LEN];
+    {
+        let mut eth =
+            MutableEthernetPacket::new(&mut buf).expect("buffer holds an Ethernet header");
+        eth.set_destination(eth_dst);
+        eth.set_source(mac);
+        eth.set_ethertype(EtherTypes::Ipv6);
     }
+    {
+        let mut ip6 = MutableIpv6Packet::new(&mut buf[ETH_HEADER_LEN..])
+            .expect("buffer holds an IPv6 header");
+        ip6.set_version(6);
+        ip6.set_payload_length(32);
+        ip6.set_next_header(IpNextHeaderProtocols::Icmpv6);
+        ip6.set_hop_limit(255);
+        ip6.set_source(src);
+        ip6.set_destination(dst);
+    }
+    let icmp = &mut buf[ETH_HEADER_LEN + 40..];
+    body(icmp);
     let sum = icmpv6::checksum(
         &Icmpv6Packet::new(icmp).expect("buffer holds ICMPv6"),
-        &ip,
-        &ALL_NODES,
+        &src,
+        &dst,
     );
     icmp[2..4].copy_from_slice(&sum.to_be_bytes());
     buf
+}
+
+/// An ARP request from `sender` (the VIP) and `mac` for `target` (a neighbour): whoever has
+/// `target` takes the sender's address into its cache from it — also a host that drops
+/// gratuitous ARP, since it is a request for its own address — and answers.
+pub fn arp_request(mac: MacAddr, sender: Ipv4Addr, target: Ipv4Addr) -> [u8; ARP_FRAME_LEN] {
+    arp_frame(mac, sender, target, MacAddr::zero(), ArpOperations::Request)
+}
+
+/// A Neighbor Solicitation (RFC 4861 7.2.2) from `src` (the VIP) and `mac` for `target`, to
+/// its solicited-node address, with the Source Link-Layer Address option: the target takes
+/// `src`'s address from it into its cache, and answers.
+pub fn neighbor_solicitation(mac: MacAddr, src: Ipv6Addr, target: Ipv6Addr) -> [u8; NA_FRAME_LEN] {
+    let t = target.octets();
+    let group = Ipv6Addr::new(
+        0xff02,
+        0,
+        0,
+        0,
+        0,
+        1,
+        0xff00 | u16::from(t[13]),
+        u16::from_be_bytes([t[14], t[15]]),
+    );
+    let eth_dst = MacAddr(0x33, 0x33, 0xff, t[13], t[14], t[15]);
+    ndp_frame(mac, eth_dst, src, group, |icmp| {
+        let mut ns =
+            MutableNeighborSolicitPacket::new(icmp).expect("buffer holds a Neighbor Solicitation");
+        ns.set_icmpv6_type(Icmpv6Types::NeighborSolicit);
+        ns.set_target_addr(target);
+        ns.set_options(&[NdpOption {
+            option_type: NdpOptionTypes::SourceLLAddr,
+            length: 1,
+            data: mac.octets().to_vec(),
+        }]);
+    })
+}
+
+/// Whether `frame` answers a request from `vip` (arp_request, neighbor_solicitation): an ARP
+/// reply to the VIP, or a Neighbor Advertisement to it. The neighbour that answered.
+pub fn answer_to(frame: &[u8], vip: IpAddr) -> Option<IpAddr> {
+    let ethertype = u16::from_be_bytes([*frame.get(12)?, *frame.get(13)?]);
+    let at = |from: usize, to: usize| frame.get(ETH_HEADER_LEN + from..ETH_HEADER_LEN + to);
+    match vip {
+        IpAddr::V4(v) if ethertype == ETH_P_ARP => {
+            let reply = at(6, 8)? == [0, 2];
+            let target = Ipv4Addr::from(<[u8; 4]>::try_from(at(24, 28)?).ok()?);
+            let sender = Ipv4Addr::from(<[u8; 4]>::try_from(at(14, 18)?).ok()?);
+            (reply && target == v).then_some(IpAddr::V4(sender))
+        }
+        IpAddr::V6(v) if ethertype == ETH_P_IPV6 => {
+            let icmp = *at(6, 7)?.first()? == 58;
+            let dst = Ipv6Addr::from(<[u8; 16]>::try_from(at(24, 40)?).ok()?);
+            let advert = *at(40, 41)?.first()? == 136;
+            let target = Ipv6Addr::from(<[u8; 16]>::try_from(at(48, 64)?).ok()?);
+            (icmp && advert && dst == v).then_some(IpAddr::V6(target))
+        }
+        _ => None,
+    }
 }
 
 /// What kind of frame claims an address.
@@ -291,13 +365,7 @@ pub fn send_socket() -> io::Result<OwnedFd> {
 /// created with protocol 0 (it receives nothing), filtered, then bound to the interface and
 /// the protocol, so that no unfiltered frame is ever queued.
 pub fn watch_socket(index: u32, ip: IpAddr) -> io::Result<OwnedFd> {
-    let proto = if ip.is_ipv4() { ETH_P_ARP } else { ETH_P_IPV6 };
-    let fd = socket::socket(
-        AddressFamily::Packet,
-        SockType::Raw,
-        SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC,
-        None,
-    )?;
+    let (fd, proto) = resolution_socket(ip)?;
     let prog = filter(ip);
     let fprog = libc::sock_fprog {
         len: prog.len() as u16,
@@ -317,6 +385,28 @@ pub fn watch_socket(index: u32, ip: IpAddr) -> io::Result<OwnedFd> {
     if r != 0 {
         return Err(io::Error::last_os_error());
     }
+    bind_link(&fd, index, proto)?;
+    // A flood overflows this buffer (frames dropped) rather than queueing work. A failure
+    // leaves the default: not fatal.
+    let _ = socket::setsockopt(&fd, sockopt::RcvBuf, &RCVBUF);
+    Ok(fd)
+}
+
+/// A non-blocking packet socket that receives nothing yet (protocol 0), and the ethertype of
+/// `ip`'s address resolution (ARP, or IPv6) to bind it to.
+fn resolution_socket(ip: IpAddr) -> io::Result<(OwnedFd, u16)> {
+    let proto = if ip.is_ipv4() { ETH_P_ARP } else { ETH_P_IPV6 };
+    let fd = socket::socket(
+        AddressFamily::Packet,
+        SockType::Raw,
+        SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC,
+        None,
+    )?;
+    Ok((fd, proto))
+}
+
+/// Binds packet socket `fd` to interface `index` and ethertype `proto`.
+fn bind_link(fd: &OwnedFd, index: u32, proto: u16) -> io::Result<()> {
     let sll = libc::sockaddr_ll {
         sll_family: libc::AF_PACKET as u16,
         sll_protocol: proto.to_be(),
@@ -336,8 +426,15 @@ pub fn watch_socket(index: u32, ip: IpAddr) -> io::Result<OwnedFd> {
     }
     .ok_or_else(|| io::Error::other("not a link-layer address"))?;
     socket::bind(fd.as_raw_fd(), &at)?;
-    // A flood overflows this buffer (frames dropped) rather than queueing work. A failure
-    // leaves the default: not fatal.
+    Ok(())
+}
+
+/// A non-blocking packet socket on interface `index` for the address resolution of `ip`'s
+/// family (ARP, or IPv6), unfiltered: the clients' repointing (vip::tickle) sends its requests
+/// on it and reads the answers for a second or two.
+pub fn link_socket(index: u32, ip: IpAddr) -> io::Result<OwnedFd> {
+    let (fd, proto) = resolution_socket(ip)?;
+    bind_link(&fd, index, proto)?;
     let _ = socket::setsockopt(&fd, sockopt::RcvBuf, &RCVBUF);
     Ok(fd)
 }

@@ -8,6 +8,7 @@ pub mod findif;
 pub mod frames;
 pub mod netlink;
 pub mod sessions;
+pub mod tickle;
 pub mod up;
 
 use std::net::{IpAddr, Ipv4Addr};

@@ -143,6 +143,8 @@ pub struct Route {
     pub scope: RouteScope,
     /// Reached through a gateway (RTA_GATEWAY or RTA_VIA), not directly on the link.
     pub gateway: bool,
+    /// The gateway's address, where RTA_GATEWAY names one.
+    pub via: Option<IpAddr>,
     /// The preferred source address (RTA_PREFSRC): for connected routes, the base address.
     pub prefsrc: Option<IpAddr>,
 }
@@ -781,6 +783,7 @@ fn route_from(r: RouteMessage) -> Option<Route> {
         kind,
         scope,
         gateway: false,
+        via: None,
         prefsrc: None,
     };
     for attr in r.attributes {
@@ -790,7 +793,15 @@ fn route_from(r: RouteMessage) -> Option<Route> {
             RouteAttribute::Oif(i) => route.oif = Some(i),
             RouteAttribute::Priority(p) => route.metric = p,
             RouteAttribute::Table(t) => route.table = t,
-            RouteAttribute::Gateway(_) | RouteAttribute::Via(_) => route.gateway = true,
+            RouteAttribute::Gateway(g) => {
+                route.gateway = true;
+                route.via = match g {
+                    RouteAddress::Inet(ip) => Some(ip.into()),
+                    RouteAddress::Inet6(ip) => Some(ip.into()),
+                    _ => None,
+                };
+            }
+            RouteAttribute::Via(_) => route.gateway = true,
             RouteAttribute::PrefSource(RouteAddress::Inet(ip)) => route.prefsrc = Some(ip.into()),
             RouteAttribute::PrefSource(RouteAddress::Inet6(ip)) => route.prefsrc = Some(ip.into()),
             _ => {}

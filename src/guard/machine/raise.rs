@@ -144,7 +144,13 @@ impl<K: Kernel> Machine<K> {
             return;
         }
         match r {
-            Ok(()) => self.set_state(State::Raising(RaiseStep::WriteToken)),
+            Ok(()) => {
+                self.set_state(State::Raising(RaiseStep::WriteToken));
+                // Beside the rest of the raise, never before it: the VIP is up and ours.
+                if self.may_raise(now) {
+                    self.out(Order::Repoint);
+                }
+            }
             Err(e) => self.raise_failed(now, RaiseFailure::Vip(e.to_string())),
         }
     }

@@ -105,6 +105,52 @@ fn the_vip_is_defended_only_while_leading_with_it_up_and_the_lease_covering_it()
     assert!(!m.view().may_defend(m.fence_at()), "fenced");
 }
 
+/// The clients are told (Order::Repoint) once the VIP is settled, never before, never after a
+/// failed settle, and the rounds may go on only while the VIP is up and the lease covers it.
+#[test]
+fn the_clients_are_told_only_after_the_vip_settled_and_while_it_is_ours() {
+    let t = Duration::from_millis;
+    let repoints = |m: &mut Machine<World>| {
+        let mut n = 0;
+        while let Some(o) = m.poll_order() {
+            n += usize::from(o == Order::Repoint);
+        }
+        n
+    };
+    let mut m = vip_machine(10, 2);
+    m.handle(t(10), Input::Tick);
+    assert_eq!(repoints(&mut m), 0, "not before the VIP is settled");
+    assert!(
+        m.view().may_repoint(t(10)),
+        "the VIP is up while it settles"
+    );
+    m.handle(t(20), Input::Settled(Ok(())));
+    assert_eq!(repoints(&mut m), 1);
+    m.handle(t(30), Input::TokenWritten(Ok(())));
+    m.handle(t(40), Input::ServiceStarted(Ok(ServiceRef::Group(12345))));
+    assert_eq!(m.phase(), Phase::Leading);
+    assert_eq!(repoints(&mut m), 0, "once per raise");
+    assert!(
+        m.view().may_repoint(t(50)),
+        "the rounds go on while leading"
+    );
+    assert!(
+        !m.view().may_repoint(m.fence_at()),
+        "not past the fencing time"
+    );
+    m.handle(m.fence_at(), Input::Tick);
+    assert!(
+        !m.view().may_repoint(m.fence_at()),
+        "fenced: the VIP is gone"
+    );
+
+    let mut failed = vip_machine(10, 2);
+    failed.handle(t(10), Input::Tick);
+    failed.handle(t(20), Input::Settled(Err(Fault::Settle("DAD".into()))));
+    assert_eq!(repoints(&mut failed), 0, "a failed settle tells no one");
+    assert!(!failed.view().may_repoint(t(30)));
+}
+
 #[test]
 fn the_release_after_a_failed_raise_is_not_a_loss_and_the_failure_stays_the_reason() {
     let t = Duration::from_millis;

@@ -197,6 +197,10 @@ pub enum Order {
     /// The VIP was added: bring its link up, wait out DAD (at most `dad_wait`), announce.
     /// Stop announcing as soon as `may_announce` says no. Answer Settled.
     Settle { dad_wait: Duration },
+    /// The VIP is settled: tell the clients the last master left (guard::sessions,
+    /// vip::tickle), each round only while `View::may_repoint` says yes. Never answered: what
+    /// it did is the status's, and nothing of the raise waits for it.
+    Repoint,
     /// Stop any announcement burst for the VIP (it is going down).
     CancelAnnouncements,
     /// Write the fencing token for the service. Answer TokenWritten.

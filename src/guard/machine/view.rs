@@ -47,6 +47,15 @@ impl View {
         self.may_raise(now) && self.vip == VipState::Up
     }
 
+    /// Whether the last master's clients may be told of the takeover now (Order::Repoint's
+    /// rounds): the VIP up and ours, raising or leading, the lease covering it.
+    pub fn may_repoint(&self, now: Duration) -> bool {
+        let phase = self.state.phase();
+        (phase.is_raising() || phase.is_leading())
+            && self.vip == VipState::Up
+            && now < self.fence_at
+    }
+
     /// Whether a conflict on the wire may be answered with an announcement of the VIP: the
     /// machine leads with it up, and the lease still covers it.
     pub fn may_defend(&self, now: Duration) -> bool {

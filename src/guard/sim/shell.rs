@@ -172,7 +172,7 @@ impl Sim {
             }
             Order::Exit { .. } => self.exited = true,
             // Pacemaker and the wire are outside the simulated world.
-            Order::Push { .. } | Order::Defend { .. } => {}
+            Order::Push { .. } | Order::Defend { .. } | Order::Repoint => {}
             Order::AskMembership {
                 asked,
                 fencing,
