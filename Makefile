@@ -7,7 +7,7 @@ ROOT := --features root-tests
 # Tests, benchmarks and the demo never see this host's own watchdog (see the script).
 LAB := scripts/without-host-watchdog
 
-.PHONY: all build deps ocf docs golden check lint test check-etcd-fixed check-generations check-systemd check-guard check-watchdog check-sbd check-cluster demo bench bench-guard bench-phases bench-failover bench-watchdog bench-observe bench-outage bench-switchover rpm check-rpm clean
+.PHONY: all build deps ocf docs golden check lint test check-etcd-fixed check-generations check-systemd check-guard check-watchdog check-sbd check-cluster demo bench bench-guard bench-phases bench-failover bench-watchdog bench-observe bench-outage bench-switchover bench-clients rpm check-rpm clean
 
 all: build
 
@@ -162,6 +162,12 @@ bench-outage: deps
 # and after 3 s.
 bench-switchover: deps
 	$(LAB) $(CARGO) bench --bench switchover
+
+# The clients' side of a failover (issue 53, about 15 minutes): idle connections and a host
+# that ignores gratuitous ARP, through a crash, a partition and a planned move of hamaster, the
+# IPaddr2 group and keepalived at its defaults.
+bench-clients: deps
+	$(LAB) $(CARGO) bench --bench clients
 
 # Binary and source RPM into target/rpm/ (vendored crates, offline build).
 rpm: deps

@@ -928,6 +928,19 @@ fn three_nodes_crash_of_the_master_the_first_etcd_endpoint_and_the_etcd_leader()
     // Longer than one placement check (5 s): with the default the guard would move it away.
     std::thread::sleep(Duration::from_secs(6));
     assert_eq!(lab.etcd_leader(), Some(0), "etcd_move_leader=false left it");
+    // The idle clients' sessions recorded beside the key, seen from etcd's side, without a
+    // lease (the record outlives its writer); the polls' short connections are not in it.
+    let sessions = KEY.replace("/leader", "/sessions");
+    let (kept, lease, _) = lab
+        .etcd
+        .get(&sessions)
+        .expect("the sessions recorded in etcd");
+    assert_eq!(lease, "0x0", "{sessions} carries no lease");
+    let idle_in_record = kept.matches(support::clients::CLIENT_IP).count();
+    assert!(
+        (2..=3).contains(&idle_in_record),
+        "the two idle clients in {sessions}: {kept}"
+    );
 
     let watch = lab.watch_key(KEY, &[1, 2]);
     let t_crash = Instant::now();

@@ -8,7 +8,7 @@
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -56,7 +56,7 @@ pub struct Ended {
     pub kind: Kind,
     pub connected: Instant,
     pub at: Instant,
-    /// "reset", "closed" (a FIN), or the error.
+    /// "reset", "closed" (a FIN), "left" (`IdleClients::reconnect`), or the error.
     pub how: String,
 }
 
@@ -67,6 +67,8 @@ pub struct IdleClients {
     ended: Arc<Mutex<Vec<Ended>>>,
     /// When each client's current connection was made (None: not connected).
     connected: Vec<Arc<Mutex<Option<Instant>>>>,
+    /// Raised by `reconnect`: each client leaves its connection and makes a new one.
+    generation: Arc<AtomicU64>,
 }
 
 impl IdleClients {
@@ -74,15 +76,17 @@ impl IdleClients {
         let addr: SocketAddr = format!("{vip}:{port}").parse().expect("VIP:port");
         let stop = Arc::new(AtomicBool::new(false));
         let ended = Arc::new(Mutex::new(Vec::new()));
+        let generation = Arc::new(AtomicU64::new(0));
         let mut handles = Vec::new();
         let mut connected = Vec::new();
         for kind in [Kind::LongPoll, Kind::Silent] {
             let (stop, ended, ns) = (stop.clone(), ended.clone(), ns.to_string());
+            let generation = generation.clone();
             let now = Arc::new(Mutex::new(None));
             connected.push(now.clone());
             handles.push(std::thread::spawn(move || {
                 enter_netns(&ns);
-                client(kind, addr, &stop, &ended, &now);
+                client(kind, addr, &stop, &generation, &ended, &now);
             }));
         }
         IdleClients {
@@ -90,7 +94,14 @@ impl IdleClients {
             handles,
             ended,
             connected,
+            generation,
         }
+    }
+
+    /// Every client leaves the connection it waits on (recorded as "left") and connects
+    /// again: what a benchmark does to the clients a tool left hanging, before its next trial.
+    pub fn reconnect(&self) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
     }
 
     /// Waits (bounded) until every client holds a connection made after `since`.
@@ -136,6 +147,7 @@ fn client(
     kind: Kind,
     addr: SocketAddr,
     stop: &AtomicBool,
+    generation: &AtomicU64,
     ended: &Mutex<Vec<Ended>>,
     now: &Mutex<Option<Instant>>,
 ) {
@@ -146,6 +158,7 @@ fn client(
             continue;
         };
         let connected = Instant::now();
+        let made_in = generation.load(Ordering::SeqCst);
         if kind == Kind::LongPoll
             && s.write_all(b"GET /wait HTTP/1.1\r\nHost: vip\r\n\r\n")
                 .is_err()
@@ -159,6 +172,9 @@ fn client(
         let how = loop {
             if stop.load(Ordering::SeqCst) || Instant::now() >= limit {
                 return;
+            }
+            if generation.load(Ordering::SeqCst) != made_in {
+                break "left".to_string();
             }
             match s.read(&mut buf) {
                 Ok(0) => break "closed".to_string(),

@@ -695,6 +695,18 @@ impl EtcdCluster {
         lease
     }
 
+    /// How often a key was written since it was created (etcd's version), and its value's size
+    /// in bytes, from etcdctl.
+    pub fn version(&self, key: &str) -> Option<(i64, usize)> {
+        let out = self.etcdctl(&["get", key, "-w", "json"]);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+        let kv = v.get("kvs")?.get(0)?;
+        let value = kv.get("value")?.as_str()?;
+        // etcdctl's JSON gives the value in base64: 4 characters for 3 bytes, padded.
+        let pad = value.chars().rev().take_while(|c| *c == '=').count();
+        Some((kv.get("version")?.as_i64()?, value.len() / 4 * 3 - pad))
+    }
+
     /// Value, lease (hex, as etcdctl prints it) and create revision of a key, from etcdctl.
     pub fn get(&self, key: &str) -> Option<(String, String, i64)> {
         let out = self.etcdctl(&["get", key, "-w", "fields"]);

@@ -593,4 +593,38 @@ mod tests {
             "{text}"
         );
     }
+
+    /// The clients' line: the takeover's account first, then the record kept.
+    #[test]
+    fn the_clients_told_and_recorded_are_shown() {
+        let mut r = report(Parameters::Cib);
+        let mut clients = crate::guard::sessions::told(
+            Some(2),
+            0,
+            &[crate::vip::tickle::Report {
+                tickled: 2,
+                answered: 1,
+                neighbours: 2,
+                neighbours_answered: 2,
+                last_neighbour_ms: Some(12),
+                ..Default::default()
+            }],
+        );
+        clients.recorded = 5;
+        clients.record_bytes = 150;
+        clients.capped = true;
+        r.guard = Some(GuardStatus {
+            clients: Some(clients),
+            ..GuardStatus::default()
+        });
+        let text = table(&r);
+        assert!(
+            text.contains(
+                "clients         takeover reset 1 of 2 tickled sessions, 2 of 2 neighbours \
+                 answered, the last after 12 ms; 5 sessions recorded for the next master (150 \
+                 bytes, newest left out)"
+            ),
+            "{text}"
+        );
+    }
 }

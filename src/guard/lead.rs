@@ -393,10 +393,10 @@ impl Guard {
         }
     }
 
-    /// Whether the VIP's clients are recorded and told (tickle, repoint_neighbors).
+    /// Whether the VIP's clients may be recorded and told: with a VIP (tickle and
+    /// repoint_neighbors, reloadable, are read where they act).
     fn tells_clients(&self) -> bool {
-        let c = self.args.config.clients;
-        (c.tickle || c.repoint_neighbors) && self.args.config.vip.is_some()
+        self.args.config.vip.is_some()
     }
 
     /// Where the sessions are recorded, beside the leader key.
@@ -412,7 +412,10 @@ impl Guard {
             return;
         };
         let (fence, wire, shared) = (shell.fence.clone(), shell.wire.clone(), self.shared.clone());
-        let clients = self.args.config.clients;
+        let clients = self.shared.config.borrow().clients;
+        if !clients.tickle && !clients.repoint_neighbors {
+            return;
+        }
         let resource = self.args.resource.clone();
         tokio::spawn(async move {
             let left = match left.await {

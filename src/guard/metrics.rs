@@ -561,6 +561,53 @@ mod tests {
     }
 
     #[test]
+    fn the_clients_are_shown_once_recorded_and_the_takeover_once_it_told_them() {
+        let m = Metrics::default();
+        let mut s = GuardStatus::default();
+        let text = m.render(&s, Duration::from_secs(10));
+        assert!(!text.contains("hamaster_sessions_"), "{text}");
+        s.clients = Some(crate::resource::status::ClientsStatus {
+            recorded: 2,
+            record_bytes: 64,
+            writes: 3,
+            ..Default::default()
+        });
+        let text = m.render(&s, Duration::from_secs(10));
+        assert!(text.contains("hamaster_sessions_recorded 2\n"), "{text}");
+        assert!(
+            text.contains("hamaster_sessions_record_writes_total 3\n"),
+            "{text}"
+        );
+        assert!(!text.contains("hamaster_takeover_"), "{text}");
+        let told = crate::guard::sessions::told(
+            Some(3),
+            1,
+            &[crate::vip::tickle::Report {
+                tickled: 2,
+                answered: 2,
+                neighbours: 2,
+                neighbours_answered: 1,
+                last_neighbour_ms: Some(40),
+                ..Default::default()
+            }],
+        );
+        s.clients.as_mut().unwrap().told = told.told;
+        let text = m.render(&s, Duration::from_secs(10));
+        assert!(
+            text.contains("hamaster_takeover_sessions_reset 2\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("hamaster_takeover_neighbors_answered 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("hamaster_takeover_last_neighbor_seconds 0.04\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn a_fence_counts_once_under_its_cause_and_the_leader_gauge_follows_the_lease() {
         let m = Metrics::default();
         m.renewal_failed(RenewalFailure::Timeout);

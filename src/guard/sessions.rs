@@ -133,6 +133,11 @@ pub async fn record(
         if !view.state.phase().is_leading() || view.vip != super::machine::VipState::Up {
             continue;
         }
+        // tickle and repoint_neighbors as last reloaded: both off, nothing is recorded.
+        let wanted = shared.config.borrow().clients;
+        if !wanted.tickle && !wanted.repoint_neighbors {
+            continue;
+        }
         let list = vips.clone();
         let Ok(seen) = tokio::task::spawn_blocking(move || established(&list)).await else {
             continue;

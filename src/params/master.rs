@@ -344,6 +344,7 @@ pub const TICKLE: Param = Param {
         instead of waiting for its own timeout (TCP keepalive: two hours). Connections this \
         node owns itself (a warm standby's service) are left alone. The clients' addresses \
         and ports are stored in etcd. false: nothing is recorded or sent.",
+    reloadable: true,
     ..BASE
 };
 
@@ -359,6 +360,7 @@ pub const REPOINT_NEIGHBORS: Param = Param {
         the VIP's new MAC from a request for its own address, and its answer shows it did. \
         Three rounds 0.6 s apart, each only to those that have not answered. false: the \
         announcements alone.",
+    reloadable: true,
     ..BASE
 };
 

@@ -255,7 +255,7 @@ impl MasterConfig {
 
     /// Why a running guard cannot take `new` in place of this configuration — a setting that
     /// is not reloadable (src/params/) changed — or None when only reloadable ones differ:
-    /// the health check, push_failures and the announcements.
+    /// the health check, push_failures, tickle and repoint_neighbors and the announcements.
     pub fn reload_refusal(&self, new: &MasterConfig) -> Option<String> {
         let mut kept = new.clone();
         // A lease that follows the cluster was fixed at promote: corosync changing since
@@ -271,6 +271,7 @@ impl MasterConfig {
         kept.health = self.health.clone();
         kept.push_failures = self.push_failures;
         kept.conflict_action = self.conflict_action;
+        kept.clients = self.clients;
         if let (Some(k), Some(old)) = (&mut kept.vip, &self.vip) {
             k.take_announcements_of(old);
         }

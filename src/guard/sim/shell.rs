@@ -172,7 +172,23 @@ impl Sim {
             }
             Order::Exit { .. } => self.exited = true,
             // Pacemaker and the wire are outside the simulated world.
-            Order::Push { .. } | Order::Defend { .. } | Order::Repoint => {}
+            Order::Push { .. } | Order::Defend { .. } => {}
+            // The clients are told only of a VIP the machine raised, before the lease can
+            // have ended at etcd (a deletion it has not heard of yet it cannot know; the rounds
+            // themselves ask the published view, as the shell's do).
+            Order::Repoint => {
+                let vip = self.m.vip();
+                if vip != crate::guard::machine::VipState::Up || now >= self.etcd_expiry {
+                    return Err(self.fail(
+                        seed,
+                        format!(
+                            "clients told at {now:?} with the VIP {vip:?}, the lease ending at \
+                             etcd at {:?}",
+                            self.etcd_expiry
+                        ),
+                    ));
+                }
+            }
             Order::AskMembership {
                 asked,
                 fencing,
