@@ -18,7 +18,7 @@ use hamaster_lab::bench as common;
 use std::time::{Duration, Instant};
 
 use support::clients::{IdleClients, Kind};
-use support::cluster::{create_topology_with, first_ok_after, Etcd, HealthClient, Lab, VIP};
+use support::cluster::{create_topology_with, first_ok_since, Etcd, HealthClient, Lab, VIP};
 use support::peers::Peer;
 
 const MARK_START: &str = "<!-- bench:clients:start -->";
@@ -278,7 +278,7 @@ fn trials(tool: Tool) -> (Vec<Row>, Option<String>) {
                 vip_up: up.map(|u| u.saturating_duration_since(t)),
                 long_poll: after(Kind::LongPoll),
                 silent: after(Kind::Silent),
-                served: up.and_then(|u| first_ok_after(&samples, u).map(|f| f - u)),
+                served: up.and_then(|u| first_ok_since(&samples, u).map(|f| f - u)),
                 watched: up.and_then(|u| {
                     let next = samples.iter().map(|s| s.0).filter(|s| *s > u).max()?;
                     Some(next - u)

@@ -830,7 +830,7 @@ fn clients_told(
             .into_iter()
             .filter(|e| e.connected < *since && until.is_none_or(|u| e.at < u))
             .collect();
-        let served = support::cluster::first_ok_after(stubborn, up).map(|t| t - up);
+        let served = support::cluster::first_ok_since(stubborn, up).map(|t| t - up);
         eprintln!(
             "{what}: idle clients' connections ended {:?} after the VIP was up on node {node}; \
              the host ignoring gratuitous ARP served again {served:?} after it",

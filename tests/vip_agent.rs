@@ -823,6 +823,7 @@ fn a_takeover_resets_an_idle_client_that_ignores_gratuitous_announcements() {
                     (link.index, link.mac),
                     &left,
                     &Default::default(),
+                    &Default::default(),
                     &routes,
                     true,
                     repoint,

@@ -1438,6 +1438,12 @@ pub fn longest_outage(samples: &[(Instant, bool)], from: Instant, to: Instant) -
     longest
 }
 
+/// The first answer from a poll that began at `since` or later (a success, whatever failed
+/// before it).
+pub fn first_ok_since(samples: &[(Instant, bool)], since: Instant) -> Option<Instant> {
+    samples.iter().find(|s| s.0 >= since && s.1).map(|s| s.0)
+}
+
 /// The first 200 after the first failure at or after `fault`.
 pub fn first_ok_after(samples: &[(Instant, bool)], fault: Instant) -> Option<Instant> {
     let first_fail = samples.iter().position(|s| s.0 >= fault && !s.1)?;

@@ -450,10 +450,23 @@ fn clients_line(c: &crate::resource::status::ClientsStatus) -> String {
             .last_neighbour_ms
             .map(|ms| format!(", the last after {ms} ms"))
             .unwrap_or_default();
+        let failed = match t.failed_sends {
+            0 => String::new(),
+            n => format!(", {n} sends failed"),
+        };
+        let stopped = if t.stopped {
+            ", stopped: the VIP went"
+        } else {
+            ""
+        };
         parts.push(format!(
-            "takeover reset {} of {} tickled sessions, {} of {} neighbours answered{last}",
+            "takeover reset {} of {} tickled sessions, {} of {} neighbours answered{last}{failed}\
+             {stopped}",
             t.answered, t.tickled, t.neighbours_answered, t.neighbours
         ));
+    }
+    if let Some(e) = &c.takeover_error {
+        parts.push(format!("takeover: {e}"));
     }
     parts.push(format!(
         "{} sessions recorded for the next master ({} bytes{})",
@@ -461,8 +474,8 @@ fn clients_line(c: &crate::resource::status::ClientsStatus) -> String {
         c.record_bytes,
         if c.capped { ", newest left out" } else { "" }
     ));
-    if let Some(e) = &c.error {
-        parts.push(e.clone());
+    if let Some(e) = &c.record_error {
+        parts.push(format!("recording: {e}"));
     }
     parts.join("; ")
 }
@@ -613,6 +626,7 @@ mod tests {
         clients.recorded = 5;
         clients.record_bytes = 150;
         clients.capped = true;
+        clients.record_error = Some("writing: etcd unreachable".into());
         r.guard = Some(GuardStatus {
             clients: Some(clients),
             ..GuardStatus::default()
@@ -622,7 +636,7 @@ mod tests {
             text.contains(
                 "clients         takeover reset 1 of 2 tickled sessions, 2 of 2 neighbours \
                  answered, the last after 12 ms; 5 sessions recorded for the next master (150 \
-                 bytes, newest left out)"
+                 bytes, newest left out); recording: writing: etcd unreachable"
             ),
             "{text}"
         );

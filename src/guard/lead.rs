@@ -71,7 +71,7 @@ struct Shell {
     /// Under Pacemaker: where the machine's pushes go (push_failures in force at the time).
     reporter: Option<super::push::Reporter>,
     /// The sessions the last master left (guard::sessions), being read since the key was
-    /// taken; taken by Order::Repoint. None: tickle and repoint_neighbors are both off.
+    /// taken; taken by Order::Repoint. None: no VIP.
     left: Option<tokio::task::JoinHandle<Result<Vec<crate::vip::tickle::Conn>, String>>>,
 }
 
@@ -81,6 +81,10 @@ struct Heard {
     started: mpsc::UnboundedReceiver<Running>,
     retaken: mpsc::UnboundedReceiver<(crate::lease::Grant, i64)>,
 }
+
+/// How long the clients' telling waits for the master to serve, at most (a raise ends far
+/// sooner: its promote's budget).
+const SERVE_WAIT: Duration = Duration::from_secs(600);
 
 /// How often a campaign's guard looks whether its leadership must end (fenced, or not serving).
 const CAMPAIGN_LOOK: Duration = Duration::from_millis(250);
@@ -405,8 +409,10 @@ impl Guard {
     }
 
     /// Order::Repoint: the clients the last master left told, VIP by VIP (each in a thread of
-    /// its own), every round only while the machine says the VIP is ours; the outcome logged
-    /// and kept for the status and the metrics. Nothing waits for it.
+    /// its own) once the master serves (a cold standby's service started: a client reset
+    /// before would reconnect into a closed port), every send only while the machine says the
+    /// VIP is ours; the outcome logged and kept for the status and the metrics. Nothing waits
+    /// for it.
     fn repoint(&self, shell: &mut Shell) {
         let Some(left) = shell.left.take() else {
             return;
@@ -417,31 +423,50 @@ impl Guard {
             return;
         }
         let resource = self.args.resource.clone();
+        let said = move |shared: &super::status::Shared, e: String| {
+            shared.update(|s| {
+                s.clients
+                    .get_or_insert_with(Default::default)
+                    .takeover_error = Some(e)
+            });
+        };
         tokio::spawn(async move {
             let left = match left.await {
                 Ok(Ok(l)) => l,
                 Ok(Err(e)) => {
                     log::warn!("guard {resource}: the last master's clients are not told: {e}");
-                    shared
-                        .update(|s| s.clients.get_or_insert_with(Default::default).error = Some(e));
-                    return;
+                    return said(&shared, e);
                 }
-                Err(e) => return log::warn!("guard {resource}: reading the sessions: {e}"),
+                Err(e) => {
+                    log::warn!("guard {resource}: reading the sessions: {e}");
+                    return said(&shared, format!("reading the sessions: {e}"));
+                }
             };
+            let serving = fence.until(|f| f.view().state.phase().is_leading() || !f.may_repoint());
+            let _ = tokio::time::timeout(SERVE_WAIT, serving).await;
+            if !fence.may_repoint() {
+                return said(&shared, "the raise did not finish: no client told".into());
+            }
             let n = left.len();
             let told = tokio::task::spawn_blocking(move || {
                 let keep = || fence.may_repoint();
                 tell(&wire, &left, clients, &keep)
             })
             .await;
-            let Ok((owned, reports)) = told else {
-                return;
+            let (owned, reports, errors) = match told {
+                Ok(t) => t,
+                Err(e) => {
+                    log::error!("guard {resource}: telling the clients: {e}");
+                    return said(&shared, format!("telling the clients: {e}"));
+                }
             };
             let status = super::sessions::told(Some(n), owned, &reports);
+            let mut problems = errors;
             if let Some(r) = &status.told {
+                problems.extend(r.errors.iter().cloned());
                 log::info!(
                     "guard {resource}: the last master left {n} sessions ({owned} owned here): \
-                     {} of {} tickled answered (reset here), {} of {} neighbours answered{}{}",
+                     {} of {} tickled answered (reset here), {} of {} neighbours answered{}{}{}",
                     r.answered,
                     r.tickled,
                     r.neighbours_answered,
@@ -449,10 +474,15 @@ impl Guard {
                     r.last_neighbour_ms
                         .map(|ms| format!(", the last after {ms} ms"))
                         .unwrap_or_default(),
-                    if r.errors.is_empty() {
+                    if r.failed_sends > 0 {
+                        format!(", {} sends failed", r.failed_sends)
+                    } else {
+                        String::new()
+                    },
+                    if problems.is_empty() {
                         String::new()
                     } else {
-                        format!("; {}", r.errors.join("; "))
+                        format!("; {}", problems.join("; "))
                     }
                 );
             }
@@ -461,6 +491,7 @@ impl Guard {
                 c.left = status.left;
                 c.owned = status.owned;
                 c.told = status.told;
+                c.takeover_error = (!problems.is_empty()).then(|| problems.join("; "));
             });
         });
     }
@@ -980,35 +1011,54 @@ async fn run_hook(
 }
 
 /// The clients of `left` told for each VIP of `wire` (vip::tickle), in parallel, all but the
-/// connections this node owns itself: how many it owned, and each VIP's report.
+/// connections this node owns itself and those from its own addresses: how many it owned,
+/// each VIP's report, and what could not be looked at (this node's connections, addresses or
+/// routes: told without them).
 fn tell(
     wire: &[(crate::vip::netlink::Link, std::net::IpAddr)],
     left: &[crate::vip::tickle::Conn],
     clients: crate::resource::config::ClientsConfig,
     keep: &(dyn Fn() -> bool + Sync),
-) -> (usize, Vec<crate::vip::tickle::Report>) {
+) -> (usize, Vec<crate::vip::tickle::Report>, Vec<String>) {
+    let mut errors = Vec::new();
     let mut owned = std::collections::BTreeSet::new();
     for (_, ip) in wire {
-        for s in crate::vip::sessions::established(*ip).unwrap_or_default() {
-            owned.insert(crate::vip::tickle::Conn {
+        match crate::vip::sessions::established(*ip) {
+            Ok(found) => owned.extend(found.into_iter().map(|s| crate::vip::tickle::Conn {
                 local: s.local,
                 peer: s.peer,
-            });
+            })),
+            Err(e) => errors.push(format!("this node's connections on {ip}: {e}")),
         }
     }
     let owned_left = left.iter().filter(|c| owned.contains(c)).count();
+    let local: std::collections::BTreeSet<_> =
+        super::placement::local_addresses().into_iter().collect();
+    let mut routes = [Vec::new(), Vec::new()];
+    match crate::vip::netlink::Rtnl::open() {
+        Ok(mut rtnl) => {
+            for v6 in [false, true] {
+                if !wire.iter().any(|(_, ip)| ip.is_ipv6() == v6) {
+                    continue;
+                }
+                match rtnl.routes(v6) {
+                    Ok(r) => routes[usize::from(v6)] = r,
+                    Err(e) => errors.push(format!("the routes: {e}")),
+                }
+            }
+        }
+        Err(e) => errors.push(format!("netlink: {e}")),
+    }
     let plans: Vec<_> = wire
         .iter()
         .map(|(link, ip)| {
-            let routes = crate::vip::netlink::Rtnl::open()
-                .and_then(|mut r| r.routes(ip.is_ipv6()))
-                .unwrap_or_default();
             super::sessions::plan(
                 *ip,
                 (link.index, link.mac),
                 left,
                 &owned,
-                &routes,
+                &local,
+                &routes[usize::from(ip.is_ipv6())],
                 clients.tickle,
                 clients.repoint_neighbors,
             )
@@ -1022,7 +1072,7 @@ fn tell(
             .collect();
         runs.into_iter().filter_map(|r| r.join().ok()).collect()
     });
-    (owned_left, reports)
+    (owned_left, reports, errors)
 }
 
 /// Order::AskMembership: corosync's membership and Pacemaker's view of this node, side by

@@ -255,7 +255,6 @@ fn role_and_lease(o: &mut String, s: &GuardStatus, ttl: Duration) {
     );
 }
 
-/// Each VIP: present, claimed by others, lost.
 /// The VIP's clients (guard::sessions): the record kept for the next master, and what this
 /// leadership's takeover told the last master's clients (absent before it did).
 fn clients(o: &mut String, s: &GuardStatus) {
@@ -308,6 +307,12 @@ fn clients(o: &mut String, s: &GuardStatus) {
         "Neighbours that answered, so that they send to this node's MAC now.",
         t.neighbours_answered as f64,
     );
+    gauge(
+        o,
+        "hamaster_takeover_failed_sends",
+        "Tickles and requests the kernel refused to send after this takeover.",
+        t.failed_sends as f64,
+    );
     if let Some(ms) = t.last_neighbour_ms {
         gauge(
             o,
@@ -318,6 +323,7 @@ fn clients(o: &mut String, s: &GuardStatus) {
     }
 }
 
+/// Each VIP: present, claimed by others, lost.
 fn vips(o: &mut String, s: &GuardStatus) {
     gauge(
         o,

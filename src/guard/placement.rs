@@ -13,8 +13,8 @@ use crate::vip::netlink::Rtnl;
 /// How often the placement is checked while leading (one status and one member-list request).
 pub const CHECK_EVERY: Duration = Duration::from_secs(5);
 
-/// Every address of this node's network namespace.
-fn local_addresses() -> Vec<IpAddr> {
+/// Every address of this node's network namespace (none where netlink cannot say).
+pub(super) fn local_addresses() -> Vec<IpAddr> {
     let Ok(mut rtnl) = Rtnl::open() else {
         return Vec::new();
     };

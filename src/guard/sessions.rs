@@ -97,6 +97,14 @@ impl Recorder {
     pub fn written(&mut self, set: Vec<Conn>) {
         self.written = Some(set);
     }
+
+    /// Recording is off: the empty record to write, unless it was written already; samples
+    /// start afresh when it is on again.
+    pub fn emptied(&mut self) -> Option<Vec<Conn>> {
+        self.previous = None;
+        self.capped = false;
+        (self.written.as_deref() != Some(&[])).then(Vec::new)
+    }
 }
 
 /// The VIP's established connections now, as (VIP's end, peer's end), oldest first.
@@ -112,8 +120,10 @@ fn established(vips: &[IpAddr]) -> Result<Vec<Conn>, String> {
     Ok(out)
 }
 
-/// While this leadership leads with its VIPs up: a sample every SAMPLE_EVERY, written beside
-/// `leader_key` (while it carries `lease`) when the recorder says so. Runs until aborted.
+/// While this leadership leads with its VIPs up (not while it holds through an etcd outage:
+/// a write could not land): a sample every SAMPLE_EVERY, written beside `leader_key` (while it
+/// carries `lease`) when the recorder says so; with tickle and repoint_neighbors both off, an
+/// empty record once (no client's address is kept). Runs until aborted.
 pub async fn record(
     etcd: Etcd,
     leader_key: String,
@@ -127,48 +137,35 @@ pub async fn record(
     let mut tick = tokio::time::interval(SAMPLE_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut said_capped = false;
+    // The last error said in the log (said again only when it changes).
+    let mut said: Option<String> = None;
     loop {
         tick.tick().await;
         let view = fence.view();
-        if !view.state.phase().is_leading() || view.vip != super::machine::VipState::Up {
+        if view.state.phase() != super::machine::Phase::Leading
+            || view.vip != super::machine::VipState::Up
+        {
             continue;
         }
-        // tickle and repoint_neighbors as last reloaded: both off, nothing is recorded.
-        let wanted = shared.config.borrow().clients;
-        if !wanted.tickle && !wanted.repoint_neighbors {
-            continue;
-        }
-        let list = vips.clone();
-        let Ok(seen) = tokio::task::spawn_blocking(move || established(&list)).await else {
-            continue;
-        };
-        let seen = match seen {
-            Ok(s) => s,
-            Err(e) => {
-                shared.update(|s| s.clients.get_or_insert_with(Default::default).error = Some(e));
-                continue;
-            }
-        };
-        let Some(set) = recorder.sample(&seen) else {
+        let Some(set) = next_record(&mut recorder, &vips, &shared, &mut said, &at).await else {
             continue;
         };
         if recorder.capped && !said_capped {
             said_capped = true;
-            log::warn!(
-                "{at}: more than {MAX_SESSIONS} connections on the VIP: the newest are not \
-                 recorded, and would wait for their own timeouts after a failover"
-            );
+            log::warn!("{at}: more than {MAX_SESSIONS} connections on the VIP: the newest are not recorded");
         }
         let value = encode(&set);
         let bytes = value.len();
-        let limit = SAMPLE_EVERY;
-        let r =
-            tokio::time::timeout(limit, etcd.put_while_held(&leader_key, lease, &at, value)).await;
-        let capped = recorder.capped;
+        let r = tokio::time::timeout(
+            SAMPLE_EVERY,
+            etcd.put_while_held(&leader_key, lease, &at, value),
+        )
+        .await;
         match r {
             Ok(Ok(true)) => {
-                let n = set.len();
+                let (n, capped) = (set.len(), recorder.capped);
                 recorder.written(set);
+                ok(&shared, &mut said);
                 shared.update(|s| {
                     let c = s.clients.get_or_insert_with(Default::default);
                     c.recorded = n;
@@ -176,21 +173,66 @@ pub async fn record(
                     c.recorded_at_unix_ms = Some(crate::lease::clock::unix_ms());
                     c.writes += 1;
                     c.capped = capped;
-                    c.error = None;
                 });
             }
             // The key is not ours (any more): nothing is written; the machine hears it from
             // the watch and the confirms.
             Ok(Ok(false)) => {}
-            Ok(Err(e)) => {
-                let e = format!("recording the sessions: {e}");
-                shared.update(|s| s.clients.get_or_insert_with(Default::default).error = Some(e));
-            }
+            Ok(Err(e)) => failed(&shared, &mut said, &at, format!("writing: {e}")),
             Err(_) => {
-                let e = format!("recording the sessions: no answer within {limit:?}");
-                shared.update(|s| s.clients.get_or_insert_with(Default::default).error = Some(e));
+                let e = format!("writing: no answer within {SAMPLE_EVERY:?}");
+                failed(&shared, &mut said, &at, e);
             }
         }
+    }
+}
+
+/// What to write now, if anything: the recorder's verdict on a fresh sample, or the empty
+/// record once tickle and repoint_neighbors (as last reloaded) are both off.
+async fn next_record(
+    recorder: &mut Recorder,
+    vips: &[IpAddr],
+    shared: &Shared,
+    said: &mut Option<String>,
+    at: &str,
+) -> Option<Vec<Conn>> {
+    let wanted = shared.config.borrow().clients;
+    if !wanted.tickle && !wanted.repoint_neighbors {
+        return recorder.emptied();
+    }
+    let list = vips.to_vec();
+    let seen = match tokio::task::spawn_blocking(move || established(&list)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            failed(shared, said, at, e);
+            return None;
+        }
+        Err(_) => return None,
+    };
+    let set = recorder.sample(&seen);
+    if set.is_none() {
+        ok(shared, said);
+    }
+    set
+}
+
+/// A sample or a write failed: in the status, and in the log when it says something new.
+fn failed(shared: &Shared, said: &mut Option<String>, at: &str, e: String) {
+    if said.as_deref() != Some(e.as_str()) {
+        log::warn!("{at}: recording the VIP's sessions: {e}");
+        *said = Some(e.clone());
+    }
+    shared.update(|s| s.clients.get_or_insert_with(Default::default).record_error = Some(e));
+}
+
+/// A sample was taken (and written where it changed): no error to show.
+fn ok(shared: &Shared, said: &mut Option<String>) {
+    if said.take().is_some() {
+        shared.update(|s| {
+            if let Some(c) = s.clients.as_mut() {
+                c.record_error = None;
+            }
+        });
     }
 }
 
@@ -206,20 +248,23 @@ pub async fn read_left(etcd: Etcd, at: String) -> Result<Vec<Conn>, String> {
 
 /// What to tell for the VIP `vip` up on interface (`index`, `mac`): the connections of `left`
 /// on it but those in `owned` (this node's own: a warm standby's service, a client that
-/// reconnected), and the neighbours to repoint (with `repoint`) among their peers and the
-/// link's gateways, from the family's `routes`.
+/// reconnected) and those from `local` addresses (this node's own, the VIP's included), and
+/// the neighbours to repoint (with `repoint`) among their peers and the link's gateways, from
+/// the family's `routes`.
+#[allow(clippy::too_many_arguments)]
 pub fn plan(
     vip: IpAddr,
     link: (u32, Option<[u8; 6]>),
     left: &[Conn],
     owned: &BTreeSet<Conn>,
+    local: &BTreeSet<IpAddr>,
     routes: &[crate::vip::netlink::Route],
     tickle: bool,
     repoint: bool,
 ) -> crate::vip::tickle::Plan {
     let on_vip: Vec<Conn> = left
         .iter()
-        .filter(|c| c.local.ip() == vip)
+        .filter(|c| c.local.ip() == vip && c.peer.ip() != vip && !local.contains(&c.peer.ip()))
         .copied()
         .collect();
     let peers: Vec<IpAddr> = on_vip
@@ -320,6 +365,13 @@ mod tests {
         assert_eq!(r.sample(&[a]), Some(vec![a]));
         // A write that failed is tried again at the next sample.
         assert_eq!(r.sample(&[a]), Some(vec![a]));
+        r.written(vec![a]);
+        // Turned off: the empty record, once; on again: two samples before a write.
+        assert_eq!(r.emptied(), Some(vec![]));
+        r.written(vec![]);
+        assert_eq!(r.emptied(), None);
+        assert_eq!(r.sample(&[a]), None);
+        assert_eq!(r.sample(&[a]), Some(vec![a]));
     }
 
     #[test]
@@ -353,15 +405,21 @@ mod tests {
             conn("192.0.2.11:443", "192.0.2.97:3"),
         ];
         let owned: BTreeSet<Conn> = [left[1]].into_iter().collect();
+        let local: BTreeSet<IpAddr> = ["192.0.2.97".parse().unwrap()].into_iter().collect();
+        let mut with_local = left.clone();
+        with_local.push(conn("192.0.2.10:443", "192.0.2.97:4"));
+        with_local.push(conn("192.0.2.10:443", "192.0.2.10:5"));
         let p = plan(
             "192.0.2.10".parse().unwrap(),
             (2, Some([2, 0, 0, 0, 0, 1])),
-            &left,
+            &with_local,
             &owned,
+            &local,
             &[],
             true,
             true,
         );
+        // Neither owned, nor another VIP's, nor from this node's own addresses.
         assert_eq!(p.conns, vec![left[0]]);
         // No route through the link: no neighbour is on it.
         assert!(p.neighbours.is_empty());
@@ -370,6 +428,7 @@ mod tests {
             (2, None),
             &left,
             &owned,
+            &BTreeSet::new(),
             &[],
             false,
             false,

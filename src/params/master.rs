@@ -343,7 +343,9 @@ pub const TICKLE: Param = Param {
         this node has no such connection and resets it, and the client reconnects at once \
         instead of waiting for its own timeout (TCP keepalive: two hours). Connections this \
         node owns itself (a warm standby's service) are left alone. The clients' addresses \
-        and ports are stored in etcd. false: nothing is recorded or sent.",
+        and ports are stored in etcd. false: no tickle is sent (the connections are still \
+        recorded for repoint_neighbors); both false: nothing is recorded, and the record is \
+        emptied. A cold standby's clients are told once its service has started.",
     reloadable: true,
     ..BASE
 };

@@ -149,16 +149,20 @@ pub struct ClientsStatus {
     pub record_bytes: usize,
     pub recorded_at_unix_ms: Option<u64>,
     pub writes: u64,
-    /// More sessions than sessions_max were established: the newest were left out.
+    /// More sessions than guard::sessions::MAX_SESSIONS were established: the newest were
+    /// left out.
     pub capped: bool,
     /// The takeover: sessions the last master left, those this node owns itself (not told).
     pub left: Option<usize>,
     pub owned: usize,
     /// What the rounds did (vip::tickle), summed over the VIPs.
     pub told: Option<crate::vip::tickle::Report>,
-    /// Why the record could not be read or written, the last time it could not.
+    /// Why the last sample could not be taken or written (None once one was).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
+    pub record_error: Option<String>,
+    /// Why the takeover told no client, or what went wrong telling them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub takeover_error: Option<String>,
 }
 
 /// What etcd's members say of its space: the largest database, its quota where etcd says it

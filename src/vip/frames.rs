@@ -621,7 +621,52 @@ mod tests {
             }
             let _ = claim(&f, vip4);
             let _ = claim(&f, vip6);
+            let _ = answer_to(&f, vip4);
+            let _ = answer_to(&f, vip6);
+            let _ = crate::vip::tickle::answer(&f, vip4, None);
+            let _ = crate::vip::tickle::answer(&f, vip6, Some(vip6));
         }
+    }
+
+    /// The answers to the clients' repointing: an ARP reply to the VIP names its sender, a
+    /// Neighbor Advertisement to the VIP its target; a request, or an answer to another
+    /// address, is none.
+    #[test]
+    fn an_answer_to_a_request_from_the_vip_names_the_neighbour() {
+        let (vip, client) = ("192.0.2.10".parse().unwrap(), "192.0.2.99".parse().unwrap());
+        let request = arp_request(OWN, vip, client);
+        assert_eq!(
+            answer_to(&request, IpAddr::V4(vip)),
+            None,
+            "our own request"
+        );
+        let reply = arp_frame(OWN, client, vip, OWN, ArpOperations::Reply);
+        assert_eq!(answer_to(&reply, IpAddr::V4(vip)), Some(IpAddr::V4(client)));
+        let other: Ipv4Addr = "192.0.2.11".parse().unwrap();
+        let elsewhere = arp_frame(OWN, client, other, OWN, ArpOperations::Reply);
+        assert_eq!(answer_to(&elsewhere, IpAddr::V4(vip)), None);
+        let (vip6, client6): (Ipv6Addr, Ipv6Addr) = (
+            "2001:db8::10".parse().unwrap(),
+            "2001:db8::99".parse().unwrap(),
+        );
+        let ns = neighbor_solicitation(OWN, vip6, client6);
+        assert_eq!(
+            &ns[0..3],
+            &[0x33, 0x33, 0xff],
+            "to the solicited-node group"
+        );
+        assert_eq!(answer_to(&ns, IpAddr::V6(vip6)), None, "a solicitation");
+        // An advertisement of client6 sent to the VIP: the NA frame's layout with its source,
+        // destination and target set so.
+        let mut na = unsolicited_na(OWN, client6);
+        na[ETH_HEADER_LEN + 24..ETH_HEADER_LEN + 40].copy_from_slice(&vip6.octets());
+        assert_eq!(answer_to(&na, IpAddr::V6(vip6)), Some(IpAddr::V6(client6)));
+        let unsolicited = unsolicited_na(OWN, client6);
+        assert_eq!(
+            answer_to(&unsolicited, IpAddr::V6(vip6)),
+            None,
+            "to all nodes"
+        );
     }
 
     #[test]

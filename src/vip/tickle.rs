@@ -15,13 +15,13 @@
 //!   sender's address from a request for its own address, and answers it: its answer is how
 //!   we know it now sends to this MAC.
 //!
-//! Each round asks `keep` first (the guard: the VIP is still ours to announce) and sends only
-//! to those who have not answered yet; it ends early once all have. Counted: the sessions
+//! Every send and every wait asks `keep` first (the guard: the VIP is still ours to announce);
+//! each round sends only to those who have not answered yet; it ends early once all have. Counted: the sessions
 //! tickled and answered (each answer is a reset by this node's kernel), the neighbours asked and
 //! answered, and when the last neighbour answered. No send can block: the sockets are
 //! non-blocking, a failed send is counted, never retried in a loop.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -79,68 +79,104 @@ pub struct Report {
     /// From the first round to the last session's answer.
     pub last_answer_ms: Option<u64>,
     pub rounds: u32,
+    /// Sends the kernel refused (tried twice each).
+    #[serde(default)]
+    pub failed_sends: usize,
     /// Stopped before its rounds were done: the VIP was no longer ours to announce.
     pub stopped: bool,
     /// Sends that failed, and sockets that could not be opened, in words (the first few).
     pub errors: Vec<String>,
 }
 
-/// The rounds for `plan`, each asked of `keep` first; returns when everyone answered, or a
-/// ROUND_GAP after the last round.
+/// Packets read from one socket before the wait looks at the time and `keep` again: a flood
+/// (every IPv6 frame of the link, a reconnect storm to the VIP) cannot hold the rounds.
+const DRAIN_MAX: usize = 256;
+/// A send the kernel could not queue (EAGAIN, ENOBUFS: a burst of a thousand) is tried once
+/// more after this pause.
+const SEND_PAUSE: Duration = Duration::from_millis(1);
+
+/// The rounds for `plan`; `keep` is asked before every send and every wait (the VIP is still
+/// ours to announce). Returns when everyone answered, or a ROUND_GAP after the last round.
 pub fn run(plan: &Plan, keep: &dyn Fn() -> bool) -> Report {
-    let mut report = Report {
-        tickled: plan.conns.len(),
-        neighbours: plan.neighbours.len(),
-        ..Report::default()
-    };
-    let err = |r: &mut Report, what: String| {
-        if r.errors.len() < 4 {
-            r.errors.push(what);
-        }
-    };
-    let tcp = match plan.conns.is_empty() {
-        true => None,
-        false => match tcp_socket(plan.vip) {
-            Ok(s) => Some(s),
-            Err(e) => {
-                err(&mut report, format!("raw TCP socket on {}: {e}", plan.vip));
-                None
-            }
-        },
-    };
-    let link = match (&plan.link, plan.neighbours.is_empty()) {
-        (Some((index, mac)), false) => match link_socket(*index, plan.vip) {
-            Ok(s) => Some((s, MacAddr::from(*mac))),
-            Err(e) => {
-                err(&mut report, format!("packet socket on link {index}: {e}"));
-                None
-            }
-        },
-        _ => None,
-    };
-    let mut conns_left: BTreeSet<Conn> = match tcp {
-        Some(_) => plan.conns.iter().copied().collect(),
-        None => BTreeSet::new(),
-    };
-    let mut asked_left: BTreeSet<IpAddr> = match link {
-        Some(_) => plan.neighbours.iter().copied().collect(),
-        None => BTreeSet::new(),
-    };
-    let start = Instant::now();
-    let mut buf = vec![0u8; 2048];
+    let mut r = Rounds::open(plan);
     for round in 0..ROUNDS {
-        if conns_left.is_empty() && asked_left.is_empty() {
+        if r.conns_left.is_empty() && r.asked_left.is_empty() {
             break;
         }
-        if !keep() {
-            report.stopped = true;
+        r.report.rounds = round + 1;
+        let until = r.start + ROUND_GAP * (round + 1);
+        if !r.send(plan, round, keep) || !r.wait(plan.vip, until, keep) {
+            r.report.stopped = true;
             break;
         }
-        report.rounds = round + 1;
-        // The neighbours first: a client whose cache still names the old MAC would send its
-        // answer to the tickle there.
-        if let Some((fd, mac)) = &link {
-            for n in &asked_left {
+    }
+    r.report
+}
+
+/// The rounds' sockets, who is left to answer, and the report so far.
+struct Rounds {
+    tcp: Option<OwnedFd>,
+    link: Option<(OwnedFd, MacAddr)>,
+    /// Each connection by what its answer carries: the client's address and the VIP's port.
+    conns_left: BTreeMap<(SocketAddr, u16), Conn>,
+    asked_left: BTreeSet<IpAddr>,
+    start: Instant,
+    buf: Vec<u8>,
+    report: Report,
+}
+
+impl Rounds {
+    /// The sockets `plan` needs (one that cannot be opened is said, and its part left out).
+    fn open(plan: &Plan) -> Rounds {
+        let mut report = Report {
+            tickled: plan.conns.len(),
+            neighbours: plan.neighbours.len(),
+            ..Report::default()
+        };
+        let tcp = match plan.conns.is_empty() {
+            true => None,
+            false => tcp_socket(plan.vip)
+                .map_err(|e| report.error(format!("raw TCP socket on {}: {e}", plan.vip)))
+                .ok(),
+        };
+        let link = match (&plan.link, plan.neighbours.is_empty()) {
+            (Some((index, mac)), false) => link_socket(*index, plan.vip)
+                .map(|s| (s, MacAddr::from(*mac)))
+                .map_err(|e| report.error(format!("packet socket on link {index}: {e}")))
+                .ok(),
+            (None, false) => {
+                report.error("the VIP's link has no MAC: no neighbour asked".into());
+                None
+            }
+            _ => None,
+        };
+        Rounds {
+            conns_left: match tcp {
+                Some(_) => plan
+                    .conns
+                    .iter()
+                    .map(|c| ((c.peer, c.local.port()), *c))
+                    .collect(),
+                None => BTreeMap::new(),
+            },
+            asked_left: match link {
+                Some(_) => plan.neighbours.iter().copied().collect(),
+                None => BTreeSet::new(),
+            },
+            tcp,
+            link,
+            start: Instant::now(),
+            buf: vec![0u8; 2048],
+            report,
+        }
+    }
+
+    /// One round's sends to those who have not answered: the neighbours' requests first (a
+    /// client whose cache still names the old MAC would send its answer to the tickle there),
+    /// then the tickles. False: `keep` said no.
+    fn send(&mut self, plan: &Plan, round: u32, keep: &dyn Fn() -> bool) -> bool {
+        if let Some((fd, mac)) = &self.link {
+            for n in &self.asked_left {
                 let frame = match (plan.vip, n) {
                     (IpAddr::V4(v), IpAddr::V4(t)) => frames::arp_request(*mac, v, *t).to_vec(),
                     (IpAddr::V6(v), IpAddr::V6(t)) => {
@@ -148,59 +184,108 @@ pub fn run(plan: &Plan, keep: &dyn Fn() -> bool) -> Report {
                     }
                     _ => continue,
                 };
-                if let Err(e) = socket::send(fd.as_raw_fd(), &frame, socket::MsgFlags::empty()) {
-                    err(&mut report, format!("request for {n}: {e}"));
+                if !keep() {
+                    return false;
+                }
+                let sent = send_twice(|| {
+                    socket::send(fd.as_raw_fd(), &frame, socket::MsgFlags::empty()).map(|_| ())
+                });
+                if let Err(e) = sent {
+                    self.report.failed_sends += 1;
+                    self.report.error(format!("request for {n}: {e}"));
                 }
             }
         }
-        if let Some(fd) = &tcp {
-            let seq = if round % 2 == 0 { 0 } else { 1 << 31 };
-            for c in &conns_left {
-                if let Err(e) = send_tickle(fd, c, seq) {
-                    err(&mut report, format!("tickle to {}: {e}", c.peer));
+        if let Some(fd) = &self.tcp {
+            let seq = if round.is_multiple_of(2) { 0 } else { 1 << 31 };
+            for c in self.conns_left.values() {
+                if !keep() {
+                    return false;
+                }
+                if let Err(e) = send_twice(|| send_tickle(fd, c, seq)) {
+                    self.report.failed_sends += 1;
+                    self.report.error(format!("tickle to {}: {e}", c.peer));
                 }
             }
         }
-        let until = start + ROUND_GAP * (round + 1);
-        while Instant::now() < until && !(conns_left.is_empty() && asked_left.is_empty()) {
+        true
+    }
+
+    /// The answers until `until` (or until everyone answered). False: `keep` said no.
+    fn wait(&mut self, vip: IpAddr, until: Instant, keep: &dyn Fn() -> bool) -> bool {
+        while Instant::now() < until && !(self.conns_left.is_empty() && self.asked_left.is_empty())
+        {
+            if !keep() {
+                return false;
+            }
             let wait = until.saturating_duration_since(Instant::now());
             let mut fds = Vec::new();
-            if let Some(fd) = &tcp {
+            if let Some(fd) = &self.tcp {
                 fds.push(PollFd::new(fd.as_fd(), PollFlags::POLLIN));
             }
-            if let Some((fd, _)) = &link {
+            if let Some((fd, _)) = &self.link {
                 fds.push(PollFd::new(fd.as_fd(), PollFlags::POLLIN));
             }
-            let ms =
-                PollTimeout::try_from(wait.as_millis().max(1) as i32).unwrap_or(PollTimeout::NONE);
-            if poll(&mut fds, ms).unwrap_or(0) == 0 {
+            // At most the round's gap, and a look at `keep` at least every 50 ms.
+            let ms = wait.as_millis().clamp(1, 50) as u16;
+            if poll(&mut fds, PollTimeout::from(ms)).unwrap_or(0) == 0 {
                 continue;
             }
-            let at = start.elapsed().as_millis() as u64;
-            if let Some(fd) = &tcp {
-                while let Some(from) = recv_tcp(fd, plan.vip, &mut buf) {
-                    if let Some(c) = conns_left.iter().find(|c| from == (c.peer, c.local.port())) {
-                        let c = *c;
-                        conns_left.remove(&c);
-                        report.answered += 1;
-                        report.last_answer_ms = Some(at);
-                    }
+            drop(fds);
+            self.read_answers(vip);
+        }
+        true
+    }
+
+    /// At most DRAIN_MAX packets of each socket: the answers among them counted.
+    fn read_answers(&mut self, vip: IpAddr) {
+        let at = self.start.elapsed().as_millis() as u64;
+        if let Some(fd) = &self.tcp {
+            for _ in 0..DRAIN_MAX {
+                let Some(from) = recv_tcp(fd, vip, &mut self.buf) else {
+                    break;
+                };
+                if self.conns_left.remove(&from).is_some() {
+                    self.report.answered += 1;
+                    self.report.last_answer_ms = Some(at);
                 }
             }
-            if let Some((fd, _)) = &link {
-                while let Ok((n, _, for_us)) = frames::recv_frame(fd, &mut buf) {
-                    let Some(who) = frames::answer_to(&buf[..n], plan.vip) else {
-                        continue;
-                    };
-                    if for_us && asked_left.remove(&who) {
-                        report.neighbours_answered += 1;
-                        report.last_neighbour_ms = Some(at);
-                    }
+        }
+        if let Some((fd, _)) = &self.link {
+            for _ in 0..DRAIN_MAX {
+                let Ok((n, _, for_us)) = frames::recv_frame(fd, &mut self.buf) else {
+                    break;
+                };
+                let Some(who) = frames::answer_to(&self.buf[..n.min(self.buf.len())], vip) else {
+                    continue;
+                };
+                if for_us && self.asked_left.remove(&who) {
+                    self.report.neighbours_answered += 1;
+                    self.report.last_neighbour_ms = Some(at);
                 }
             }
         }
     }
-    report
+}
+
+impl Report {
+    /// Keeps the first few errors in words (the count of failed sends keeps the rest).
+    pub fn error(&mut self, what: String) {
+        if self.errors.len() < 4 {
+            self.errors.push(what);
+        }
+    }
+}
+
+/// One send, and once more after SEND_PAUSE when the kernel had no room for it.
+fn send_twice(mut send: impl FnMut() -> nix::Result<()>) -> nix::Result<()> {
+    match send() {
+        Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::ENOBUFS) => {
+            std::thread::sleep(SEND_PAUSE);
+            send()
+        }
+        r => r,
+    }
 }
 
 /// A raw TCP socket bound to the VIP: what it sends leaves from the VIP; it receives a copy of
@@ -257,7 +342,7 @@ fn link_socket(index: u32, vip: IpAddr) -> io::Result<OwnedFd> {
     frames::link_socket(index, vip)
 }
 
-fn send_tickle(fd: &OwnedFd, c: &Conn, seq: u32) -> io::Result<()> {
+fn send_tickle(fd: &OwnedFd, c: &Conn, seq: u32) -> nix::Result<()> {
     let seg = tickle_segment(c.local, c.peer, seq);
     match c.peer {
         SocketAddr::V4(p) => {
@@ -374,25 +459,34 @@ pub fn answer(packet: &[u8], vip: IpAddr, from: Option<IpAddr>) -> Option<(Socke
     Some((SocketAddr::new(src, sport), dport))
 }
 
-/// The neighbours to ask for `peers` of a VIP on interface `index`: each peer reached on the
-/// link itself (a route of the main table through it, no gateway), and the gateways of the
-/// link's default routes. `routes` is the family's route dump.
+/// The neighbours to ask for `peers` of a VIP on interface `index`: each peer the kernel
+/// reaches on the link itself (its route of the main table through the link, no gateway), the
+/// gateway through which it reaches the others by the link, and the gateways of the link's
+/// default routes. `routes` is the family's route dump.
 pub fn neighbours(routes: &[super::netlink::Route], index: u32, peers: &[IpAddr]) -> Vec<IpAddr> {
-    let main = |r: &&super::netlink::Route| r.table == 254 && r.oif == Some(index);
-    let mut out: BTreeSet<IpAddr> = peers
+    use netlink_packet_route::route::RouteType;
+    let main: Vec<&super::netlink::Route> = routes
         .iter()
-        .filter(|p| {
-            routes.iter().filter(main).any(|r| {
-                !r.gateway && r.prefix > 0 && super::findif::contains(r.dst, r.prefix, **p)
-            })
-        })
-        .copied()
+        .filter(|r| r.table == 254 && r.kind == RouteType::Unicast)
         .collect();
-    out.extend(
-        routes
+    let mut out = BTreeSet::new();
+    for p in peers {
+        // The route the kernel takes: the longest prefix, then the lowest metric.
+        let taken = main
             .iter()
-            .filter(main)
-            .filter(|r| r.prefix == 0)
+            .filter(|r| super::findif::contains(r.dst, r.prefix, *p))
+            .min_by_key(|r| (std::cmp::Reverse(r.prefix), r.metric));
+        match taken {
+            Some(r) if r.oif == Some(index) && !r.gateway => {
+                out.insert(*p);
+            }
+            Some(r) if r.oif == Some(index) => out.extend(r.via),
+            _ => {}
+        }
+    }
+    out.extend(
+        main.iter()
+            .filter(|r| r.oif == Some(index) && r.prefix == 0)
             .filter_map(|r| r.via),
     );
     out.into_iter().collect()
@@ -503,8 +597,9 @@ mod tests {
             route("192.0.2.0", 24, 2, None),
             route("198.51.100.0", 24, 3, None),
             route("0.0.0.0", 0, 3, Some("198.51.100.1")),
+            route("10.0.0.0", 8, 2, Some("192.0.2.254")),
         ];
-        let peers: Vec<IpAddr> = ["192.0.2.99", "203.0.113.5", "198.51.100.7"]
+        let peers: Vec<IpAddr> = ["192.0.2.99", "203.0.113.5", "198.51.100.7", "10.1.2.3"]
             .iter()
             .map(|p| p.parse().unwrap())
             .collect();
@@ -512,6 +607,8 @@ mod tests {
             .iter()
             .map(|a| a.to_string())
             .collect();
-        assert_eq!(got, ["192.0.2.1", "192.0.2.99"]);
+        // On the link: 192.0.2.99; through the link's gateways: 203.0.113.5 (default) and
+        // 10.1.2.3 (its own route's); 198.51.100.7 is reached by another link.
+        assert_eq!(got, ["192.0.2.1", "192.0.2.99", "192.0.2.254"]);
     }
 }
