@@ -594,11 +594,16 @@ mod tests {
                 neighbours: 2,
                 neighbours_answered: 1,
                 last_neighbour_ms: Some(40),
+                failed_sends: 1,
                 ..Default::default()
             }],
         );
         s.clients.as_mut().unwrap().told = told.told;
         let text = m.render(&s, Duration::from_secs(10));
+        assert!(
+            text.contains("hamaster_takeover_failed_sends 1\n"),
+            "{text}"
+        );
         assert!(
             text.contains("hamaster_takeover_sessions_reset 2\n"),
             "{text}"

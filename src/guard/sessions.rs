@@ -13,7 +13,7 @@
 //! samples in a row saw it (a request that comes and goes within a second is no idle client:
 //! if it is cut mid-flight its own retransmission finds the new master); a write only when that
 //! set changed, so at most one a second, none while it stands still. One line per connection,
-//! `VIP:PORT PEER:PORT`, about 30 bytes (IPv4; 44 at most, 96 for IPv6); oldest first, at
+//! `VIP:PORT PEER:PORT`, 20 to 44 bytes (IPv4; up to 96 for IPv6); oldest first, at
 //! most MAX_SESSIONS (at most 44 KiB for IPv4, 96 KiB for IPv6): past it the newest are left out, said in the log and the status, and they wait for
 //! their own timeouts as without hamaster.
 //!
@@ -302,6 +302,7 @@ pub fn told(
         sum.last_neighbour_ms = sum.last_neighbour_ms.max(r.last_neighbour_ms);
         sum.last_answer_ms = sum.last_answer_ms.max(r.last_answer_ms);
         sum.rounds = sum.rounds.max(r.rounds);
+        sum.failed_sends += r.failed_sends;
         sum.stopped |= r.stopped;
         sum.errors.extend(r.errors.iter().cloned());
     }

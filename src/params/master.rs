@@ -337,7 +337,7 @@ pub const TICKLE: Param = Param {
         beside the leader key ({etcd_prefix}/{cluster_name}/{resource}/sessions, without a \
         lease, written only while the key is ours): a connection seen in two samples a second \
         apart, a write only when that set changed (at most one a second), at most 1024 \
-        connections of about 30 bytes each, the oldest kept. After a takeover the new master \
+        connections of 20 to 44 bytes each (IPv6: up to 96), the oldest kept. After a takeover the new master \
         sends each recorded client a 'tickle ACK' from the VIP, as Samba's CTDB does (three \
         rounds 0.6 s apart, each only to those that have not answered): the client answers, \
         this node has no such connection and resets it, and the client reconnects at once \
@@ -357,7 +357,8 @@ pub const REPOINT_NEIGHBORS: Param = Param {
     shortdesc: "Ask each client on the link and the gateway for its address after a takeover",
     longdesc: "Besides the gratuitous announcements (arp_count), the new master sends an ARP \
         request (IPv6: a Neighbor Solicitation) from the VIP for each client that tickle \
-        recorded on the VIP's link and for the link's default gateways. A host that ignores \
+        recorded on the VIP's link, for the gateway through which the link reaches any other \
+        recorded client, and for the link's default gateways. A host that ignores \
         gratuitous ARP (Linux's drop_gratuitous_arp, many firewalls and switches) still learns \
         the VIP's new MAC from a request for its own address, and its answer shows it did. \
         Three rounds 0.6 s apart, each only to those that have not answered. false: the \

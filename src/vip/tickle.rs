@@ -79,7 +79,7 @@ pub struct Report {
     /// From the first round to the last session's answer.
     pub last_answer_ms: Option<u64>,
     pub rounds: u32,
-    /// Sends the kernel refused (tried twice each).
+    /// Sends the kernel refused (one it had no room for was tried twice).
     #[serde(default)]
     pub failed_sends: usize,
     /// Stopped before its rounds were done: the VIP was no longer ours to announce.
