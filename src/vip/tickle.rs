@@ -140,7 +140,7 @@ impl Rounds {
                 .ok(),
         };
         let link = match (&plan.link, plan.neighbours.is_empty()) {
-            (Some((index, mac)), false) => link_socket(*index, plan.vip)
+            (Some((index, mac)), false) => frames::link_socket(*index, plan.vip)
                 .map(|s| (s, MacAddr::from(*mac)))
                 .map_err(|e| report.error(format!("packet socket on link {index}: {e}")))
                 .ok(),
@@ -304,42 +304,14 @@ fn tcp_socket(vip: IpAddr) -> io::Result<OwnedFd> {
     match vip {
         IpAddr::V4(v) => socket::bind(
             fd.as_raw_fd(),
-            &SockaddrIn::from(SocketAddr::new(v.into(), 0).to_v4()),
+            &SockaddrIn::from(std::net::SocketAddrV4::new(v, 0)),
         )?,
         IpAddr::V6(v) => socket::bind(
             fd.as_raw_fd(),
-            &SockaddrIn6::from(SocketAddr::new(v.into(), 0).to_v6()),
+            &SockaddrIn6::from(std::net::SocketAddrV6::new(v, 0, 0, 0)),
         )?,
     }
     Ok(fd)
-}
-
-trait Family {
-    fn to_v4(self) -> std::net::SocketAddrV4;
-    fn to_v6(self) -> std::net::SocketAddrV6;
-}
-
-impl Family for SocketAddr {
-    fn to_v4(self) -> std::net::SocketAddrV4 {
-        match self {
-            SocketAddr::V4(a) => a,
-            SocketAddr::V6(a) => std::net::SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, a.port()),
-        }
-    }
-    fn to_v6(self) -> std::net::SocketAddrV6 {
-        match self {
-            SocketAddr::V6(a) => a,
-            SocketAddr::V4(a) => {
-                std::net::SocketAddrV6::new(a.ip().to_ipv6_mapped(), a.port(), 0, 0)
-            }
-        }
-    }
-}
-
-/// A non-blocking packet socket on interface `index` for address resolution (ARP, or IPv6):
-/// the requests go out on it, the answers come in on it.
-fn link_socket(index: u32, vip: IpAddr) -> io::Result<OwnedFd> {
-    frames::link_socket(index, vip)
 }
 
 fn send_tickle(fd: &OwnedFd, c: &Conn, seq: u32) -> nix::Result<()> {
