@@ -83,9 +83,31 @@ pub fn live_with_args(pid: u32, args: &[&str]) -> bool {
 
 /// The fields of /proc/PID/stat after the command name (which may hold spaces and ')').
 fn stat_fields(pid: u32) -> Option<Vec<String>> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    fields_of(&format!("/proc/{pid}/stat"))
+}
+
+/// The fields of the stat file at `path` after the command name.
+fn fields_of(path: &str) -> Option<Vec<String>> {
+    let stat = fs::read_to_string(path).ok()?;
     let (_, rest) = stat.rsplit_once(')')?;
     Some(rest.split_whitespace().map(String::from).collect())
+}
+
+/// How long ago this process was forked: its start time (field 22 of /proc/self/stat, in
+/// clock ticks of CLOCK_BOOTTIME, which is how the kernel counts it) against CLOCK_BOOTTIME
+/// now. It covers what a parent that timed the fork (Pacemaker's executor) counts and the
+/// process itself cannot see: the exec, the loading. None where it cannot be read. Rounded up
+/// by at most a tick (the start time is in whole ticks).
+pub fn own_age() -> Option<std::time::Duration> {
+    let ticks: u64 = fields_of("/proc/self/stat")?.get(19)?.parse().ok()?;
+    // SAFETY: sysconf only reads a constant of the C library.
+    let hz = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) }).ok()?;
+    if hz == 0 {
+        return None;
+    }
+    let started = std::time::Duration::from_nanos(ticks.checked_mul(1_000_000_000)? / hz);
+    let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME).ok()?;
+    std::time::Duration::from(now).checked_sub(started)
 }
 
 /// When `pid` started, in clock ticks since boot (field 22 of /proc/PID/stat): with the pid it
@@ -186,6 +208,19 @@ mod tests {
         // Reaped: its pid may be anybody's now; the signal goes nowhere.
         assert_eq!(p.signal(Signal::SIGKILL), Err(nix::errno::Errno::ESRCH));
         assert!(super::Process::open(u32::MAX).is_none());
+    }
+
+    #[test]
+    fn own_age_grows_with_the_clock_it_is_read_against() {
+        let age = super::own_age().expect("our own age");
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let later = super::own_age().expect("our own age");
+        let grown = later.saturating_sub(age);
+        assert!(
+            grown >= std::time::Duration::from_millis(290)
+                && grown < std::time::Duration::from_secs(5),
+            "{age:?} then {later:?}"
+        );
     }
 
     #[test]

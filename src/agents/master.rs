@@ -171,7 +171,7 @@ fn run(action: Action, env: &OcfEnv) -> Result<Outcome, Failed> {
 }
 
 fn act(action: Action, env: &OcfEnv) -> Done {
-    let started = Instant::now();
+    let started = born(env);
     let values = Values::from_ocf(&MASTER_AGENT, env);
     let Some(resource) = env.resource().map(String::from) else {
         if action == Action::Monitor && env.is_probe() {
@@ -417,6 +417,20 @@ fn stop_exporter(ctx: &Ctx, limit: Duration) -> Result<(), MasterError> {
 
 /// The moment an action must be done by: its CRM_meta_timeout (or `default`) from when it
 /// began, less the safety second.
+/// When this action began as Pacemaker counts it: at the fork, before the exec and the loading
+/// (which take seconds on a slow node, and which the budget must cover). Now, where that cannot
+/// be read or reads longer than the whole timeout (no action outlives its timeout).
+fn born(env: &OcfEnv) -> Instant {
+    let now = Instant::now();
+    let most = env
+        .timeout_ms()
+        .map_or(DEFAULT_MONITOR_TIMEOUT, Duration::from_millis);
+    crate::procfs::own_age()
+        .filter(|age| *age < most)
+        .and_then(|age| now.checked_sub(age))
+        .unwrap_or(now)
+}
+
 fn budget(ctx: &Ctx, default: Duration) -> Instant {
     let timeout = ctx.env.timeout_ms().map_or(default, Duration::from_millis);
     ctx.started + timeout.saturating_sub(SAFETY)
