@@ -35,6 +35,10 @@ use crate::vip::tickle::Conn;
 pub const SAMPLE_EVERY: Duration = Duration::from_secs(1);
 /// Connections recorded at most.
 pub const MAX_SESSIONS: usize = 1024;
+/// The longest pause after samples that failed in a row (the pause doubles from SAMPLE_EVERY
+/// with each failure): a kernel without inet_diag whose module cannot be loaded refuses every
+/// sample, and every try has the kernel run modprobe for it.
+pub const SAMPLE_RETRY_MAX: Duration = Duration::from_secs(64);
 /// How long the next master waits for the record at the takeover, at most.
 pub const READ_LIMIT: Duration = Duration::from_secs(1);
 
@@ -76,6 +80,9 @@ pub struct Recorder {
     written: Option<Vec<Conn>>,
     /// The last sample had more than MAX_SESSIONS stable connections.
     pub capped: bool,
+    /// Samples failed in a row, and when the next may be taken.
+    failures: u32,
+    quiet_until: Option<std::time::Instant>,
 }
 
 impl Recorder {
@@ -91,6 +98,30 @@ impl Recorder {
         self.capped = stable.len() > MAX_SESSIONS;
         let kept: Vec<Conn> = stable.into_iter().take(MAX_SESSIONS).collect();
         (self.written.as_ref() != Some(&kept)).then_some(kept)
+    }
+
+    /// Whether a sample is due at `now` (not while pausing after failed ones).
+    pub fn due(&self, now: std::time::Instant) -> bool {
+        self.quiet_until.is_none_or(|t| now >= t)
+    }
+
+    /// A sample failed at `now`: the next waits SAMPLE_EVERY, doubled with each failure in a
+    /// row, at most SAMPLE_RETRY_MAX; the sample before no longer counts (a connection must be
+    /// seen in two samples in a row). Returns the pause.
+    pub fn failed(&mut self, now: std::time::Instant) -> Duration {
+        self.previous = None;
+        self.failures = self.failures.saturating_add(1);
+        let pause = SAMPLE_EVERY
+            .saturating_mul(1 << self.failures.saturating_sub(1).min(16))
+            .min(SAMPLE_RETRY_MAX);
+        self.quiet_until = Some(now + pause);
+        pause
+    }
+
+    /// A sample succeeded: samples every SAMPLE_EVERY again.
+    pub fn sampled(&mut self) {
+        self.failures = 0;
+        self.quiet_until = None;
     }
 
     /// `set` is in etcd now.
@@ -111,7 +142,15 @@ impl Recorder {
 fn established(vips: &[IpAddr]) -> Result<Vec<Conn>, String> {
     let mut out = Vec::new();
     for vip in vips {
-        let found = crate::vip::sessions::established(*vip).map_err(|e| format!("{vip}: {e}"))?;
+        let found =
+            crate::vip::sessions::established(*vip).map_err(|e| match e.raw_os_error() {
+                // The kernel's answer where it has no sock_diag for TCP and could not load it.
+                Some(libc::ENOENT) => format!(
+                    "{vip}: the kernel cannot list TCP connections (sock_diag: {e}: the tcp_diag \
+                 module is not loaded and could not be)"
+                ),
+                _ => format!("{vip}: {e}"),
+            })?;
         out.extend(found.into_iter().map(|s| Conn {
             local: s.local,
             peer: s.peer,
@@ -200,15 +239,25 @@ async fn next_record(
     if !wanted.tickle && !wanted.repoint_neighbors {
         return recorder.emptied();
     }
+    if !recorder.due(std::time::Instant::now()) {
+        return None;
+    }
     let list = vips.to_vec();
     let seen = match tokio::task::spawn_blocking(move || established(&list)).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
-            failed(shared, said, at, e);
+            let pause = recorder.failed(std::time::Instant::now());
+            failed(
+                shared,
+                said,
+                at,
+                format!("{e} (sampled again in {} s)", pause.as_secs()),
+            );
             return None;
         }
         Err(_) => return None,
     };
+    recorder.sampled();
     let set = recorder.sample(&seen);
     if set.is_none() {
         ok(shared, said);
@@ -373,6 +422,25 @@ mod tests {
         assert_eq!(r.emptied(), None);
         assert_eq!(r.sample(&[a]), None);
         assert_eq!(r.sample(&[a]), Some(vec![a]));
+    }
+
+    #[test]
+    fn failed_samples_pause_longer_each_time_and_a_good_one_resumes_every_second() {
+        let a = conn("192.0.2.10:443", "192.0.2.99:40000");
+        let mut r = Recorder::default();
+        let t0 = std::time::Instant::now();
+        assert!(r.due(t0));
+        assert_eq!(r.sample(&[a]), None);
+        let pauses: Vec<u64> = (0..9).map(|_| r.failed(t0).as_secs()).collect();
+        assert_eq!(pauses, [1, 2, 4, 8, 16, 32, 64, 64, 64]);
+        assert!(!r.due(t0 + Duration::from_secs(63)));
+        assert!(r.due(t0 + SAMPLE_RETRY_MAX));
+        // The sample before the failures no longer counts: two good samples before a write.
+        r.sampled();
+        assert!(r.due(t0));
+        assert_eq!(r.sample(&[a]), None);
+        assert_eq!(r.sample(&[a]), Some(vec![a]));
+        assert_eq!(r.failed(t0).as_secs(), 1, "counted afresh");
     }
 
     #[test]
