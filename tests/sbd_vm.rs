@@ -80,7 +80,6 @@ fn host_clock_of(vm: &Vm) -> impl Fn(&str) -> f64 {
     move |line| printed_at(line).expect("a time-stamped HM:STATE line") + offset
 }
 
-/// The last "HM:STATE" line before `t`.
 /// When sbd reset the VM, and how, waiting up to `limit`: its watchdog ran out (qemu's QMP
 /// WATCHDOG), or sbd reset the node itself first (SBD_TIMEOUT_ACTION's reboot: the kernel's
 /// "sysrq: Resetting" on the console; nothing else in the VM asks sysrq for a reset —
@@ -101,6 +100,7 @@ fn sbd_reset(vm: &Vm, limit: Duration) -> Option<(f64, &'static str)> {
     }
 }
 
+/// The last "HM:STATE" line before `t`.
 fn state_before(vm: &Vm, t: f64) -> String {
     vm.console
         .lock()
@@ -240,17 +240,21 @@ fn cut_off_master(watchdogs: u32) {
         l.contains("vip=absent")
     })
     .unwrap_or_else(|| panic!("the VM kept its VIP:\n{}", vm_logs(&vm)));
-    let service_gone = state_after(&vm, cut, Duration::from_secs(60), |l| {
+    let (reset, reset_by) = sbd_reset(&vm, Duration::from_secs(90))
+        .unwrap_or_else(|| panic!("no reset of the VM by sbd:\n{}", vm_logs(&vm)));
+    // The service's end: its stop as the report loop saw it (the guard's SIGTERM, then the
+    // reaping of its zombie), or else the reset, which ends everything the VM runs. The guard
+    // and sbd act on the same loss of quorum, and sbd's reset came 0.3 s after the VIP was
+    // gone once, before the stop was seen (the console's last line: `vip=absent service=up`).
+    let service_gone = state_after(&vm, cut, Duration::from_secs(2), |l| {
         l.contains("service=down")
-    })
-    .unwrap_or_else(|| panic!("the VM kept its service:\n{}", vm_logs(&vm)));
+    });
     let seen_on_host = |line: &str| {
         vm.first_line(Duration::ZERO, |_, l| l == line)
             .map_or(f64::NAN, |(t, _)| t)
     };
-    let (vip_seen, service_seen) = (seen_on_host(&vip_gone), seen_on_host(&service_gone));
-    let (reset, reset_by) = sbd_reset(&vm, Duration::from_secs(90))
-        .unwrap_or_else(|| panic!("no reset of the VM by sbd:\n{}", vm_logs(&vm)));
+    let vip_seen = seen_on_host(&vip_gone);
+    let service_seen = service_gone.as_deref().map_or(f64::NAN, seen_on_host);
     let deleted = watch
         .first(Duration::from_secs(60), |e| {
             e.kind == "DELETE" && e.wall >= cut
@@ -272,7 +276,17 @@ fn cut_off_master(watchdogs: u32) {
     );
     let new_vip = wall();
     let on_host = host_clock_of(&vm);
-    let (vip_gone, service_gone) = (on_host(&vip_gone), on_host(&service_gone));
+    let (vip_gone, service_gone) = (
+        on_host(&vip_gone),
+        service_gone.as_deref().map_or(reset, &on_host),
+    );
+    assert!(
+        vip_gone < reset,
+        "the VM was reset ({}) before its VIP was gone ({})\n{}",
+        reset - cut,
+        vip_gone - cut,
+        vm_logs(&vm)
+    );
     let before_reset = state_before(&vm, reset);
     let assumed = watchdog_fence_assumed(&lab);
     let history =
@@ -342,7 +356,10 @@ fn cut_off_master(watchdogs: u32) {
     if watchdogs == 2 {
         assert!(
             before_reset.contains("watchdog1=inactive"),
-            "hamaster's watchdog disarmed before the reset: {before_reset}\n{}",
+            "hamaster's watchdog disarmed before the reset ({reset_by}, {} after the cut, the VIP \
+             gone {}): {before_reset}\n{}",
+            since(reset),
+            since(vip_gone),
             vm_logs(&vm)
         );
     }
