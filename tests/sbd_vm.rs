@@ -353,14 +353,26 @@ fn cut_off_master(watchdogs: u32) {
         before_reset.contains("watchdog0=active") && before_reset.contains("sbd=up"),
         "sbd's watchdog armed before the reset: {before_reset}"
     );
-    if watchdogs == 2 {
+    // hamaster's watchdog disarmed before the reset — or, the design's backstop ("a guard that
+    // cannot confirm VIP and service down before the reset has its node reset", docs/safety.md),
+    // that watchdog's reset in the middle of the fence: under emulation the fence's steps (the
+    // VIP, SIGTERM, the look 0.1 s later, the reap, the magic close) outlasted the 0.2 s lead
+    // twice in four runs, while corosync, at real-time priority, re-formed its membership.
+    // Taken for that only when it is: a watchdog's reset, after the VIP was gone, and before
+    // sbd could have reset the node (its watcher reports the lost quorum 2.2 + 4 s after the
+    // cut at the earliest, then its own watchdog's timeout runs).
+    if watchdogs == 2 && !before_reset.contains("watchdog1=inactive") {
         assert!(
-            before_reset.contains("watchdog1=inactive"),
-            "hamaster's watchdog disarmed before the reset ({reset_by}, {} after the cut, the VIP \
-             gone {}): {before_reset}\n{}",
+            reset_by == "its watchdog ran out" && reset > vip_gone && reset - cut < 2.2 + 4.0,
+            "hamaster's watchdog disarmed before the reset, or its reset mid-fence ({reset_by}, \
+             {} after the cut, the VIP gone {}): {before_reset}\n{}",
             since(reset),
             since(vip_gone),
             vm_logs(&vm)
+        );
+        eprintln!(
+            "hamaster's own watchdog reset the VM mid-fence, {:.2} s after the VIP was gone",
+            reset - vip_gone
         );
     }
     let bound = 2.2 + 4.0 + SBD_TIMEOUT_S as f64 + 10.0;

@@ -103,6 +103,7 @@ impl Vm {
             initrd,
             cmdline,
             memory_mb: 256,
+            cpus: 1,
             limit_s: 300,
             extra: vec!["-device".into(), "i6300esb".into()],
         };
@@ -165,6 +166,10 @@ impl Vm {
             initrd,
             cmdline,
             memory_mb: 768,
+            // A cluster node has more than one CPU: with one, corosync's and Pacemaker's
+            // real-time work after a lost quorum, emulated, held the guard's fencing thread up
+            // past its watchdog's lead, and the lease's renewals past their deadline.
+            cpus: 2,
             limit_s: 900,
             extra,
         };
@@ -172,7 +177,8 @@ impl Vm {
     }
 }
 
-/// One qemu run: TCG, a serial console, QMP, a NIC on a tap device of `switch`'s bridge.
+/// One qemu run: TCG (multi-threaded with more than one CPU), a serial console, QMP, a NIC on
+/// a tap device of `switch`'s bridge.
 struct Qemu<'a> {
     tag: &'a str,
     dir: PathBuf,
@@ -180,6 +186,8 @@ struct Qemu<'a> {
     initrd: PathBuf,
     cmdline: String,
     memory_mb: u32,
+    /// Virtual CPUs, each a host thread where there is more than one (multi-threaded TCG).
+    cpus: u32,
     /// qemu ends by itself after this many seconds (the test's own limit).
     limit_s: u32,
     extra: Vec<String>,
@@ -194,6 +202,7 @@ impl Qemu<'_> {
             initrd,
             cmdline,
             memory_mb,
+            cpus,
             limit_s,
             extra,
         } = self;
@@ -206,7 +215,8 @@ impl Qemu<'_> {
         let mut child = Command::new("ip")
             .args(["netns", "exec", &switch, "timeout", &limit_s.to_string()])
             .arg("qemu-system-x86_64")
-            .args(["-accel", "tcg", "-cpu", "max", "-smp", "1"])
+            .args(["-accel", if cpus > 1 { "tcg,thread=multi" } else { "tcg" }])
+            .args(["-cpu", "max", "-smp", &cpus.to_string()])
             .args(["-m", &memory_mb.to_string()])
             .args(["-nodefaults", "-no-user-config", "-display", "none"])
             .args(["-monitor", "none", "-serial", "stdio", "-no-reboot"])
