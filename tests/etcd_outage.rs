@@ -58,12 +58,22 @@ fn holding(lab: &Lab, i: usize) -> bool {
         .is_some()
 }
 
+/// The last `n` lines of node `i`'s Pacemaker log that hamaster wrote.
+fn last_hamaster_lines(lab: &Lab, i: usize, n: usize) -> String {
+    let log = lab.log_text(i, "pacemaker.log");
+    let ours: Vec<&str> = log.lines().filter(|l| l.contains("hamaster")).collect();
+    ours[ours.len().saturating_sub(n)..].join("\n")
+}
+
 /// The master on node `i` cut off etcd alone (a firewall: silent), until it holds (bounded).
 fn cut_until_held(lab: &Lab, i: usize) {
     lab.cut_from_etcd(i);
     assert!(
         support::wait_for(Duration::from_secs(15), || holding(lab, i)),
-        "the master holds"
+        "the master holds; its guard says {:?}\n{}",
+        lab.guard_status(i)
+            .map(|s| (s.fence_cause, s.problem, s.failsafe)),
+        last_hamaster_lines(lab, i, 60)
     );
 }
 
