@@ -243,9 +243,9 @@ fn cut_off_master(watchdogs: u32) {
     let (reset, reset_by) = sbd_reset(&vm, Duration::from_secs(90))
         .unwrap_or_else(|| panic!("no reset of the VM by sbd:\n{}", vm_logs(&vm)));
     // The service's end: its stop as the report loop saw it (the guard's SIGTERM, then the
-    // reaping of its zombie), or else the reset, which ends everything the VM runs. The guard
-    // and sbd act on the same loss of quorum, and sbd's reset came 0.3 s after the VIP was
-    // gone once, before the stop was seen (the console's last line: `vip=absent service=up`).
+    // reaping of its zombie), or else the reset, which ends everything the VM runs: a reset
+    // has come 0.3 s after the VIP was gone, before the stop was seen (the console's last
+    // line `vip=absent service=up`; hamaster's own watchdog mid-fence, below).
     let service_gone = state_after(&vm, cut, Duration::from_secs(2), |l| {
         l.contains("service=down")
     });
@@ -357,7 +357,8 @@ fn cut_off_master(watchdogs: u32) {
     // cannot confirm VIP and service down before the reset has its node reset", docs/safety.md),
     // that watchdog's reset in the middle of the fence: under emulation the fence's steps (the
     // VIP, SIGTERM, the look 0.1 s later, the reap, the magic close) outlasted the 0.2 s lead
-    // twice in four runs, while corosync, at real-time priority, re-formed its membership.
+    // twice in four runs when the VM had one CPU, while corosync, at real-time priority,
+    // re-formed its membership.
     // Taken for that only when it is: a watchdog's reset, after the VIP was gone, and before
     // sbd could have reset the node (its watcher reports the lost quorum 2.2 + 4 s after the
     // cut at the earliest, then its own watchdog's timeout runs).

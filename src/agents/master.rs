@@ -415,8 +415,6 @@ fn stop_exporter(ctx: &Ctx, limit: Duration) -> Result<(), MasterError> {
     Ok(())
 }
 
-/// The moment an action must be done by: its CRM_meta_timeout (or `default`) from when it
-/// began, less the safety second.
 /// When this action began as Pacemaker counts it: at the fork, before the exec and the loading
 /// (which take seconds on a slow node, and which the budget must cover). Now, where that cannot
 /// be read or reads longer than the whole timeout (no action outlives its timeout).
@@ -431,6 +429,8 @@ fn born(env: &OcfEnv) -> Instant {
         .unwrap_or(now)
 }
 
+/// The moment an action must be done by: its CRM_meta_timeout (or `default`) from when it
+/// began (born), less the safety second.
 fn budget(ctx: &Ctx, default: Duration) -> Instant {
     let timeout = ctx.env.timeout_ms().map_or(default, Duration::from_millis);
     ctx.started + timeout.saturating_sub(SAFETY)
