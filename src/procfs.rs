@@ -99,7 +99,7 @@ fn fields_of(path: &str) -> Option<Vec<String>> {
 /// process itself cannot see: the exec, the loading. None where it cannot be read. Rounded up
 /// by at most a tick (the start time is in whole ticks).
 pub fn own_age() -> Option<std::time::Duration> {
-    let ticks: u64 = fields_of("/proc/self/stat")?.get(19)?.parse().ok()?;
+    let ticks = start_in("/proc/self/stat")?;
     // SAFETY: sysconf only reads a constant of the C library.
     let hz = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) }).ok()?;
     if hz == 0 {
@@ -113,8 +113,13 @@ pub fn own_age() -> Option<std::time::Duration> {
 /// When `pid` started, in clock ticks since boot (field 22 of /proc/PID/stat): with the pid it
 /// names one process for good, since a reused pid starts later.
 pub fn start_time(pid: u32) -> Option<u64> {
+    start_in(&format!("/proc/{pid}/stat"))
+}
+
+/// The start time (field 22) in the stat file at `path`.
+fn start_in(path: &str) -> Option<u64> {
     // Fields after the name start at field 3 (state): field 22 is index 19.
-    stat_fields(pid)?.get(19)?.parse().ok()
+    fields_of(path)?.get(19)?.parse().ok()
 }
 
 /// The process group of `pid` (field 5).

@@ -1364,12 +1364,7 @@ fn the_budget_counts_from_the_fork_a_slow_start_still_ends_the_monitor_in_its_ti
     let bin = a.state.join("pcmk-hanging");
     std::fs::create_dir_all(&bin).unwrap();
     for name in ["crm_attribute", "crm_master"] {
-        std::fs::write(
-            bin.join(name),
-            "#!/bin/sh
-exec sleep 60\n",
-        )
-        .unwrap();
+        std::fs::write(bin.join(name), "#!/bin/sh\nexec sleep 60\n").unwrap();
         support::must("chmod", &["+x", bin.join(name).to_str().unwrap()]);
     }
     let agent = a
