@@ -78,10 +78,11 @@ pub struct Lab {
 /// (`cibadmin --empty`: its newest schema) with dc-deadtime set. Its default, 20 s, is how long
 /// a starting controller waits for a DC before it calls an election, and it was 20 of the 23 s
 /// every lab took to come up, once per cluster scenario. On the lab's switch every node's
-/// controller is up within 2 s of the first; 3 s still lets them all take part in the first
-/// election. It matters only while no DC is known: a DC lost later is replaced by an election
-/// at once, whatever dc-deadtime says. Not for Lab::from_setup (an administrator's cluster,
-/// defaults untouched) nor a lab with a guest (a VM joins late, and slowly under emulation).
+/// controller starts once corosync has every node in its membership (build_with), so the
+/// first election has them all. It matters only while no DC is known: a DC lost later is
+/// replaced by an election at once, whatever dc-deadtime says. Not for Lab::from_setup (an
+/// administrator's cluster, defaults untouched). A VM that joins later (Lab::with_guest) starts
+/// from its own empty CIB, the default, and is offered the join by the DC in the meantime.
 fn first_cib(root: Option<&Path>) -> String {
     let empty = match root {
         Some(r) => must("chroot", &[r.to_str().unwrap(), "cibadmin", "--empty"]),
@@ -277,8 +278,21 @@ impl Lab {
             lab.etcd.host("e-w", &ip, &ns.name);
             lab.witness = Some(ns);
         }
+        // corosync on every node first, and Pacemaker once they are all members: the first
+        // DC is elected with every node in the membership, never one that would have a node
+        // it has not seen yet fenced at startup (stonith-enabled is still on here; the first
+        // CIB's dc-deadtime is short).
+        let conf = lab.corosync_conf();
         for i in 0..n {
-            lab.boot(i);
+            lab.boot_with(i, &conf, false);
+        }
+        assert!(
+            wait_for(Duration::from_secs(30), || lab.members_seen_from(0) >= n),
+            "corosync on {n} nodes did not form one membership:\n{}",
+            lab.boot_output()
+        );
+        for i in 0..n {
+            lab.start_pacemaker(i);
         }
         for i in 0..n {
             if etcd != Etcd::Own {
@@ -398,7 +412,7 @@ impl Lab {
         fs::write(g.join("etc-corosync/corosync.conf"), conf).unwrap();
         // A lab cluster's first start: every node with a CIB that sets only dc-deadtime (see
         // first_cib). Reboots start empty, as a node does, and take the cluster's CIB at join.
-        if node.gen == 1 && self.setup.is_none() && self.guests.is_empty() {
+        if node.gen == 1 && self.setup.is_none() {
             let cib = first_cib(self.root.as_deref());
             fs::write(g.join("lib-pacemaker/cib/cib.xml"), cib).unwrap();
         }
@@ -532,9 +546,22 @@ impl Lab {
             self.boot_output()
         );
         if pacemaker {
-            let pcmk = self.spawn_on(i, "pacemakerd.out", &["pacemakerd"]);
-            self.nodes[i].daemons.push(pcmk);
+            self.start_pacemaker(i);
         }
+    }
+
+    fn start_pacemaker(&mut self, i: usize) {
+        let pcmk = self.spawn_on(i, "pacemakerd.out", &["pacemakerd"]);
+        self.nodes[i].daemons.push(pcmk);
+    }
+
+    /// How many nodes corosync on node `i` has joined in its membership (runtime.members).
+    fn members_seen_from(&self, i: usize) -> usize {
+        let out = self.on(i, &["corosync-cmapctl", "-b", "runtime.members"]);
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| l.contains(".status ") && l.trim_end().ends_with("= joined"))
+            .count()
     }
 
     /// A host on the lab's switch outside its cluster — the runbook's DR host — running a
