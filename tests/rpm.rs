@@ -5,7 +5,8 @@
 
 use hamaster_lab as support;
 
-use std::path::PathBuf;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use support::{must, Pair, NODE_IF};
@@ -30,62 +31,84 @@ fn newest_glibc(text: &str) -> Option<(u32, u32)> {
 /// The source RPM rebuilt by itself, offline (vendored crates), with no --define: what mock,
 /// copr or a RHEL build host does with it. In an empty network namespace (its loopback up, for
 /// the unit tests): the SRPM must carry everything it builds from. Its %check runs the unit
-/// tests. Its own process group, its output in a file; dropped unfinished (a failed check
-/// beside it), the whole group is killed and its directory removed.
+/// tests. It runs under `timeout` (20 minutes), in a process group of its own that timeout
+/// leads, its output in a file. Dropped unfinished (a failed check beside it), the whole group
+/// is killed; a test process that dies without unwinding (an interrupt) sends timeout SIGTERM
+/// (PR_SET_PDEATHSIG), which timeout passes on to the group. Its directory is removed unless
+/// the rebuild failed.
 struct Rebuild {
     child: std::process::Child,
     top: PathBuf,
     log: PathBuf,
+    failed: bool,
 }
 
 impl Rebuild {
-    fn start(srpm: &std::path::Path) -> Rebuild {
+    fn start(srpm: &Path) -> Rebuild {
         use std::os::unix::process::CommandExt;
         let top = std::env::temp_dir().join(format!("hamaster-rebuild-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&top);
         let log = top.with_extension("log");
         let out = std::fs::File::create(&log).unwrap();
-        let child = Command::new("unshare")
-            .args([
-                "--net",
-                "sh",
-                "-c",
-                "ip link set lo up && exec rpmbuild --rebuild --nodeps --define \"_topdir $0\" \"$1\"",
-            ])
-            .arg(&top)
-            .arg(srpm)
-            .env("CARGO_NET_OFFLINE", "true")
-            // What this proves (offline, no --define, %check passes) does not depend on how the
-            // release profile optimises; without LTO and optimisation its build takes 1.6 min
-            // of the 4 it takes as shipped (the shipped binary is built by scripts/build-rpm).
-            .env("CARGO_PROFILE_RELEASE_LTO", "false")
-            .env("CARGO_PROFILE_RELEASE_OPT_LEVEL", "0")
-            .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "256")
-            // %check's test build without debug information, and the simulation's one replayed
-            // schedule for its 10,000 (they ran in make test, on the same sources).
-            .env("CARGO_PROFILE_DEV_DEBUG", "0")
-            .env("HAMASTER_SIM_SEED", "1")
-            .stdin(std::process::Stdio::null())
-            .stdout(out.try_clone().unwrap())
-            .stderr(out)
-            .process_group(0)
+        let mut cmd = Command::new("timeout");
+        cmd.args([
+            "1200",
+            "unshare",
+            "--net",
+            "sh",
+            "-c",
+            "ip link set lo up && exec rpmbuild --rebuild --nodeps --define \"_topdir $0\" \"$1\"",
+        ])
+        .arg(&top)
+        .arg(srpm)
+        .env("CARGO_NET_OFFLINE", "true")
+        // What this proves (offline, no --define, %check passes) does not depend on how the
+        // release profile optimises; without LTO and optimisation its build takes 1.6 min of
+        // the 4 it takes as shipped (the shipped binary is built by scripts/build-rpm).
+        .env("CARGO_PROFILE_RELEASE_LTO", "false")
+        .env("CARGO_PROFILE_RELEASE_OPT_LEVEL", "0")
+        .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "256")
+        // %check's test build without debug information, and the simulation's one replayed
+        // schedule for its 10,000 (they ran in make test, on the same sources).
+        .env("CARGO_PROFILE_DEV_DEBUG", "0")
+        .env("HAMASTER_SIM_SEED", "1")
+        .stdin(std::process::Stdio::null())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .process_group(0);
+        // SAFETY: one prctl between fork and exec; nothing allocated.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) == 0 {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            })
+        };
+        let child = cmd
             .spawn()
-            .expect("unshare and rpmbuild (scripts/install-deps installs them)");
-        Rebuild { child, top, log }
+            .expect("timeout, unshare and rpmbuild (scripts/install-deps installs them)");
+        Rebuild {
+            child,
+            top,
+            log,
+            failed: false,
+        }
     }
 
-    /// Waits for the rebuild (bounded: 20 minutes) and asserts it succeeded; its output.
+    /// Waits for the rebuild (timeout ends it within 20 minutes) and asserts it succeeded; its
+    /// output. A failed one's directory and output are kept (the message names them).
     fn finish(&mut self) -> String {
-        let ended = support::wait_for(std::time::Duration::from_secs(1200), || {
-            self.child.try_wait().ok().flatten().is_some()
-        });
-        let said = std::fs::read_to_string(&self.log).unwrap_or_default();
-        assert!(
-            ended,
-            "rpmbuild --rebuild did not end in 20 minutes: {said}"
-        );
         let status = self.child.wait().unwrap();
-        assert!(status.success(), "rpmbuild --rebuild: {said}");
+        let said = std::fs::read_to_string(&self.log).unwrap_or_default();
+        self.failed = !status.success();
+        assert!(
+            status.success(),
+            "rpmbuild --rebuild ({status}; {} and {} kept): {said}",
+            self.top.display(),
+            self.log.display()
+        );
         said
     }
 }
@@ -93,30 +116,60 @@ impl Rebuild {
 impl Drop for Rebuild {
     fn drop(&mut self) {
         if let Ok(None) = self.child.try_wait() {
-            // SAFETY: killpg with the group this Rebuild started; signals only its processes.
+            // SAFETY: killpg with the group this Rebuild started (timeout leads it); signals
+            // only its processes.
             unsafe { libc::killpg(self.child.id() as i32, libc::SIGKILL) };
             let _ = self.child.wait();
         }
-        let _ = std::fs::remove_dir_all(&self.top);
-        let _ = std::fs::remove_file(&self.log);
+        if !self.failed {
+            let _ = std::fs::remove_dir_all(&self.top);
+            let _ = std::fs::remove_file(&self.log);
+        }
     }
 }
 
 #[test]
 #[ignore = "builds the RPM (minutes): run by make check-rpm"]
 fn rpm_builds_installs_the_right_files_and_its_unpacked_agents_pass_ocf_tester_and_pcs() {
-    must(
-        concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/build-rpm"),
-        &[],
+    // scripts/build-rpm writes the source RPM first (rpmbuild -bs prints "Wrote: …src.rpm"),
+    // then compiles the binary packages for minutes, much of it on one core (the link-time
+    // optimisation). The source RPM's rebuild (Rebuild) starts as soon as it is written and
+    // runs beside that build and the checks below.
+    let build_log =
+        std::env::temp_dir().join(format!("hamaster-build-rpm-{}.log", std::process::id()));
+    let mut build = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/build-rpm"))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&build_log).unwrap())
+        .spawn()
+        .expect("scripts/build-rpm");
+    let mut said = String::new();
+    let mut rebuild = None;
+    for line in BufReader::new(build.stdout.take().unwrap()).lines() {
+        let line = line.unwrap_or_default();
+        let srpm = line
+            .strip_prefix("Wrote: ")
+            .filter(|p| p.ends_with(".src.rpm"));
+        if let (Some(srpm), None) = (srpm, &rebuild) {
+            rebuild = Some(Rebuild::start(Path::new(srpm)));
+        }
+        said.push_str(&line);
+        said.push('\n');
+    }
+    let status = build.wait().unwrap();
+    let errors = std::fs::read_to_string(&build_log).unwrap_or_default();
+    let _ = std::fs::remove_file(&build_log);
+    assert!(
+        status.success(),
+        "scripts/build-rpm ({status}):\n{said}{errors}"
     );
+    let mut rebuild =
+        rebuild.unwrap_or_else(|| panic!("scripts/build-rpm named no source RPM:\n{said}"));
     let rpm = package("RPMS", "hamaster", ".x86_64.rpm");
     let debuginfo = package("RPMS", "hamaster-debuginfo", ".x86_64.rpm");
     let selinux = package("RPMS", "hamaster-selinux", ".noarch.rpm");
     let srpm = package("SRPMS", "hamaster", ".src.rpm");
     assert!(srpm.exists() && debuginfo.exists());
-    // The source RPM's rebuild (Rebuild) compiles for minutes: it starts now and runs beside the
-    // checks of the packages just built, which compute little.
-    let mut rebuild = Rebuild::start(&srpm);
     // The SELinux module (docs/selinux.md), with the scriptlets that load and remove it.
     let module = must("rpm", &["-qlpv", selinux.to_str().unwrap()]);
     assert!(
