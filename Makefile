@@ -84,12 +84,12 @@ check-systemd: deps
 
 # The watchdog on a real (emulated) i6300esb in a qemu VM (software emulation), etcd outside it:
 # a frozen guard's node is reset before etcd drops the key; a step-down disarms it.
-check-watchdog: deps build
+check-watchdog: deps
 	$(LAB) $(CARGO) test $(ROOT) --test watchdog_vm -- --ignored --test-threads=1 --nocapture
 
 # sbd (watchdog-only, Debian's, fetched not installed) and hamaster on one node, a qemu VM in a
 # lab cluster with fencing on: the node cut off is reset by sbd while hamaster's lease ends.
-check-sbd: deps build
+check-sbd: deps
 	$(LAB) $(CARGO) test $(ROOT) --test sbd_vm -- --ignored --test-threads=1 --nocapture
 
 # Builds the RPM and tests it (its file list; the unpacked agents with ocf-tester, pcs, crm).
