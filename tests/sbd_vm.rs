@@ -37,6 +37,10 @@ use support::vm::{wall, Vm};
 const SBD_TIMEOUT_S: u64 = 5;
 /// Twice SBD_WATCHDOG_TIMEOUT, as RHEL's documentation recommends.
 const STONITH_WATCHDOG_TIMEOUT_S: u64 = 2 * SBD_TIMEOUT_S;
+/// The earliest sbd's watcher reports a cut-off node's lost quorum, in seconds after the cut:
+/// membership lost (token + consensus, 2.2 s), then the Pacemaker servant outdated
+/// (timeout_io + timeout_loop, 4 s). Its watchdog's timeout runs from there.
+const SBD_QUORUM_LOST_S: f64 = 2.2 + 4.0;
 
 fn ok(out: &std::process::Output, what: &str) {
     assert!(
@@ -346,9 +350,8 @@ fn cut_off_master(watchdogs: u32) {
     }
     assert!(taken > vip_gone && taken > service_gone && new_vip > vip_gone);
     // sbd's half: the node reset by sbd's device (hamaster's, if any, disarmed once it had
-    // nothing left to guard), within sbd's own bound: membership lost (token + consensus,
-    // 2.2 s), the Pacemaker servant outdated (timeout_io + timeout_loop, 4 s), the watchdog's
-    // timeout — with room for software emulation.
+    // nothing left to guard), within sbd's own bound: the lost quorum reported
+    // (SBD_QUORUM_LOST_S), the watchdog's timeout — with room for software emulation.
     assert!(
         before_reset.contains("watchdog0=active") && before_reset.contains("sbd=up"),
         "sbd's watchdog armed before the reset: {before_reset}"
@@ -360,11 +363,13 @@ fn cut_off_master(watchdogs: u32) {
     // twice in four runs when the VM had one CPU, while corosync, at real-time priority,
     // re-formed its membership.
     // Taken for that only when it is: a watchdog's reset, after the VIP was gone, and before
-    // sbd could have reset the node (its watcher reports the lost quorum 2.2 + 4 s after the
-    // cut at the earliest, then its own watchdog's timeout runs).
+    // sbd could have reset the node (SBD_QUORUM_LOST_S after the cut at the earliest, then its
+    // own watchdog's timeout runs).
     if watchdogs == 2 && !before_reset.contains("watchdog1=inactive") {
         assert!(
-            reset_by == "its watchdog ran out" && reset > vip_gone && reset - cut < 2.2 + 4.0,
+            reset_by == "its watchdog ran out"
+                && reset > vip_gone
+                && reset - cut < SBD_QUORUM_LOST_S,
             "hamaster's watchdog disarmed before the reset, or its reset mid-fence ({reset_by}, \
              {} after the cut, the VIP gone {}): {before_reset}\n{}",
             since(reset),
@@ -376,7 +381,7 @@ fn cut_off_master(watchdogs: u32) {
             reset - vip_gone
         );
     }
-    let bound = 2.2 + 4.0 + SBD_TIMEOUT_S as f64 + 10.0;
+    let bound = SBD_QUORUM_LOST_S + SBD_TIMEOUT_S as f64 + 10.0;
     assert!(
         reset - cut <= bound,
         "the reset came {} after the cut (bound {bound} s)",
